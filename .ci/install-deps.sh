@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything Cubicle's build and tests need on a fresh Debian bookworm machine.
+# Idempotent: re-running skips what is already there.
+set -euo pipefail
+
+pkgs=(
+  podman runc slirp4netns fuse-overlayfs uidmap  # container engine (runc: crun fails on hybrid cgroups)
+  xvfb x11-utils xauth                           # display for driver tests and the desktop app
+  chromium                                       # headless browser for UI tests
+  libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build
+  debootstrap                                    # offline base image build
+  docker-registry                                # loopback registry for pull-by-digest tests
+  ca-certificates git curl procps psmisc
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Podman on restricted hosts: crun cannot run with hybrid cgroups and systemd may be absent;
+# runc with cgroupfs works everywhere. Only written when the admin has no config of their own.
+if [ ! -f /etc/containers/containers.conf ]; then
+  mkdir -p /etc/containers
+  cat > /etc/containers/containers.conf <<'CONF'
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+fi

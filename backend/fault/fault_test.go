@@ -1,0 +1,30 @@
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestClass(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"plain", errors.New("x"), nil},
+		{"new", Conflict("desktop is busy"), ErrConflict},
+		{"wrapped", fmt.Errorf("vm a: start: %w", NotFound("no such image")), ErrNotFound},
+		{"sentinel wrapped", fmt.Errorf("op: %w", ErrUnavailable), ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Class(tt.err); got != tt.want {
+				t.Fatalf("Class(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+	if got := Invalid("bad %d", 3).Error(); got != "bad 3" {
+		t.Fatalf("message = %q", got)
+	}
+}
