@@ -10,6 +10,7 @@ pkgs=(
   libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build
   debootstrap                                    # offline base image build
   docker-registry                                # loopback registry for pull-by-digest tests
+  busybox-static                                 # tiny static rootfs for the engine conformance suite
   ca-certificates git curl procps psmisc
 )
 missing=()

@@ -1,0 +1,128 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/profile"
+	"cubicle/backend/store"
+)
+
+// agentJSON is an agent as the API shows it.
+type agentJSON struct {
+	ID                   string    `json:"id"`
+	Name                 string    `json:"name"`
+	Computer             string    `json:"computer"`
+	AllowHostEnvironment bool      `json:"allowHostEnvironment"`
+	CreatedAt            time.Time `json:"createdAt"`
+	UpdatedAt            time.Time `json:"updatedAt"`
+}
+
+func agentOf(a store.Agent) agentJSON {
+	c := a.Computer
+	if c == "" {
+		c = profile.ComputerNone
+	}
+	return agentJSON{ID: a.ID, Name: a.Name, Computer: c, AllowHostEnvironment: a.AllowHostEnvironment,
+		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	agents, err := s.cfg.Profiles.List(principal(r).AccountID)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := make([]agentJSON, 0, len(agents))
+	for _, a := range agents {
+		out = append(out, agentOf(a))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	a, err := s.cfg.Profiles.Create(principal(r).AccountID, body.Name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, agentOf(a))
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.cfg.Profiles.Get(principal(r).AccountID, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) renameAgent(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name *string `json:"name"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.Name == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"name": "…"} to rename the agent`))
+		return
+	}
+	a, err := s.cfg.Profiles.Rename(principal(r).AccountID, r.PathValue("id"), *body.Name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Profiles.Delete(principal(r).AccountID, r.PathValue("id")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) selectComputer(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Computer             *string `json:"computer"`
+		AllowHostEnvironment *bool   `json:"allowHostEnvironment"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.Computer == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"computer": "vm"|"cloud"|"host"|"browser"|"auto"|"none", "allowHostEnvironment": true|false}`))
+		return
+	}
+	sel := profile.Selection{Computer: *body.Computer}
+	if body.AllowHostEnvironment != nil {
+		sel.AllowHostEnvironment = *body.AllowHostEnvironment
+	}
+	a, err := s.cfg.Profiles.SelectComputer(principal(r).AccountID, r.PathValue("id"), sel)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Doctor == nil {
+		writeError(w, r, s.log, fault.Unavailable("the environment check is not available in this mode"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.cfg.Doctor(r.Context()))
+}

@@ -1,0 +1,66 @@
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"cubicle/backend/fault"
+)
+
+// status maps an error class to its HTTP status. It is the only place that does.
+func status(err error) (int, string) {
+	switch fault.Class(err) {
+	case fault.ErrNotFound:
+		return http.StatusNotFound, "not_found"
+	case fault.ErrExists:
+		return http.StatusConflict, "exists"
+	case fault.ErrConflict:
+		return http.StatusConflict, "conflict"
+	case fault.ErrInvalid:
+		return http.StatusBadRequest, "invalid"
+	case fault.ErrForbidden:
+		return http.StatusForbidden, "forbidden"
+	case fault.ErrUnauthenticated:
+		return http.StatusUnauthorized, "unauthenticated"
+	case fault.ErrUnavailable:
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// errorBody is the JSON every failed call returns.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// writeError answers with err's class and message. Errors of no class are logged and their
+// text is not shown (it may carry internals).
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	code, word := status(err)
+	msg := err.Error()
+	if code == http.StatusInternalServerError {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error; see the Cubicle log for details"
+	}
+	writeJSON(w, code, errorBody{Error: msg, Code: word})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	if v != nil {
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+// decode reads a JSON body of at most 1 MiB into v.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	if err := dec.Decode(v); err != nil {
+		return fault.Invalid("the request body is not valid JSON for this call: %v", err)
+	}
+	return nil
+}

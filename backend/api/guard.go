@@ -1,0 +1,119 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// guard is the first handler every request meets. It refuses requests addressed to a host
+// name that is not ours (DNS rebinding), state-changing requests and websocket upgrades from
+// foreign origins or cross-site contexts (CSRF), and state-changing requests whose body is not
+// JSON (HTML forms cannot send JSON). It answers CORS preflights for the trusted origins only
+// (the desktop window's page).
+type guard struct {
+	hosts   map[string]bool // lower-case host names without port
+	origins map[string]bool // trusted foreign origins, e.g. "wails://wails"
+	next    http.Handler
+}
+
+func newGuard(hosts, origins []string, next http.Handler) *guard {
+	g := &guard{hosts: map[string]bool{}, origins: map[string]bool{}, next: next}
+	for _, h := range hosts {
+		g.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	for _, o := range origins {
+		g.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
+	}
+	return g
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.hostAllowed(r.Host) {
+		writeJSON(w, http.StatusForbidden, errorBody{
+			Error: "this Cubicle server does not answer to the host name " + quote(r.Host) + "; open it by its address (e.g. http://127.0.0.1:PORT) or start it with --allowed-host",
+			Code:  "forbidden"})
+		return
+	}
+	origin := r.Header.Get("Origin")
+	trusted := origin != "" && g.origins[strings.ToLower(origin)]
+	if trusted {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	if changesState(r) {
+		if origin != "" && !trusted && !sameOrigin(origin, r) {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-origin request refused: " + quote(origin) + " may not change this server's state", Code: "forbidden"})
+			return
+		}
+		if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-site request refused", Code: "forbidden"})
+			return
+		}
+		if !isUpgrade(r) && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+			writeJSON(w, http.StatusUnsupportedMediaType, errorBody{Error: "send the request body as JSON with Content-Type: application/json", Code: "invalid"})
+			return
+		}
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *guard) hostAllowed(hostport string) bool {
+	if hostport == "" {
+		return false
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return g.hosts[strings.ToLower(strings.Trim(host, "[]"))]
+}
+
+// changesState reports whether r may change state: every method but GET/HEAD/OPTIONS, and
+// websocket upgrades (whose handshake is a GET that opens a channel able to send input).
+func changesState(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return isUpgrade(r)
+	}
+	return true
+}
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+func isJSON(ct string) bool {
+	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	return ct == "application/json"
+}
+
+// sameOrigin reports whether origin names the host the request was sent to.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return "\"" + strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s) + "\""
+}

@@ -1,0 +1,135 @@
+// Package api serves Cubicle's HTTP API (SPEC §1.11, §2.1, §3) and the built web UI.
+//
+// Every request passes the guard (Host allow-list, Origin and Content-Type checks, CORS for
+// the desktop window's origin), then authentication (session cookie or bearer token; only
+// GET /api/health and POST /api/auth/login are open), then the route. Errors are mapped to
+// HTTP status in one function (status in errors.go) from their fault class.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"cubicle/backend/auth"
+	"cubicle/backend/doctor"
+	"cubicle/backend/profile"
+)
+
+// SessionCookie is the name of the session cookie.
+const SessionCookie = "cubicle_session"
+
+// Config configures a Server. Auth, Profiles and AllowedHosts are required.
+type Config struct {
+	Auth     *auth.Service
+	Profiles *profile.Service
+	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
+	Logger   *slog.Logger
+	Version  string
+
+	// AllowedHosts are the host names (no port) requests may be addressed to.
+	AllowedHosts []string
+	// TrustedOrigins are foreign page origins allowed to call the API with a bearer token
+	// (the desktop window).
+	TrustedOrigins []string
+	// Assets is the built UI; nil or unbuilt serves a page saying how to build it.
+	Assets      fs.FS
+	AssetsBuilt bool
+	// SecureCookies marks the session cookie Secure (set when served behind TLS).
+	SecureCookies bool
+}
+
+// Server is the HTTP front of the backend.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	logins  *loginLimiter
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Auth == nil || cfg.Profiles == nil {
+		return nil, errors.New("api: Config.Auth and Config.Profiles are required")
+	}
+	if len(cfg.AllowedHosts) == 0 {
+		return nil, errors.New("api: Config.AllowedHosts is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, logins: newLoginLimiter(10, time.Minute)}
+	mux := http.NewServeMux()
+	s.routes(mux)
+	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins, securityHeaders(mux))
+	return s, nil
+}
+
+// Handler returns the server's root handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run serves on ln until ctx ends, then shuts down gracefully (5 s at most).
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	<-errc
+	return nil
+}
+
+func (s *Server) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/health", s.health)
+	mux.HandleFunc("POST /api/auth/login", s.login)
+	mux.Handle("POST /api/auth/logout", s.authed(s.logout))
+	mux.Handle("GET /api/auth/me", s.authed(s.me))
+
+	mux.Handle("GET /api/app/agents", s.authed(s.listAgents))
+	mux.Handle("POST /api/app/agents", s.authed(s.createAgent))
+	mux.Handle("GET /api/app/agents/{id}", s.authed(s.getAgent))
+	mux.Handle("PATCH /api/app/agents/{id}", s.authed(s.renameAgent))
+	mux.Handle("DELETE /api/app/agents/{id}", s.authed(s.deleteAgent))
+	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
+
+	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
+
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API route: " + r.Method + " " + r.URL.Path, Code: "not_found"})
+	})
+	mux.Handle("/", s.ui())
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.cfg.Version})
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		next.ServeHTTP(w, r)
+	})
+}

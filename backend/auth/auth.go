@@ -1,0 +1,264 @@
+// Package auth owns who may use Cubicle: salted password hashes (bcrypt), HMAC-signed session
+// tokens with an expiry, the admin account created on first start, and the per-launch token of
+// the desktop app's local admin.
+//
+// A session token is "v1.<payload>.<mac>", both parts base64url: the payload is JSON
+// {account id, role, expiry, nonce}, the MAC is HMAC-SHA256 over "v1."+payload with a 32-byte key
+// kept in a 0600 file in the data directory. Tokens survive a restart (same key) and expire;
+// logging out revokes a token for the rest of the process's life.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+)
+
+// Accounts is the part of the store auth needs.
+type Accounts interface {
+	Account(id string) (store.Account, error)
+	AccountByUsername(name string) (store.Account, error)
+	Accounts() ([]store.Account, error)
+	CreateAccount(a store.Account) error
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	AccountID string
+	Username  string
+	Role      store.Role
+	Token     string // the token that authenticated the call
+	Expires   time.Time
+}
+
+// Admin reports whether the caller may change app settings.
+func (p Principal) Admin() bool { return p.Role == store.RoleAdmin }
+
+// Config configures a Service. Accounts and Key are required.
+type Config struct {
+	Accounts Accounts
+	Key      []byte        // HMAC key, at least 32 bytes (see LoadOrCreateKey)
+	TTL      time.Duration // session lifetime; default 7 days
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
+}
+
+// Service logs people in and checks their tokens. It is safe for concurrent use.
+type Service struct {
+	accounts Accounts
+	key      []byte
+	ttl      time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	revoked map[string]time.Time // nonce → token expiry; guarded by mu
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Accounts == nil {
+		return nil, errors.New("auth: Config.Accounts is required")
+	}
+	if len(cfg.Key) < 32 {
+		return nil, errors.New("auth: Config.Key must hold at least 32 bytes")
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 7 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{accounts: cfg.Accounts, key: cfg.Key, ttl: cfg.TTL, log: cfg.Logger, now: cfg.Now,
+		revoked: make(map[string]time.Time)}, nil
+}
+
+// HashPassword returns a salted bcrypt hash of password.
+func HashPassword(password string) (string, error) {
+	if len(password) < 8 {
+		return "", fault.Invalid("the password must have at least 8 characters")
+	}
+	if len(password) > 72 {
+		return "", fault.Invalid("the password must have at most 72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// dummyHash is compared against when the username is unknown, so that a wrong username and a
+// wrong password take the same time.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("cubicle-timing-equaliser"), bcrypt.DefaultCost)
+
+// Login checks a username and password and returns a new session token.
+func (s *Service) Login(username, password string) (Principal, error) {
+	wrong := fault.New(fault.ErrUnauthenticated, "wrong username or password")
+	acct, err := s.accounts.AccountByUsername(strings.TrimSpace(username))
+	if err != nil {
+		if errors.Is(err, fault.ErrNotFound) {
+			_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+			return Principal{}, wrong
+		}
+		return Principal{}, fmt.Errorf("login: %w", err)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(acct.PasswordHash), []byte(password)) != nil {
+		return Principal{}, wrong
+	}
+	return s.Issue(acct)
+}
+
+// Issue returns a fresh session for acct without a password check (the desktop app's local
+// admin, tests).
+func (s *Service) Issue(acct store.Account) (Principal, error) {
+	nonce := make([]byte, 12)
+	if _, err := rand.Read(nonce); err != nil {
+		return Principal{}, fmt.Errorf("issue session: %w", err)
+	}
+	exp := s.now().Add(s.ttl).Truncate(time.Second)
+	c := claims{Account: acct.ID, Role: acct.Role, Exp: exp.Unix(), Nonce: hex.EncodeToString(nonce)}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return Principal{}, fmt.Errorf("issue session: %w", err)
+	}
+	body := "v1." + base64.RawURLEncoding.EncodeToString(payload)
+	tok := body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body))
+	return Principal{AccountID: acct.ID, Username: acct.Username, Role: acct.Role, Token: tok, Expires: exp}, nil
+}
+
+type claims struct {
+	Account string     `json:"a"`
+	Role    store.Role `json:"r"`
+	Exp     int64      `json:"e"`
+	Nonce   string     `json:"n"`
+}
+
+func (s *Service) mac(body string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	io.WriteString(m, body)
+	return m.Sum(nil)
+}
+
+// Authenticate checks a token and returns who it belongs to. Every failure is
+// fault.ErrUnauthenticated; the account is looked up so a deleted account's tokens stop working.
+func (s *Service) Authenticate(token string) (Principal, error) {
+	c, err := s.parse(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	acct, err := s.accounts.Account(c.Account)
+	if err != nil {
+		if errors.Is(err, fault.ErrNotFound) {
+			return Principal{}, fault.New(fault.ErrUnauthenticated, "your account no longer exists; log in again")
+		}
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return Principal{AccountID: acct.ID, Username: acct.Username, Role: acct.Role, Token: token, Expires: time.Unix(c.Exp, 0)}, nil
+}
+
+func (s *Service) parse(token string) (claims, error) {
+	bad := fault.New(fault.ErrUnauthenticated, "not logged in or the session expired; log in again")
+	if len(token) > 1024 || !strings.HasPrefix(token, "v1.") {
+		return claims{}, bad
+	}
+	i := strings.LastIndexByte(token, '.')
+	body, sig := token[:i], token[i+1:]
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac(body)) {
+		return claims{}, bad
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, "v1."))
+	if err != nil {
+		return claims{}, bad
+	}
+	var c claims
+	if json.Unmarshal(payload, &c) != nil || c.Account == "" {
+		return claims{}, bad
+	}
+	now := s.now()
+	if now.Unix() >= c.Exp {
+		return claims{}, bad
+	}
+	s.mu.Lock()
+	_, revoked := s.revoked[c.Nonce]
+	s.mu.Unlock()
+	if revoked {
+		return claims{}, bad
+	}
+	return c, nil
+}
+
+// Revoke ends a token before its expiry (log out). Unknown or invalid tokens are ignored.
+func (s *Service) Revoke(token string) {
+	c, err := s.parse(token)
+	if err != nil {
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, exp := range s.revoked { // drop entries whose tokens expired anyway
+		if now.After(exp) {
+			delete(s.revoked, n)
+		}
+	}
+	s.revoked[c.Nonce] = time.Unix(c.Exp, 0)
+}
+
+// LoadOrCreateKey reads the HMAC key at path, creating a random one (file 0600, directory 0700)
+// when it does not exist yet.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err == nil {
+		if len(key) < 32 {
+			return nil, fault.Conflict("the session key %s is damaged (shorter than 32 bytes); delete it to make a new one (everyone must log in again)", path)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read session key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create secrets dir: %w", err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("make session key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) { // another process won the race
+			return LoadOrCreateKey(path)
+		}
+		return nil, fmt.Errorf("write session key: %w", err)
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write session key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write session key: %w", err)
+	}
+	return key, nil
+}

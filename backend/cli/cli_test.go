@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testEnv(vars map[string]string) (*env, *syncBuffer, *syncBuffer) {
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	return &env{stdout: out, stderr: errb, getenv: func(k string) string { return vars[k] }}, out, errb
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			e, out, _ := testEnv(nil)
+			if code := run(context.Background(), e, []string{c.name, "--help"}); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			if !strings.Contains(out.String(), "Usage: cubicle "+c.name) {
+				t.Fatalf("help output: %q", out)
+			}
+		})
+	}
+	e, out, _ := testEnv(nil)
+	if code := run(context.Background(), e, []string{"help"}); code != 0 || !strings.Contains(out.String(), "serve") {
+		t.Fatalf("help: %d %q", code, out)
+	}
+	e, _, errb := testEnv(nil)
+	if code := run(context.Background(), e, []string{"frobnicate"}); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+		t.Fatalf("unknown command: %d %q", code, errb)
+	}
+	e, _, errb = testEnv(nil)
+	if code := run(context.Background(), e, []string{"serve", "--bogus"}); code != 2 {
+		t.Fatalf("bad flag: %d %q", code, errb)
+	}
+	e, out, _ = testEnv(nil)
+	if code := run(context.Background(), e, []string{"version"}); code != 0 || !strings.HasPrefix(out.String(), "cubicle "+Version) {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+func TestServeRefusesPublicBindWithoutChosenPassword(t *testing.T) {
+	dir := t.TempDir()
+	e, _, errb := testEnv(nil)
+	code := run(context.Background(), e, []string{"serve", "--listen", "0.0.0.0:0", "--data-dir", dir})
+	if code != 5 || !strings.Contains(errb.String(), "CUBICLE_ADMIN_PASSWORD") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+	// Nothing was created: a later loopback start still generates the first admin.
+	ctx, cancel := context.WithCancel(context.Background())
+	e, out, _ := testEnv(nil)
+	done := make(chan int)
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}) }()
+	waitFor(t, out, "with password ")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	vars := map[string]string{"CUBICLE_ADMIN_USER": "boss", "CUBICLE_ADMIN_PASSWORD": "pass-word-1"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, out, _ := testEnv(vars)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}) }()
+	url := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`).FindString(waitFor(t, out, "is running at"))
+	if url == "" {
+		t.Fatalf("no URL printed: %q", out)
+	}
+	if !strings.Contains(out.String(), `Log in as "boss"`) {
+		t.Fatalf("login not printed: %q", out)
+	}
+	resp, err := http.Get(url + "api/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok":true`) {
+		t.Fatalf("health: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Post(url+"api/auth/login", "application/json", strings.NewReader(`{"username":"boss","password":"pass-word-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+
+	// A second instance on the same data dir is refused clearly, and the first keeps running.
+	e2, _, errb2 := testEnv(vars)
+	if code := run(context.Background(), e2, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}); code != 3 || !strings.Contains(errb2.String(), "in use by another Cubicle process") {
+		t.Fatalf("second instance: exit %d, %q", code, errb2)
+	}
+	if resp, err := http.Get(url + "api/health"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first instance hurt: %v", err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop after cancel")
+	}
+}
+
+func TestDesktopFallsBackToServeWithoutDisplay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e, out, _ := testEnv(map[string]string{"CUBICLE_LISTEN": "127.0.0.1:0"})
+	e.shell = DesktopShell{Run: func(ctx context.Context, d Desktop) error {
+		t.Error("window opened without a display")
+		return nil
+	}}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, []string{"--data-dir", t.TempDir()}) }()
+	printed := waitFor(t, out, "is running at")
+	if !strings.Contains(printed, "No display found") || !strings.Contains(printed, "serving the web UI instead") {
+		t.Fatalf("no fallback note: %q", printed)
+	}
+	cancel()
+	<-done
+}
+
+func TestDesktopRunsShellWithLoopbackSession(t *testing.T) {
+	e, _, errb := testEnv(map[string]string{"DISPLAY": ":99"})
+	var got Desktop
+	e.shell = DesktopShell{Origins: []string{"wails://wails"}, Run: func(ctx context.Context, d Desktop) error {
+		got = d
+		req, _ := http.NewRequest("GET", d.URL+"/api/auth/me", nil)
+		req.Header.Set("Authorization", "Bearer "+d.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("local session rejected: %d", resp.StatusCode)
+		}
+		return nil
+	}}
+	if code := run(context.Background(), e, []string{"--data-dir", t.TempDir()}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.HasPrefix(got.URL, "http://127.0.0.1:") || got.Token == "" {
+		t.Fatalf("desktop = %+v", got)
+	}
+}
+
+func waitFor(t *testing.T, b *syncBuffer, s string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if out := b.String(); strings.Contains(out, s) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %q in %q", s, b.String())
+	return ""
+}

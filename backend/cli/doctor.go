@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"cubicle/backend/doctor"
+)
+
+func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
+	return []doctor.Checker{
+		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv),
+		doctor.Display(getenv),
+		doctor.DataDir(dataDir),
+		doctor.Version(Version),
+	}
+}
+
+func runDoctor(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR]")
+	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	r := doctor.Run(ctx, checkers(*dataDir, e.getenv)...)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL\tFIX")
+	for _, c := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Status)), c.Detail, c.Fix)
+	}
+	tw.Flush()
+	if !r.OK() {
+		fmt.Fprintln(e.stderr, "cubicle doctor: something required is missing (see FIX above)")
+		return exitError{code: 1}
+	}
+	return nil
+}

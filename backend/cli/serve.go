@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"cubicle/backend"
+	"cubicle/backend/auth"
+	"cubicle/backend/doctor"
+	"cubicle/backend/fault"
+)
+
+// DefaultListen is where `cubicle serve` listens unless told otherwise.
+const DefaultListen = "127.0.0.1:8765"
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]…")
+	listen := fs.String("listen", defaultListen(e.getenv), "address to listen on; a non-loopback address needs an admin password set by you (CUBICLE_ADMIN_PASSWORD or an existing account)")
+	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "where Cubicle keeps its data (env CUBICLE_DATA_DIR)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var hosts listFlag
+	fs.Var(&hosts, "allowed-host", "a further host name the server answers to (repeatable), e.g. the name of a reverse proxy")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts})
+}
+
+// defaultListen is $CUBICLE_LISTEN, else DefaultListen.
+func defaultListen(getenv func(string) string) string {
+	if l := getenv("CUBICLE_LISTEN"); l != "" {
+		return l
+	}
+	return DefaultListen
+}
+
+type serveOptions struct {
+	listen, dataDir, logLevel string
+	hosts                     []string
+	note                      string // printed before the URL (e.g. why the desktop app fell back to serve)
+}
+
+func serve(ctx context.Context, e *env, o serveOptions) error {
+	log, err := newLogger(e.stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return fault.Invalid("--listen %q is not host:port (for example 127.0.0.1:8765)", o.listen)
+	}
+	loopback := isLoopback(host)
+	allowed := append([]string{"localhost", "127.0.0.1", "::1"}, o.hosts...)
+	if !loopback && host != "" && host != "0.0.0.0" && host != "::" {
+		allowed = append(allowed, host)
+	}
+	b, err := backend.New(backend.Config{
+		DataDir: o.dataDir, Logger: log, Version: Version,
+		Admin:              adminFromEnv(e.getenv),
+		RequireChosenAdmin: !loopback,
+		AllowedHosts:       allowed,
+		Doctor:             doctorFunc(o.dataDir, e.getenv),
+	})
+	if err != nil {
+		if !loopback && fault.Class(err) == fault.ErrForbidden {
+			return fault.Forbidden("refusing to listen on %s without configured authentication: %v", o.listen, err)
+		}
+		return err
+	}
+	defer b.Close()
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fault.Unavailable("cannot listen on %s: %v (is another Cubicle or program using the port? pick another with --listen)", o.listen, err)
+	}
+	if o.note != "" {
+		fmt.Fprintln(e.stdout, o.note)
+	}
+	fmt.Fprintf(e.stdout, "Cubicle %s is running at %s\n", Version, urlOf(ln.Addr()))
+	printLogin(e, b.Bootstrap)
+	if !loopback {
+		fmt.Fprintf(e.stdout, "Listening beyond this machine. The server answers to host names: %s (add more with --allowed-host). Put it behind TLS.\n", strings.Join(allowed, ", "))
+	}
+	return b.Serve(ctx, ln)
+}
+
+func printLogin(e *env, r auth.BootstrapResult) {
+	switch {
+	case r.Generated:
+		fmt.Fprintf(e.stdout, "Log in as %q with password %s\n(shown only now; it is stored hashed — set CUBICLE_ADMIN_PASSWORD on first start to choose your own)\n", r.Username, r.Password)
+	case r.Created:
+		fmt.Fprintf(e.stdout, "Log in as %q with the password from CUBICLE_ADMIN_PASSWORD\n", r.Username)
+	default:
+		fmt.Fprintf(e.stdout, "Log in as %q with your password\n", r.Username)
+	}
+}
+
+func adminFromEnv(getenv func(string) string) auth.Bootstrap {
+	return auth.Bootstrap{Username: getenv("CUBICLE_ADMIN_USER"), Password: getenv("CUBICLE_ADMIN_PASSWORD")}
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func urlOf(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String() + "/"
+	}
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(ta.Port)) + "/"
+}
+
+func doctorFunc(dataDir string, getenv func(string) string) func(ctx context.Context) doctor.Report {
+	return func(ctx context.Context) doctor.Report {
+		return doctor.Run(ctx, checkers(dataDir, getenv)...)
+	}
+}

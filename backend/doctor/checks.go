@@ -1,0 +1,151 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"cubicle/backend/engine"
+)
+
+// Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" = any).
+func Engine(prefer string, getenv func(string) string) Checker {
+	return func(ctx context.Context) []Check {
+		c := Check{Name: "container engine", Required: true}
+		kind, err := engine.ParseKind(prefer)
+		if err != nil {
+			c.Status, c.Detail, c.Fix = Fail, "CUBICLE_ENGINE: "+err.Error(), "set CUBICLE_ENGINE to podman or docker, or unset it"
+			return []Check{c}
+		}
+		eps, err := engine.Discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		if err != nil {
+			c.Status, c.Detail = Fail, "checking engines: "+err.Error()
+			return []Check{c}
+		}
+		if ep, ok := engine.Pick(eps); ok {
+			mode := "rootful"
+			if ep.Rootless {
+				mode = "rootless"
+			}
+			c.Status, c.Detail = OK, fmt.Sprintf("%s %s running, %s, socket %s", ep.Kind, ep.Version, mode, ep.Socket)
+			return []Check{c}
+		}
+		for _, ep := range eps {
+			if ep.Kind == engine.Podman && ep.CLI != "" {
+				c.Status = Warn
+				c.Detail = fmt.Sprintf("podman is installed (%s) but its API service does not answer (%s); Cubicle starts and owns one when it needs it", ep.CLI, ep.Err)
+				c.Fix = ep.Fix
+				return []Check{c}
+			}
+		}
+		c.Status = Fail
+		var tried []string
+		for _, ep := range eps {
+			tried = append(tried, ep.Describe())
+		}
+		c.Detail = "no Podman or Docker found (" + strings.Join(tried, "; ") + ")"
+		c.Fix = installHint()
+		for _, ep := range eps {
+			if ep.CLI != "" && ep.Fix != "" {
+				c.Fix = ep.Fix
+				break
+			}
+		}
+		return []Check{c}
+	}
+}
+
+func installHint() string {
+	switch runtime.GOOS {
+	case "darwin":
+		return "install Podman Desktop or Docker Desktop and start it"
+	case "windows":
+		return "install Podman Desktop or Docker Desktop and start it"
+	}
+	return "sudo apt-get install podman (or your distribution's podman/docker package)"
+}
+
+// Display checks whether a desktop window can open (the desktop app needs one; `serve` does not).
+func Display(getenv func(string) string) Checker {
+	return func(ctx context.Context) []Check {
+		c := Check{Name: "display"}
+		if runtime.GOOS != "linux" {
+			c.Status, c.Detail = OK, "native window system"
+			return []Check{c}
+		}
+		if w := getenv("WAYLAND_DISPLAY"); w != "" {
+			dir := getenv("XDG_RUNTIME_DIR")
+			path := w
+			if !filepath.IsAbs(w) {
+				path = filepath.Join(dir, w)
+			}
+			if reachable(ctx, path) {
+				c.Status, c.Detail = OK, "Wayland display "+w
+				return []Check{c}
+			}
+		}
+		d := getenv("DISPLAY")
+		if d == "" {
+			c.Status, c.Detail, c.Fix = Warn, "no display (DISPLAY is unset): the desktop app cannot open a window; `cubicle serve` works", "run Cubicle inside a desktop session, or use `cubicle serve`"
+			return []Check{c}
+		}
+		if path, ok := x11Socket(d); ok && !reachable(ctx, path) {
+			c.Status, c.Detail, c.Fix = Warn, "DISPLAY="+d+" but no X server answers at "+path, "start the X server, or use `cubicle serve`"
+			return []Check{c}
+		}
+		c.Status, c.Detail = OK, "X display "+d
+		return []Check{c}
+	}
+}
+
+// x11Socket returns the local socket of a display such as ":0" or ":1.0"; false for remote
+// displays ("host:0"), which are not probed.
+func x11Socket(display string) (string, bool) {
+	if !strings.HasPrefix(display, ":") {
+		return "", false
+	}
+	n := strings.SplitN(display[1:], ".", 2)[0]
+	return "/tmp/.X11-unix/X" + n, true
+}
+
+func reachable(ctx context.Context, path string) bool {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+// DataDir checks that the data directory exists or can be made, and is writable.
+func DataDir(dir string) Checker {
+	return func(ctx context.Context) []Check {
+		c := Check{Name: "data directory", Required: true}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			c.Status, c.Detail, c.Fix = Fail, err.Error(), "choose a writable directory with --data-dir or CUBICLE_DATA_DIR"
+			return []Check{c}
+		}
+		f, err := os.CreateTemp(dir, ".doctor-*")
+		if err != nil {
+			c.Status, c.Detail, c.Fix = Fail, dir+" is not writable: "+err.Error(), "fix its permissions or choose another with --data-dir"
+			return []Check{c}
+		}
+		f.Close()
+		os.Remove(f.Name())
+		c.Status, c.Detail = OK, dir
+		return []Check{c}
+	}
+}
+
+// Version reports the program's version.
+func Version(v string) Checker {
+	return func(ctx context.Context) []Check {
+		return []Check{{Name: "version", Status: OK, Detail: fmt.Sprintf("cubicle %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)}}
+	}
+}

@@ -1,0 +1,91 @@
+package doctor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestReportOK(t *testing.T) {
+	r := Run(context.Background(),
+		func(context.Context) []Check { return []Check{{Name: "a", Status: Warn, Required: true}} },
+		func(context.Context) []Check { return []Check{{Name: "b", Status: Fail}} },
+	)
+	if !r.OK() || len(r.Checks) != 2 || r.Checks[0].Name != "a" {
+		t.Fatalf("report = %+v", r)
+	}
+	r = Run(context.Background(), func(context.Context) []Check { return []Check{{Name: "c", Status: Fail, Required: true}} })
+	if r.OK() {
+		t.Fatal("a failed required check passed")
+	}
+}
+
+func TestDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "data")
+	if c := DataDir(dir)(context.Background())[0]; c.Status != OK {
+		t.Fatalf("fresh dir: %+v", c)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if c := DataDir(filepath.Join(file, "sub"))(context.Background())[0]; c.Status != Fail || c.Fix == "" {
+		t.Fatalf("dir under a file: %+v", c)
+	}
+}
+
+func TestDisplay(t *testing.T) {
+	ctx := context.Background()
+	if c := Display(env(nil))(ctx)[0]; c.Status != Warn || c.Fix == "" {
+		t.Fatalf("no display: %+v", c)
+	}
+	if c := Display(env(map[string]string{"DISPLAY": ":87"}))(ctx)[0]; c.Status != Warn {
+		t.Fatalf("dead display: %+v", c)
+	}
+	xvfb, err := exec.LookPath("Xvfb")
+	if err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("Xvfb not installed")
+	}
+	cmd := exec.Command(xvfb, ":86", "-nolisten", "tcp")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := Display(env(map[string]string{"DISPLAY": ":86"}))(ctx)[0]
+		if c.Status == OK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live Xvfb display: %+v", c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestEngineUnknownPreference(t *testing.T) {
+	c := Engine("lxc", env(nil))(context.Background())[0]
+	if c.Status != Fail || !c.Required {
+		t.Fatalf("bad CUBICLE_ENGINE: %+v", c)
+	}
+}
+
+func TestEngineRealPodman(t *testing.T) {
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("no rootful Podman service")
+	}
+	c := Engine("podman", os.Getenv)(context.Background())[0]
+	if c.Status != OK {
+		t.Fatalf("podman: %+v", c)
+	}
+}

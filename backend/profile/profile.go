@@ -1,0 +1,186 @@
+// Package profile owns agent profiles: an agent's name and its computer selection, with the
+// rules of SPEC §1.6 and §1.11 — "Allow host environment" exists only next to a VM ("vm") or a
+// cloud computer ("cloud"); choosing any other computer clears it, and choosing a VM again does
+// not bring it back. Agents belong to one account; another account's agent does not exist for
+// the caller.
+package profile
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"cubicle/backend/auth"
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+)
+
+// Computer types an agent can be given.
+const (
+	ComputerVM      = "vm"
+	ComputerCloud   = "cloud"
+	ComputerHost    = "host"
+	ComputerBrowser = "browser"
+	ComputerAuto    = "auto"
+	ComputerNone    = "none"
+)
+
+// Computers lists the valid computer types in display order.
+var Computers = []string{ComputerVM, ComputerCloud, ComputerHost, ComputerBrowser, ComputerAuto, ComputerNone}
+
+// AllowsHostEnvironment reports whether the "Allow host environment" box exists for computer.
+func AllowsHostEnvironment(computer string) bool {
+	return computer == ComputerVM || computer == ComputerCloud
+}
+
+// Store is the part of the store profiles need.
+type Store interface {
+	CreateAgent(a store.Agent) error
+	Agent(id string) (store.Agent, error)
+	Agents(accountID string) ([]store.Agent, error)
+	UpdateAgent(id string, fn func(*store.Agent) error) (store.Agent, error)
+	DeleteAgent(id string) error
+}
+
+// Service manages agent profiles. It is safe for concurrent use (the store serialises writes).
+type Service struct {
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// New returns a Service over st.
+func New(st Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: st, log: log, now: time.Now}
+}
+
+// List returns the account's agents, oldest first.
+func (s *Service) List(accountID string) ([]store.Agent, error) {
+	agents, err := s.store.Agents(accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	if agents == nil {
+		agents = []store.Agent{}
+	}
+	return agents, nil
+}
+
+// Get returns one of the account's agents.
+func (s *Service) Get(accountID, id string) (store.Agent, error) {
+	a, err := s.store.Agent(id)
+	if err == nil && a.AccountID != accountID {
+		err = fault.NotFound("agent %q not found", id)
+	}
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("get agent: %w", err)
+	}
+	return a, nil
+}
+
+// Create makes an agent. New agents get a Local VM without host tools.
+func (s *Service) Create(accountID, name string) (store.Agent, error) {
+	name, err := checkName(name)
+	if err != nil {
+		return store.Agent{}, err
+	}
+	id, err := auth.NewID()
+	if err != nil {
+		return store.Agent{}, err
+	}
+	now := s.now().UTC()
+	a := store.Agent{ID: id, AccountID: accountID, Name: name, Computer: ComputerVM, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateAgent(a); err != nil {
+		return store.Agent{}, fmt.Errorf("create agent: %w", err)
+	}
+	s.log.Info("agent created", "agent", id, "account", accountID)
+	return a, nil
+}
+
+// Rename changes an agent's name.
+func (s *Service) Rename(accountID, id, name string) (store.Agent, error) {
+	name, err := checkName(name)
+	if err != nil {
+		return store.Agent{}, err
+	}
+	return s.update(accountID, id, "rename agent", func(a *store.Agent) error {
+		a.Name = name
+		return nil
+	})
+}
+
+// Delete removes an agent's profile. Its desktops' work data is kept by the VM layer.
+func (s *Service) Delete(accountID, id string) error {
+	if _, err := s.Get(accountID, id); err != nil {
+		return fmt.Errorf("delete agent: %w", err)
+	}
+	if err := s.store.DeleteAgent(id); err != nil {
+		return fmt.Errorf("delete agent: %w", err)
+	}
+	s.log.Info("agent deleted", "agent", id, "account", accountID)
+	return nil
+}
+
+// Selection is an agent's computer choice.
+type Selection struct {
+	Computer             string
+	AllowHostEnvironment bool
+}
+
+// SelectComputer saves an agent's computer choice. For any computer but vm and cloud the host
+// environment is forced off; an unknown computer is refused and nothing changes.
+func (s *Service) SelectComputer(accountID, id string, sel Selection) (store.Agent, error) {
+	c := strings.TrimSpace(sel.Computer)
+	if !valid(c) {
+		return store.Agent{}, fault.Invalid("unknown computer %q: choose one of %s", sel.Computer, strings.Join(Computers, ", "))
+	}
+	return s.update(accountID, id, "select computer", func(a *store.Agent) error {
+		a.Computer = c
+		a.AllowHostEnvironment = sel.AllowHostEnvironment && AllowsHostEnvironment(c)
+		return nil
+	})
+}
+
+func (s *Service) update(accountID, id, op string, fn func(*store.Agent) error) (store.Agent, error) {
+	a, err := s.store.UpdateAgent(id, func(a *store.Agent) error {
+		if a.AccountID != accountID {
+			return fault.NotFound("agent %q not found", id)
+		}
+		if err := fn(a); err != nil {
+			return err
+		}
+		a.UpdatedAt = s.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return a, nil
+}
+
+func valid(computer string) bool {
+	for _, c := range Computers {
+		if c == computer {
+			return true
+		}
+	}
+	return false
+}
+
+func checkName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", fault.Invalid("the agent needs a name")
+	case utf8.RuneCountInString(name) > 64:
+		return "", fault.Invalid("the agent's name is too long: use at most 64 characters")
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "", fault.Invalid("the agent's name contains control characters")
+	}
+	return name, nil
+}

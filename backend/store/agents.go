@@ -1,0 +1,88 @@
+package store
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"cubicle/backend/fault"
+)
+
+// Agent is a bot owned by an account, with its computer selection (SPEC §1.6). The store keeps
+// whatever it is given; which Computer values are legal is the caller's business.
+type Agent struct {
+	ID                   string    `json:"id"`
+	AccountID            string    `json:"accountId"`
+	Name                 string    `json:"name"`
+	Computer             string    `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
+	AllowHostEnvironment bool      `json:"allowHostEnvironment"`
+	WorkDir              string    `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
+	CreatedAt            time.Time `json:"createdAt"`
+	UpdatedAt            time.Time `json:"updatedAt"`
+}
+
+var agents = table[Agent]{bucket: bucketAgents, kind: "agent"}
+
+// CreateAgent stores a new agent. It fails with fault.ErrInvalid when the ID is empty and
+// with fault.ErrExists when it is taken.
+func (s *Store) CreateAgent(a Agent) error {
+	if a.ID == "" {
+		return fault.Invalid("create agent: an agent needs an id")
+	}
+	return s.update("create agent", func(tx *bbolt.Tx) error {
+		ok, err := agents.has(tx, a.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fault.Exists("agent %q already exists", a.ID)
+		}
+		return agents.put(tx, a.ID, a)
+	})
+}
+
+// Agent returns agent id, or a fault.ErrNotFound error.
+func (s *Store) Agent(id string) (Agent, error) {
+	var a Agent
+	err := s.view("get agent", func(tx *bbolt.Tx) (err error) {
+		a, err = agents.get(tx, id)
+		return err
+	})
+	return a, err
+}
+
+// Agents returns the agents of accountID ("" = of every account), oldest first (ties by ID).
+func (s *Store) Agents(accountID string) ([]Agent, error) {
+	var out []Agent
+	err := s.view("list agents", func(tx *bbolt.Tx) (err error) {
+		out, err = agents.list(tx, func(a Agent) bool { return accountID == "" || a.AccountID == accountID })
+		return err
+	})
+	slices.SortFunc(out, func(a, b Agent) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, err
+}
+
+// UpdateAgent changes agent id with fn in one transaction and returns the result. An error
+// from fn aborts the update (nothing changes) and is returned as is. fn may not change the ID.
+func (s *Store) UpdateAgent(id string, fn func(*Agent) error) (Agent, error) {
+	var a Agent
+	err := s.update("update agent", func(tx *bbolt.Tx) (err error) {
+		a, err = agents.modify(tx, id, fn, func(old, new Agent) error {
+			if new.ID != old.ID {
+				return fault.Invalid("update agent %q: the id cannot change", id)
+			}
+			return nil
+		})
+		return err
+	})
+	return a, err
+}
+
+// DeleteAgent removes agent id, or returns a fault.ErrNotFound error.
+func (s *Store) DeleteAgent(id string) error {
+	return s.update("delete agent", func(tx *bbolt.Tx) error { return agents.del(tx, id) })
+}

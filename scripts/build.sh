@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds Cubicle: the web UI, the in-guest driver, and the `cubicle` binary (with the desktop
+# shell when GTK/WebKit development files are present) into bin/cubicle.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+say "building the web UI"
+(cd frontend && npm run build --silent)
+
+say "building the in-guest driver"
+CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+
+mkdir -p bin
+LDFLAGS="-X cubicle/backend/cli.Version=$VERSION"
+if pkg-config --exists webkit2gtk-4.1 gtk+-3.0 2>/dev/null; then
+  say "building bin/cubicle (desktop app + serve)"
+  CGO_ENABLED=1 go build -tags "desktop,production,webkit2_41,$ENGINE_TAGS" -ldflags "$LDFLAGS" -o bin/cubicle .
+else
+  say "building bin/cubicle (serve only: GTK/WebKit dev files not found)"
+  go build -ldflags "$LDFLAGS" -o bin/cubicle .
+fi
+echo "built bin/cubicle ($VERSION)"
