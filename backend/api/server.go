@@ -29,6 +29,7 @@ type Config struct {
 	Auth     *auth.Service
 	Profiles *profile.Service
 	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
+	Chat     Chat                                    // nil: the chat routes answer 503
 	Logger   *slog.Logger
 	Version  string
 
@@ -112,6 +113,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
+
+	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
+	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))
 
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API route: " + r.Method + " " + r.URL.Path, Code: "not_found"})

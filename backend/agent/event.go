@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Event types of the chat event stream (SPEC §2.1). Clients tolerate types they do not know.
+const (
+	AgentStart              = "AGENT_START"
+	ModelCallStart          = "MODEL_CALL_START"
+	ModelCallEnd            = "MODEL_CALL_END"
+	ThinkingBlockStart      = "THINKING_BLOCK_START"
+	ThinkingBlockDelta      = "THINKING_BLOCK_DELTA"
+	ThinkingBlockEnd        = "THINKING_BLOCK_END"
+	ToolCallStart           = "TOOL_CALL_START"
+	ToolCallDelta           = "TOOL_CALL_DELTA"
+	ToolCallEnd             = "TOOL_CALL_END"
+	ToolResultStart         = "TOOL_RESULT_START"
+	ToolResultTextDelta     = "TOOL_RESULT_TEXT_DELTA"
+	ToolResultDataDelta     = "TOOL_RESULT_DATA_DELTA"
+	ToolResultEnd           = "TOOL_RESULT_END"
+	DataBlockStart          = "DATA_BLOCK_START"
+	DataBlockDelta          = "DATA_BLOCK_DELTA"
+	DataBlockEnd            = "DATA_BLOCK_END"
+	TextBlockStart          = "TEXT_BLOCK_START"
+	TextBlockDelta          = "TEXT_BLOCK_DELTA"
+	TextBlockEnd            = "TEXT_BLOCK_END"
+	AgentResult             = "AGENT_RESULT"
+	AgentEnd                = "AGENT_END"
+	ExceedMaxIters          = "EXCEED_MAX_ITERS"
+	RequireUserConfirm      = "REQUIRE_USER_CONFIRM"
+	UserConfirmResult       = "USER_CONFIRM_RESULT"
+	AllToolsDenied          = "ALL_TOOLS_DENIED"
+	RequireExternalExec     = "REQUIRE_EXTERNAL_EXECUTION"
+	ExternalExecutionResult = "EXTERNAL_EXECUTION_RESULT"
+	RequestStop             = "REQUEST_STOP"
+	SubagentExposed         = "SUBAGENT_EXPOSED"
+	HintBlock               = "HINT_BLOCK"
+	Custom                  = "CUSTOM"
+)
+
+// Tool result states.
+const (
+	StateSuccess     = "success"
+	StateError       = "error"
+	StateInterrupted = "interrupted"
+	StateDenied      = "denied"
+	StateRunning     = "running"
+)
+
+// Event is one element of the chat event stream. Common fields first; the rest are set by
+// type (see SPEC §2.1) and omitted when empty.
+type Event struct {
+	Type      string         `json:"type"`
+	ID        string         `json:"id"`        // 32 hex characters
+	CreatedAt time.Time      `json:"createdAt"` // UTC
+	Source    string         `json:"source,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+
+	SessionID      string          `json:"sessionId,omitempty"`
+	ReplyID        string          `json:"replyId,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Role           string          `json:"role,omitempty"`
+	Usage          *Usage          `json:"usage,omitempty"`
+	BlockID        string          `json:"blockId,omitempty"`
+	Delta          string          `json:"delta,omitempty"`
+	ToolCallID     string          `json:"toolCallId,omitempty"`
+	ToolCallName   string          `json:"toolCallName,omitempty"`
+	Data           *ContentBlock   `json:"data,omitempty"`
+	State          string          `json:"state,omitempty"`
+	Result         *Msg            `json:"result,omitempty"`
+	MaxIters       int             `json:"maxIters,omitempty"`
+	CurrentIter    int             `json:"currentIter,omitempty"`
+	ToolCalls      []ToolCall      `json:"toolCalls,omitempty"`
+	ConfirmResults []ConfirmResult `json:"confirmResults,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	GenerateReason *bool           `json:"generateReason,omitempty"`
+	Value          any             `json:"value,omitempty"`
+}
+
+// Usage is what one model call cost.
+type Usage struct {
+	InputTokens  int     `json:"inputTokens"`
+	OutputTokens int     `json:"outputTokens"`
+	CachedTokens int     `json:"cachedTokens"`
+	Time         float64 `json:"time"` // seconds
+	TotalTokens  int     `json:"totalTokens"`
+}
+
+// ContentBlock is one piece of a message: text, an image (base64) or a tool call/result.
+type ContentBlock struct {
+	Type       string         `json:"type"` // "text", "image", "thinking", "tool_use", "tool_result"
+	Text       string         `json:"text,omitempty"`
+	MediaType  string         `json:"mediaType,omitempty"` // images: "image/png", "image/jpeg"
+	Data       string         `json:"data,omitempty"`      // images: base64
+	ToolCallID string         `json:"toolCallId,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	Input      map[string]any `json:"input,omitempty"`
+	State      string         `json:"state,omitempty"`
+	Content    []ContentBlock `json:"content,omitempty"` // tool results
+}
+
+// Msg is one message of a conversation.
+type Msg struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name"`
+	Role      string         `json:"role"` // "user", "assistant", "system"
+	Content   []ContentBlock `json:"content"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Timestamp time.Time      `json:"timestamp"`
+	Usage     *Usage         `json:"usage,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID    string         `json:"id"`
+	Name  string         `json:"name"`
+	Input map[string]any `json:"input"`
+}
+
+// ConfirmResult is a person's answer to a REQUIRE_USER_CONFIRM.
+type ConfirmResult struct {
+	Confirmed bool     `json:"confirmed"`
+	ToolCall  ToolCall `json:"toolCall"`
+	Rules     []string `json:"rules,omitempty"` // allow rules the person added ("always allow")
+}
+
+// NewID returns 32 random hex characters.
+func NewID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newEvent stamps an event of type t.
+func newEvent(t string) Event {
+	return Event{Type: t, ID: NewID(), CreatedAt: time.Now().UTC()}
+}

@@ -1,0 +1,314 @@
+// Package openai is a client of OpenAI-compatible chat-completions endpoints (OpenAI, vLLM,
+// Ollama, LiteLLM, …): streaming, tool calls, and images in tool results (screenshots are sent
+// as image_url data URIs in a user message following the tool message, which every
+// compatible server accepts).
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/fault"
+)
+
+// Config names an endpoint and a model. BaseURL and Model are required.
+type Config struct {
+	BaseURL string // e.g. "https://api.openai.com/v1"
+	APIKey  string
+	Model   string
+	HTTP    *http.Client // nil: a client with no overall timeout (streams are long)
+}
+
+// Client talks to one model.
+type Client struct {
+	cfg Config
+	hc  *http.Client
+}
+
+// New returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" || cfg.Model == "" {
+		return nil, fault.Invalid("the model needs a base URL and a model name (Settings → Models)")
+	}
+	hc := cfg.HTTP
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 2 * time.Minute, Proxy: http.ProxyFromEnvironment}}
+	}
+	return &Client{cfg: cfg, hc: hc}, nil
+}
+
+// Name is the model's name.
+func (c *Client) Name() string { return c.cfg.Model }
+
+type message struct {
+	Role       string     `json:"role"`
+	Content    any        `json:"content"` // string or []part
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+type part struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+type toolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type tool struct {
+	Type     string         `json:"type"`
+	Function agent.ToolSpec `json:"function"`
+}
+
+type request struct {
+	Model         string    `json:"model"`
+	Messages      []message `json:"messages"`
+	Tools         []tool    `json:"tools,omitempty"`
+	Stream        bool      `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+type chunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          string     `json:"content"`
+			ReasoningContent string     `json:"reasoning_content"`
+			ToolCalls        []toolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Stream implements agent.Model.
+func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta func(agent.ModelDelta)) (agent.ModelReply, error) {
+	body := request{Model: c.cfg.Model, Messages: convert(req), Stream: true, Temperature: req.Temperature}
+	body.StreamOptions = &struct {
+		IncludeUsage bool `json:"include_usage"`
+	}{true}
+	for _, t := range req.Tools {
+		body.Tools = append(body.Tools, tool{Type: "function", Function: t})
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return agent.ModelReply{}, fmt.Errorf("model request: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.cfg.BaseURL, "/")+"/chat/completions", bytes.NewReader(raw))
+	if err != nil {
+		return agent.ModelReply{}, fault.Invalid("the model's base URL %q is not valid: %v", c.cfg.BaseURL, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	if c.cfg.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	start := time.Now()
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return agent.ModelReply{}, ctx.Err()
+		}
+		return agent.ModelReply{}, fault.Unavailable("cannot reach the model at %s: %v", c.cfg.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		class := fault.ErrUnavailable
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			class = fault.ErrForbidden
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity:
+			class = fault.ErrInvalid
+		}
+		return agent.ModelReply{}, fault.New(class, "the model %s answered HTTP %d: %s", c.cfg.Model, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	reply, err := readStream(resp.Body, onDelta)
+	reply.Usage.Time = time.Since(start).Seconds()
+	return reply, err
+}
+
+func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, error) {
+	var reply agent.ModelReply
+	var text, thinking strings.Builder
+	type pending struct {
+		id, name string
+		args     strings.Builder
+	}
+	var calls []*pending
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 8<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			break
+		}
+		var ch chunk
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return reply, fault.Unavailable("the model sent a malformed stream chunk: %v", err)
+		}
+		if ch.Error != nil {
+			return reply, fault.Unavailable("the model reported an error: %s", ch.Error.Message)
+		}
+		if u := ch.Usage; u != nil {
+			reply.Usage.InputTokens, reply.Usage.OutputTokens, reply.Usage.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+			if u.PromptTokensDetails != nil {
+				reply.Usage.CachedTokens = u.PromptTokensDetails.CachedTokens
+			}
+		}
+		for _, choice := range ch.Choices {
+			d := choice.Delta
+			if d.ReasoningContent != "" {
+				thinking.WriteString(d.ReasoningContent)
+				onDelta(agent.ModelDelta{Thinking: d.ReasoningContent})
+			}
+			if d.Content != "" {
+				text.WriteString(d.Content)
+				onDelta(agent.ModelDelta{Text: d.Content})
+			}
+			for _, tc := range d.ToolCalls {
+				i := len(calls)
+				if tc.Index != nil {
+					i = *tc.Index
+				}
+				for len(calls) <= i {
+					calls = append(calls, &pending{})
+				}
+				p := calls[i]
+				if tc.ID != "" {
+					p.id = tc.ID
+				}
+				if tc.Function.Name != "" {
+					p.name = tc.Function.Name
+				}
+				p.args.WriteString(tc.Function.Arguments)
+				onDelta(agent.ModelDelta{ToolIndex: i, ToolID: tc.ID, ToolName: tc.Function.Name, ToolArgs: tc.Function.Arguments})
+			}
+			if choice.FinishReason != "" {
+				reply.FinishReason = choice.FinishReason
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return reply, fault.Unavailable("the model's stream broke off: %v", err)
+	}
+	reply.Text, reply.Thinking = text.String(), thinking.String()
+	for i, p := range calls {
+		in := map[string]any{}
+		if s := strings.TrimSpace(p.args.String()); s != "" {
+			if err := json.Unmarshal([]byte(s), &in); err != nil {
+				in = map[string]any{"_raw": s, "_error": "arguments are not a JSON object"}
+			}
+		}
+		id := p.id
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i)
+		}
+		reply.ToolCalls = append(reply.ToolCalls, agent.ToolCall{ID: id, Name: p.name, Input: in})
+	}
+	return reply, nil
+}
+
+// convert maps the runtime's conversation onto chat-completions messages.
+func convert(req agent.ModelRequest) []message {
+	var out []message
+	if req.System != "" {
+		out = append(out, message{Role: "system", Content: req.System})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "assistant":
+			msg := message{Role: "assistant"}
+			var text strings.Builder
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					text.WriteString(b.Text)
+				case "tool_use":
+					args, _ := json.Marshal(b.Input)
+					var tc toolCall
+					tc.ID, tc.Type = b.ToolCallID, "function"
+					tc.Function.Name, tc.Function.Arguments = b.Name, string(args)
+					msg.ToolCalls = append(msg.ToolCalls, tc)
+				}
+			}
+			msg.Content = text.String()
+			out = append(out, msg)
+		default:
+			var parts []part
+			var images []part
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					parts = append(parts, part{Type: "text", Text: b.Text})
+				case "image":
+					parts = append(parts, imagePart(b))
+				case "tool_result":
+					var text strings.Builder
+					for _, c := range b.Content {
+						switch c.Type {
+						case "text":
+							text.WriteString(c.Text)
+						case "image":
+							images = append(images, imagePart(c))
+						}
+					}
+					if text.Len() == 0 {
+						text.WriteString("(" + b.State + ")")
+					}
+					out = append(out, message{Role: "tool", ToolCallID: b.ToolCallID, Content: text.String()})
+				}
+			}
+			if len(images) > 0 {
+				parts = append([]part{{Type: "text", Text: "Screenshot(s) returned by the tool call(s) above:"}}, append(images, parts...)...)
+			}
+			if len(parts) > 0 {
+				out = append(out, message{Role: "user", Content: parts})
+			}
+		}
+	}
+	return out
+}
+
+func imagePart(b agent.ContentBlock) part {
+	return part{Type: "image_url", ImageURL: &imageURL{URL: "data:" + b.MediaType + ";base64," + b.Data}}
+}
+
+var _ agent.Model = (*Client)(nil)

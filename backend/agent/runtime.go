@@ -1,0 +1,259 @@
+// Package agent is Cubicle's chat runtime: a turn takes a person's input, calls the model,
+// runs the tools it asks for (through the safety guard), and streams every step as events
+// (SPEC §2.1). Without a model, operator mode runs the same tools from slash commands through
+// the same event stream (SPEC §2.2).
+//
+// A conversation is keyed by (userId, sessionId). One turn runs per conversation at a time;
+// a turn that pauses (a tool call awaiting confirmation, or a stop request) resumes when the
+// same conversation sends again.
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"cubicle/backend/fault"
+)
+
+// Turn is one request to the runtime.
+type Turn struct {
+	SessionID string
+	UserID    string
+	AgentID   string
+	AgentName string
+	Input     string
+	ChatModel *ChatModel
+	// ConfirmResults answers a paused confirmation; when nil, Input "yes"/"y"/"ok"/"approve"
+	// confirms every pending call and anything else denies them.
+	ConfirmResults []ConfirmResult
+}
+
+// ChatModel overrides model options for a turn.
+type ChatModel struct {
+	Name        string   `json:"name"`
+	Stream      *bool    `json:"stream,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// TurnInfo is what tools learn about the turn they run in.
+type TurnInfo struct {
+	SessionID, UserID, AgentID string
+	TurnID                     string
+	Step                       int
+}
+
+// ToolOutput collects a tool's result and streams it as events.
+type ToolOutput struct {
+	emit   func(Event)
+	callID string
+	blocks []ContentBlock
+}
+
+// Text appends text to the result.
+func (o *ToolOutput) Text(s string) {
+	if s == "" {
+		return
+	}
+	e := newEvent(ToolResultTextDelta)
+	e.ToolCallID, e.Delta = o.callID, s
+	o.emit(e)
+	if n := len(o.blocks); n > 0 && o.blocks[n-1].Type == "text" {
+		o.blocks[n-1].Text += s
+		return
+	}
+	o.blocks = append(o.blocks, ContentBlock{Type: "text", Text: s})
+}
+
+// Image appends an image (base64 data) to the result.
+func (o *ToolOutput) Image(mediaType, base64Data string) {
+	b := ContentBlock{Type: "image", MediaType: mediaType, Data: base64Data}
+	e := newEvent(ToolResultDataDelta)
+	e.ToolCallID, e.Data = o.callID, &b
+	o.emit(e)
+	o.blocks = append(o.blocks, b)
+}
+
+// Toolbox runs tools. The runtime asks it which tools a turn may use and to run them.
+type Toolbox interface {
+	// Tools lists the tools of a turn (what the model is offered).
+	Tools(ctx context.Context, t TurnInfo) []ToolSpec
+	// Call runs call, writing its result to out, and returns the final state (StateSuccess,
+	// StateError, …). It honours ctx (a stop request cancels it).
+	Call(ctx context.Context, t TurnInfo, call ToolCall, out *ToolOutput) string
+}
+
+// Decision of a guard.
+type Decision string
+
+// Guard decisions.
+const (
+	Allow Decision = "allow"
+	Ask   Decision = "ask"
+	Deny  Decision = "deny"
+)
+
+// Guard decides whether a tool call may run.
+type Guard interface {
+	Check(t TurnInfo, call ToolCall) (Decision, string)
+	// AllowRule records an "always allow" rule a person added while confirming.
+	AllowRule(t TurnInfo, call ToolCall, rule string)
+}
+
+// Recorder writes the execution history (SPEC §2.5). Begin returns an id End completes.
+type Recorder interface {
+	Begin(t TurnInfo, call ToolCall) string
+	End(id string, state string, output []ContentBlock, elapsed time.Duration)
+}
+
+// ErrNoModel is returned by a ModelResolver when no model is configured; the runtime then
+// runs in operator mode.
+var ErrNoModel = errors.New("no model configured")
+
+// ModelResolver finds the model of a turn. It is called only when a turn runs.
+type ModelResolver func(ctx context.Context, agentID string, chat *ChatModel) (Model, error)
+
+// Config configures a Runtime. Tools is required.
+type Config struct {
+	Tools    Toolbox
+	Models   ModelResolver // nil: always operator mode
+	Guard    Guard         // nil: every call is allowed
+	Recorder Recorder      // nil: no history
+	Logger   *slog.Logger
+	MaxIters int    // model calls per turn; default 25
+	System   string // system prompt
+}
+
+// Runtime runs turns. It is safe for concurrent use.
+type Runtime struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // guarded by mu
+}
+
+// session is one conversation's state.
+type session struct {
+	mu       sync.Mutex // held while a turn runs
+	history  []Msg
+	pending  []ToolCall // awaiting confirmation
+	stop     context.CancelCauseFunc
+	stopMu   sync.Mutex
+	turnInfo TurnInfo
+}
+
+// New returns a Runtime.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Tools == nil {
+		return nil, errors.New("agent: Config.Tools is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxIters <= 0 {
+		cfg.MaxIters = 25
+	}
+	return &Runtime{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}, nil
+}
+
+func (r *Runtime) session(userID, sessionID string) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := userID + "\x00" + sessionID
+	s := r.sessions[k]
+	if s == nil {
+		s = &session{}
+		r.sessions[k] = s
+	}
+	return s
+}
+
+// errStopped is the cause of a turn cancelled by Stop.
+var errStopped = errors.New("stopped by request")
+
+// Stop asks the running turn of a conversation to stop; the conversation pauses and resumes
+// on its next input. It reports whether a turn was running.
+func (r *Runtime) Stop(userID, sessionID string) bool {
+	s := r.session(userID, sessionID)
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	if s.stop == nil {
+		return false
+	}
+	s.stop(errStopped)
+	return true
+}
+
+// Run runs one turn, calling emit for every event in order (from the calling goroutine).
+// Input errors are returned before any event; later failures end the stream with an
+// AGENT_RESULT carrying the error and AGENT_END.
+func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
+	if strings.TrimSpace(t.SessionID) == "" || strings.TrimSpace(t.UserID) == "" {
+		return fault.Invalid("sessionId and userId are required")
+	}
+	if strings.TrimSpace(t.Input) == "" && t.ConfirmResults == nil {
+		return fault.Invalid("input is required")
+	}
+	s := r.session(t.UserID, t.SessionID)
+	if !s.mu.TryLock() {
+		return fault.Conflict("this chat is already answering; wait for it or stop it")
+	}
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.stopMu.Lock()
+	s.stop = cancel
+	s.stopMu.Unlock()
+	defer func() {
+		s.stopMu.Lock()
+		s.stop = nil
+		s.stopMu.Unlock()
+	}()
+
+	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx}
+	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, TurnID: NewID()}
+	tr.reply = Msg{ID: NewID(), Name: firstNonEmpty(t.AgentName, "agent"), Role: "assistant", Timestamp: time.Now().UTC()}
+	start := newEvent(AgentStart)
+	start.SessionID, start.ReplyID, start.Name, start.Role = t.SessionID, tr.reply.ID, tr.reply.Name, "assistant"
+	emit(start)
+	err := tr.run()
+	if err != nil && !errors.Is(context.Cause(ctx), errStopped) {
+		r.log.Warn("turn failed", "session", t.SessionID, "err", err)
+		tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Error: " + err.Error()})
+		tr.reply.Metadata = map[string]any{"error": err.Error(), "errorCode": errorCode(err)}
+	}
+	res := newEvent(AgentResult)
+	res.Result = &tr.reply
+	emit(res)
+	emit(newEvent(AgentEnd))
+	return nil
+}
+
+func errorCode(err error) string {
+	switch fault.Class(err) {
+	case fault.ErrInvalid:
+		return "invalid"
+	case fault.ErrUnavailable:
+		return "unavailable"
+	case fault.ErrForbidden:
+		return "forbidden"
+	case fault.ErrConflict:
+		return "conflict"
+	case fault.ErrNotFound:
+		return "not_found"
+	}
+	return "internal"
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,404 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// turnRun is the state of one running turn.
+type turnRun struct {
+	rt    *Runtime
+	s     *session
+	t     Turn
+	emit  func(Event)
+	ctx   context.Context
+	info  TurnInfo
+	reply Msg
+	usage Usage
+}
+
+func (tr *turnRun) run() error {
+	if len(tr.s.pending) > 0 {
+		if err := tr.resumeConfirm(); err != nil {
+			return err
+		}
+	} else {
+		tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.t.UserID, Role: "user",
+			Content: []ContentBlock{{Type: "text", Text: tr.t.Input}}, Timestamp: time.Now().UTC()})
+	}
+	var model Model
+	if tr.rt.cfg.Models != nil {
+		m, err := tr.rt.cfg.Models(tr.ctx, tr.t.AgentID, tr.t.ChatModel)
+		switch {
+		case errors.Is(err, ErrNoModel):
+		case err != nil:
+			return fmt.Errorf("model: %w", err)
+		default:
+			model = m
+		}
+	}
+	if model == nil {
+		return tr.operator()
+	}
+	return tr.loop(model)
+}
+
+// loop calls the model and runs its tool calls until it answers without any.
+func (tr *turnRun) loop(model Model) error {
+	tools := tr.rt.cfg.Tools.Tools(tr.ctx, tr.info)
+	var temp *float64
+	if tr.t.ChatModel != nil {
+		temp = tr.t.ChatModel.Temperature
+	}
+	for iter := 1; ; iter++ {
+		if iter > tr.rt.cfg.MaxIters {
+			e := newEvent(ExceedMaxIters)
+			e.MaxIters, e.CurrentIter = tr.rt.cfg.MaxIters, iter-1
+			tr.emit(e)
+			tr.text(fmt.Sprintf("Stopped after %d model calls (the limit per turn). Send a message to continue.", tr.rt.cfg.MaxIters))
+			return nil
+		}
+		reply, err := tr.callModel(model, ModelRequest{System: tr.rt.cfg.System, Messages: tr.s.history, Tools: tools, Temperature: temp})
+		if err != nil {
+			return err
+		}
+		msg := Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC()}
+		if reply.Text != "" {
+			msg.Content = append(msg.Content, ContentBlock{Type: "text", Text: reply.Text})
+			tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: reply.Text})
+		}
+		for _, c := range reply.ToolCalls {
+			msg.Content = append(msg.Content, ContentBlock{Type: "tool_use", ToolCallID: c.ID, Name: c.Name, Input: c.Input})
+		}
+		tr.s.history = append(tr.s.history, msg)
+		if len(reply.ToolCalls) == 0 {
+			return nil
+		}
+		paused, err := tr.runCalls(reply.ToolCalls)
+		if err != nil || paused {
+			return err
+		}
+	}
+}
+
+// callModel streams one model call as events.
+func (tr *turnRun) callModel(model Model, req ModelRequest) (ModelReply, error) {
+	tr.emit(newEvent(ModelCallStart))
+	var textID, thinkID string
+	type open struct{ id, name string }
+	calls := map[int]*open{}
+	endThinking := func() {
+		if thinkID != "" {
+			e := newEvent(ThinkingBlockEnd)
+			e.BlockID = thinkID
+			tr.emit(e)
+			thinkID = ""
+		}
+	}
+	reply, err := model.Stream(tr.ctx, req, func(d ModelDelta) {
+		switch {
+		case d.Thinking != "":
+			if thinkID == "" {
+				thinkID = NewID()
+				e := newEvent(ThinkingBlockStart)
+				e.BlockID = thinkID
+				tr.emit(e)
+			}
+			e := newEvent(ThinkingBlockDelta)
+			e.BlockID, e.Delta = thinkID, d.Thinking
+			tr.emit(e)
+		case d.Text != "":
+			endThinking()
+			if textID == "" {
+				textID = NewID()
+				e := newEvent(TextBlockStart)
+				e.BlockID = textID
+				tr.emit(e)
+			}
+			e := newEvent(TextBlockDelta)
+			e.BlockID, e.Delta = textID, d.Text
+			tr.emit(e)
+		default:
+			endThinking()
+			c := calls[d.ToolIndex]
+			if c == nil {
+				c = &open{id: d.ToolID, name: d.ToolName}
+				calls[d.ToolIndex] = c
+				e := newEvent(ToolCallStart)
+				e.ToolCallID, e.ToolCallName = c.id, c.name
+				tr.emit(e)
+			}
+			if d.ToolArgs != "" {
+				e := newEvent(ToolCallDelta)
+				e.ToolCallID, e.ToolCallName, e.Delta = c.id, c.name, d.ToolArgs
+				tr.emit(e)
+			}
+		}
+	})
+	endThinking()
+	if textID != "" {
+		e := newEvent(TextBlockEnd)
+		e.BlockID = textID
+		tr.emit(e)
+	}
+	for _, c := range reply.ToolCalls {
+		e := newEvent(ToolCallEnd)
+		e.ToolCallID, e.ToolCallName = c.ID, c.Name
+		tr.emit(e)
+	}
+	end := newEvent(ModelCallEnd)
+	u := reply.Usage
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	end.Usage = &u
+	tr.emit(end)
+	tr.addUsage(u)
+	if err != nil {
+		if cause := context.Cause(tr.ctx); errors.Is(cause, errStopped) {
+			tr.stopped()
+			return reply, nil
+		}
+		return reply, err
+	}
+	return reply, nil
+}
+
+func (tr *turnRun) addUsage(u Usage) {
+	tr.usage.InputTokens += u.InputTokens
+	tr.usage.OutputTokens += u.OutputTokens
+	tr.usage.CachedTokens += u.CachedTokens
+	tr.usage.TotalTokens += u.TotalTokens
+	tr.usage.Time += u.Time
+	cp := tr.usage
+	tr.reply.Usage = &cp
+}
+
+// runCalls passes calls through the guard and runs the allowed ones. Calls the guard asks
+// about pause the conversation (REQUIRE_USER_CONFIRM); paused reports that.
+func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
+	results := Msg{ID: NewID(), Name: "tools", Role: "user", Timestamp: time.Now().UTC()}
+	var ask []ToolCall
+	denied := 0
+	for _, c := range calls {
+		d, reason := Allow, ""
+		if tr.rt.cfg.Guard != nil {
+			d, reason = tr.rt.cfg.Guard.Check(tr.info, c)
+		}
+		switch d {
+		case Deny:
+			denied++
+			results.Content = append(results.Content, tr.refuse(c, "Refused by the safety policy: "+reason))
+		case Ask:
+			ask = append(ask, c)
+		default:
+			results.Content = append(results.Content, tr.runCall(c))
+			if errors.Is(context.Cause(tr.ctx), errStopped) {
+				tr.s.history = append(tr.s.history, results)
+				tr.stopped()
+				return true, nil
+			}
+		}
+	}
+	if len(results.Content) > 0 {
+		tr.s.history = append(tr.s.history, results)
+	}
+	if len(ask) > 0 {
+		tr.s.pending = ask
+		e := newEvent(RequireUserConfirm)
+		e.ToolCalls = ask
+		tr.emit(e)
+		tr.text("Waiting for your confirmation before running " + names(ask) + ".")
+		return true, nil
+	}
+	if denied == len(calls) {
+		tr.emit(newEvent(AllToolsDenied))
+	}
+	return false, nil
+}
+
+// resumeConfirm applies a person's answer to the pending calls of a paused conversation.
+func (tr *turnRun) resumeConfirm() error {
+	pending := tr.s.pending
+	tr.s.pending = nil
+	answers := map[string]ConfirmResult{}
+	if tr.t.ConfirmResults != nil {
+		for _, r := range tr.t.ConfirmResults {
+			answers[r.ToolCall.ID] = r
+		}
+	} else {
+		yes := isYes(tr.t.Input)
+		for _, c := range pending {
+			answers[c.ID] = ConfirmResult{Confirmed: yes, ToolCall: c}
+		}
+	}
+	var out []ConfirmResult
+	results := Msg{ID: NewID(), Name: "tools", Role: "user", Timestamp: time.Now().UTC()}
+	confirmed := 0
+	for _, c := range pending {
+		a := answers[c.ID] // a missing answer is a no
+		a.ToolCall = c
+		out = append(out, a)
+		if a.Confirmed {
+			confirmed++
+		}
+	}
+	e := newEvent(UserConfirmResult)
+	e.ConfirmResults = out
+	tr.emit(e)
+	for _, a := range out {
+		if !a.Confirmed {
+			results.Content = append(results.Content, tr.refuse(a.ToolCall, "The person declined this tool call."))
+			continue
+		}
+		for _, rule := range a.Rules {
+			if tr.rt.cfg.Guard != nil {
+				tr.rt.cfg.Guard.AllowRule(tr.info, a.ToolCall, rule)
+			}
+		}
+		results.Content = append(results.Content, tr.runCall(a.ToolCall))
+	}
+	tr.s.history = append(tr.s.history, results)
+	if confirmed == 0 {
+		tr.emit(newEvent(AllToolsDenied))
+	}
+	if tr.t.ConfirmResults == nil && !isYes(tr.t.Input) && strings.TrimSpace(tr.t.Input) != "" && !isNo(tr.t.Input) {
+		tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.t.UserID, Role: "user",
+			Content: []ContentBlock{{Type: "text", Text: tr.t.Input}}, Timestamp: time.Now().UTC()})
+	}
+	return nil
+}
+
+func isYes(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "y", "yes", "ok", "approve", "confirm", "allow":
+		return true
+	}
+	return false
+}
+
+func isNo(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "n", "no", "deny", "reject", "cancel":
+		return true
+	}
+	return false
+}
+
+func names(calls []ToolCall) string {
+	var n []string
+	for _, c := range calls {
+		n = append(n, c.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// runCall runs one allowed call and returns its tool_result block.
+func (tr *turnRun) runCall(c ToolCall) ContentBlock {
+	tr.info.Step++
+	start := newEvent(ToolResultStart)
+	start.ToolCallID, start.ToolCallName = c.ID, c.Name
+	tr.emit(start)
+	out := &ToolOutput{emit: tr.emit, callID: c.ID}
+	var rec string
+	if tr.rt.cfg.Recorder != nil {
+		rec = tr.rt.cfg.Recorder.Begin(tr.info, c)
+	}
+	began := time.Now()
+	state := tr.rt.cfg.Tools.Call(tr.ctx, tr.info, c, out)
+	if errors.Is(context.Cause(tr.ctx), errStopped) && state != StateSuccess {
+		state = StateInterrupted
+	}
+	if tr.rt.cfg.Recorder != nil {
+		tr.rt.cfg.Recorder.End(rec, state, out.blocks, time.Since(began))
+	}
+	end := newEvent(ToolResultEnd)
+	end.ToolCallID, end.ToolCallName, end.State = c.ID, c.Name, state
+	tr.emit(end)
+	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: state, Content: out.blocks}
+}
+
+// refuse emits a denied result for c without running it.
+func (tr *turnRun) refuse(c ToolCall, why string) ContentBlock {
+	start := newEvent(ToolResultStart)
+	start.ToolCallID, start.ToolCallName = c.ID, c.Name
+	tr.emit(start)
+	out := &ToolOutput{emit: tr.emit, callID: c.ID}
+	out.Text(why)
+	end := newEvent(ToolResultEnd)
+	end.ToolCallID, end.ToolCallName, end.State = c.ID, c.Name, StateDenied
+	tr.emit(end)
+	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: StateDenied, Content: out.blocks}
+}
+
+func (tr *turnRun) stopped() {
+	gen := false
+	e := newEvent(RequestStop)
+	e.Reason, e.GenerateReason = "stopped by the person", &gen
+	tr.emit(e)
+	tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Stopped. Send a message to continue."})
+}
+
+// text emits a whole text block and adds it to the reply.
+func (tr *turnRun) text(s string) {
+	id := NewID()
+	e := newEvent(TextBlockStart)
+	e.BlockID = id
+	tr.emit(e)
+	e = newEvent(TextBlockDelta)
+	e.BlockID, e.Delta = id, s
+	tr.emit(e)
+	e = newEvent(TextBlockEnd)
+	e.BlockID = id
+	tr.emit(e)
+	tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: s})
+}
+
+// operator runs a slash command as a tool call (SPEC §2.2): the same guard, tools and events
+// as a model's call.
+func (tr *turnRun) operator() error {
+	if len(tr.s.pending) == 0 && tr.t.ConfirmResults != nil {
+		return nil
+	}
+	in := strings.TrimSpace(tr.t.Input)
+	if in == "" || isYes(in) || isNo(in) {
+		return nil // a confirmation answer was handled by resumeConfirm
+	}
+	call, help, err := ParseCommand(in)
+	if err != nil {
+		tr.text(err.Error() + "\n\n" + OperatorHelp)
+		return nil
+	}
+	if help {
+		tr.text(OperatorHelp)
+		return nil
+	}
+	call.ID = "op_" + NewID()[:12]
+	st := newEvent(ToolCallStart)
+	st.ToolCallID, st.ToolCallName = call.ID, call.Name
+	tr.emit(st)
+	args, _ := json.Marshal(call.Input)
+	d := newEvent(ToolCallDelta)
+	d.ToolCallID, d.ToolCallName, d.Delta = call.ID, call.Name, string(args)
+	tr.emit(d)
+	en := newEvent(ToolCallEnd)
+	en.ToolCallID, en.ToolCallName = call.ID, call.Name
+	tr.emit(en)
+	tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC(),
+		Content: []ContentBlock{{Type: "tool_use", ToolCallID: call.ID, Name: call.Name, Input: call.Input}}})
+	paused, err := tr.runCalls([]ToolCall{call})
+	if err != nil || paused {
+		return err
+	}
+	last := tr.s.history[len(tr.s.history)-1]
+	for _, b := range last.Content {
+		if b.Type == "tool_result" {
+			tr.text(fmt.Sprintf("`%s` finished: %s.", call.Name, b.State))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"cubicle/backend/agent"
+)
+
+type echoTools struct{}
+
+func (echoTools) Tools(context.Context, agent.TurnInfo) []agent.ToolSpec { return nil }
+
+func (echoTools) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out *agent.ToolOutput) string {
+	out.Text("ran " + c.Name)
+	return agent.StateSuccess
+}
+
+func withChat(t *testing.T, f *fixture) {
+	rt, err := agent.New(agent.Config{Tools: echoTools{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.cfg.Chat = rt
+}
+
+func TestChatStreams(t *testing.T) {
+	f := newFixture(t)
+	withChat(t, f)
+	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User
+	body := `{"sessionId":"s1","userId":"` + me.ID + `","input":"/shell ls"}`
+
+	// SSE: one data: line of JSON per event.
+	rec := f.do(req{method: "POST", path: "/api/app/chat", body: body, cookie: f.admin, header: map[string]string{"Accept": "text/event-stream"}})
+	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("sse: %d %v", rec.Code, rec.Header())
+	}
+	var types []string
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("non-data line %q", line)
+		}
+		var e agent.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+	}
+	if types[0] != "AGENT_START" || types[len(types)-1] != "AGENT_END" || !strings.Contains(strings.Join(types, ","), "TOOL_RESULT_END") {
+		t.Fatalf("sse events: %v", types)
+	}
+
+	// JSON: an array.
+	rec = f.do(req{method: "POST", path: "/api/app/chat", body: strings.Replace(body, "s1", "s2", 1), cookie: f.admin, header: map[string]string{"Accept": "application/json"}})
+	var evs []agent.Event
+	if err := json.Unmarshal(rec.Body.Bytes(), &evs); err != nil || rec.Code != 200 {
+		t.Fatalf("json array: %d %v %s", rec.Code, err, rec.Body)
+	}
+	if evs[0].Type != "AGENT_START" || evs[len(evs)-1].Type != "AGENT_END" {
+		t.Fatalf("json events: %+v", evs)
+	}
+}
+
+func TestChatValidation(t *testing.T) {
+	f := newFixture(t)
+	withChat(t, f)
+	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User
+	tests := []struct {
+		name, body string
+		code       int
+	}{
+		{"no session", `{"userId":"` + me.ID + `","input":"x"}`, 400},
+		{"no user", `{"sessionId":"s","input":"x"}`, 400},
+		{"no input", `{"sessionId":"s","userId":"` + me.ID + `","input":""}`, 400},
+		{"other user", `{"sessionId":"s","userId":"someone-else","input":"x"}`, 403},
+		{"unknown agent", `{"sessionId":"s","userId":"` + me.ID + `","agentId":"nope","input":"x"}`, 404},
+		{"by username", `{"sessionId":"s","userId":"admin","input":"/help"}`, 200},
+	}
+	for _, tt := range tests {
+		if rec := f.do(req{method: "POST", path: "/api/app/chat", body: tt.body, cookie: f.admin}); rec.Code != tt.code {
+			t.Errorf("%s: %d, want %d: %s", tt.name, rec.Code, tt.code, rec.Body)
+		}
+	}
+	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{}`}); rec.Code != 401 {
+		t.Fatalf("logged out: %d", rec.Code)
+	}
+}
