@@ -53,6 +53,15 @@ type ToolOutput struct {
 	blocks []ContentBlock
 }
 
+// NewToolOutput returns an output that streams the result of call callID through emit
+// (for toolboxes used outside a turn, and tests).
+func NewToolOutput(callID string, emit func(Event)) *ToolOutput {
+	return &ToolOutput{emit: emit, callID: callID}
+}
+
+// Blocks returns what was written so far.
+func (o *ToolOutput) Blocks() []ContentBlock { return o.blocks }
+
 // Text appends text to the result.
 func (o *ToolOutput) Text(s string) {
 	if s == "" {

@@ -1,0 +1,174 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+)
+
+func spec(name, desc, params string) agent.ToolSpec {
+	return agent.ToolSpec{Name: name, Description: desc, Parameters: json.RawMessage(params)}
+}
+
+const (
+	xyParams   = `{"type":"object","properties":{"x":{"type":"integer","description":"screen x in pixels"},"y":{"type":"integer","description":"screen y in pixels"}},"required":["x","y"]}`
+	noParams   = `{"type":"object","properties":{}}`
+	pathParams = `{"type":"object","properties":{"path":{"type":"string","description":"file path; relative paths start in the working directory"}},"required":["path"]}`
+	writeParam = `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string","description":"text to write"},"base64":{"type":"string","description":"binary content, base64 (instead of content)"}},"required":["path"]}`
+	shellParam = `{"type":"object","properties":{"command":{"type":"string","description":"shell command (sh -c)"},"cwd":{"type":"string"},"timeout":{"type":"integer","description":"seconds, at most 600"}},"required":["command"]}`
+)
+
+var computerSpecs = []agent.ToolSpec{
+	spec("computer_screenshot", "Take a screenshot of the agent's desktop.", noParams),
+	spec("computer_click", "Left-click at x,y on the desktop; returns a screenshot once the screen settled.", xyParams),
+	spec("computer_double_click", "Double-click at x,y; returns a settled screenshot.", xyParams),
+	spec("computer_right_click", "Right-click at x,y; returns a settled screenshot.", xyParams),
+	spec("computer_move", "Move the mouse to x,y; returns a settled screenshot.", xyParams),
+	spec("computer_drag", "Drag from x,y to to_x,to_y with the left button.", `{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"},"to_x":{"type":"integer"},"to_y":{"type":"integer"}},"required":["x","y","to_x","to_y"]}`),
+	spec("computer_scroll", "Scroll at x,y by dy clicks (positive = down) and dx (positive = right).", `{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"},"dx":{"type":"integer"},"dy":{"type":"integer"}},"required":["x","y"]}`),
+	spec("computer_key", "Press a key or combination, e.g. \"Return\", \"ctrl+l\", \"ctrl+alt+t\".", `{"type":"object","properties":{"keys":{"type":"string"}},"required":["keys"]}`),
+	spec("computer_type", "Type text (any language) into the focused window.", `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+	spec("computer_wait", "Wait until the screen stops changing, then return a screenshot.", noParams),
+	spec("computer_shell", "Run a shell command inside the agent's isolated Linux desktop (user cua; default directory /home/cua/workspace).", shellParam),
+	spec("computer_read_file", "Read a file inside the agent's desktop.", pathParams),
+	spec("computer_write_file", "Write a file inside the agent's desktop (replaced atomically).", writeParam),
+}
+
+func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, name string, a args, out *agent.ToolOutput) error {
+	pc, err := b.cfg.Desktops.Acquire(ctx, t)
+	if err != nil {
+		return fmt.Errorf("desktop: %w", err)
+	}
+	act := func(in guest.Input) error {
+		if err := pc.Input(ctx, in); err != nil {
+			return err
+		}
+		f, err := pc.WaitSettled(ctx, b.cfg.Settle)
+		if err != nil {
+			return err
+		}
+		image(out, f)
+		return nil
+	}
+	switch name {
+	case "computer_screenshot":
+		f, err := pc.Screenshot(ctx, b.cfg.Settle.Screenshot)
+		if err != nil {
+			return err
+		}
+		image(out, f)
+		return nil
+	case "computer_wait":
+		f, err := pc.WaitSettled(ctx, b.cfg.Settle)
+		if err != nil {
+			return err
+		}
+		image(out, f)
+		return nil
+	case "computer_click", "computer_double_click", "computer_right_click", "computer_move":
+		x, y, err := a.xy()
+		if err != nil {
+			return err
+		}
+		action := map[string]string{"computer_click": "click", "computer_double_click": "double_click",
+			"computer_right_click": "right_click", "computer_move": "move"}[name]
+		return act(guest.Input{Action: action, X: x, Y: y})
+	case "computer_drag":
+		x, y, err := a.xy()
+		if err != nil {
+			return err
+		}
+		tx, ok1 := a.int("to_x")
+		ty, ok2 := a.int("to_y")
+		if !ok1 || !ok2 {
+			return fault.Invalid("arguments to_x and to_y are required")
+		}
+		return act(guest.Input{Action: "drag", X: x, Y: y, ToX: tx, ToY: ty})
+	case "computer_scroll":
+		x, y, err := a.xy()
+		if err != nil {
+			return err
+		}
+		dx, _ := a.int("dx")
+		dy, _ := a.int("dy")
+		if dx == 0 && dy == 0 {
+			dy = 3
+		}
+		return act(guest.Input{Action: "scroll", X: x, Y: y, DeltaX: dx, DeltaY: dy})
+	case "computer_key":
+		keys, err := a.need("keys")
+		if err != nil {
+			return err
+		}
+		return act(guest.Input{Action: "key", Keys: keys})
+	case "computer_type":
+		text, err := a.need("text")
+		if err != nil {
+			return err
+		}
+		return act(guest.Input{Action: "type", Text: text})
+	case "computer_shell":
+		cmd, err := a.need("command")
+		if err != nil {
+			return err
+		}
+		res, err := pc.Exec(ctx, guest.ExecRequest{Shell: cmd, Cwd: b.vmPath(a.str("cwd")), Timeout: b.timeout(a), MaxOutput: 256 << 10})
+		if err != nil {
+			return err
+		}
+		return shellResult(out, res.ExitCode, res.Stdout, res.Stderr, res.StdoutTruncated || res.StderrTruncated, res.TimedOut)
+	case "computer_read_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		p = b.vmPath(p)
+		if err := b.checkPath(p, false); err != nil {
+			return err
+		}
+		data, err := pc.ReadFile(ctx, p, MaxFile)
+		if err != nil {
+			return err
+		}
+		fileResult(out, p, data)
+		return nil
+	case "computer_write_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		p = b.vmPath(p)
+		if err := b.checkPath(p, true); err != nil {
+			return err
+		}
+		data, err := content(a)
+		if err != nil {
+			return err
+		}
+		if err := writeVM(ctx, pc, p, data); err != nil {
+			return err
+		}
+		out.Text(fmt.Sprintf("Wrote %d bytes to %s.", len(data), p))
+		return nil
+	}
+	return fault.Invalid("unknown tool %q", name)
+}
+
+func (b *Box) checkPath(p string, write bool) error {
+	if b.cfg.Files == nil {
+		return nil
+	}
+	return b.cfg.Files.CheckPath(p, write)
+}
+
+func (b *Box) timeout(a args) time.Duration {
+	if s, ok := a.int("timeout"); ok && s > 0 {
+		return min(time.Duration(s)*time.Second, 10*time.Minute)
+	}
+	return b.cfg.ShellTimeout
+}

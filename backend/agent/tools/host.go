@@ -1,0 +1,373 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/fault"
+)
+
+var hostSpecs = []agent.ToolSpec{
+	spec("host_shell", "Run a shell command on the execution node's host, with the runner user's permissions (default directory: the profile's working directory, else the home directory).", shellParam),
+	spec("host_read_file", "Read a file on the execution node's host.", pathParams),
+	spec("host_write_file", "Write a file on the execution node's host (replaced atomically).", writeParam),
+	spec("computer_copy_file", "Copy a file between the host and the agent's desktop (binary safe, at most 25 MiB; an existing target is overwritten).",
+		`{"type":"object","properties":{"from":{"type":"string","enum":["host","vm"],"description":"where the source is"},"source":{"type":"string"},"target":{"type":"string"}},"required":["from","source","target"]}`),
+}
+
+// Host runs the host tools. LocalHost runs them on this machine.
+type Host interface {
+	Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error)
+	ReadFile(path string, max int64) ([]byte, error)
+	WriteFile(path string, data []byte) error
+	Home() (string, error)
+}
+
+// ShellResult is how a host command ended.
+type ShellResult struct {
+	ExitCode       int
+	Stdout, Stderr []byte
+	Truncated      bool
+	TimedOut       bool
+}
+
+// LocalHost is the machine this process runs on.
+type LocalHost struct{}
+
+// Home is the runner user's home directory.
+func (LocalHost) Home() (string, error) { return os.UserHomeDir() }
+
+// Shell runs cmd with sh -c in dir; its process group is killed when the timeout passes.
+func (LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Dir = dir
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = 2 * time.Second
+	stdout, stderr := &capped{max: maxOut}, &capped{max: maxOut}
+	c.Stdout, c.Stderr = stdout, stderr
+	err := c.Run()
+	res := ShellResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.cut || stderr.cut}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		res.TimedOut, res.ExitCode = true, -1
+		return res, nil
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+		return res, nil
+	case err != nil:
+		if errors.Is(err, fs.ErrNotExist) {
+			return res, fault.NotFound("working directory %s does not exist on the host", dir)
+		}
+		return res, fmt.Errorf("host shell: %w", err)
+	}
+	return res, nil
+}
+
+// ReadFile reads at most max bytes of path.
+func (LocalHost) ReadFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileErr(path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fileErr(path, err)
+	}
+	if st.IsDir() {
+		return nil, fault.Invalid("%s is a directory", path)
+	}
+	if st.Size() > max {
+		return nil, fault.Invalid("%s is %d bytes, more than the %d allowed", path, st.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fileErr(path, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fault.Invalid("%s grew past the %d bytes allowed", path, max)
+	}
+	return data, nil
+}
+
+// WriteFile replaces path atomically (temp file + rename), creating parent directories.
+func (LocalHost) WriteFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fileErr(dir, err)
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(dir, ".cubicle-*")
+	if err != nil {
+		return fileErr(dir, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fileErr(path, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fileErr(path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fileErr(path, err)
+	}
+	return fileErr(path, os.Rename(tmp.Name(), path))
+}
+
+func fileErr(path string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fault.NotFound("%s does not exist", path)
+	case errors.Is(err, fs.ErrPermission):
+		return fault.Forbidden("permission denied: %s", path)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	buf bytes.Buffer
+	max int
+	cut bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.cut = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	c.buf.Write(p)
+	return len(p), nil
+}
+
+// hostDir resolves the host working directory (SPEC §1.6).
+func (b *Box) hostDir(env Environment, asked string) (string, error) {
+	home, err := b.cfg.Host.Home()
+	if err != nil {
+		return "", fault.Unavailable("the runner user has no home directory: %v", err)
+	}
+	resolve := func(p string) string {
+		switch strings.TrimSpace(p) {
+		case "", ".", "auto", "cwd":
+			return ""
+		}
+		if strings.HasPrefix(p, "~/") {
+			return filepath.Join(home, p[2:])
+		}
+		return p
+	}
+	base := resolve(env.WorkDir)
+	if base == "" || !filepath.IsAbs(base) {
+		base = filepath.Join(home, base)
+	}
+	p := resolve(asked)
+	switch {
+	case p == "":
+		return base, nil
+	case filepath.IsAbs(p):
+		return p, nil
+	}
+	return filepath.Join(base, p), nil
+}
+
+func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args, out *agent.ToolOutput) error {
+	switch name {
+	case "host_shell":
+		cmd, err := a.need("command")
+		if err != nil {
+			return err
+		}
+		dir, err := b.hostDir(env, a.str("cwd"))
+		if err != nil {
+			return err
+		}
+		res, err := b.cfg.Host.Shell(ctx, cmd, dir, b.timeout(a), 256<<10)
+		if err != nil {
+			return err
+		}
+		return shellResult(out, res.ExitCode, res.Stdout, res.Stderr, res.Truncated, res.TimedOut)
+	case "host_read_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		if p, err = b.hostDir(env, p); err != nil {
+			return err
+		}
+		if err := b.checkPath(p, false); err != nil {
+			return err
+		}
+		data, err := b.cfg.Host.ReadFile(p, MaxFile)
+		if err != nil {
+			return err
+		}
+		fileResult(out, p, data)
+		return nil
+	case "host_write_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		if p, err = b.hostDir(env, p); err != nil {
+			return err
+		}
+		if err := b.checkPath(p, true); err != nil {
+			return err
+		}
+		data, err := content(a)
+		if err != nil {
+			return err
+		}
+		if err := b.cfg.Host.WriteFile(p, data); err != nil {
+			return err
+		}
+		out.Text(fmt.Sprintf("Wrote %d bytes to %s on the host.", len(data), p))
+		return nil
+	}
+	return fault.Invalid("unknown tool %q", name)
+}
+
+// copyFile moves a file between the host and the desktop, binary safe.
+func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, a args, out *agent.ToolOutput) error {
+	from, err := a.need("from")
+	if err != nil {
+		return err
+	}
+	src, err := a.need("source")
+	if err != nil {
+		return err
+	}
+	dst, err := a.need("target")
+	if err != nil {
+		return err
+	}
+	env, err := b.cfg.Environments.Environment(ctx, t)
+	if err != nil {
+		return err
+	}
+	pc, err := b.cfg.Desktops.Acquire(ctx, t)
+	if err != nil {
+		return fmt.Errorf("desktop: %w", err)
+	}
+	switch from {
+	case "host":
+		if src, err = b.hostDir(env, src); err != nil {
+			return err
+		}
+		dst = b.vmPath(dst)
+		if err := b.checkPath(src, false); err != nil {
+			return err
+		}
+		if err := b.checkPath(dst, true); err != nil {
+			return err
+		}
+		data, err := b.cfg.Host.ReadFile(src, MaxCopy)
+		if err != nil {
+			return err
+		}
+		if err := writeVM(ctx, pc, dst, data); err != nil {
+			return err
+		}
+		out.Text(fmt.Sprintf("Copied %d bytes from host:%s to desktop:%s.", len(data), src, dst))
+	case "vm":
+		src = b.vmPath(src)
+		if dst, err = b.hostDir(env, dst); err != nil {
+			return err
+		}
+		if err := b.checkPath(src, false); err != nil {
+			return err
+		}
+		if err := b.checkPath(dst, true); err != nil {
+			return err
+		}
+		data, err := pc.ReadFile(ctx, src, MaxCopy)
+		if err != nil {
+			return err
+		}
+		if err := b.cfg.Host.WriteFile(dst, data); err != nil {
+			return err
+		}
+		out.Text(fmt.Sprintf("Copied %d bytes from desktop:%s to host:%s.", len(data), src, dst))
+	default:
+		return fault.Invalid(`argument "from" must be "host" or "vm"`)
+	}
+	return nil
+}
+
+func shellResult(out *agent.ToolOutput, code int, stdout, stderr []byte, truncated, timedOut bool) error {
+	var sb strings.Builder
+	if timedOut {
+		sb.WriteString("The command timed out and was killed.\n")
+	}
+	fmt.Fprintf(&sb, "exit code %d\n", code)
+	if len(stdout) > 0 {
+		sb.WriteString("stdout:\n" + string(stdout) + "\n")
+	}
+	if len(stderr) > 0 {
+		sb.WriteString("stderr:\n" + string(stderr) + "\n")
+	}
+	if truncated {
+		sb.WriteString("(output truncated)\n")
+	}
+	out.Text(sb.String())
+	if timedOut || code != 0 {
+		return errNonZero
+	}
+	return nil
+}
+
+// errNonZero marks a command that ran but failed; its output is already in the result.
+var errNonZero = errors.New("the command failed (see its output)")
+
+func fileResult(out *agent.ToolOutput, path string, data []byte) {
+	if utf8.Valid(data) && !bytes.ContainsRune(data, 0) {
+		out.Text(fmt.Sprintf("%s (%d bytes):\n%s", path, len(data), data))
+		return
+	}
+	out.Text(fmt.Sprintf("%s (%d bytes, binary, base64):\n%s", path, len(data), base64.StdEncoding.EncodeToString(data)))
+}
+
+func content(a args) ([]byte, error) {
+	if s := a.str("base64"); s != "" {
+		data, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fault.Invalid("argument base64 is not valid base64: %v", err)
+		}
+		return data, nil
+	}
+	c, ok := a["content"].(string)
+	if !ok {
+		return nil, fault.Invalid(`argument "content" (text) or "base64" (binary) is required`)
+	}
+	if len(c) > MaxFile {
+		return nil, fault.Invalid("content is larger than %d bytes", MaxFile)
+	}
+	return []byte(c), nil
+}

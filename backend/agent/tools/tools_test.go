@@ -1,0 +1,287 @@
+package tools_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/agent/tools"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+)
+
+// desktop is a real driver on a real Xvfb on the host: the same binary and protocol as in a
+// container, minus the container.
+type desktop struct {
+	client    *guest.Client
+	workspace string
+}
+
+func startDriver(t *testing.T, display string) *desktop {
+	t.Helper()
+	if _, err := exec.LookPath("Xvfb"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("Xvfb not installed")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cubicle-guest")
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./images/guest")
+	build.Dir = strings.TrimSpace(string(root))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build driver: %v\n%s", err, out)
+	}
+	ws := filepath.Join(dir, "workspace")
+	os.MkdirAll(ws, 0o755)
+	run := filepath.Join(dir, "run")
+	os.MkdirAll(run, 0o755)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+run, "CUBICLE_DISPLAY="+display, "CUBICLE_SESSION=none",
+		"CUBICLE_WORKSPACE="+ws, "CUBICLE_SCREEN=800x600")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := guest.WaitReady(ctx, filepath.Join(run, "guest.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &desktop{client: c, workspace: ws}
+}
+
+type fixedDesktops struct {
+	c   tools.Computer
+	err error
+}
+
+func (d fixedDesktops) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer, error) {
+	return d.c, d.err
+}
+
+type env struct{ e tools.Environment }
+
+func (e *env) Environment(ctx context.Context, t agent.TurnInfo) (tools.Environment, error) {
+	return e.e, nil
+}
+
+type homeHost struct {
+	tools.LocalHost
+	home string
+}
+
+func (h homeHost) Home() (string, error) { return h.home, nil }
+
+type protect struct{ dir string }
+
+func (p protect) CheckPath(path string, write bool) error {
+	if strings.HasPrefix(filepath.Clean(path)+"/", p.dir+"/") {
+		return fault.Forbidden("%s is protected", path)
+	}
+	return nil
+}
+
+type result struct {
+	state string
+	text  string
+	imgs  int
+}
+
+func call(t *testing.T, box *tools.Box, name string, in map[string]any) result {
+	t.Helper()
+	var r result
+	out := agent.NewToolOutput("c1", func(e agent.Event) {
+		switch e.Type {
+		case agent.ToolResultTextDelta:
+			r.text += e.Delta
+		case agent.ToolResultDataDelta:
+			r.imgs++
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r.state = box.Call(ctx, agent.TurnInfo{SessionID: "s", AgentID: "a"}, agent.ToolCall{ID: "c1", Name: name, Input: in}, out)
+	return r
+}
+
+func TestToolsAgainstRealDriver(t *testing.T) {
+	d := startDriver(t, ":71")
+	home := t.TempDir()
+	secrets := filepath.Join(home, "secrets")
+	os.MkdirAll(secrets, 0o700)
+	e := &env{}
+	box, err := tools.New(tools.Config{Desktops: fixedDesktops{c: d.client}, Environments: e,
+		Host: homeHost{home: home}, Files: protect{dir: secrets}, NodeCaps: []string{tools.CapHostTools}, Workspace: d.workspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() string {
+		var n []string
+		for _, s := range box.Tools(context.Background(), agent.TurnInfo{}) {
+			n = append(n, s.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	if strings.Contains(names(), "host_") || !strings.Contains(names(), "computer_shell") {
+		t.Fatalf("tools without host environment: %s", names())
+	}
+
+	t.Run("desktop files and shell", func(t *testing.T) {
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "notes/a.txt", "content": "héllo 你好"}); r.state != agent.StateSuccess {
+			t.Fatalf("write: %+v", r)
+		}
+		r := call(t, box, "computer_shell", map[string]any{"command": "cat notes/a.txt; pwd"})
+		if r.state != agent.StateSuccess || !strings.Contains(r.text, "héllo 你好") || !strings.Contains(r.text, d.workspace) {
+			t.Fatalf("shell: %+v", r)
+		}
+		if r := call(t, box, "computer_read_file", map[string]any{"path": d.workspace + "/notes/a.txt"}); !strings.Contains(r.text, "你好") {
+			t.Fatalf("read: %+v", r)
+		}
+		if r := call(t, box, "computer_shell", map[string]any{"command": "exit 3"}); r.state != agent.StateError || !strings.Contains(r.text, "exit code 3") {
+			t.Fatalf("failing command: %+v", r)
+		}
+		if r := call(t, box, "computer_read_file", map[string]any{"path": "missing.txt"}); r.state != agent.StateError {
+			t.Fatalf("missing file: %+v", r)
+		}
+		if r := call(t, box, "computer_shell", map[string]any{}); r.state != agent.StateError || !strings.Contains(r.text, "command") {
+			t.Fatalf("missing argument: %+v", r)
+		}
+	})
+
+	t.Run("desktop actions return settled screenshots", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			in   map[string]any
+		}{
+			{"computer_screenshot", nil},
+			{"computer_click", map[string]any{"x": 10.0, "y": 10.0}},
+			{"computer_key", map[string]any{"keys": "ctrl+l"}},
+			{"computer_type", map[string]any{"text": "hi 你好"}},
+			{"computer_wait", nil},
+		} {
+			if r := call(t, box, c.name, c.in); r.state != agent.StateSuccess || r.imgs != 1 {
+				t.Fatalf("%s: %+v", c.name, r)
+			}
+		}
+		if r := call(t, box, "computer_click", map[string]any{"x": -1.0}); r.state != agent.StateError {
+			t.Fatalf("bad click: %+v", r)
+		}
+	})
+
+	t.Run("host tools need the host environment", func(t *testing.T) {
+		e.e = tools.Environment{AllowHost: false}
+		for _, n := range []string{"host_shell", "host_read_file", "host_write_file", "computer_copy_file"} {
+			if r := call(t, box, n, map[string]any{"command": "touch x", "path": "x", "from": "host", "source": "x", "target": "y"}); r.state != agent.StateDenied || !strings.Contains(r.text, "Allow host environment") {
+				t.Fatalf("%s without permission: %+v", n, r)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(home, "x")); err == nil {
+			t.Fatal("a refused host tool ran")
+		}
+		e.e = tools.Environment{AllowHost: true, WorkDir: "."}
+		if !strings.Contains(names(), "host_shell") {
+			t.Fatalf("host tools not offered: %s", names())
+		}
+		r := call(t, box, "host_shell", map[string]any{"command": "pwd"})
+		if r.state != agent.StateSuccess || !strings.Contains(r.text, home) {
+			t.Fatalf("host shell in home: %+v", r)
+		}
+		proj := filepath.Join(home, "proj")
+		os.MkdirAll(proj, 0o755)
+		e.e.WorkDir = proj
+		if r := call(t, box, "host_shell", map[string]any{"command": "pwd"}); !strings.Contains(r.text, proj) {
+			t.Fatalf("host shell in profile dir: %+v", r)
+		}
+		if r := call(t, box, "host_write_file", map[string]any{"path": "out.txt", "content": "x"}); r.state != agent.StateSuccess {
+			t.Fatalf("host write: %+v", r)
+		}
+		if b, _ := os.ReadFile(filepath.Join(proj, "out.txt")); string(b) != "x" {
+			t.Fatalf("host file = %q", b)
+		}
+		if r := call(t, box, "host_read_file", map[string]any{"path": filepath.Join(secrets, "k")}); r.state != agent.StateDenied {
+			t.Fatalf("protected path read: %+v", r)
+		}
+		if r := call(t, box, "host_write_file", map[string]any{"path": filepath.Join(secrets, "k"), "content": "x"}); r.state != agent.StateDenied {
+			t.Fatalf("protected path written: %+v", r)
+		}
+		// Without the node capability there are no host tools even when allowed.
+		bare, _ := tools.New(tools.Config{Desktops: fixedDesktops{c: d.client}, Environments: e, Host: homeHost{home: home}, Workspace: d.workspace})
+		if r := call(t, bare, "host_shell", map[string]any{"command": "true"}); r.state != agent.StateDenied || !strings.Contains(r.text, tools.CapHostTools) {
+			t.Fatalf("host tool on a node without the capability: %+v", r)
+		}
+	})
+
+	t.Run("copy between host and desktop", func(t *testing.T) {
+		e.e = tools.Environment{AllowHost: true}
+		data := make([]byte, tools.MaxCopy)
+		rand.Read(data)
+		src := filepath.Join(home, "big.bin")
+		os.WriteFile(src, data, 0o644)
+		os.WriteFile(filepath.Join(d.workspace, "big.bin"), []byte("old content to overwrite"), 0o644)
+		if r := call(t, box, "computer_copy_file", map[string]any{"from": "host", "source": "big.bin", "target": "big.bin"}); r.state != agent.StateSuccess {
+			t.Fatalf("copy to desktop: %+v", r)
+		}
+		got, _ := os.ReadFile(filepath.Join(d.workspace, "big.bin"))
+		if sha256.Sum256(got) != sha256.Sum256(data) {
+			t.Fatal("copied file differs")
+		}
+		if r := call(t, box, "computer_copy_file", map[string]any{"from": "vm", "source": "big.bin", "target": "back.bin"}); r.state != agent.StateSuccess {
+			t.Fatalf("copy to host: %+v", r)
+		}
+		back, _ := os.ReadFile(filepath.Join(home, "back.bin"))
+		if !bytes.Equal(back, data) {
+			t.Fatal("copied back file differs")
+		}
+		os.WriteFile(src, append(data, 0), 0o644)
+		r := call(t, box, "computer_copy_file", map[string]any{"from": "host", "source": "big.bin", "target": "big2.bin"})
+		if r.state != agent.StateError || !strings.Contains(r.text, fmt.Sprint(tools.MaxCopy)) {
+			t.Fatalf("oversized copy: %+v", r)
+		}
+		if _, err := os.Stat(filepath.Join(d.workspace, "big2.bin")); err == nil {
+			t.Fatal("oversized copy left a file")
+		}
+		bin := []byte{0, 1, 2, 255, 254}
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "b.bin", "base64": base64.StdEncoding.EncodeToString(bin)}); r.state != agent.StateSuccess {
+			t.Fatalf("binary write: %+v", r)
+		}
+		if got, _ := os.ReadFile(filepath.Join(d.workspace, "b.bin")); !bytes.Equal(got, bin) {
+			t.Fatalf("binary content = %v", got)
+		}
+	})
+}
+
+func TestDesktopRefusal(t *testing.T) {
+	box, _ := tools.New(tools.Config{Desktops: fixedDesktops{err: fault.Conflict("a person is controlling this computer")}, Environments: &env{}})
+	if r := call(t, box, "computer_screenshot", nil); r.state != agent.StateError || !strings.Contains(r.text, "a person is controlling this computer") {
+		t.Fatalf("refusal: %+v", r)
+	}
+}
