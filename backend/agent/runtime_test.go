@@ -135,7 +135,9 @@ func (g *askGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, st
 	return agent.Allow, ""
 }
 
-func (g *askGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) { g.rules = append(g.rules, rule) }
+func (g *askGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) {
+	g.rules = append(g.rules, rule)
+}
 
 type harness struct {
 	t      *testing.T
