@@ -131,6 +131,7 @@ type Config struct {
 	Models   ModelResolver // nil: always operator mode
 	Guard    Guard         // nil: every call is allowed
 	Recorder Recorder      // nil: no history
+	Sessions SessionStore  // nil: conversations live only in memory
 	Logger   *slog.Logger
 	MaxIters int    // model calls per turn; default 25
 	System   string // system prompt
@@ -152,7 +153,10 @@ type session struct {
 	pending  []ToolCall // awaiting confirmation
 	stop     context.CancelCauseFunc
 	stopMu   sync.Mutex
-	turnInfo TurnInfo
+	loaded   bool // history was read from the store (or there was none)
+	agentID  string
+	title    string
+	created  time.Time
 }
 
 // New returns a Runtime.
@@ -212,6 +216,16 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		return fault.Conflict("this chat is already answering; wait for it or stop it")
 	}
 	defer s.mu.Unlock()
+	if err := r.load(s, t.UserID, t.SessionID); err != nil {
+		return err
+	}
+	if s.agentID == "" {
+		s.agentID = t.AgentID
+	}
+	if s.title == "" {
+		s.title = title(t.Input)
+	}
+	defer r.save(s, t.UserID, t.SessionID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.stopMu.Lock()
@@ -240,6 +254,15 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	emit(res)
 	emit(newEvent(AgentEnd))
 	return nil
+}
+
+// title names a conversation after its first input.
+func title(in string) string {
+	in = strings.Join(strings.Fields(in), " ")
+	if r := []rune(in); len(r) > 60 {
+		return string(r[:60]) + "…"
+	}
+	return in
 }
 
 func errorCode(err error) string {

@@ -62,7 +62,7 @@ func (tr *turnRun) loop(model Model) error {
 			tr.text(fmt.Sprintf("Stopped after %d model calls (the limit per turn). Send a message to continue.", tr.rt.cfg.MaxIters))
 			return nil
 		}
-		reply, err := tr.callModel(model, ModelRequest{System: tr.rt.cfg.System, Messages: tr.s.history, Tools: tools, Temperature: temp})
+		reply, err := tr.callModel(model, ModelRequest{System: tr.rt.cfg.System, Messages: trimImages(tr.s.history, KeepImages), Tools: tools, Temperature: temp})
 		if err != nil {
 			return err
 		}

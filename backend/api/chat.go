@@ -8,6 +8,8 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
+	"cubicle/backend/history"
+	"cubicle/backend/store"
 )
 
 // Chat runs chat turns (agent.Runtime).
@@ -36,6 +38,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	if b.SessionID == "" || b.UserID == "" || (strings.TrimSpace(b.Input) == "" && b.ConfirmResults == nil) {
 		writeError(w, r, s.log, fault.Invalid("sessionId, userId and input are required"))
+		return
+	}
+	if !validSessionID(b.SessionID) {
+		writeError(w, r, s.log, fault.Invalid("sessionId must be 1–128 letters, digits, '-', '_' or '.'"))
 		return
 	}
 	if b.UserID != p.AccountID && b.UserID != p.Username {
@@ -120,10 +126,69 @@ func (s *Server) chatStop(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) needChat(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Chat == nil {
+		if s.cfg.Chat == nil || s.cfg.Chats == nil {
 			writeError(w, r, s.log, fault.Unavailable("chat is not available in this mode"))
 			return
 		}
 		h(w, r)
 	}
+}
+
+// ChatStore is the part of the store the chat history routes read.
+type ChatStore interface {
+	ChatSessions(userID string) ([]store.ChatSession, error)
+	ChatSession(userID, sessionID string) (store.ChatSession, error)
+	ToolRuns(sessionID string) ([]store.ToolRun, error)
+}
+
+func (s *Server) listChats(w http.ResponseWriter, r *http.Request) {
+	list, err := s.cfg.Chats.ChatSessions(principal(r).AccountID)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	agentID := r.URL.Query().Get("agentId")
+	out := []store.ChatSession{}
+	for _, c := range list {
+		if agentID == "" || c.AgentID == agentID {
+			out = append(out, c)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (s *Server) getChat(w http.ResponseWriter, r *http.Request) {
+	c, err := s.cfg.Chats.ChatSession(principal(r).AccountID, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// chatHistory answers the session's execution timeline (SPEC §2.5).
+func (s *Server) chatHistory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.cfg.Chats.ChatSession(principal(r).AccountID, id); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	tl, err := history.Query(s.cfg.Chats, id)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tl)
+}
+
+func validSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/history"
 )
 
 type echoTools struct{}
@@ -20,11 +21,12 @@ func (echoTools) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, o
 }
 
 func withChat(t *testing.T, f *fixture) {
-	rt, err := agent.New(agent.Config{Tools: echoTools{}})
+	rt, err := agent.New(agent.Config{Tools: echoTools{}, Sessions: f.store, Recorder: history.New(f.store, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.srv.cfg.Chat = rt
+	f.srv.cfg.Chats = f.store
 }
 
 func TestChatStreams(t *testing.T) {
@@ -92,5 +94,33 @@ func TestChatValidation(t *testing.T) {
 	}
 	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{}`}); rec.Code != 401 {
 		t.Fatalf("logged out: %d", rec.Code)
+	}
+}
+
+func TestChatSessionsAndHistory(t *testing.T) {
+	f := newFixture(t)
+	withChat(t, f)
+	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User
+	for _, in := range []string{"/shell ls", "/screenshot"} {
+		if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"s-1","userId":"` + me.ID + `","input":"` + in + `"}`, cookie: f.admin}); rec.Code != 200 {
+			t.Fatalf("chat: %d %s", rec.Code, rec.Body)
+		}
+	}
+	list := decodeBody[struct{ Sessions []struct{ SessionID, Title string } }](t, f.do(req{method: "GET", path: "/api/app/chat/sessions", cookie: f.admin}))
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != "s-1" || list.Sessions[0].Title != "/shell ls" {
+		t.Fatalf("sessions = %+v", list)
+	}
+	tl := decodeBody[history.Timeline](t, f.do(req{method: "GET", path: "/api/app/chat/sessions/s-1/history", cookie: f.admin}))
+	if tl.Total != 2 || tl.Runs[0].Tool != "computer_shell" || tl.Runs[1].Tool != "computer_screenshot" || tl.Runs[0].Status != "SUCCESS" {
+		t.Fatalf("timeline = %+v", tl)
+	}
+	// Another account sees none of it.
+	for _, p := range []string{"/api/app/chat/sessions/s-1", "/api/app/chat/sessions/s-1/history"} {
+		if rec := f.do(req{method: "GET", path: p, cookie: f.user}); rec.Code != 404 {
+			t.Fatalf("%s as other user: %d", p, rec.Code)
+		}
+	}
+	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"bad id/..","userId":"` + me.ID + `","input":"x"}`, cookie: f.admin}); rec.Code != 400 {
+		t.Fatalf("bad session id: %d", rec.Code)
 	}
 }

@@ -30,6 +30,7 @@ type Config struct {
 	Profiles *profile.Service
 	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
 	Chat     Chat                                    // nil: the chat routes answer 503
+	Chats    ChatStore                               // saved conversations and tool history
 	Logger   *slog.Logger
 	Version  string
 
@@ -116,6 +117,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))
+	mux.Handle("GET /api/app/chat/sessions", s.authed(s.needChat(s.listChats)))
+	mux.Handle("GET /api/app/chat/sessions/{id}", s.authed(s.needChat(s.getChat)))
+	mux.Handle("GET /api/app/chat/sessions/{id}/history", s.authed(s.needChat(s.chatHistory)))
 
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API route: " + r.Method + " " + r.URL.Path, Code: "not_found"})

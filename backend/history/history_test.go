@@ -1,0 +1,64 @@
+package history
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/store"
+)
+
+func TestRecordAndQuery(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := New(st, nil)
+	turn := agent.TurnInfo{SessionID: "s1", UserID: "u", TurnID: "t1", Step: 1}
+	a := r.Begin(turn, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "ls"}})
+	// While running, the run is visible as RUNNING.
+	tl, err := Query(st, "s1")
+	if err != nil || len(tl.Runs) != 1 || tl.Runs[0].Status != store.RunRunning || tl.Runs[0].OutputSHA256 != nil {
+		t.Fatalf("running: %+v %v", tl, err)
+	}
+	r.End(a, agent.StateSuccess, []agent.ContentBlock{{Type: "text", Text: "a b"}}, 120*time.Millisecond)
+	turn.Step = 2
+	time.Sleep(time.Millisecond)
+	b := r.Begin(turn, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "false"}})
+	r.End(b, agent.StateError, nil, 30*time.Millisecond)
+	turn.Step = 3
+	time.Sleep(time.Millisecond)
+	c := r.Begin(turn, agent.ToolCall{Name: "computer_screenshot", Input: map[string]any{}})
+	r.End(c, agent.StateInterrupted, nil, 5*time.Millisecond)
+	r.Begin(agent.TurnInfo{SessionID: "other"}, agent.ToolCall{Name: "x"})
+
+	tl, err = Query(st, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.Total != 3 || tl.Failed != 2 || tl.DurationMs != 155 || tl.FailureRate < 0.66 || tl.FailureRate > 0.67 {
+		t.Fatalf("timeline totals: %+v", tl)
+	}
+	want := []struct {
+		step   int
+		status string
+		out    bool
+	}{{1, store.RunSuccess, true}, {2, store.RunFailed, false}, {3, store.RunTimeout, false}}
+	for i, w := range want {
+		got := tl.Runs[i]
+		if got.Step != w.step || got.Status != w.status || (got.OutputSHA256 != nil) != w.out || len(got.InputSHA256) != 64 || got.TurnID != "t1" {
+			t.Fatalf("run %d = %+v", i, got)
+		}
+	}
+	if tl.Runs[0].InputSHA256 == tl.Runs[1].InputSHA256 {
+		t.Fatal("different inputs hash alike")
+	}
+	if len(tl.ByTool) != 2 || tl.ByTool[0].Tool != "computer_screenshot" || tl.ByTool[1].Count != 2 || tl.ByTool[1].MaxMs != 120 {
+		t.Fatalf("by tool: %+v", tl.ByTool)
+	}
+	if empty, _ := Query(st, "none"); empty.Total != 0 || empty.Runs == nil {
+		t.Fatalf("empty: %+v", empty)
+	}
+}

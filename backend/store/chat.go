@@ -1,0 +1,155 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"cubicle/backend/fault"
+)
+
+// Buckets of the chat (schema version 4).
+var (
+	bucketChatSessions = []byte("chat_sessions")
+	bucketToolRuns     = []byte("tool_runs")
+)
+
+func migrateChatBuckets(tx *bbolt.Tx) error {
+	for _, b := range [][]byte{bucketChatSessions, bucketToolRuns} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// ChatSession is one conversation's saved state. The store keeps the runtime's messages as
+// opaque JSON.
+type ChatSession struct {
+	UserID    string          `json:"userId"`
+	SessionID string          `json:"sessionId"`
+	AgentID   string          `json:"agentId,omitempty"`
+	Title     string          `json:"title,omitempty"`
+	History   json.RawMessage `json:"history,omitempty"`
+	Pending   json.RawMessage `json:"pending,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+func chatKey(userID, sessionID string) []byte { return []byte(userID + "\x00" + sessionID) }
+
+// PutChatSession saves a conversation, replacing the saved one.
+func (s *Store) PutChatSession(c ChatSession) error {
+	if c.UserID == "" || c.SessionID == "" {
+		return fault.Invalid("a chat session needs a user and a session id")
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("store: encode chat session: %w", err)
+	}
+	return s.update("put chat session", func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketChatSessions).Put(chatKey(c.UserID, c.SessionID), raw)
+	})
+}
+
+// ChatSession returns a saved conversation.
+func (s *Store) ChatSession(userID, sessionID string) (ChatSession, error) {
+	var c ChatSession
+	err := s.view("get chat session", func(tx *bbolt.Tx) error {
+		raw := tx.Bucket(bucketChatSessions).Get(chatKey(userID, sessionID))
+		if raw == nil {
+			return fault.NotFound("chat session %q not found", sessionID)
+		}
+		return json.Unmarshal(raw, &c)
+	})
+	return c, err
+}
+
+// ChatSessions lists a user's conversations, most recently updated first, without their
+// messages.
+func (s *Store) ChatSessions(userID string) ([]ChatSession, error) {
+	var out []ChatSession
+	err := s.view("list chat sessions", func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketChatSessions).Cursor()
+		prefix := []byte(userID + "\x00")
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var cs ChatSession
+			if err := json.Unmarshal(v, &cs); err != nil {
+				return fmt.Errorf("store: chat session %q: corrupt record: %w", k, err)
+			}
+			cs.History, cs.Pending = nil, nil
+			out = append(out, cs)
+		}
+		return nil
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
+	return out, err
+}
+
+// Tool run statuses (SPEC §2.5).
+const (
+	RunPending = "PENDING"
+	RunRunning = "RUNNING"
+	RunSuccess = "SUCCESS"
+	RunFailed  = "FAILED"
+	RunTimeout = "TIMEOUT"
+)
+
+// ToolRun is one tool call in the execution history.
+type ToolRun struct {
+	ID           string    `json:"id"`
+	SessionID    string    `json:"sessionId"`
+	UserID       string    `json:"userId"`
+	TurnID       string    `json:"turnId"`
+	Step         int       `json:"step"`
+	Tool         string    `json:"tool"`
+	InputSHA256  string    `json:"inputSha256"`
+	OutputSHA256 *string   `json:"outputSha256"` // null on failure
+	Status       string    `json:"status"`
+	DurationMs   int64     `json:"durationMs"`
+	MemoryBytes  int64     `json:"memoryBytes,omitempty"`
+	CPUMillis    int64     `json:"cpuMillis,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// runKey orders a session's runs by creation time.
+func runKey(r ToolRun) []byte {
+	return []byte(r.SessionID + "\x00" + r.CreatedAt.UTC().Format("20060102T150405.000000000") + "\x00" + r.ID)
+}
+
+// PutToolRun saves a run (insert or replace; SessionID, ID and CreatedAt identify it).
+func (s *Store) PutToolRun(r ToolRun) error {
+	if r.ID == "" || r.SessionID == "" || r.CreatedAt.IsZero() {
+		return fault.Invalid("a tool run needs an id, a session and a creation time")
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encode tool run: %w", err)
+	}
+	return s.update("put tool run", func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketToolRuns).Put(runKey(r), raw)
+	})
+}
+
+// ToolRuns returns a session's runs in the order they started.
+func (s *Store) ToolRuns(sessionID string) ([]ToolRun, error) {
+	var out []ToolRun
+	err := s.view("list tool runs", func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketToolRuns).Cursor()
+		prefix := []byte(sessionID + "\x00")
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var r ToolRun
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("store: tool run %q: corrupt record: %w", k, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
