@@ -148,15 +148,15 @@ type Runtime struct {
 
 // session is one conversation's state.
 type session struct {
-	mu       sync.Mutex // held while a turn runs
-	history  []Msg
-	pending  []ToolCall // awaiting confirmation
-	stop     context.CancelCauseFunc
-	stopMu   sync.Mutex
-	loaded   bool // history was read from the store (or there was none)
-	agentID  string
-	title    string
-	created  time.Time
+	mu      sync.Mutex // held while a turn runs
+	history []Msg
+	pending []ToolCall // awaiting confirmation
+	stop    context.CancelCauseFunc
+	stopMu  sync.Mutex
+	loaded  bool // history was read from the store (or there was none)
+	agentID string
+	title   string
+	created time.Time
 }
 
 // New returns a Runtime.

@@ -106,7 +106,9 @@ func TestChatSessionsAndHistory(t *testing.T) {
 			t.Fatalf("chat: %d %s", rec.Code, rec.Body)
 		}
 	}
-	list := decodeBody[struct{ Sessions []struct{ SessionID, Title string } }](t, f.do(req{method: "GET", path: "/api/app/chat/sessions", cookie: f.admin}))
+	list := decodeBody[struct {
+		Sessions []struct{ SessionID, Title string }
+	}](t, f.do(req{method: "GET", path: "/api/app/chat/sessions", cookie: f.admin}))
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != "s-1" || list.Sessions[0].Title != "/shell ls" {
 		t.Fatalf("sessions = %+v", list)
 	}
