@@ -16,10 +16,11 @@ import (
 var (
 	bucketChatSessions = []byte("chat_sessions")
 	bucketToolRuns     = []byte("tool_runs")
+	bucketAppSettings  = []byte("app_settings")
 )
 
 func migrateChatBuckets(tx *bbolt.Tx) error {
-	for _, b := range [][]byte{bucketChatSessions, bucketToolRuns} {
+	for _, b := range [][]byte{bucketChatSessions, bucketToolRuns, bucketAppSettings} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
@@ -152,4 +153,39 @@ func (s *Store) ToolRuns(sessionID string) ([]ToolRun, error) {
 		return nil
 	})
 	return out, err
+}
+
+// ModelSettings is the app's default chat model (an OpenAI-compatible endpoint). The API key
+// is stored encrypted by the caller (APIKeySealed); the store never sees it in clear.
+type ModelSettings struct {
+	BaseURL      string    `json:"baseUrl"`
+	Model        string    `json:"model"`
+	APIKeySealed []byte    `json:"apiKeySealed,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+var keyModel = []byte("model")
+
+// ModelSettings returns the saved model settings (fault.ErrNotFound when none were saved).
+func (s *Store) ModelSettings() (ModelSettings, error) {
+	var m ModelSettings
+	err := s.view("get model settings", func(tx *bbolt.Tx) error {
+		raw := tx.Bucket(bucketAppSettings).Get(keyModel)
+		if raw == nil {
+			return fault.NotFound("no model is configured")
+		}
+		return json.Unmarshal(raw, &m)
+	})
+	return m, err
+}
+
+// PutModelSettings saves the model settings.
+func (s *Store) PutModelSettings(m ModelSettings) error {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("store: encode model settings: %w", err)
+	}
+	return s.update("put model settings", func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketAppSettings).Put(keyModel, raw)
+	})
 }
