@@ -181,4 +181,3 @@ func (s *Service) open(sealed []byte) (string, error) {
 }
 
 var _ agent.ModelResolver = (*Service)(nil).Resolve
-
