@@ -31,6 +31,7 @@ type Config struct {
 	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
 	Chat     Chat                                    // nil: the chat routes answer 503
 	Chats    ChatStore                               // saved conversations and tool history
+	Models   Models                                  // chat model settings; nil answers 503
 	Logger   *slog.Logger
 	Version  string
 
@@ -114,6 +115,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
+	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
+	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))
