@@ -42,6 +42,7 @@ type ChatModel struct {
 // TurnInfo is what tools learn about the turn they run in.
 type TurnInfo struct {
 	SessionID, UserID, AgentID string
+	AgentName                  string
 	TurnID                     string
 	Step                       int
 }
@@ -132,6 +133,11 @@ type Config struct {
 	Guard    Guard         // nil: every call is allowed
 	Recorder Recorder      // nil: no history
 	Sessions SessionStore  // nil: conversations live only in memory
+	// TurnStarted runs before a turn's first model call (e.g. eager sandbox binding); its
+	// error ends the turn. TurnEnded runs after every turn (e.g. to release the desktop's
+	// task so its idle timer starts).
+	TurnStarted func(ctx context.Context, t TurnInfo) error
+	TurnEnded   func(t TurnInfo)
 	Logger   *slog.Logger
 	MaxIters int    // model calls per turn; default 25
 	System   string // system prompt
@@ -238,7 +244,10 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	}()
 
 	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx}
-	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, TurnID: NewID()}
+	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, AgentName: t.AgentName, TurnID: NewID()}
+	if r.cfg.TurnEnded != nil {
+		defer r.cfg.TurnEnded(tr.info)
+	}
 	tr.reply = Msg{ID: NewID(), Name: firstNonEmpty(t.AgentName, "agent"), Role: "assistant", Timestamp: time.Now().UTC()}
 	start := newEvent(AgentStart)
 	start.SessionID, start.ReplyID, start.Name, start.Role = t.SessionID, tr.reply.ID, tr.reply.Name, "assistant"

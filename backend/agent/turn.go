@@ -22,6 +22,11 @@ type turnRun struct {
 }
 
 func (tr *turnRun) run() error {
+	if tr.rt.cfg.TurnStarted != nil {
+		if err := tr.rt.cfg.TurnStarted(tr.ctx, tr.info); err != nil {
+			return err
+		}
+	}
 	if len(tr.s.pending) > 0 {
 		if err := tr.resumeConfirm(); err != nil {
 			return err

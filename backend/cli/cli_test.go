@@ -139,7 +139,7 @@ func TestServeEndToEnd(t *testing.T) {
 func TestDesktopFallsBackToServeWithoutDisplay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e, out, _ := testEnv(map[string]string{"CUBICLE_LISTEN": "127.0.0.1:0"})
-	e.shell = DesktopShell{Run: func(ctx context.Context, d Desktop) error {
+	e.shell = DesktopShell{Available: true, Run: func(ctx context.Context, d Desktop) error {
 		t.Error("window opened without a display")
 		return nil
 	}}
@@ -156,7 +156,7 @@ func TestDesktopFallsBackToServeWithoutDisplay(t *testing.T) {
 func TestDesktopRunsShellWithLoopbackSession(t *testing.T) {
 	e, _, errb := testEnv(map[string]string{"DISPLAY": ":99"})
 	var got Desktop
-	e.shell = DesktopShell{Origins: []string{"wails://wails"}, Run: func(ctx context.Context, d Desktop) error {
+	e.shell = DesktopShell{Origins: []string{"wails://wails"}, Available: true, Run: func(ctx context.Context, d Desktop) error {
 		got = d
 		req, _ := http.NewRequest("GET", d.URL+"/api/auth/me", nil)
 		req.Header.Set("Authorization", "Bearer "+d.Token)
@@ -189,4 +189,20 @@ func waitFor(t *testing.T, b *syncBuffer, s string) string {
 	}
 	t.Fatalf("timed out waiting for %q in %q", s, b.String())
 	return ""
+}
+
+func TestDesktopFallsBackToServeWithoutShell(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e, out, _ := testEnv(map[string]string{"CUBICLE_LISTEN": "127.0.0.1:0", "DISPLAY": ":99"})
+	e.shell = DesktopShell{Available: false, Run: func(ctx context.Context, d Desktop) error {
+		t.Error("stub shell was run")
+		return nil
+	}}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, []string{"--data-dir", t.TempDir()}) }()
+	if printed := waitFor(t, out, "is running at"); !strings.Contains(printed, "no desktop shell") {
+		t.Fatalf("no fallback note: %q", printed)
+	}
+	cancel()
+	<-done
 }

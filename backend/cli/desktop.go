@@ -27,6 +27,9 @@ type DesktopShell struct {
 	// Origins are the page origins of the window that the backend trusts for CORS and
 	// Origin checks (the window's page is served by the shell, not by the backend).
 	Origins []string
+	// Available is false in builds without the desktop shell (no GTK/WebKit at build time);
+	// the app then serves the web UI instead.
+	Available bool
 }
 
 func runDesktop(ctx context.Context, e *env, args []string) error {
@@ -82,7 +85,7 @@ func runDesktop(ctx context.Context, e *env, args []string) error {
 
 // noDesktop says why the desktop window cannot open here, or "" when it can.
 func noDesktop(e *env) string {
-	if e.shell.Run == nil {
+	if e.shell.Run == nil || !e.shell.Available {
 		return "This build of Cubicle has no desktop shell"
 	}
 	if runtime.GOOS == "linux" && e.getenv("DISPLAY") == "" && e.getenv("WAYLAND_DISPLAY") == "" {

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,66 +17,8 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/guest/guesttest"
 )
-
-// desktop is a real driver on a real Xvfb on the host: the same binary and protocol as in a
-// container, minus the container.
-type desktop struct {
-	client    *guest.Client
-	workspace string
-}
-
-func startDriver(t *testing.T, display string) *desktop {
-	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("Xvfb not installed")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "cubicle-guest")
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", bin, "./images/guest")
-	build.Dir = strings.TrimSpace(string(root))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build driver: %v\n%s", err, out)
-	}
-	ws := filepath.Join(dir, "workspace")
-	os.MkdirAll(ws, 0o755)
-	run := filepath.Join(dir, "run")
-	os.MkdirAll(run, 0o755)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+run, "CUBICLE_DISPLAY="+display, "CUBICLE_SESSION=none",
-		"CUBICLE_WORKSPACE="+ws, "CUBICLE_SCREEN=800x600")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := guest.WaitReady(ctx, filepath.Join(run, "guest.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &desktop{client: c, workspace: ws}
-}
 
 type fixedDesktops struct {
 	c   tools.Computer
@@ -134,7 +75,11 @@ func call(t *testing.T, box *tools.Box, name string, in map[string]any) result {
 }
 
 func TestToolsAgainstRealDriver(t *testing.T) {
-	d := startDriver(t, ":71")
+	drv := guesttest.Start(t, ":71", "")
+	d := struct {
+		client    *guest.Client
+		workspace string
+	}{drv.Dial(t), drv.Workspace}
 	home := t.TempDir()
 	secrets := filepath.Join(home, "secrets")
 	os.MkdirAll(secrets, 0o700)

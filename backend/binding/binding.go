@@ -1,0 +1,196 @@
+// Package binding ties chat threads to desktops (SPEC §2.3). A thread gets its agent's
+// desktop — the shared one or the agent's own, as the isolation policy says — lazily on its
+// first computer tool call (or eagerly at the start of a turn when configured), keeps it
+// across turns, and holds it as an agent task for the duration of each turn, so that a person
+// cannot take over mid-action and the idle timer stays off. The desktop is not released after
+// a turn: idle stop and shutdown release it.
+package binding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/agent/tools"
+	"cubicle/backend/control"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+)
+
+// Desktop is a running desktop a thread can drive.
+type Desktop struct {
+	InstanceID string
+	Socket     string // the driver's unix socket on this host
+}
+
+// VMs makes sure an agent's desktop runs (the VM manager). Ensure starts a stopped one
+// (capacity permitting) and never changes which desktop an agent has.
+type VMs interface {
+	Ensure(ctx context.Context, accountID, agentID string) (Desktop, error)
+}
+
+// Tasks marks agent tasks on desktops (the control leases).
+type Tasks interface {
+	BeginTask(desktopID string, a control.Agent) error
+	EndTask(desktopID, taskID string) error
+}
+
+// Config configures a Binder. VMs and Tasks are required.
+type Config struct {
+	VMs    VMs
+	Tasks  Tasks
+	Dial   func(ctx context.Context, socket string) (*guest.Client, error) // default guest.WaitReady
+	Names  func(agentID string) string                                     // agent names for messages
+	Logger *slog.Logger
+}
+
+// Binder implements tools.Desktops. It is safe for concurrent use; acquires of one thread are
+// serialised and idempotent.
+type Binder struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	threads map[string]*thread // guarded by mu
+	closed  bool               // guarded by mu
+}
+
+type thread struct {
+	mu         sync.Mutex // serialises acquire and release of this thread
+	instanceID string
+	client     *guest.Client
+	task       string // turn id holding the desktop as a task, "" when none
+}
+
+// New returns a Binder.
+func New(cfg Config) (*Binder, error) {
+	if cfg.VMs == nil || cfg.Tasks == nil {
+		return nil, errors.New("binding: Config.VMs and Config.Tasks are required")
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = guest.WaitReady
+	}
+	if cfg.Names == nil {
+		cfg.Names = func(id string) string { return id }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Binder{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}}, nil
+}
+
+func key(t agent.TurnInfo) string { return t.UserID + "\x00" + t.SessionID }
+
+func (b *Binder) thread(t agent.TurnInfo) (*thread, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fault.Unavailable("the service is shutting down")
+	}
+	th := b.threads[key(t)]
+	if th == nil {
+		th = &thread{}
+		b.threads[key(t)] = th
+	}
+	return th, nil
+}
+
+// Acquire implements tools.Desktops: the thread's desktop, started if needed, held as this
+// turn's task.
+func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer, error) {
+	if t.SessionID == "" || t.UserID == "" {
+		return nil, fault.Invalid("a computer tool needs a chat thread (sessionId and userId)")
+	}
+	if t.AgentID == "" {
+		return nil, fault.Invalid("this chat has no agent, so it has no computer; open the chat from an agent")
+	}
+	th, err := b.thread(t)
+	if err != nil {
+		return nil, err
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	d, err := b.cfg.VMs.Ensure(ctx, t.UserID, t.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's desktop: %w", err)
+	}
+	if th.instanceID != d.InstanceID || th.client == nil || dead(th.client) {
+		if th.client != nil {
+			th.client.Close()
+			th.client = nil
+		}
+		if th.task != "" && th.instanceID != d.InstanceID {
+			b.cfg.Tasks.EndTask(th.instanceID, th.task)
+			th.task = ""
+		}
+		c, err := b.cfg.Dial(ctx, d.Socket)
+		if err != nil {
+			return nil, fmt.Errorf("the agent's desktop: %w", err)
+		}
+		th.instanceID, th.client = d.InstanceID, c
+	}
+	if th.task != t.TurnID {
+		if th.task != "" {
+			b.cfg.Tasks.EndTask(th.instanceID, th.task)
+			th.task = ""
+		}
+		if err := b.cfg.Tasks.BeginTask(th.instanceID, control.Agent{AgentID: t.AgentID, AgentName: b.cfg.Names(t.AgentID), TaskID: t.TurnID}); err != nil {
+			return nil, err
+		}
+		th.task = t.TurnID
+	}
+	return th.client, nil
+}
+
+func dead(c *guest.Client) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// TurnEnded releases the task the turn held; the desktop stays bound to the thread (and
+// becomes idle, so its idle timer starts).
+func (b *Binder) TurnEnded(t agent.TurnInfo) {
+	b.mu.Lock()
+	th := b.threads[key(t)]
+	b.mu.Unlock()
+	if th == nil {
+		return
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if th.task != "" {
+		if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
+			b.log.Warn("end agent task", "desktop", th.instanceID, "err", err)
+		}
+		th.task = ""
+	}
+}
+
+// Close drops every binding and closes the driver connections.
+func (b *Binder) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	threads := b.threads
+	b.threads = map[string]*thread{}
+	b.mu.Unlock()
+	for _, th := range threads {
+		th.mu.Lock()
+		if th.task != "" {
+			b.cfg.Tasks.EndTask(th.instanceID, th.task)
+		}
+		if th.client != nil {
+			th.client.Close()
+		}
+		th.mu.Unlock()
+	}
+	return nil
+}
+
+var _ tools.Desktops = (*Binder)(nil)

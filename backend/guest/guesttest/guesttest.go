@@ -1,0 +1,121 @@
+// Package guesttest runs the real in-guest driver on a real Xvfb on the host, for tests of
+// the code that drives desktops: the same binary and protocol as inside a container, without
+// the container.
+package guesttest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cubicle/backend/guest"
+)
+
+// Driver is a running driver.
+type Driver struct {
+	Socket    string // the bridge socket
+	Workspace string // the driver's workspace directory on the host
+	cmd       *exec.Cmd
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// binary builds the driver once per test process.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "cubicle-guesttest-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "cubicle-guest")
+		cmd := exec.Command("go", "build", "-o", binPath, "./images/guest")
+		cmd.Dir = strings.TrimSpace(string(root))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build the driver: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+// Start builds the driver, starts it on display (which must be free; it starts its own Xvfb)
+// with the given screen size ("" = 800x600) and no desktop session, and returns once its
+// socket answers. The driver stops when the test ends. Without Xvfb the test is skipped, or
+// fails when CUBICLE_REQUIRE_ALL=1.
+func Start(t *testing.T, display, screen string) *Driver {
+	t.Helper()
+	if _, err := exec.LookPath("Xvfb"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("Xvfb not installed")
+	}
+	if screen == "" {
+		screen = "800x600"
+	}
+	bin := binary(t)
+	dir := t.TempDir()
+	d := &Driver{Socket: filepath.Join(dir, "run", "guest.sock"), Workspace: filepath.Join(dir, "workspace")}
+	os.MkdirAll(d.Workspace, 0o755)
+	os.MkdirAll(filepath.Dir(d.Socket), 0o755)
+	d.cmd = exec.Command(bin)
+	d.cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+filepath.Dir(d.Socket), "CUBICLE_DISPLAY="+display,
+		"CUBICLE_SESSION=none", "CUBICLE_WORKSPACE="+d.Workspace, "CUBICLE_SCREEN="+screen, "CUBICLE_LOG_LEVEL=warn")
+	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.stop)
+	c := d.Dial(t)
+	c.Close()
+	return d
+}
+
+// Dial connects a new client; it is closed when the test ends.
+func (d *Driver) Dial(t *testing.T) *guest.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := guest.WaitReady(ctx, d.Socket)
+	if err != nil {
+		t.Fatalf("driver not ready: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Stop stops the driver now (SIGTERM, then SIGKILL after 5 s).
+func (d *Driver) Stop() { d.stop() }
+
+func (d *Driver) stop() {
+	if d.cmd.ProcessState != nil || d.cmd.Process == nil {
+		return
+	}
+	d.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		d.cmd.Process.Kill()
+		<-done
+	}
+}
