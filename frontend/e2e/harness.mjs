@@ -1,0 +1,185 @@
+// Shared set-up for the browser tests: a real `cubicle serve` on a free loopback port with a
+// temporary data dir, and headless Debian Chromium driven by playwright-core.
+//
+// Environment:
+//   CUBICLE_BIN            the binary (default ../bin/cubicle, i.e. the repo's bin/)
+//   CUBICLE_CHROMIUM       the browser (default /usr/bin/chromium)
+//   CUBICLE_REQUIRE_ALL=1  a missing binary or browser fails the test instead of skipping it
+//   CUBICLE_E2E_PORTS      port range to pick from, "FROM-TO" (default 18100-18199)
+
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** The frontend directory. */
+export const frontendDir = resolve(here, '..');
+/** The repository root. */
+export const repoRoot = resolve(frontendDir, '..');
+/** Where screenshots go (the repo's test-artifacts/). */
+export const artifactsDir = join(repoRoot, 'test-artifacts');
+
+export const binPath = resolve(frontendDir, process.env.CUBICLE_BIN || '../bin/cubicle');
+export const chromiumPath = process.env.CUBICLE_CHROMIUM || '/usr/bin/chromium';
+
+export const adminUser = 'e2e-admin';
+export const adminPassword = 'e2e-Passw0rd-' + Math.random().toString(36).slice(2, 10);
+
+export const desktopViewport = { width: 1440, height: 900 };
+export const phoneViewport = { width: 390, height: 844 };
+
+/**
+ * Why the browser tests cannot run here, or '' when they can. With CUBICLE_REQUIRE_ALL=1 a
+ * missing piece is a failure, never a skip (CI must not count a skip as a pass).
+ */
+export function missingPrerequisite() {
+  const missing = [];
+  if (!existsSync(binPath)) missing.push(`cubicle binary not found at ${binPath} (build it: make build)`);
+  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath} (apt-get install chromium)`);
+  const why = missing.join('; ');
+  if (why !== '' && process.env.CUBICLE_REQUIRE_ALL === '1') {
+    throw new Error(`CUBICLE_REQUIRE_ALL=1 and ${why}`);
+  }
+  return why;
+}
+
+function portFree(port) {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
+  });
+}
+
+/** A free port on 127.0.0.1 from CUBICLE_E2E_PORTS, starting at a random offset. */
+export async function freePort() {
+  const [from, to] = (process.env.CUBICLE_E2E_PORTS || '18100-18199').split('-').map(Number);
+  const span = to - from + 1;
+  const start = Math.floor(Math.random() * span);
+  for (let i = 0; i < span; i++) {
+    const port = from + ((start + i) % span);
+    if (await portFree(port)) return port;
+  }
+  throw new Error(`no free port in ${from}-${to}`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts `cubicle serve` and waits until GET /api/health answers. Returns { url, stop, log }.
+ * stop() ends the server (SIGTERM, then SIGKILL after 5 s) and deletes its data dir.
+ */
+export async function startServer() {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-e2e-'));
+  const url = `http://127.0.0.1:${port}`;
+  const output = [];
+  const child = spawn(binPath, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
+    env: {
+      ...process.env,
+      CUBICLE_ADMIN_USER: adminUser,
+      CUBICLE_ADMIN_PASSWORD: adminPassword,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.on('data', (d) => output.push(String(d)));
+  child.stderr.on('data', (d) => output.push(String(d)));
+  let exited = null;
+  const exitPromise = new Promise((res) =>
+    child.once('exit', (code, signal) => {
+      exited = { code, signal };
+      res(exited);
+    }),
+  );
+  const log = () => output.join('');
+
+  const stop = async () => {
+    if (exited === null) {
+      child.kill('SIGTERM');
+      const done = await Promise.race([exitPromise, sleep(5000).then(() => null)]);
+      if (done === null) {
+        child.kill('SIGKILL');
+        await exitPromise;
+      }
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited !== null) {
+      await stop();
+      throw new Error(`cubicle serve exited early (${JSON.stringify(exited)}):\n${log()}`);
+    }
+    try {
+      const res = await fetch(`${url}/api/health`);
+      if (res.ok) {
+        const body = await res.json();
+        if (body.ok === true) break;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`cubicle serve did not answer /api/health within 30 s:\n${log()}`);
+    }
+    await sleep(100);
+  }
+  return { url, port, dataDir, stop, log };
+}
+
+/** Launches headless Chromium with the flags that work on these machines. */
+export function launchBrowser() {
+  return chromium.launch({
+    executablePath: chromiumPath,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-quic',
+    ],
+  });
+}
+
+/** Saves a full-page screenshot into test-artifacts/NAME.png and returns its path. */
+export async function screenshot(page, name) {
+  mkdirSync(artifactsDir, { recursive: true });
+  const path = join(artifactsDir, `${name}.png`);
+  await page.screenshot({ path, fullPage: false });
+  return path;
+}
+
+/**
+ * Collects uncaught page errors and console errors so a test can assert there were none.
+ * Chromium's own "Failed to load resource: … 401/403" lines are left out: a 401 is how the
+ * app learns it is signed out, and the tests check those answers directly.
+ */
+export function watchPage(page) {
+  const problems = [];
+  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const text = msg.text();
+    if (/^Failed to load resource: the server responded with a status of 40[13]\b/.test(text)) return;
+    problems.push(`console: ${text}`);
+  });
+  return problems;
+}
+
+/** Logs in through the form and waits for the agent list. */
+export async function logIn(page, url, username = adminUser, password = adminPassword) {
+  await page.goto(`${url}/#/login`);
+  await page.fill('#login-username', username);
+  await page.fill('#login-password', password);
+  await page.click('#login-submit');
+  await page.waitForURL(/#\/agents$/);
+}

@@ -1,0 +1,285 @@
+import { describe, expect, it, vi } from 'vitest';
+import { ApiError, Client, type Agent } from './api';
+
+interface Call {
+  url: string;
+  init: RequestInit;
+}
+
+/** A fetch stand-in that records calls and answers from a list. */
+function fakeFetch(...responses: Array<Response | Error>) {
+  const calls: Call[] = [];
+  const fn = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
+    calls.push({ url: String(input), init: init ?? {} });
+    const next = responses.shift();
+    if (!next) throw new Error('unexpected request');
+    if (next instanceof Error) throw next;
+    return next;
+  });
+  return { fetch: fn as unknown as typeof fetch, calls };
+}
+
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+
+const agent: Agent = {
+  id: 'a 1/x',
+  name: 'Researcher',
+  computer: 'vm',
+  allowHostEnvironment: true,
+  createdAt: '2026-11-29T17:00:00Z',
+  updatedAt: '2026-11-29T17:00:00Z',
+};
+
+const headersOf = (c: Call) => c.init.headers as Record<string, string>;
+
+describe('Client routes', () => {
+  const cases: Array<{
+    name: string;
+    call: (c: Client) => Promise<unknown>;
+    response: Response;
+    method: string;
+    path: string;
+    body?: unknown;
+    result: unknown;
+  }> = [
+    {
+      name: 'health',
+      call: (c) => c.health(),
+      response: json(200, { ok: true, version: '0.1.0' }),
+      method: 'GET',
+      path: '/api/health',
+      result: { ok: true, version: '0.1.0' },
+    },
+    {
+      name: 'login',
+      call: (c) => c.login('admin', 'pw'),
+      response: json(200, { user: { id: 'u1', username: 'admin', role: 'admin' } }),
+      method: 'POST',
+      path: '/api/auth/login',
+      body: { username: 'admin', password: 'pw' },
+      result: { id: 'u1', username: 'admin', role: 'admin' },
+    },
+    {
+      name: 'logout',
+      call: (c) => c.logout(),
+      response: new Response(null, { status: 204 }),
+      method: 'POST',
+      path: '/api/auth/logout',
+      result: undefined,
+    },
+    {
+      name: 'me',
+      call: (c) => c.me(),
+      response: json(200, { user: { id: 'u1', username: 'admin', role: 'admin' } }),
+      method: 'GET',
+      path: '/api/auth/me',
+      result: { id: 'u1', username: 'admin', role: 'admin' },
+    },
+    {
+      name: 'list agents',
+      call: (c) => c.listAgents(),
+      response: json(200, { agents: [agent] }),
+      method: 'GET',
+      path: '/api/app/agents',
+      result: [agent],
+    },
+    {
+      name: 'list agents null is empty',
+      call: (c) => c.listAgents(),
+      response: json(200, { agents: null }),
+      method: 'GET',
+      path: '/api/app/agents',
+      result: [],
+    },
+    {
+      name: 'create agent',
+      call: (c) => c.createAgent('Researcher'),
+      response: json(201, agent),
+      method: 'POST',
+      path: '/api/app/agents',
+      body: { name: 'Researcher' },
+      result: agent,
+    },
+    {
+      name: 'get agent escapes the id',
+      call: (c) => c.getAgent('a 1/x'),
+      response: json(200, agent),
+      method: 'GET',
+      path: '/api/app/agents/a%201%2Fx',
+      result: agent,
+    },
+    {
+      name: 'rename agent',
+      call: (c) => c.renameAgent('a1', 'New'),
+      response: json(200, { ...agent, name: 'New' }),
+      method: 'PATCH',
+      path: '/api/app/agents/a1',
+      body: { name: 'New' },
+      result: { ...agent, name: 'New' },
+    },
+    {
+      name: 'delete agent',
+      call: (c) => c.deleteAgent('a1'),
+      response: new Response(null, { status: 204 }),
+      method: 'DELETE',
+      path: '/api/app/agents/a1',
+      result: undefined,
+    },
+    {
+      name: 'computer selection',
+      call: (c) => c.setComputerSelection('a1', { computer: 'browser', allowHostEnvironment: true }),
+      response: json(200, { ...agent, computer: 'browser', allowHostEnvironment: false }),
+      method: 'PUT',
+      path: '/api/app/agents/a1/computer-selection',
+      body: { computer: 'browser', allowHostEnvironment: true },
+      // The server's answer is returned as is: it cleared the flag.
+      result: { ...agent, computer: 'browser', allowHostEnvironment: false },
+    },
+    {
+      name: 'doctor',
+      call: (c) => c.doctor(),
+      response: json(200, { checks: [{ name: 'engine', status: 'ok', detail: 'podman 4.3.1', fix: '' }] }),
+      method: 'GET',
+      path: '/api/app/admin/doctor',
+      result: [{ name: 'engine', status: 'ok', detail: 'podman 4.3.1', fix: '' }],
+    },
+  ];
+
+  for (const tc of cases) {
+    it(tc.name, async () => {
+      const f = fakeFetch(tc.response);
+      const client = new Client({ fetch: f.fetch });
+      await expect(tc.call(client)).resolves.toEqual(tc.result);
+      expect(f.calls).toHaveLength(1);
+      const [call] = f.calls;
+      expect(call.url).toBe(tc.path);
+      expect(call.init.method).toBe(tc.method);
+      expect(call.init.credentials).toBe('same-origin');
+      const headers = headersOf(call);
+      expect(headers['Authorization']).toBeUndefined();
+      if (tc.method === 'GET') {
+        expect(headers['Content-Type']).toBeUndefined();
+        expect(call.init.body).toBeUndefined();
+      } else {
+        expect(headers['Content-Type']).toBe('application/json');
+      }
+      if (tc.body !== undefined) {
+        expect(JSON.parse(call.init.body as string)).toEqual(tc.body);
+      }
+    });
+  }
+});
+
+describe('Client desktop mode', () => {
+  it('sends the bearer token to the backend URL and no cookies', async () => {
+    const f = fakeFetch(json(200, { agents: [] }));
+    const client = new Client({ baseUrl: 'http://127.0.0.1:40123/', token: 'tok', fetch: f.fetch });
+    expect(client.usesToken).toBe(true);
+    await client.listAgents();
+    expect(f.calls[0].url).toBe('http://127.0.0.1:40123/api/app/agents');
+    expect(f.calls[0].init.credentials).toBe('omit');
+    expect(headersOf(f.calls[0])['Authorization']).toBe('Bearer tok');
+  });
+
+  it('an empty token means cookie mode', () => {
+    expect(new Client({ token: '' }).usesToken).toBe(false);
+  });
+});
+
+describe('Client errors', () => {
+  const cases: Array<{ name: string; response: Response | Error; status: number; code: string; message: string }> = [
+    {
+      name: 'server error body',
+      response: json(400, { error: 'computer must be one of vm, cloud', code: 'invalid' }),
+      status: 400,
+      code: 'invalid',
+      message: 'computer must be one of vm, cloud',
+    },
+    {
+      name: 'conflict class',
+      response: json(409, { error: 'agent name already used', code: 'exists' }),
+      status: 409,
+      code: 'exists',
+      message: 'agent name already used',
+    },
+    {
+      name: 'unknown code falls back to status',
+      response: json(404, { error: 'no such agent', code: 'weird' }),
+      status: 404,
+      code: 'not_found',
+      message: 'no such agent',
+    },
+    {
+      name: 'non-JSON body',
+      response: new Response('<html>bad gateway</html>', { status: 502, statusText: 'Bad Gateway' }),
+      status: 502,
+      code: 'unknown',
+      message: '502 Bad Gateway',
+    },
+    {
+      name: 'network failure',
+      response: new TypeError('Failed to fetch'),
+      status: 0,
+      code: 'network',
+      message: 'Cannot reach the Cubicle server (Failed to fetch).',
+    },
+    {
+      name: 'forbidden',
+      response: json(403, { error: 'admin only', code: 'forbidden' }),
+      status: 403,
+      code: 'forbidden',
+      message: 'admin only',
+    },
+  ];
+  for (const tc of cases) {
+    it(tc.name, async () => {
+      const f = fakeFetch(tc.response);
+      const onUnauthenticated = vi.fn();
+      const client = new Client({ fetch: f.fetch, onUnauthenticated });
+      const err = await client.getAgent('x').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ status: tc.status, code: tc.code, message: tc.message });
+      expect(onUnauthenticated).not.toHaveBeenCalled();
+    });
+  }
+
+  it('a successful response that is not JSON is an error', async () => {
+    const f = fakeFetch(new Response('hello', { status: 200 }));
+    await expect(new Client({ fetch: f.fetch }).getAgent('x')).rejects.toMatchObject({ code: 'unknown' });
+  });
+});
+
+describe('Client 401 handling', () => {
+  const unauth = () => json(401, { error: 'log in first', code: 'unauthenticated' });
+
+  it('401 on an app call reports unauthenticated', async () => {
+    const f = fakeFetch(unauth());
+    const onUnauthenticated = vi.fn();
+    const client = new Client({ fetch: f.fetch, onUnauthenticated });
+    await expect(client.listAgents()).rejects.toMatchObject({ status: 401, code: 'unauthenticated' });
+    expect(onUnauthenticated).toHaveBeenCalledTimes(1);
+  });
+
+  it('401 from me reports unauthenticated', async () => {
+    const f = fakeFetch(unauth());
+    const onUnauthenticated = vi.fn();
+    await expect(new Client({ fetch: f.fetch, onUnauthenticated }).me()).rejects.toBeInstanceOf(ApiError);
+    expect(onUnauthenticated).toHaveBeenCalledTimes(1);
+  });
+
+  it('401 from login is wrong credentials, not a redirect', async () => {
+    const f = fakeFetch(json(401, { error: 'wrong username or password', code: 'unauthenticated' }));
+    const onUnauthenticated = vi.fn();
+    const client = new Client({ fetch: f.fetch, onUnauthenticated });
+    await expect(client.login('admin', 'nope')).rejects.toMatchObject({ status: 401 });
+    expect(onUnauthenticated).not.toHaveBeenCalled();
+  });
+
+  it('401 from logout does not loop back', async () => {
+    const f = fakeFetch(unauth());
+    const onUnauthenticated = vi.fn();
+    await expect(new Client({ fetch: f.fetch, onUnauthenticated }).logout()).rejects.toMatchObject({ status: 401 });
+    expect(onUnauthenticated).not.toHaveBeenCalled();
+  });
+});

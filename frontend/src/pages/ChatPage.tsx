@@ -1,0 +1,152 @@
+// An agent's chat: agent sidebar, the conversation, and the computer panel on the right.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Agent, type Client } from '../api';
+import { AgentSidebar } from '../components/AgentSidebar';
+import { ComputerPanel } from '../components/ComputerPanel';
+import { messageFor } from '../errors';
+import { useTitle } from '../hooks';
+
+interface ChatPageProps {
+  client: Client;
+  agentId: string;
+}
+
+const panelKey = 'cubicle.computerPanelOpen';
+
+function initialPanelOpen(): boolean {
+  try {
+    const saved = window.localStorage.getItem(panelKey);
+    if (saved === '1') return true;
+    if (saved === '0') return false;
+  } catch {
+    // Storage may be unavailable; fall through to the default.
+  }
+  return window.matchMedia('(min-width: 1000px)').matches;
+}
+
+/** The chat page of one agent. */
+export function ChatPage({ client, agentId }: ChatPageProps) {
+  const [agent, setAgent] = useState<Agent | null>(null);
+  const [agentError, setAgentError] = useState<{ message: string; notFound: boolean } | null>(null);
+  const [agents, setAgents] = useState<Agent[] | null>(null);
+  const [listError, setListError] = useState('');
+  const [panelOpen, setPanelOpen] = useState(initialPanelOpen);
+  const [drawerOpen, setDrawerOpen] = useState(false);
+  useTitle(agent?.name ?? 'Chat');
+
+  useEffect(() => {
+    let live = true;
+    client.getAgent(agentId).then(
+      (a) => live && setAgent(a),
+      (err) =>
+        live &&
+        setAgentError({
+          message: messageFor(err),
+          notFound: err instanceof ApiError && err.status === 404,
+        }),
+    );
+    client.listAgents().then(
+      (list) => live && setAgents(list),
+      (err) => live && setListError(messageFor(err)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, agentId]);
+
+  const togglePanel = () => {
+    const next = !panelOpen;
+    setPanelOpen(next);
+    try {
+      window.localStorage.setItem(panelKey, next ? '1' : '0');
+    } catch {
+      // Not remembered; fine.
+    }
+  };
+
+  const updateAgent = (a: Agent) => {
+    setAgent(a);
+    setAgents((list) => list && list.map((x) => (x.id === a.id ? a : x)));
+  };
+
+  const classes = ['chat-layout', panelOpen ? 'panel-open' : '', drawerOpen ? 'drawer-open' : ''].join(' ');
+
+  return (
+    <div class={classes}>
+      <AgentSidebar agents={agents} activeId={agentId} error={listError} onNavigate={() => setDrawerOpen(false)} />
+      {drawerOpen && <div class="scrim" onClick={() => setDrawerOpen(false)} aria-hidden="true" />}
+
+      <main class="chat" aria-label="Chat">
+        <header class="chat-head">
+          <button
+            class="btn ghost small icon drawer-toggle"
+            type="button"
+            aria-label="Show agents"
+            aria-expanded={drawerOpen}
+            aria-controls="agent-sidebar"
+            onClick={() => setDrawerOpen(!drawerOpen)}
+          >
+            ☰
+          </button>
+          <h1 class="chat-title" id="chat-title">
+            {agent?.name ?? (agentError ? 'Agent' : 'Loading…')}
+          </h1>
+          <button
+            id="computer-toggle"
+            class={`btn small${panelOpen ? ' primary' : ''}`}
+            type="button"
+            aria-expanded={panelOpen}
+            aria-controls="computer-panel"
+            onClick={togglePanel}
+            disabled={!agent}
+            title="Show or hide the computer panel"
+          >
+            <svg viewBox="0 0 32 32" width="16" height="16" aria-hidden="true">
+              <rect x="3" y="5" width="26" height="18" rx="3" fill="none" stroke="currentColor" stroke-width="3" />
+              <rect x="11" y="25" width="10" height="3" rx="1" fill="currentColor" />
+            </svg>
+            <span>Computer</span>
+          </button>
+        </header>
+
+        {agentError ? (
+          <div class="notice error chat-error" role="alert">
+            <p>{agentError.notFound ? 'This agent does not exist (it may have been deleted).' : agentError.message}</p>
+            <a class="btn small" href="#/agents">
+              Back to agents
+            </a>
+          </div>
+        ) : (
+          <>
+            <div class="messages" id="messages" aria-live="polite">
+              <div class="empty-state">
+                <p class="empty-title">No messages yet</p>
+                <p class="muted small">Conversations with {agent?.name ?? 'this agent'} will appear here.</p>
+              </div>
+            </div>
+            <form class="composer" onSubmit={(e) => e.preventDefault()}>
+              <textarea
+                id="chat-input"
+                rows={2}
+                disabled
+                placeholder={agent ? `Message ${agent.name}…` : 'Message…'}
+                aria-describedby="chat-unavailable"
+              />
+              <button class="btn primary" type="submit" disabled>
+                Send
+              </button>
+              <p class="muted small composer-note" id="chat-unavailable">
+                Chat arrives with the agent runtime — sending messages is not available yet.
+              </p>
+            </form>
+          </>
+        )}
+      </main>
+
+      {panelOpen && agent && (
+        <ComputerPanel client={client} agent={agent} onAgent={updateAgent} onClose={togglePanel} />
+      )}
+    </div>
+  );
+}
