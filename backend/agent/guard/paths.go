@@ -1,0 +1,140 @@
+package guard
+
+import (
+	"path"
+	"strings"
+)
+
+// writeTarget flags writes into devices and system paths.
+func (s *scope) writeTarget(t, verb, ex string) {
+	switch {
+	case t == "/dev/null" || t == "/dev/stdout" || t == "/dev/stderr" || t == "/dev/tty" || strings.HasPrefix(t, "/dev/fd/") || strings.HasPrefix(t, "/dev/tcp/") || strings.HasPrefix(t, "/dev/udp/"):
+	case isDevice(t):
+		s.a.add("disk.write-device", FamilyDisk, Critical, verb+" a raw disk or memory device ("+t+")", ex)
+	case strings.HasPrefix(t, "/dev/"), strings.HasPrefix(t, "/proc/"), strings.HasPrefix(t, "/sys/"):
+		s.a.add("write.kernel", FamilyDestructive, High, verb+" a kernel or device file ("+t+")", ex)
+	default:
+		switch c := classify(t); c {
+		case pathRoot, pathSystemTop, pathSystemSub, pathSystemDeep:
+			s.a.add("write.system", FamilyDestructive, High, verb+" "+describe(t, c), ex)
+		}
+	}
+}
+
+func isDevice(p string) bool {
+	rest, ok := strings.CutPrefix(path.Clean(p), "/dev/")
+	if !ok {
+		return false
+	}
+	for _, pre := range []string{"sd", "hd", "vd", "xvd", "nvme", "mmcblk", "md", "dm-", "disk", "mapper/", "loop", "sr", "mem", "kmem", "port", "fb", "nbd"} {
+		if strings.HasPrefix(rest, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// Path classes, from the harmless to the worst.
+type pathClass int
+
+const (
+	pathRelative    pathClass = iota // build/tmp.txt
+	pathOther                        // /tmp/x, /workspace/a, /home/u/project
+	pathDynamic                      // "$X" — unknown until run time
+	pathSystemDeep                   // /etc/nginx/conf.d/x, /usr/lib/x/y
+	pathCwdAll                       // *, ., .., ./*
+	pathDynamicRoot                  // $X/… — becomes / when X is empty
+	pathUserHome                     // /home/user, /root/x
+	pathSystemSub                    // /usr/lib, /etc/ssh, /var/log
+	pathSystemTop                    // /etc, /usr, /home
+	pathHome                         // ~, $HOME
+	pathRoot                         // /, /*
+)
+
+var systemTop = set("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "sbin", "srv", "sys", "usr", "var", "home", "snap", "mnt", "media", "run", "nix", "System", "Library", "Applications", "Users", "private")
+
+// protectedDeep are top-level directories whose whole tree belongs to the system.
+var protectedDeep = set("bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr", "sys", "proc", "dev", "System", "Library")
+
+func classify(p string) pathClass {
+	if p == "" {
+		return pathRelative
+	}
+	if strings.HasPrefix(p, dynamic) {
+		if rest := strings.TrimPrefix(p, dynamic); strings.HasPrefix(rest, "/") {
+			return pathDynamicRoot
+		}
+		return pathDynamic
+	}
+	if strings.HasPrefix(p, "~") {
+		rest := strings.TrimLeft(strings.TrimPrefix(p, "~"), "/")
+		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
+			return pathHome
+		}
+		return pathOther
+	}
+	if !strings.HasPrefix(p, "/") {
+		clean := path.Clean(p)
+		if clean == "." || clean == ".." || clean == "*" || clean == ".*" || strings.Trim(clean, "./*") == "" {
+			return pathCwdAll
+		}
+		if strings.Contains(p, dynamic) {
+			return pathDynamic
+		}
+		return pathRelative
+	}
+	parts := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	// A wildcard stands for the whole directory it is in.
+	for i, part := range parts {
+		if strings.ContainsAny(part, "*?[") || strings.Contains(part, dynamic) {
+			parts = parts[:i]
+			break
+		}
+	}
+	if len(parts) == 0 || (len(parts) == 1 && parts[0] == "") {
+		return pathRoot
+	}
+	top := parts[0]
+	if !systemTop[top] {
+		return pathOther
+	}
+	switch {
+	case len(parts) == 1:
+		return pathSystemTop
+	case (top == "home" || top == "Users") && len(parts) == 2, top == "root" && len(parts) == 2:
+		return pathUserHome
+	case top == "home" || top == "Users" || top == "root":
+		return pathOther
+	case top == "usr" && parts[1] == "local" && len(parts) > 2:
+		return pathOther
+	case len(parts) == 2:
+		if top == "tmp" || top == "mnt" || top == "media" || top == "opt" || top == "srv" || top == "snap" {
+			return pathOther
+		}
+		return pathSystemSub
+	case protectedDeep[top]:
+		return pathSystemDeep
+	}
+	return pathOther
+}
+
+func describe(p string, c pathClass) string {
+	p = strings.ReplaceAll(p, dynamic, "$?")
+	switch c {
+	case pathRoot:
+		return "the root directory (" + p + ")"
+	case pathHome:
+		return "the home directory (" + p + ")"
+	case pathUserHome:
+		return "a user's home directory (" + p + ")"
+	case pathSystemTop, pathSystemSub, pathSystemDeep:
+		return "the system path " + p
+	case pathCwdAll:
+		return "everything in the current directory (" + p + ")"
+	case pathDynamicRoot:
+		return p + ", which is / when the variable is empty"
+	case pathDynamic:
+		return "paths only known at run time"
+	}
+	return p
+}
