@@ -1,0 +1,273 @@
+// Package enginetest is the conformance suite every container engine adapter must pass. It
+// runs against real engines only (Podman always in CI; Docker where a daemon answers) and
+// needs no registry: it imports a tiny root file system built on the fly from the host's
+// static busybox (Debian package busybox-static).
+//
+// Every object the suite creates carries the labels cubicle.test=engine and
+// cubicle.test.run=<run id>, and the suite removes only objects with its own run id, so it
+// can run beside other users of the same engine.
+package enginetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+)
+
+// Engine is the method set the suite exercises: exactly the adapters' public surface.
+type Engine interface {
+	Info(ctx context.Context) (engine.Info, error)
+	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
+	ImportImage(ctx context.Context, rootfsTar io.Reader, ref string, labels map[string]string) (engine.Image, error)
+	PullImage(ctx context.Context, ref, platform string, opts engine.PullOptions) (engine.Image, error)
+	InspectImage(ctx context.Context, ref string) (engine.Image, error)
+	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
+	TagImage(ctx context.Context, id, ref string) error
+	RemoveImage(ctx context.Context, ref string) error
+	PushImage(ctx context.Context, ref string, opts engine.PullOptions) (digest string, err error)
+	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	RemoveContainer(ctx context.Context, id string, force bool) error
+	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
+	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	RemoveVolume(ctx context.Context, name string) error
+	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
+	Close() error
+}
+
+// Labels on every object the suite creates.
+const (
+	LabelTest = "cubicle.test"     // always "engine"
+	LabelRun  = "cubicle.test.run" // the run id, unique per Run
+)
+
+// BusyboxPath is the static busybox the test image is made of.
+const BusyboxPath = "/bin/busybox"
+
+// Require skips the test with msg, or fails it when CUBICLE_REQUIRE_ALL=1 (CI), so that a
+// missing engine or tool can never pass as a skip there.
+func Require(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): %s", msg)
+	}
+	t.Skip(msg)
+}
+
+// suite is one run's shared state.
+type suite struct {
+	e      Engine
+	info   engine.Info
+	run    string            // run id
+	labels map[string]string // the labels of every object this run creates
+	image  string            // the imported busybox image reference
+}
+
+// Run runs the conformance suite against the engine newEngine returns (it is called once;
+// register its Close with t.Cleanup).
+func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
+	if _, err := os.Stat(BusyboxPath); err != nil {
+		Require(t, "no static busybox at "+BusyboxPath+" (apt-get install busybox-static)")
+	}
+	s := &suite{e: newEngine(t), run: randomID()}
+	s.labels = map[string]string{LabelTest: "engine", LabelRun: s.run}
+	ctx := testContext(t, 2*time.Minute)
+	info, err := s.e.Info(ctx)
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	s.info = info
+	t.Logf("engine %s %s (API %s) at %s, rootless=%v", info.Kind, info.Version, info.APIVersion, info.Socket, info.Rootless)
+	t.Cleanup(func() { s.cleanup(t) })
+
+	rootfs, err := BusyboxRootfs()
+	if err != nil {
+		t.Fatalf("busybox rootfs: %v", err)
+	}
+	s.image = "localhost/cubicle-enginetest/busybox:" + s.run
+	start := time.Now()
+	img, err := s.e.ImportImage(ctx, bytes.NewReader(rootfs), s.image, s.labels)
+	if err != nil {
+		t.Fatalf("ImportImage: %v", err)
+	}
+	t.Logf("imported %s (%d bytes of tar) as %s in %v", s.image, len(rootfs), short(img.ID), time.Since(start).Round(time.Millisecond))
+
+	t.Run("Info", s.testInfo)
+	t.Run("Images", s.testImages)
+	t.Run("Build", s.testBuild)
+	t.Run("Lifecycle", s.testLifecycle)
+	t.Run("VolumePersists", s.testVolumePersists)
+	t.Run("Errors", s.testErrors)
+	t.Run("Registry", s.testRegistry)
+}
+
+func (s *suite) testInfo(t *testing.T) {
+	in := s.info
+	if in.Kind == "" || in.Version == "" || in.APIVersion == "" || in.Socket == "" {
+		t.Fatalf("Info is incomplete: %+v", in)
+	}
+	if in.Arch != runtime.GOARCH || in.OS != "linux" {
+		t.Fatalf("Info arch/os = %s/%s, want linux/%s", in.OS, in.Arch, runtime.GOARCH)
+	}
+}
+
+// cleanup removes the containers, volumes and images of this run, in that order.
+func (s *suite) cleanup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := map[string]string{LabelRun: s.run}
+	if cs, err := s.e.ListContainers(ctx, sel); err == nil {
+		for _, c := range cs {
+			if err := s.e.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	}
+	if vs, err := s.e.ListVolumes(ctx, sel); err == nil {
+		for _, v := range vs {
+			if err := s.e.RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	}
+	// Images built FROM the base go first; a few passes settle the order.
+	for range 3 {
+		imgs, err := s.e.ListImages(ctx, sel)
+		if err != nil || len(imgs) == 0 {
+			break
+		}
+		for _, img := range imgs {
+			refs := append([]string{}, img.Names...)
+			refs = append(refs, img.ID)
+			for _, r := range refs {
+				_ = s.e.RemoveImage(ctx, r)
+			}
+		}
+	}
+	if imgs, err := s.e.ListImages(ctx, sel); err == nil && len(imgs) > 0 {
+		t.Errorf("cleanup: %d images of run %s left", len(imgs), s.run)
+	}
+}
+
+// BusyboxRootfs returns a tar of a minimal root file system: the host's static busybox with
+// links for the applets the suite uses, and the directories a runtime expects.
+func BusyboxRootfs() ([]byte, error) {
+	bin, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, d := range []string{"bin/", "dev/", "etc/", "proc/", "sys/", "tmp/", "run/", "data/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin)), ModTime: now}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, err
+	}
+	for _, applet := range []string{"sh", "cat", "echo", "sleep", "grep", "df", "touch", "mkdir", "ls", "id", "true"} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n",
+		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
+	}
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: now}); err != nil {
+			return nil, err
+		}
+		if _, err := io.WriteString(tw, body); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// testContext is a context cancelled after d or when the test ends.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// withLabels returns the run labels plus extra.
+func (s *suite) withLabels(extra map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range s.labels {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// name returns a unique object name for this run.
+func (s *suite) name(what string) string { return "cubicle-enginetest-" + s.run + "-" + what }
+
+func short(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// lineWriter collects written text, for progress checks. Safe for concurrent writers.
+type lineWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *lineWriter) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(w.buf.String(), "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,314 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+)
+
+// probeScript runs as the container's command: it reports what the container sees into the
+// bind-mounted /run/cubicle, writes a file to the named volume, then waits as PID 1 without
+// a SIGTERM handler, so only the stop timeout's SIGKILL ends it.
+const probeScript = `set -e
+{
+  grep -E '^(CapEff|NoNewPrivs):' /proc/1/status
+  echo "nofile: $(ulimit -n)"
+  echo "nproc: $(ulimit -u)"
+  echo "memory: $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"
+  echo "pids: $(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)"
+  echo "shm: $(df -k /dev/shm | grep shm | while read fs size rest; do echo $size; done)"
+  echo "uid: $(id -u)"
+  echo "env: $CUBICLE_PROBE"
+} > /run/cubicle/report.tmp
+echo hello > /data/persist.txt
+mv /run/cubicle/report.tmp /run/cubicle/report 2>/dev/null || cat /run/cubicle/report.tmp > /run/cubicle/report
+exec sleep 3600
+`
+
+// Limits the lifecycle test asks for; the rlimits are far above any host's hard limit.
+var probeLimits = engine.Limits{
+	MemoryBytes: 64 << 20,
+	NanoCPUs:    500_000_000,
+	PIDs:        64,
+	NoFile:      1 << 40,
+	NProc:       1 << 40,
+	ShmBytes:    32 << 20,
+}
+
+func (s *suite) testLifecycle(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	vol := s.name("vol")
+	for i := range 2 { // idempotent
+		if err := s.e.EnsureVolume(ctx, vol, s.labels); err != nil {
+			t.Fatalf("EnsureVolume #%d: %v", i+1, err)
+		}
+	}
+	vols, err := s.e.ListVolumes(ctx, map[string]string{LabelRun: s.run})
+	if err != nil || !slices.Contains(vols, vol) {
+		t.Fatalf("ListVolumes = %v, %v; want %s", vols, err, vol)
+	}
+	if vs, err := s.e.ListVolumes(ctx, map[string]string{engine.LabelManaged: "true", LabelRun: s.run}); err != nil || !slices.Contains(vs, vol) {
+		t.Fatalf("volume lacks %s: ListVolumes = %v, %v", engine.LabelManaged, vs, err)
+	}
+
+	run := runDir(t)
+	spec := engine.ContainerSpec{
+		Name:        s.name("life"),
+		Image:       s.image,
+		Labels:      s.withLabels(map[string]string{"org.example.role": "probe"}),
+		Env:         map[string]string{"CUBICLE_PROBE": "yes"},
+		Command:     []string{"/bin/sh", "-c", probeScript},
+		Hostname:    "probe",
+		Mounts:      []engine.Mount{{Source: run, Target: "/run/cubicle"}},
+		Volumes:     []engine.VolumeMount{{Name: vol, Target: "/data"}},
+		Limits:      probeLimits,
+		NetworkMode: "none",
+		StopTimeout: time.Second,
+	}
+	created, err := s.e.CreateContainer(ctx, spec)
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	if created.ID == "" || created.Running || created.Labels[engine.LabelManaged] != "true" || created.Labels["org.example.role"] != "probe" {
+		t.Fatalf("created state: %+v", created)
+	}
+	if created.Name != spec.Name {
+		t.Errorf("created name %q, want %q", created.Name, spec.Name)
+	}
+	if _, err := s.e.CreateContainer(ctx, spec); !errors.Is(err, fault.ErrExists) {
+		t.Errorf("CreateContainer(same name) = %v, want ErrExists", err)
+	}
+
+	start := time.Now()
+	if err := s.e.StartContainer(ctx, created.ID); err != nil {
+		t.Fatalf("StartContainer (rlimits must be clamped to the host's): %v", err)
+	}
+	report := waitFile(t, filepath.Join(run, "report"), 20*time.Second)
+	t.Logf("started and reported in %v:\n%s", time.Since(start).Round(time.Millisecond), report)
+	if err := s.e.StartContainer(ctx, created.ID); err != nil {
+		t.Errorf("StartContainer(running) = %v, want nil", err)
+	}
+
+	host := engine.ReadHostLimits(engine.SocketPath(s.info.Socket))
+	nofile, nproc := engine.ClampRlimits(probeLimits, host)
+	want := map[string]string{
+		"CapEff":     "0000000000000000",
+		"NoNewPrivs": "1",
+		"nofile":     strconv.FormatUint(nofile, 10),
+		"nproc":      strconv.FormatUint(nproc, 10),
+		"memory":     strconv.FormatInt(probeLimits.MemoryBytes, 10),
+		"pids":       strconv.FormatInt(probeLimits.PIDs, 10),
+		"shm":        strconv.FormatInt(probeLimits.ShmBytes>>10, 10),
+		"uid":        "0",
+		"env":        "yes",
+	}
+	got := parseReport(report)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("inside the container %s = %q, want %q", k, got[k], w)
+		}
+	}
+
+	st, err := s.e.InspectContainer(ctx, spec.Name)
+	if err != nil {
+		t.Fatalf("InspectContainer: %v", err)
+	}
+	if !st.Running || st.PID <= 0 || st.StartedAt.IsZero() || st.ID != created.ID || st.Status != "running" {
+		t.Fatalf("running state: %+v", st)
+	}
+	list, err := s.e.ListContainers(ctx, map[string]string{LabelRun: s.run, "org.example.role": "probe"})
+	if err != nil {
+		t.Fatalf("ListContainers: %v", err)
+	}
+	if i := slices.IndexFunc(list, func(c engine.ContainerState) bool { return c.ID == created.ID }); i < 0 || !list[i].Running || list[i].Name != spec.Name {
+		t.Fatalf("ListContainers = %+v, want %s running", list, spec.Name)
+	}
+	if err := s.e.RemoveContainer(ctx, created.ID, false); !errors.Is(err, fault.ErrConflict) {
+		t.Errorf("RemoveContainer(running, no force) = %v, want ErrConflict", err)
+	}
+
+	// PID 1 ignores SIGTERM: the stop takes the 1 s timeout, then SIGKILL, far below 10 s.
+	start = time.Now()
+	if err := s.e.StopContainer(ctx, created.ID, time.Second); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("stop with 1 s timeout took %v", took.Round(time.Millisecond))
+	if took < 900*time.Millisecond || took > 6*time.Second {
+		t.Errorf("stop took %v, want about the 1 s timeout", took)
+	}
+	st, err = s.e.InspectContainer(ctx, created.ID)
+	if err != nil || st.Running || st.PID != 0 {
+		t.Fatalf("stopped state: %+v, %v", st, err)
+	}
+	if err := s.e.StopContainer(ctx, created.ID, time.Second); err != nil {
+		t.Errorf("StopContainer(stopped) = %v, want nil", err)
+	}
+	list, err = s.e.ListContainers(ctx, map[string]string{LabelRun: s.run})
+	if err != nil || !slices.ContainsFunc(list, func(c engine.ContainerState) bool { return c.ID == created.ID && !c.Running }) {
+		t.Fatalf("ListContainers after stop = %+v, %v; want the stopped container", list, err)
+	}
+
+	// Default stop timeout from the spec (1 s) when the caller gives none.
+	if err := s.e.StartContainer(ctx, created.ID); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	start = time.Now()
+	if err := s.e.StopContainer(ctx, created.ID, 0); err != nil {
+		t.Fatalf("StopContainer(0): %v", err)
+	}
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("stop with the spec's 1 s StopTimeout took %v", took)
+	}
+
+	if err := s.e.RemoveContainer(ctx, created.ID, false); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if _, err := s.e.InspectContainer(ctx, created.ID); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("InspectContainer(removed) = %v, want ErrNotFound", err)
+	}
+	if err := s.e.RemoveContainer(ctx, created.ID, false); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("RemoveContainer(removed) = %v, want ErrNotFound", err)
+	}
+	if vs, err := s.e.ListVolumes(ctx, map[string]string{LabelRun: s.run}); err != nil || !slices.Contains(vs, vol) {
+		t.Fatalf("volume gone with its container: %v, %v", vs, err)
+	}
+}
+
+// testVolumePersists reads, from a new container, the file the lifecycle container wrote.
+func (s *suite) testVolumePersists(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	vol := s.name("vol")
+	run := runDir(t)
+	c, err := s.e.CreateContainer(ctx, engine.ContainerSpec{
+		Name:    s.name("reader"),
+		Image:   s.image,
+		Labels:  s.labels,
+		Command: []string{"/bin/sh", "-c", "cat /data/persist.txt > /run/cubicle/out.tmp; mv /run/cubicle/out.tmp /run/cubicle/out"},
+		User:    "0",
+		Mounts:  []engine.Mount{{Source: run, Target: "/run/cubicle"}},
+		Volumes: []engine.VolumeMount{{Name: vol, Target: "/data"}},
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	if err := s.e.StartContainer(ctx, c.ID); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	if got := strings.TrimSpace(waitFile(t, filepath.Join(run, "out"), 20*time.Second)); got != "hello" {
+		t.Fatalf("volume file = %q, want hello", got)
+	}
+	waitStopped(ctx, t, s.e, c.ID)
+	if err := s.e.RemoveContainer(ctx, c.ID, true); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if err := s.e.RemoveVolume(ctx, vol); err != nil {
+		t.Fatalf("RemoveVolume: %v", err)
+	}
+	if err := s.e.RemoveVolume(ctx, vol); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("RemoveVolume(removed) = %v, want ErrNotFound", err)
+	}
+}
+
+func (s *suite) testErrors(t *testing.T) {
+	ctx := testContext(t, time.Minute)
+	missing := s.name("missing")
+	tests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"inspect missing container", func() error { _, err := s.e.InspectContainer(ctx, missing); return err }, fault.ErrNotFound},
+		{"start missing container", func() error { return s.e.StartContainer(ctx, missing) }, fault.ErrNotFound},
+		{"stop missing container", func() error { return s.e.StopContainer(ctx, missing, time.Second) }, fault.ErrNotFound},
+		{"remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, false) }, fault.ErrNotFound},
+		{"force-remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, true) }, fault.ErrNotFound},
+		{"inspect missing image", func() error { _, err := s.e.InspectImage(ctx, "localhost/"+missing+":none"); return err }, fault.ErrNotFound},
+		{"remove missing image", func() error { return s.e.RemoveImage(ctx, "localhost/"+missing+":none") }, fault.ErrNotFound},
+		{"tag missing image", func() error { return s.e.TagImage(ctx, "localhost/"+missing+":none", "localhost/"+missing+":x") }, fault.ErrNotFound},
+		{"remove missing volume", func() error { return s.e.RemoveVolume(ctx, missing) }, fault.ErrNotFound},
+		{"create from missing image", func() error {
+			_, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing, Image: "localhost/" + missing + ":none", Labels: s.labels})
+			return err
+		}, fault.ErrNotFound},
+		{"create without image", func() error { _, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing}); return err }, fault.ErrInvalid},
+		{"relative bind target", func() error {
+			_, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing, Image: s.image, Labels: s.labels, Mounts: []engine.Mount{{Source: t.TempDir(), Target: "rel"}}})
+			return err
+		}, fault.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v (class %v), want class %v", err, fault.Class(err), tt.want)
+			}
+		})
+	}
+}
+
+// runDir returns a host directory any container user can write, standing in for an
+// instance run directory.
+func runDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitFile polls for path and returns its content.
+func waitFile(t *testing.T, path string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStopped polls until the container has exited.
+func waitStopped(ctx context.Context, t *testing.T, e Engine, id string) {
+	t.Helper()
+	for {
+		st, err := e.InspectContainer(ctx, id)
+		if err != nil {
+			t.Fatalf("InspectContainer: %v", err)
+		}
+		if !st.Running {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("container %s still running", id)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// parseReport reads "key: value" lines (tabs allowed after the colon).
+func parseReport(s string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+// Package podman is Cubicle's container engine adapter for Podman. It talks to a Podman API
+// service (rootful or rootless, 4.x or 5.x) through the Podman v5 Go bindings, creates every
+// container hardened (see CreateContainer), and translates the bindings' errors into
+// cubicle/backend/fault classes at its boundary.
+//
+// A *Client is safe for concurrent use. Build with the tags the bindings need:
+// remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp.
+package podman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/blang/semver/v4"
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/system"
+	"github.com/containers/podman/v5/pkg/errorhandling"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+)
+
+// Options tune Connect. The zero value is usable.
+type Options struct {
+	// Logger receives debug lines about requests; nil discards them.
+	Logger *slog.Logger
+	// HostLimits overrides the rlimit ceilings containers are clamped to. Nil reads them from
+	// this process and, when visible, the service process (engine.ReadHostLimits).
+	HostLimits *engine.HostLimits
+}
+
+// Client is a connection to one Podman API service.
+type Client struct {
+	conn    context.Context // the bindings keep their connection in a context; only its values are used
+	socket  string
+	version semver.Version // the service's API version, used to gate newer features
+	limits  engine.HostLimits
+	logger  *slog.Logger
+}
+
+// Connect opens a client for the Podman service at socketURI (unix:///run/podman/podman.sock)
+// and checks that it answers. An unreachable service is fault.ErrUnavailable.
+func Connect(ctx context.Context, socketURI string, opts Options) (*Client, error) {
+	op := "connect to podman at " + socketURI
+	if engine.SocketPath(socketURI) == "" {
+		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("socket must be a unix:// URI"))
+	}
+	conn, err := bindings.NewConnection(ctx, socketURI)
+	if err != nil {
+		return nil, engine.Wrap(op, 0, err)
+	}
+	c := &Client{conn: conn, socket: socketURI, logger: opts.Logger}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if v := bindings.ServiceVersion(conn); v != nil {
+		c.version = *v
+	}
+	if !c.atLeast(4, 0) {
+		return nil, fmt.Errorf("%s: %w", op, fault.Unavailable("Podman %s is too old: Cubicle needs Podman 4.0 or newer", c.version))
+	}
+	if opts.HostLimits != nil {
+		c.limits = *opts.HostLimits
+	} else {
+		c.limits = engine.ReadHostLimits(engine.SocketPath(socketURI))
+	}
+	c.logger.Debug("connected to podman", "socket", socketURI, "api", c.version.String(),
+		"nofile", c.limits.NoFile, "nproc", c.limits.NProc)
+	return c, nil
+}
+
+// Close releases idle connections. Calls in flight are not interrupted.
+func (c *Client) Close() error {
+	if cl, err := bindings.GetClient(c.conn); err == nil && cl.Client != nil {
+		cl.Client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Info describes the service.
+func (c *Client) Info(ctx context.Context) (engine.Info, error) {
+	in, err := system.Info(c.ctx(ctx), nil)
+	if err != nil {
+		return engine.Info{}, fail("podman info", err)
+	}
+	info := engine.Info{
+		Kind:       engine.Podman,
+		Socket:     c.socket,
+		APIVersion: c.version.String(),
+		Arch:       in.Host.Arch,
+		OS:         in.Host.OS,
+		Rootless:   in.Host.Security.Rootless,
+	}
+	if in.Version.Version != "" {
+		info.Version = in.Version.Version
+	}
+	if in.Version.APIVersion != "" {
+		info.APIVersion = in.Version.APIVersion
+	}
+	return info, nil
+}
+
+// ctx returns a context with the caller's deadline and cancellation that also carries the
+// bindings' connection.
+func (c *Client) ctx(ctx context.Context) context.Context { return callCtx{ctx, c.conn} }
+
+// atLeast reports whether the service's API version is at least major.minor.
+func (c *Client) atLeast(major, minor uint64) bool {
+	return c.version.GE(semver.Version{Major: major, Minor: minor})
+}
+
+// callCtx overlays the caller's context (deadline, cancellation, values) on the connection
+// context (values only), so the bindings find their connection while honouring the caller.
+type callCtx struct {
+	context.Context
+	conn context.Context
+}
+
+func (c callCtx) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.conn.Value(key)
+}
+
+// fail translates a bindings error for op into a fault class by the HTTP status the service
+// answered (errorhandling.ErrorModel carries it); errors without a status are transport
+// failures and mean the service is unavailable.
+func fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) {
+		return engine.Wrap(op, em.ResponseCode, err)
+	}
+	var pm *errorhandling.PodConflictErrorModel
+	if errors.As(err, &pm) {
+		return engine.Wrap(op, pm.Code(), err)
+	}
+	return engine.Wrap(op, 0, err)
+}
+
+// failStream translates an error reported inside a 200 response stream (build, pull, push):
+// the service answered but could not do the work.
+func failStream(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) {
+		return engine.Wrap(op, em.ResponseCode, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return engine.Wrap(op, 0, err)
+	}
+	return engine.Wrap(op, 500, err)
+}

@@ -1,0 +1,252 @@
+package podman
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	nettypes "github.com/containers/common/libnetwork/types"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+	"github.com/containers/podman/v5/pkg/bindings/images"
+	"github.com/containers/podman/v5/pkg/specgen"
+	spec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+)
+
+// CreateContainer creates (does not start) a hardened container from spec: every capability
+// dropped except spec.CapAdd, no-new-privileges, the limits of spec.Limits with RLIMIT_NOFILE
+// and RLIMIT_NPROC clamped to the host's hard limits, engine.LabelManaged="true", bind mounts
+// only from spec.Mounts and named volumes only from spec.Volumes. A name in use is
+// fault.ErrExists; a missing image fault.ErrNotFound.
+func (c *Client) CreateContainer(ctx context.Context, cs engine.ContainerSpec) (engine.ContainerState, error) {
+	op := fmt.Sprintf("create container %q", cs.Name)
+	s, err := c.specFor(cs)
+	if err != nil {
+		return engine.ContainerState{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if cs.Name != "" {
+		// The service answers a name clash with a bare 500, so look first rather than parse its text.
+		if ok, err := containers.Exists(c.ctx(ctx), cs.Name, nil); err != nil {
+			return engine.ContainerState{}, fail(op, err)
+		} else if ok {
+			return engine.ContainerState{}, fmt.Errorf("%s: %w", op, fault.Exists("a container named %q exists already", cs.Name))
+		}
+	}
+	// Likewise a missing image: the service would answer 500 (or pull it).
+	if ok, err := images.Exists(c.ctx(ctx), cs.Image, nil); err != nil {
+		return engine.ContainerState{}, fail(op, err)
+	} else if !ok {
+		return engine.ContainerState{}, fmt.Errorf("%s: %w", op, fault.NotFound("no image %q: prepare it first", cs.Image))
+	}
+	resp, err := containers.CreateWithSpec(c.ctx(ctx), s, nil)
+	if err != nil {
+		return engine.ContainerState{}, fail(op, err)
+	}
+	for _, w := range resp.Warnings {
+		c.logger.Warn("podman create", "container", cs.Name, "warning", w)
+	}
+	return c.InspectContainer(ctx, resp.ID)
+}
+
+// specFor turns a ContainerSpec into a Podman spec generator with Cubicle's hardening.
+func (c *Client) specFor(cs engine.ContainerSpec) (*specgen.SpecGenerator, error) {
+	if cs.Image == "" {
+		return nil, fault.Invalid("an image is required")
+	}
+	s := specgen.NewSpecGenerator(cs.Image, false)
+	s.Name = cs.Name
+	s.Labels = engine.ManagedLabels(cs.Labels)
+	s.Env = maps.Clone(cs.Env)
+	s.Command = cs.Command
+	s.User = cs.User
+	s.Hostname = cs.Hostname
+	s.CapDrop = []string{"ALL"}
+	s.CapAdd = engine.NormalizeCaps(cs.CapAdd)
+	yes := true
+	s.NoNewPrivileges = &yes
+	if cs.ReadOnlyRootfs {
+		s.ReadOnlyFilesystem = &yes
+	}
+
+	res := &spec.LinuxResources{}
+	l := cs.Limits
+	if l.MemoryBytes > 0 {
+		m := l.MemoryBytes
+		res.Memory = &spec.LinuxMemory{Limit: &m}
+	}
+	if l.NanoCPUs > 0 {
+		period := uint64(100000)
+		quota := l.NanoCPUs * int64(period) / 1e9
+		res.CPU = &spec.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if l.PIDs > 0 {
+		res.Pids = &spec.LinuxPids{Limit: l.PIDs}
+	}
+	if res.Memory != nil || res.CPU != nil || res.Pids != nil {
+		s.ResourceLimits = res
+	}
+	if l.ShmBytes > 0 {
+		shm := l.ShmBytes
+		s.ShmSize = &shm
+	}
+	nofile, nproc := engine.ClampRlimits(l, c.limits)
+	if nofile > 0 {
+		s.Rlimits = append(s.Rlimits, spec.POSIXRlimit{Type: "nofile", Hard: nofile, Soft: nofile})
+	}
+	if nproc > 0 {
+		s.Rlimits = append(s.Rlimits, spec.POSIXRlimit{Type: "nproc", Hard: nproc, Soft: nproc})
+	}
+
+	for _, m := range cs.Mounts {
+		if m.Source == "" || !strings.HasPrefix(m.Target, "/") {
+			return nil, fault.Invalid("bind mount %q -> %q: need a host path and an absolute target", m.Source, m.Target)
+		}
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		s.Mounts = append(s.Mounts, spec.Mount{Type: "bind", Source: m.Source, Destination: m.Target, Options: []string{"rbind", mode}})
+	}
+	for _, v := range cs.Volumes {
+		if v.Name == "" || !strings.HasPrefix(v.Target, "/") {
+			return nil, fault.Invalid("volume %q -> %q: need a name and an absolute target", v.Name, v.Target)
+		}
+		s.Volumes = append(s.Volumes, &specgen.NamedVolume{Name: v.Name, Dest: v.Target})
+	}
+	if cs.StopTimeout > 0 {
+		secs := uint((cs.StopTimeout + time.Second - 1) / time.Second)
+		s.StopTimeout = &secs
+	}
+	switch mode := cs.NetworkMode; mode {
+	case "", "default":
+	case "none":
+		s.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
+	case "host":
+		s.NetNS = specgen.Namespace{NSMode: specgen.Host}
+	case "bridge":
+		s.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
+	default:
+		s.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
+		s.Networks = map[string]nettypes.PerNetworkOptions{mode: {}}
+	}
+	if cs.Platform != "" {
+		p, err := parsePlatform(cs.Platform)
+		if err != nil {
+			return nil, err
+		}
+		s.ImageOS, s.ImageArch, s.ImageVariant = p.os, p.arch, p.variant
+	}
+	return s, nil
+}
+
+// StartContainer starts id; starting a running container is a no-op.
+func (c *Client) StartContainer(ctx context.Context, id string) error {
+	if err := containers.Start(c.ctx(ctx), id, nil); err != nil {
+		return fail(fmt.Sprintf("start container %q", id), err)
+	}
+	return nil
+}
+
+// StopContainer sends the stop signal and kills the container after timeout (rounded up to
+// whole seconds; <= 0 uses the container's own stop timeout). Stopping a stopped container is
+// a no-op.
+func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	opts := new(containers.StopOptions)
+	if timeout > 0 {
+		opts.WithTimeout(uint((timeout + time.Second - 1) / time.Second))
+	}
+	if err := containers.Stop(c.ctx(ctx), id, opts); err != nil {
+		return fail(fmt.Sprintf("stop container %q", id), err)
+	}
+	return nil
+}
+
+// RemoveContainer removes id (force: even when running). Its named volumes stay. A missing
+// container is fault.ErrNotFound; a running one without force fault.ErrConflict.
+func (c *Client) RemoveContainer(ctx context.Context, id string, force bool) error {
+	op := fmt.Sprintf("remove container %q", id)
+	if !force {
+		st, err := c.InspectContainer(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st.Running {
+			return fmt.Errorf("%s: %w", op, fault.Conflict("container %q is running: stop it first", id))
+		}
+	}
+	reps, err := containers.Remove(c.ctx(ctx), id, new(containers.RemoveOptions).WithForce(force))
+	if err != nil {
+		return fail(op, err)
+	}
+	for _, r := range reps {
+		if r.Err != nil {
+			return fail(op, r.Err)
+		}
+	}
+	return nil
+}
+
+// InspectContainer describes id (name or id); fault.ErrNotFound when absent.
+func (c *Client) InspectContainer(ctx context.Context, id string) (engine.ContainerState, error) {
+	d, err := containers.Inspect(c.ctx(ctx), id, nil)
+	if err != nil {
+		return engine.ContainerState{}, fail(fmt.Sprintf("inspect container %q", id), err)
+	}
+	st := engine.ContainerState{
+		ID:      d.ID,
+		Name:    strings.TrimPrefix(d.Name, "/"),
+		Image:   d.ImageName,
+		ImageID: d.Image,
+	}
+	if d.Config != nil {
+		st.Labels = maps.Clone(d.Config.Labels)
+	}
+	if d.State != nil {
+		st.Running = d.State.Running
+		st.Status = d.State.Status
+		st.ExitCode = int(d.State.ExitCode)
+		st.StartedAt = d.State.StartedAt
+		st.PID = d.State.Pid
+	}
+	return st, nil
+}
+
+// ListContainers lists containers, running and stopped, carrying every label in labels.
+func (c *Client) ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error) {
+	opts := new(containers.ListOptions).WithAll(true)
+	if len(labels) > 0 {
+		opts.WithFilters(map[string][]string{"label": engine.LabelFilters(labels)})
+	}
+	list, err := containers.List(c.ctx(ctx), opts)
+	if err != nil {
+		return nil, fail("list containers", err)
+	}
+	out := make([]engine.ContainerState, 0, len(list))
+	for _, lc := range list {
+		if !engine.MatchLabels(lc.Labels, labels) {
+			continue
+		}
+		st := engine.ContainerState{
+			ID:       lc.ID,
+			Image:    lc.Image,
+			ImageID:  lc.ImageID,
+			Labels:   maps.Clone(lc.Labels),
+			Status:   lc.State,
+			Running:  lc.State == "running",
+			ExitCode: int(lc.ExitCode),
+			PID:      lc.Pid,
+		}
+		if len(lc.Names) > 0 {
+			st.Name = lc.Names[0]
+		}
+		if lc.StartedAt > 0 {
+			st.StartedAt = time.Unix(lc.StartedAt, 0)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
