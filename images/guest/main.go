@@ -1,0 +1,138 @@
+// Command cubicle-guest is the in-guest driver of Cubicle's desktops. It runs as the
+// container's PID 1 (as the unprivileged desktop user): it starts Xvfb and the desktop
+// session, reaps every child, restarts a crashed X server, and serves the bridge protocol
+// (backend/guest, docs/guest-protocol.md) on $CUBICLE_RUN_DIR/guest.sock — screenshots, a
+// change-driven frame stream, input through XTEST, exec and files. SIGTERM or SIGINT stop
+// everything within 2 s and exit 0.
+//
+// Build it static: CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"cubicle/backend/guest"
+
+	"github.com/jezek/xgb"
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	cfg, err := configure(os.Args[1:])
+	if err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "cubicle-guest:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		cfg.Log.Error("driver failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run owns the process: signals become cancellation, children are reaped globally.
+func run(cfg Config) error {
+	xgb.Logger = log.New(io.Discard, "", 0) // xgb chatters about missing Xauthority
+	if os.Getpid() != 1 {
+		// Orphans of exec'd commands come to us instead of the host's init, so we reap them
+		// exactly as PID 1 would in the container.
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	pr := newProcs(true)
+	defer pr.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return newSupervisor(cfg, pr).Run(ctx)
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// configure reads the environment, then the flags.
+func configure(args []string) (Config, error) {
+	fs := flag.NewFlagSet("cubicle-guest", flag.ContinueOnError)
+	runDir := fs.String("run-dir", env("CUBICLE_RUN_DIR", "/run/cubicle"), "directory of the bridge socket guest.sock (CUBICLE_RUN_DIR)")
+	screen := fs.String("screen", env("CUBICLE_SCREEN", "1280x800"), "screen size WxH (CUBICLE_SCREEN)")
+	display := fs.String("display", env("CUBICLE_DISPLAY", ":0"), "X display (CUBICLE_DISPLAY)")
+	session := fs.String("session", env("CUBICLE_SESSION", "dbus-launch --exit-with-session xfce4-session"), "desktop session command line; \"none\" for none (CUBICLE_SESSION)")
+	workspace := fs.String("workspace", env("CUBICLE_WORKSPACE", "/home/cua/workspace"), "default directory of exec and relative paths (CUBICLE_WORKSPACE)")
+	noX := fs.Bool("no-xserver", os.Getenv("CUBICLE_NO_XSERVER") == "1", "attach to an existing display instead of starting Xvfb (CUBICLE_NO_XSERVER=1)")
+	xvfb := fs.String("xvfb", env("CUBICLE_XVFB", "Xvfb"), "X server program (CUBICLE_XVFB)")
+	level := fs.String("log-level", env("CUBICLE_LOG_LEVEL", "info"), "debug, info, warn or error (CUBICLE_LOG_LEVEL)")
+	version := fs.Bool("version", false, "print the driver and protocol version and exit")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if *version {
+		fmt.Printf("cubicle-guest %s (bridge protocol %d)\n", buildVersion(), protocolVersion())
+		return Config{}, flag.ErrHelp
+	}
+	w, h, ok := parseSize(*screen)
+	if !ok {
+		return Config{}, fmt.Errorf("screen %q: want WxH, e.g. 1280x800 (each 64–8192)", *screen)
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return Config{}, fmt.Errorf("log level %q: %w", *level, err)
+	}
+	if *session == "none" {
+		*session = ""
+	}
+	if !strings.HasPrefix(*display, ":") {
+		return Config{}, fmt.Errorf("display %q: want a local display like :0", *display)
+	}
+	return Config{
+		RunDir: *runDir, Display: *display, Width: w, Height: h, Session: *session,
+		Workspace: *workspace, NoXServer: *noX, Xvfb: *xvfb, Version: buildVersion(),
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})).With("component", "cubicle-guest"),
+	}, nil
+}
+
+func parseSize(s string) (int, int, bool) {
+	a, b, ok := strings.Cut(s, "x")
+	if !ok {
+		return 0, 0, false
+	}
+	w, err1 := strconv.Atoi(a)
+	h, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || w < 64 || h < 64 || w > 8192 || h > 8192 {
+		return 0, 0, false
+	}
+	return w, h, true
+}
+
+// buildVersion is the module version or VCS revision the binary was built from.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return s.Value[:12]
+		}
+	}
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func protocolVersion() int { return guest.ProtocolVersion }

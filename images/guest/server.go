@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+)
+
+// server serves the bridge protocol on a listener: a handshake per connection, then
+// requests handled concurrently and answered by id.
+type server struct {
+	log     *slog.Logger
+	version string
+	screen  *screen
+	exec    *execer
+	files   files
+	health  func() guest.Health
+
+	mu    sync.Mutex // guards conns
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// serve accepts connections until ctx is done, then closes them all and waits for their
+// handlers.
+func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	s.conns = map[net.Conn]struct{}{}
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	defer stop()
+	defer s.wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handleConn(ctx, c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	c   net.Conn
+	wmu sync.Mutex // serialises responses
+
+	mu      sync.Mutex // guards cancels
+	cancels map[uint64]context.CancelFunc
+}
+
+func (cn *conn) reply(id uint64, result any, blob []byte, err error) {
+	env := &guest.Envelope{ID: id}
+	if err != nil {
+		env.Error = &guest.WireError{Code: guest.CodeOf(err), Message: err.Error()}
+		blob = nil
+	} else if result != nil {
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			env.Error = &guest.WireError{Code: guest.CodeInternal, Message: merr.Error()}
+		}
+		env.Result = raw
+	}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	guest.WriteMessage(cn.c, env, blob) // a failed write shows up as a read error in the loop
+}
+
+func (s *server) handleConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 64<<10)
+	cn := &conn{c: c, cancels: map[uint64]context.CancelFunc{}}
+
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var env guest.Envelope
+	if _, err := guest.ReadMessage(br, &env); err != nil {
+		return
+	}
+	var ha guest.HelloArgs
+	hello := s.hello()
+	if env.Op != guest.OpHello || json.Unmarshal(env.Args, &ha) != nil {
+		cn.replyHello(env.ID, hello, fault.Invalid("the first message must be hello"))
+		return
+	}
+	if ha.Protocol != guest.ProtocolVersion {
+		s.log.Warn("refusing client with another protocol", "client_protocol", ha.Protocol, "driver_protocol", guest.ProtocolVersion)
+		cn.replyHello(env.ID, hello, fault.Conflict("client speaks bridge protocol %d, this driver (%s) speaks %d: update the desktop image or Cubicle so both match",
+			ha.Protocol, s.version, guest.ProtocolVersion))
+		return
+	}
+	cn.reply(env.ID, hello, nil, nil)
+	c.SetReadDeadline(time.Time{})
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	cctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	for {
+		var env guest.Envelope
+		blob, err := guest.ReadMessage(br, &env)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("connection ended", "err", err)
+			}
+			return
+		}
+		if env.Op == guest.OpCancel {
+			var a struct {
+				ID uint64 `json:"id"`
+			}
+			json.Unmarshal(env.Args, &a)
+			cn.mu.Lock()
+			if cancel := cn.cancels[a.ID]; cancel != nil {
+				cancel()
+			}
+			cn.mu.Unlock()
+			continue
+		}
+		rctx, cancel := context.WithCancel(cctx)
+		cn.mu.Lock()
+		cn.cancels[env.ID] = cancel
+		cn.mu.Unlock()
+		wg.Add(1)
+		go func(env guest.Envelope, blob []byte) {
+			defer wg.Done()
+			defer func() {
+				cn.mu.Lock()
+				delete(cn.cancels, env.ID)
+				cn.mu.Unlock()
+				cancel()
+			}()
+			result, out, err := s.dispatch(rctx, env.Op, env.Args, blob)
+			if rctx.Err() != nil && err != nil {
+				return // cancelled: the client stopped waiting
+			}
+			if err != nil && fault.Class(err) == nil {
+				s.log.Warn("operation failed", "op", env.Op, "err", err)
+			}
+			cn.reply(env.ID, result, out, err)
+		}(env, blob)
+	}
+}
+
+func (cn *conn) replyHello(id uint64, h guest.Hello, err error) {
+	raw, _ := json.Marshal(h)
+	env := &guest.Envelope{ID: id, Result: raw, Error: &guest.WireError{Code: guest.CodeOf(err), Message: err.Error()}}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	guest.WriteMessage(cn.c, env, nil)
+}
+
+func (s *server) hello() guest.Hello {
+	h := guest.Hello{Protocol: guest.ProtocolVersion, Driver: s.version}
+	if d, _, err := s.screen.get(expired); err == nil {
+		h.Screen.Width, h.Screen.Height = d.Size()
+	}
+	return h
+}
+
+// expired is a context that is already done: screen.get with it returns at once.
+var expired = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+func decode(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fault.Invalid("malformed arguments: %v", err)
+	}
+	return nil
+}
+
+// dispatch runs one operation.
+func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, blob []byte) (any, []byte, error) {
+	switch op {
+	case guest.OpHealth:
+		return s.health(), nil, nil
+	case guest.OpScreenshot:
+		var o guest.ScreenshotOptions
+		if err := decode(raw, &o); err != nil {
+			return nil, nil, err
+		}
+		f, err := s.screen.shoot(ctx, o)
+		return f, f.Data, err
+	case guest.OpWaitSettled:
+		var o guest.SettleOptions
+		if err := decode(raw, &o); err != nil {
+			return nil, nil, err
+		}
+		f, err := s.screen.settle(ctx, o)
+		return f, f.Data, err
+	case guest.OpNextFrame:
+		var a guest.NextFrameArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		f, err := s.screen.next(ctx, a.After, a.Screenshot)
+		return f, f.Data, err
+	case guest.OpInput:
+		var in guest.Input
+		if err := decode(raw, &in); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, s.screen.input(ctx, in)
+	case guest.OpExec:
+		var r guest.ExecRequest
+		if err := decode(raw, &r); err != nil {
+			return nil, nil, err
+		}
+		r.Stdin = blob
+		res, err := s.exec.run(ctx, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := make([]byte, 0, len(res.Stdout)+len(res.Stderr))
+		out = append(append(out, res.Stdout...), res.Stderr...)
+		return res, out, nil
+	case guest.OpReadFile, guest.OpWriteFile, guest.OpStat, guest.OpListDir, guest.OpMkdir:
+		var a guest.FileArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		switch op {
+		case guest.OpReadFile:
+			data, err := s.files.read(a)
+			return nil, data, err
+		case guest.OpWriteFile:
+			return nil, nil, s.files.write(a, blob)
+		case guest.OpStat:
+			fi, err := s.files.stat(a)
+			return fi, nil, err
+		case guest.OpListDir:
+			l, err := s.files.list(a)
+			return l, nil, err
+		default:
+			return nil, nil, s.files.mkdir(a)
+		}
+	}
+	return nil, nil, fault.Invalid("unknown operation %q (this driver speaks protocol %d)", op, guest.ProtocolVersion)
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"cubicle/backend/guest"
+	"cubicle/images/guest/x11"
+)
+
+// Config is the driver's configuration (from the environment, overridden by flags).
+type Config struct {
+	RunDir    string // the socket is RunDir/guest.sock
+	Display   string // ":0"
+	Width     int
+	Height    int
+	Session   string // shell command line of the desktop session; "" = none
+	Workspace string
+	NoXServer bool   // attach to an existing display instead of starting Xvfb
+	Xvfb      string // the X server program
+	Version   string
+	Log       *slog.Logger
+}
+
+// stopGrace is how long children get after SIGTERM before SIGKILL: the container's stop
+// must complete within 2 s.
+const stopGrace = 800 * time.Millisecond
+
+// supervisor is the driver's main owner: it runs the X server and the session (restarting
+// them when they die), keeps the screen's X connection current and serves the socket.
+type supervisor struct {
+	cfg    Config
+	log    *slog.Logger
+	procs  *procs
+	screen *screen
+	start  time.Time
+
+	mu        sync.Mutex // guards the fields below (read by health)
+	xProc     *proc
+	sessProc  *proc
+	xRestarts int
+}
+
+func newSupervisor(cfg Config, pr *procs) *supervisor {
+	return &supervisor{cfg: cfg, log: cfg.Log, procs: pr, screen: newScreen(cfg.Log), start: time.Now()}
+}
+
+func (s *supervisor) env() []string {
+	env := os.Environ()
+	env = append(env, "DISPLAY="+s.cfg.Display)
+	if os.Getenv("HOME") == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			env = append(env, "HOME="+h)
+		}
+	}
+	return env
+}
+
+// Run serves until ctx is done, then stops everything it started and removes the socket.
+func (s *supervisor) Run(ctx context.Context) error {
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		s.loop(ctx)
+	}()
+	defer func() {
+		<-loopDone
+		s.shutdown()
+	}()
+	// Serve only once the display is up, so the first handshake already knows the screen.
+	if _, _, err := s.screen.get(ctx); err != nil {
+		for ctx.Err() == nil {
+			if _, _, err = s.screen.get(ctx); err == nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+
+	if err := os.MkdirAll(s.cfg.RunDir, 0o755); err != nil {
+		return fmt.Errorf("run dir %s: %w", s.cfg.RunDir, err)
+	}
+	sock := filepath.Join(s.cfg.RunDir, "guest.sock")
+	os.Remove(sock) // a stale socket from a previous run
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	// The host's run directory is private to the host user; the socket itself is open so
+	// the host side can connect whatever uid the container maps to.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		ln.Close()
+		return fmt.Errorf("chmod %s: %w", sock, err)
+	}
+	defer os.Remove(sock)
+
+	srv := &server{
+		log: s.log, version: s.cfg.Version, screen: s.screen,
+		exec:   &execer{procs: s.procs, workspace: s.cfg.Workspace, env: s.env()},
+		files:  files{workspace: s.cfg.Workspace},
+		health: s.health,
+	}
+	s.log.Info("serving", "socket", sock, "display", s.cfg.Display, "protocol", guest.ProtocolVersion)
+	return srv.serve(ctx, ln)
+}
+
+// loop keeps the X server and the session running until ctx is done.
+func (s *supervisor) loop(ctx context.Context) {
+	xBackoff, sessBackoff := 100*time.Millisecond, time.Second
+	var sessRetry <-chan time.Time
+	defer s.log.Info("stopping")
+	for ctx.Err() == nil {
+		// X server (or an existing display).
+		s.mu.Lock()
+		xp := s.xProc
+		s.mu.Unlock()
+		var xDone <-chan struct{}
+		if s.cfg.NoXServer {
+			if _, _, err := s.screen.get(expired); err != nil {
+				d, err := x11.Open(s.cfg.Display)
+				if err != nil {
+					s.log.Warn("display not reachable; retrying", "display", s.cfg.Display, "err", err)
+					sleepCtx(ctx, time.Second)
+					continue
+				}
+				s.screen.set(d)
+				s.logDisplay(d)
+			}
+		} else if xp == nil {
+			if err := s.startX(ctx); err != nil {
+				s.log.Error("X server failed to start; retrying", "err", err, "backoff", xBackoff)
+				sleepCtx(ctx, xBackoff)
+				xBackoff = min(2*xBackoff, 5*time.Second)
+				continue
+			}
+			xBackoff = 100 * time.Millisecond
+			s.mu.Lock()
+			xp = s.xProc
+			s.mu.Unlock()
+		}
+		if xp != nil {
+			xDone = xp.done
+		}
+		// Session.
+		s.mu.Lock()
+		sp := s.sessProc
+		s.mu.Unlock()
+		var sessDone <-chan struct{}
+		if sp == nil && s.cfg.Session != "" && sessRetry == nil {
+			if err := s.startSession(); err != nil {
+				s.log.Error("session failed to start", "err", err)
+				sessRetry = time.After(sessBackoff)
+				sessBackoff = min(2*sessBackoff, 10*time.Second)
+			}
+			s.mu.Lock()
+			sp = s.sessProc
+			s.mu.Unlock()
+		}
+		if sp != nil {
+			sessDone = sp.done
+		}
+		var dispDone <-chan struct{}
+		if d, _, err := s.screen.get(expired); err == nil {
+			dispDone = d.Done()
+		}
+		select {
+		case <-ctx.Done():
+		case <-xDone:
+			s.log.Warn("X server exited; restarting it and the session", "status", xp.exitCode())
+			t0 := time.Now()
+			s.screen.set(nil)
+			s.log.Debug("display closed", "took", time.Since(t0))
+			s.mu.Lock()
+			s.xProc = nil
+			s.xRestarts++
+			sp := s.sessProc
+			s.mu.Unlock()
+			if sp != nil {
+				s.stopProcs(sp)
+				s.log.Debug("session stopped", "took", time.Since(t0))
+				s.mu.Lock()
+				s.sessProc = nil
+				s.mu.Unlock()
+			}
+			sessRetry, sessBackoff = nil, time.Second // a fresh session as soon as X is back
+		case <-sessDone:
+			s.log.Warn("session exited; restarting it", "status", sp.exitCode(), "after", sessBackoff)
+			s.mu.Lock()
+			s.sessProc = nil
+			s.mu.Unlock()
+			sessRetry = time.After(sessBackoff)
+			sessBackoff = min(2*sessBackoff, 10*time.Second)
+		case <-sessRetry:
+			sessRetry = nil
+		case <-dispDone:
+			// Our connection broke while the server lives on: reconnect.
+			s.screen.set(nil)
+			if xp == nil && !s.cfg.NoXServer {
+				continue
+			}
+			if d, err := x11.Open(s.cfg.Display); err == nil {
+				s.screen.set(d)
+			} else {
+				sleepCtx(ctx, 200*time.Millisecond)
+			}
+		}
+	}
+}
+
+func (s *supervisor) logDisplay(d *x11.Display) {
+	w, h := d.Size()
+	s.log.Info("display ready", "display", s.cfg.Display, "width", w, "height", h, "shm", d.UsesSHM(), "damage", d.UsesDamage())
+}
+
+// startX starts Xvfb and waits until the driver's X connection is open.
+func (s *supervisor) startX(ctx context.Context) error {
+	num := strings.TrimPrefix(s.cfg.Display, ":")
+	if i := strings.IndexByte(num, '.'); i >= 0 {
+		num = num[:i]
+	}
+	// Our previous server is dead (we reaped it), so its lock and socket are stale.
+	os.Remove("/tmp/.X" + num + "-lock")
+	os.Remove("/tmp/.X11-unix/X" + num)
+	if err := os.Mkdir("/tmp/.X11-unix", 0o777); err == nil {
+		os.Chmod("/tmp/.X11-unix", os.ModeSticky|0o777) // as X expects; the umask dropped bits
+	}
+	cmd := exec.Command(s.cfg.Xvfb, s.cfg.Display, "-screen", "0", fmt.Sprintf("%dx%dx24", s.cfg.Width, s.cfg.Height),
+		"-nolisten", "tcp", "-noreset")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, err := s.procs.start(cmd)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", s.cfg.Xvfb, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := x11.Open(s.cfg.Display)
+		if err == nil {
+			s.mu.Lock()
+			s.xProc = pr
+			s.mu.Unlock()
+			s.screen.set(d)
+			s.logDisplay(d)
+			return nil
+		}
+		select {
+		case <-pr.done:
+			return fmt.Errorf("%s exited at start with status %d (display %s in use?)", s.cfg.Xvfb, pr.exitCode(), s.cfg.Display)
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stopProcs(pr)
+			return fmt.Errorf("%s did not accept connections within 10s: %w", s.cfg.Xvfb, err)
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+}
+
+func (s *supervisor) startSession() error {
+	cmd := exec.Command("/bin/sh", "-c", "exec "+s.cfg.Session)
+	cmd.Env = s.env()
+	cmd.Dir = s.cfg.Workspace
+	if _, err := os.Stat(cmd.Dir); err != nil {
+		cmd.Dir = "/"
+	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, err := s.procs.start(cmd)
+	if err != nil {
+		return fmt.Errorf("start session %q: %w", s.cfg.Session, err)
+	}
+	s.mu.Lock()
+	s.sessProc = pr
+	s.mu.Unlock()
+	s.log.Info("session started", "command", s.cfg.Session, "pid", pr.pid)
+	return nil
+}
+
+// stopProcs sends SIGTERM to the processes' groups, and SIGKILL after stopGrace.
+func (s *supervisor) stopProcs(ps ...*proc) {
+	for _, p := range ps {
+		p.signalGroup(syscall.SIGTERM)
+	}
+	deadline := time.After(stopGrace)
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		case <-deadline:
+			p.signalGroup(syscall.SIGKILL)
+			select {
+			case <-p.done:
+			case <-time.After(time.Second):
+				s.log.Warn("process did not die", "pid", p.pid)
+			}
+		}
+	}
+	for _, p := range ps {
+		p.signalGroup(syscall.SIGKILL) // stragglers left in the group
+	}
+}
+
+// shutdown stops the session and the X server together; as PID 1 it also ends every other
+// process left in the container, so the container's stop never waits for the engine's kill.
+func (s *supervisor) shutdown() {
+	start := time.Now()
+	defer func() { s.log.Info("stopped", "took", time.Since(start)) }()
+	s.mu.Lock()
+	sp, xp := s.sessProc, s.xProc
+	s.sessProc, s.xProc = nil, nil
+	s.mu.Unlock()
+	var ps []*proc
+	if sp != nil {
+		ps = append(ps, sp)
+	}
+	if xp != nil {
+		ps = append(ps, xp)
+	}
+	s.screen.set(nil)
+	pid1 := os.Getpid() == 1
+	if pid1 {
+		// kill(-1) reaches every process we may signal except ourselves: only safe as the
+		// container's init.
+		syscall.Kill(-1, syscall.SIGTERM)
+	}
+	s.stopProcs(ps...)
+	if pid1 {
+		deadline := time.Now().Add(stopGrace / 2)
+		for syscall.Kill(-1, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		syscall.Kill(-1, syscall.SIGKILL)
+		deadline = time.Now().Add(300 * time.Millisecond)
+		for syscall.Kill(-1, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond) // the reaper collects them
+		}
+	}
+}
+
+func (s *supervisor) health() guest.Health {
+	s.mu.Lock()
+	h := guest.Health{
+		Session:   s.sessProc != nil,
+		Uptime:    time.Since(s.start),
+		XRestarts: s.xRestarts,
+	}
+	s.mu.Unlock()
+	if d, _, err := s.screen.get(expired); err == nil {
+		if err := d.Ping(); err == nil {
+			h.XServer = true
+			h.Screen.Width, h.Screen.Height = d.Size()
+			h.SHM, h.Damage = d.UsesSHM(), d.UsesDamage()
+		}
+	}
+	return h
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,187 @@
+// Package xvfbtest starts a private Xvfb for tests and provides a small X client (a window
+// that records the keys it receives, and drawing helpers) to check what the driver did.
+//
+// A test that needs Xvfb skips when it is not installed, unless CUBICLE_REQUIRE_ALL=1 is set,
+// in which case it fails: CI can never count a skip as a pass.
+package xvfbtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// Require skips (or, under CUBICLE_REQUIRE_ALL=1, fails) the test when program is missing.
+func Require(t testing.TB, program string) string {
+	t.Helper()
+	p, err := exec.LookPath(program)
+	if err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatalf("%s is required (CUBICLE_REQUIRE_ALL=1) but not installed: %v", program, err)
+		}
+		t.Skipf("%s not installed: %v", program, err)
+	}
+	return p
+}
+
+// Start runs `Xvfb :display -screen 0 WxHx24 -nolisten tcp -noreset` (without -noreset
+// the server resets whenever its last client leaves and refuses connections meanwhile) and waits until it accepts
+// connections. It is stopped when the test ends.
+func Start(t testing.TB, display, width, height int) string {
+	t.Helper()
+	xvfb := Require(t, "Xvfb")
+	name := fmt.Sprintf(":%d", display)
+	// A previous crashed run may have left its lock and socket behind.
+	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display))
+	os.Remove(filepath.Join("/tmp/.X11-unix", fmt.Sprintf("X%d", display)))
+	cmd := exec.Command(xvfb, name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start Xvfb %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(3 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := xgb.NewConnDisplay(name)
+		if err == nil {
+			c.Close()
+			return name
+		}
+		select {
+		case <-exited:
+			t.Fatalf("Xvfb %s exited at start (display in use?)", name)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Xvfb %s not ready after 10s: %v", name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Key is one KeyPress a Window received.
+type Key struct {
+	Keysym xproto.Keysym
+	State  uint16 // modifier mask (xproto.ModMask*)
+}
+
+// Window is a mapped, focused top-level window on its own connection that records key
+// presses, translated with the keyboard map current when each event is read.
+type Window struct {
+	Conn *xgb.Conn
+	ID   xproto.Window
+	Root xproto.Window
+
+	mu   sync.Mutex
+	keys []Key
+	done chan struct{}
+}
+
+// NewWindow creates a w×h window at (x, y) with the given background colour (0xRRGGBB),
+// maps it, focuses it and starts recording keys. It is closed when the test ends.
+func NewWindow(t testing.TB, display string, x, y, w, h int, bg uint32) *Window {
+	t.Helper()
+	c, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		t.Fatalf("connect %s: %v", display, err)
+	}
+	scr := xproto.Setup(c).DefaultScreen(c)
+	id, err := xproto.NewWindowId(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = xproto.CreateWindowChecked(c, scr.RootDepth, id, scr.Root, int16(x), int16(y), uint16(w), uint16(h), 0,
+		xproto.WindowClassInputOutput, scr.RootVisual,
+		xproto.CwBackPixel|xproto.CwOverrideRedirect|xproto.CwEventMask,
+		[]uint32{bg, 1, xproto.EventMaskKeyPress | xproto.EventMaskExposure}).Check()
+	if err != nil {
+		t.Fatalf("create window: %v", err)
+	}
+	if err := xproto.MapWindowChecked(c, id).Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := xproto.SetInputFocusChecked(c, xproto.InputFocusPointerRoot, id, xproto.TimeCurrentTime).Check(); err != nil {
+		t.Fatal(err)
+	}
+	win := &Window{Conn: c, ID: id, Root: scr.Root, done: make(chan struct{})}
+	go win.loop()
+	t.Cleanup(func() { c.Close(); <-win.done })
+	return win
+}
+
+func (w *Window) loop() {
+	defer close(w.done)
+	for {
+		ev, xerr := w.Conn.WaitForEvent()
+		if ev == nil && xerr == nil {
+			return
+		}
+		kp, ok := ev.(xproto.KeyPressEvent)
+		if !ok {
+			continue
+		}
+		m, err := xproto.GetKeyboardMapping(w.Conn, kp.Detail, 1).Reply()
+		if err != nil || len(m.Keysyms) == 0 {
+			continue
+		}
+		ks := m.Keysyms[0]
+		if kp.State&xproto.ModMaskShift != 0 && len(m.Keysyms) > 1 && m.Keysyms[1] != 0 {
+			ks = m.Keysyms[1]
+		}
+		w.mu.Lock()
+		w.keys = append(w.keys, Key{Keysym: ks, State: kp.State})
+		w.mu.Unlock()
+	}
+}
+
+// Keys returns the key presses recorded so far.
+func (w *Window) Keys() []Key {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Key(nil), w.keys...)
+}
+
+// WaitKeys waits until at least n key presses arrived (or timeout) and returns them.
+func (w *Window) WaitKeys(n int, timeout time.Duration) []Key {
+	deadline := time.Now().Add(timeout)
+	for {
+		k := w.Keys()
+		if len(k) >= n || time.Now().After(deadline) {
+			return k
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Fill fills a rectangle of the window with colour (0xRRGGBB) and waits until drawn.
+func (w *Window) Fill(t testing.TB, x, y, width, height int, colour uint32) {
+	t.Helper()
+	gc, err := xproto.NewGcontextId(w.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xproto.CreateGC(w.Conn, gc, xproto.Drawable(w.ID), xproto.GcForeground, []uint32{colour})
+	xproto.PolyFillRectangle(w.Conn, xproto.Drawable(w.ID), gc, []xproto.Rectangle{{X: int16(x), Y: int16(y), Width: uint16(width), Height: uint16(height)}})
+	xproto.FreeGC(w.Conn, gc)
+	if _, err := xproto.GetInputFocus(w.Conn).Reply(); err != nil {
+		t.Fatal(err)
+	}
+}
