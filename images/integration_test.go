@@ -1,0 +1,632 @@
+package images_test
+
+// Integration tests against the real Podman service, the real standard image and the real
+// driver. They skip when Podman (or the driver sources) are missing, and fail instead when
+// CUBICLE_REQUIRE_ALL=1. The standard image is shared between runs: its content-hash tag makes
+// the second run reuse it (the first build takes a few minutes).
+//
+//	go test ./images/ -run 'TestStandard|TestCursor' -v -timeout 30m
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/engine/podman"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/images"
+)
+
+const testLabel = "cubicle.test" // value "images": the containers, volumes and images these tests create
+
+// The Podman adapter is an images.Engine.
+var _ images.Engine = (*podman.Client)(nil)
+
+// need skips the test, or fails it when CUBICLE_REQUIRE_ALL=1.
+func need(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func podmanSocket() string {
+	if s := os.Getenv("CUBICLE_PODMAN_SOCKET"); s != "" {
+		return s
+	}
+	return "unix:///run/podman/podman.sock"
+}
+
+func connect(t *testing.T) *podman.Client {
+	t.Helper()
+	sock := podmanSocket()
+	if _, err := os.Stat(strings.TrimPrefix(sock, "unix://")); err != nil {
+		need(t, "no Podman service at %s: %v", sock, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := podman.Connect(ctx, sock, podman.Options{Logger: testLogger(t)})
+	if err != nil {
+		need(t, "Podman at %s does not answer: %v", sock, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// testLogger writes slog records to the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+var (
+	driverOnce sync.Once
+	driverBin  []byte
+	driverErr  error
+)
+
+// driver builds the real cubicle-guest once per test binary, the way `make build` does.
+func driver(t *testing.T) []byte {
+	t.Helper()
+	driverOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cubicle-images-driver-")
+		if err != nil {
+			driverErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "cubicle-guest")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "cubicle/images/guest")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			driverErr = fmt.Errorf("go build ./images/guest: %v\n%s", err, msg)
+			return
+		}
+		driverBin, driverErr = os.ReadFile(out)
+	})
+	if driverErr != nil {
+		need(t, "cannot build the driver: %v", driverErr)
+	}
+	return driverBin
+}
+
+// repoRoot is the module root (tests run in images/).
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s", root)
+	}
+	return root
+}
+
+func newBuilder(t *testing.T, eng images.Engine, mod func(*images.Config)) *images.Builder {
+	t.Helper()
+	cfg := images.Config{Engine: eng, Logger: testLogger(t), WorkDir: t.TempDir(), Driver: driver(t)}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := images.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// progressChecker logs step changes and checks that percentages never go backwards.
+type progressChecker struct {
+	t       *testing.T
+	mu      sync.Mutex
+	n       int
+	last    images.Progress
+	steps   []string
+	lines   []string
+	backErr string
+}
+
+func (p *progressChecker) add(pr images.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	p.lines = append(p.lines, pr.Line)
+	if pr.Percent >= 0 && p.last.Percent > pr.Percent {
+		p.backErr = fmt.Sprintf("percent went back from %.1f to %.1f at %q", p.last.Percent, pr.Percent, pr.Line)
+	}
+	if pr.Step != p.last.Step {
+		p.t.Logf("progress %5.1f%% %-12s %.100s", pr.Percent, pr.Step, pr.Line)
+		p.steps = append(p.steps, pr.Step)
+	}
+	if pr.Percent >= 0 {
+		p.last = pr
+	}
+	p.last.Step = pr.Step
+}
+
+func ensureStandard(t *testing.T, ctx context.Context, eng images.Engine) images.Result {
+	t.Helper()
+	b := newBuilder(t, eng, nil)
+	pc := &progressChecker{t: t}
+	start := time.Now()
+	res, err := b.Ensure(ctx, images.Standard, pc.add)
+	if err != nil {
+		t.Fatalf("Ensure(standard): %v", err)
+	}
+	t.Logf("Ensure(standard) = %s (reused=%v) in %s, %d progress reports", res.Ref, res.Reused, time.Since(start).Round(time.Millisecond), pc.n)
+	if pc.backErr != "" {
+		t.Error(pc.backErr)
+	}
+	if pc.last.Step != "done" || pc.last.Percent != 100 {
+		t.Errorf("last progress %+v, want done at 100%%", pc.last)
+	}
+	if !res.Reused && !slices.ContainsFunc(pc.steps, func(s string) bool { return strings.HasPrefix(s, "driver ") }) {
+		t.Errorf("a build reported no driver layer steps: %v", pc.steps)
+	}
+	return res
+}
+
+// TestStandardImage builds (or reuses) the real standard image, runs it hardened with the real
+// driver and checks the desktop end to end, then measures exec over the bridge against
+// `podman exec` in the same container.
+func TestStandardImage(t *testing.T) {
+	eng := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	res := ensureStandard(t, ctx, eng)
+	if !strings.HasPrefix(res.Ref, "localhost/cubicle-desktop:standard-") || res.ImageID == "" || len(res.RecipeHash) != 64 {
+		t.Fatalf("result %+v", res)
+	}
+	img, err := eng.InspectImage(ctx, res.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Labels[engine.LabelImageKey] != "standard" || img.Labels[engine.LabelRecipe] != res.RecipeHash || img.Labels[engine.LabelManaged] != "true" {
+		t.Errorf("image labels %v", img.Labels)
+	}
+
+	t.Run("second ensure reuses", func(t *testing.T) {
+		b := newBuilder(t, eng, nil)
+		start := time.Now()
+		again, err := b.Ensure(ctx, images.Standard, nil)
+		took := time.Since(start)
+		if err != nil || !again.Reused || again.Ref != res.Ref || again.ImageID != res.ImageID {
+			t.Fatalf("second Ensure = %+v, %v; want reuse of %s", again, err, res.Ref)
+		}
+		if took > 5*time.Second {
+			t.Errorf("reuse took %s", took)
+		}
+		list, err := b.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].Key != images.Standard || !list[0].Prepared || list[0].Ref != res.Ref || list[0].ImageID != res.ImageID {
+			t.Fatalf("List = %+v", list)
+		}
+		t.Logf("reuse took %s; List: %+v", took.Round(time.Millisecond), list)
+	})
+
+	d := startDesktop(t, ctx, eng, res.Ref)
+	c := d.client
+
+	t.Run("handshake", func(t *testing.T) {
+		h := c.Hello()
+		if h.Protocol != guest.ProtocolVersion || h.Screen.Width != 1280 || h.Screen.Height != 800 {
+			t.Fatalf("hello %+v", h)
+		}
+		hl, err := c.Health(ctx)
+		if err != nil || !hl.XServer || !hl.Session {
+			t.Fatalf("health %+v, %v", hl, err)
+		}
+		t.Logf("driver %s, health %+v", h.Driver, hl)
+	})
+
+	var desktop *image.RGBA
+	t.Run("screenshot shows XFCE", func(t *testing.T) {
+		// The session draws its panel and wallpaper within a few seconds of the X server.
+		deadline := time.Now().Add(45 * time.Second)
+		var colours int
+		for {
+			f, err := c.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			desktop = decodePNG(t, f)
+			colours = distinctColours(desktop)
+			if colours >= 500 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if b := desktop.Bounds(); b.Dx() != 1280 || b.Dy() != 800 {
+			t.Fatalf("screenshot %v, want 1280x800", b)
+		}
+		// Let late panel plugins finish, then take the frame we keep.
+		if f, err := c.WaitSettled(ctx, guest.SettleOptions{Quiet: 500 * time.Millisecond, Max: 5 * time.Second, Screenshot: guest.ScreenshotOptions{Format: "png"}}); err == nil {
+			desktop = decodePNG(t, f)
+			colours = distinctColours(desktop)
+		}
+		saveArtifact(t, "standard-desktop.png", desktop)
+		t.Logf("desktop screenshot: %d distinct colours", colours)
+		if colours < 500 {
+			t.Fatalf("desktop has %d distinct colours; want a rendered XFCE desktop (≥ 500)", colours)
+		}
+	})
+	if desktop == nil {
+		t.FailNow()
+	}
+
+	t.Run("ctrl+alt+t opens a terminal and typing changes pixels", func(t *testing.T) {
+		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "ctrl+alt+t"}); err != nil {
+			t.Fatal(err)
+		}
+		term := waitChange(t, ctx, c, desktop, 20000, 15*time.Second)
+		if term == nil {
+			t.Fatal("no terminal window appeared within 15 s of ctrl+alt+t")
+		}
+		// Wait for the terminal to finish drawing and take the keyboard focus.
+		if f, err := c.WaitSettled(ctx, guest.SettleOptions{Quiet: 700 * time.Millisecond, Max: 8 * time.Second, Screenshot: guest.ScreenshotOptions{Format: "png"}}); err == nil {
+			term = decodePNG(t, f)
+		}
+		if out, err := c.Exec(ctx, guest.ExecRequest{Shell: "cat /proc/[0-9]*/comm 2>/dev/null | grep -c xfce4-terminal"}); err != nil || strings.TrimSpace(string(out.Stdout)) == "0" {
+			t.Fatalf("no xfce4-terminal process after ctrl+alt+t: %q, %v", out.Stdout, err)
+		}
+		if err := c.Input(ctx, guest.Input{Action: "type", Text: "echo cubicle typed this 中文"}); err != nil {
+			t.Fatal(err)
+		}
+		typed := waitChange(t, ctx, c, term, 300, 10*time.Second)
+		if typed == nil {
+			t.Fatal("typing into the terminal changed no pixels")
+		}
+		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "Return"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond)
+		if f, err := c.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"}); err == nil {
+			saveArtifact(t, "standard-terminal.png", decodePNG(t, f))
+		}
+		t.Logf("terminal: %d pixels changed by ctrl+alt+t, %d by typing", changed(desktop, term, 0), changed(term, typed, 0))
+	})
+
+	t.Run("exec round trip", func(t *testing.T) {
+		r, err := c.Exec(ctx, guest.ExecRequest{Shell: `echo "hello $((6*7))"; id -un; pwd; echo oops >&2; exit 3`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(r.Stdout), "hello 42\ncua\n/home/cua/workspace\n"; got != want || string(r.Stderr) != "oops\n" || r.ExitCode != 3 {
+			t.Fatalf("exec = stdout %q stderr %q exit %d; want %q, \"oops\\n\", 3", got, r.Stderr, r.ExitCode, want)
+		}
+	})
+
+	t.Run("binary file round trip", func(t *testing.T) {
+		data := make([]byte, 3<<20+17)
+		rand.Read(data)
+		sum := sha256.Sum256(data)
+		const p = "/home/cua/workspace/random.bin"
+		if err := c.WriteFile(ctx, p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		back, err := c.ReadFile(ctx, p, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha256.Sum256(back); got != sum || len(back) != len(data) {
+			t.Fatalf("read back %d bytes sha256 %x; wrote %d bytes %x", len(back), got, len(data), sum)
+		}
+		r, err := c.Exec(ctx, guest.ExecRequest{Shell: "sha256sum random.bin"})
+		if err != nil || !strings.HasPrefix(string(r.Stdout), hex.EncodeToString(sum[:])) {
+			t.Fatalf("sha256sum in the guest = %q, %v; want %x", r.Stdout, err, sum)
+		}
+	})
+
+	t.Run("exec vs podman exec", func(t *testing.T) {
+		bridge := measure(t, "bridge Exec true", 200, func() error {
+			r, err := c.Exec(ctx, guest.ExecRequest{Command: []string{"true"}})
+			if err == nil && r.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", r.ExitCode)
+			}
+			return err
+		})
+		cli := measure(t, "podman exec true", 15, func() error {
+			out, err := exec.CommandContext(ctx, "podman", "exec", d.id, "true").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		ratio := float64(cli.p50) / float64(bridge.p50)
+		summary := fmt.Sprintf("exec round trip p50: bridge %s (%d runs), podman exec %s (%d runs); bridge is %.1fx faster",
+			bridge.p50, bridge.n, cli.p50, cli.n, ratio)
+		t.Log(summary)
+		writeArtifact(t, "images-exec-bench.txt", []byte(summary+"\n"))
+		if ratio < 20 {
+			t.Errorf("bridge exec is only %.1fx faster than podman exec; target ≥ 20x", ratio)
+		}
+	})
+
+	t.Run("stop within 2s", func(t *testing.T) {
+		c.Close()
+		start := time.Now()
+		if err := eng.StopContainer(ctx, d.id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		st, err := eng.InspectContainer(ctx, d.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("stop took %s (status %s, exit code %d)", took.Round(time.Millisecond), st.Status, st.ExitCode)
+		// Split the time: the driver's own shutdown ends at FinishedAt; the rest is the engine.
+		if out, err := exec.Command("podman", "inspect", "--format", "{{.State.FinishedAt}}", d.id).Output(); err == nil {
+			if fin, err := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", strings.TrimSpace(string(out))); err == nil {
+				t.Logf("container exited %s after the stop request", fin.Sub(start).Round(time.Millisecond))
+			}
+		}
+		if st.Running {
+			t.Fatal("container still running after stop")
+		}
+		if took >= 2*time.Second {
+			t.Fatalf("stop took %s; want < 2 s (the driver must end the session on SIGTERM)", took)
+		}
+	})
+}
+
+// desktop is a running test container.
+type desktop struct {
+	id     string
+	client *guest.Client
+}
+
+// startDesktop creates and starts a hardened container of ref with the run dir bind mount and
+// a workspace volume, and waits for the driver's handshake. Everything is removed at cleanup.
+func startDesktop(t *testing.T, ctx context.Context, eng *podman.Client, ref string) *desktop {
+	t.Helper()
+	nonce := make([]byte, 4)
+	rand.Read(nonce)
+	name := "cubicle-test-images-" + hex.EncodeToString(nonce)
+	labels := map[string]string{testLabel: "images"}
+	runDir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(runDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(runDir, 0o777) // the driver runs as uid 1000 and creates its socket here
+	vol := name + "-workspace"
+	if err := eng.EnsureVolume(ctx, vol, labels); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := eng.RemoveVolume(context.Background(), vol); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			t.Logf("remove volume %s: %v", vol, err)
+		}
+	})
+	st, err := eng.CreateContainer(ctx, engine.ContainerSpec{
+		Name:    name,
+		Image:   ref,
+		Labels:  labels,
+		Env:     map[string]string{"CUBICLE_SCREEN": "1280x800"},
+		Mounts:  []engine.Mount{{Source: runDir, Target: "/run/cubicle"}},
+		Volumes: []engine.VolumeMount{{Name: vol, Target: "/home/cua/workspace"}},
+		Limits: engine.Limits{
+			MemoryBytes: 3 << 30, NanoCPUs: 2e9, PIDs: 4096,
+			NoFile: 20000, NProc: 32768, ShmBytes: 512 << 20,
+		},
+		StopTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := eng.RemoveContainer(context.Background(), st.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			t.Logf("remove container %s: %v", name, err)
+		}
+	})
+	if err := eng.StartContainer(ctx, st.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := guest.WaitReady(wctx, filepath.Join(runDir, "guest.sock"))
+	if err != nil {
+		if logs, lerr := exec.Command("podman", "logs", "--tail", "40", st.ID).CombinedOutput(); lerr == nil {
+			t.Logf("container log:\n%s", logs)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	t.Logf("container %s started, driver ready in %s", name, time.Since(start).Round(time.Millisecond))
+	return &desktop{id: st.ID, client: c}
+}
+
+// TestCursorPullByDigest runs Debian's docker-registry on loopback, pushes the standard image
+// to it, and prepares the cursor image from that registry by digest; a wrong digest is refused
+// with a clear error and leaves the engine's images as they were.
+func TestCursorPullByDigest(t *testing.T) {
+	eng := connect(t)
+	if _, err := exec.LookPath("docker-registry"); err != nil {
+		need(t, "docker-registry is not installed (apt-get install docker-registry)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	std := ensureStandard(t, ctx, eng)
+	registry := startRegistry(t, ctx)
+
+	// Push the standard image as the stand-in base, then drop the push tag so that the cursor
+	// preparation really pulls by digest.
+	repo := registry + "/cubicle-test/universal"
+	pushRef := repo + ":sand-box-latest"
+	if err := eng.TagImage(ctx, std.ImageID, pushRef); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	digest, err := eng.PushImage(ctx, pushRef, engine.PullOptions{Insecure: true})
+	if rerr := eng.RemoveImage(ctx, pushRef); rerr != nil {
+		t.Errorf("untag %s: %v", pushRef, rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pushed %s as %s in %s", pushRef, digest, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		// The pull names the standard image repo@digest as well; untag that name only.
+		if err := eng.RemoveImage(context.Background(), repo+"@"+digest); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			t.Logf("untag %s@%s: %v", repo, digest, err)
+		}
+	})
+
+	t.Run("wrong digest is refused and changes nothing", func(t *testing.T) {
+		wrong := sha256.Sum256([]byte("not the pushed image"))
+		wrongDigest := "sha256:" + hex.EncodeToString(wrong[:])
+		before := imageSet(t, ctx, eng)
+		b := newBuilder(t, eng, func(c *images.Config) {
+			c.CursorBase, c.CursorDigest, c.CursorInsecure = repo, wrongDigest, true
+		})
+		_, err := b.Ensure(ctx, images.Cursor, nil)
+		if !errors.Is(err, fault.ErrUnavailable) {
+			t.Fatalf("Ensure(cursor) with a wrong digest = %v; want fault.ErrUnavailable", err)
+		}
+		for _, want := range []string{repo + "@" + wrongDigest, "configure a registry or mirror"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not contain %q", err, want)
+			}
+		}
+		t.Logf("refused: %v", err)
+		if after := imageSet(t, ctx, eng); !slices.Equal(before, after) {
+			t.Fatalf("images changed:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+
+	t.Run("pinned digest builds the cursor image", func(t *testing.T) {
+		b := newBuilder(t, eng, func(c *images.Config) {
+			c.CursorBase, c.CursorDigest, c.CursorInsecure = repo, digest, true
+		})
+		pc := &progressChecker{t: t}
+		res, err := b.Ensure(ctx, images.Cursor, pc.add)
+		if err != nil {
+			t.Fatalf("Ensure(cursor): %v", err)
+		}
+		t.Cleanup(func() {
+			// Built from a per-run registry address: never reused, so remove both layers.
+			for _, ref := range []string{res.Ref, res.SystemRef} {
+				if err := eng.RemoveImage(context.Background(), ref); err != nil {
+					t.Errorf("remove %s: %v", ref, err)
+				}
+			}
+		})
+		if !strings.HasPrefix(res.SystemRef, "localhost/cubicle-system:cursor-") {
+			t.Errorf("system layer %q", res.SystemRef)
+		}
+		if res.Reused || !strings.HasPrefix(res.Ref, "localhost/cubicle-desktop:cursor-") || res.ImageID == std.ImageID {
+			t.Fatalf("result %+v", res)
+		}
+		if !slices.Contains(pc.steps, "pull") {
+			t.Errorf("no pull reported: steps %v", pc.steps)
+		}
+		if !slices.ContainsFunc(pc.lines, func(l string) bool { return strings.Contains(l, "the base has the desktop packages already") }) {
+			t.Errorf("install-missing.sh did not recognise the complete desktop in the base")
+		}
+		img, err := eng.InspectImage(ctx, res.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img.Labels[engine.LabelImageKey] != "cursor" || img.Labels[engine.LabelRecipe] != res.RecipeHash {
+			t.Errorf("labels %v", img.Labels)
+		}
+		again, err := b.Ensure(ctx, images.Cursor, nil)
+		if err != nil || !again.Reused || again.Ref != res.Ref {
+			t.Fatalf("second Ensure(cursor) = %+v, %v; want reuse", again, err)
+		}
+		// The result is a desktop image: the driver answers and runs commands as cua.
+		d := startDesktop(t, ctx, eng, res.Ref)
+		r, err := d.client.Exec(ctx, guest.ExecRequest{Shell: "id -un; test -x /usr/local/bin/cubicle-guest && echo driver"})
+		if err != nil || string(r.Stdout) != "cua\ndriver\n" {
+			t.Fatalf("exec in the cursor desktop = %q, %v", r.Stdout, err)
+		}
+		d.client.Close()
+		if err := eng.StopContainer(ctx, d.id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestInstallMissingDetects runs the cursor recipe's package check on the bare offline base
+// (everything missing) and on the standard image (nothing missing), without installing.
+func TestInstallMissingDetects(t *testing.T) {
+	eng := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	std := ensureStandard(t, ctx, eng)
+	all, err := eng.ListImages(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []engine.Image
+	for _, img := range all {
+		if slices.ContainsFunc(img.Names, func(n string) bool { return strings.HasPrefix(n, "localhost/cubicle-base:bookworm-") }) {
+			bases = append(bases, img)
+		}
+	}
+	if len(bases) == 0 {
+		need(t, "no offline base image (the standard image was built from a pulled Debian base)")
+	}
+	script, err := filepath.Abs("desktop/install-missing.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CLI run gets the same rlimit clamp as the adapter's containers (see ENV.md).
+	nofile, nproc := engine.ClampRlimits(engine.Limits{}, engine.ReadHostLimits(engine.SocketPath(podmanSocket())))
+	for _, tc := range []struct {
+		name, image string
+		want        []string // packages reported missing; nil = none
+	}{
+		{"bare base", bases[0].ID, []string{"xvfb", "dbus-x11", "xfce4-session", "xfce4-terminal", "thunar", "fonts-wqy-zenhei"}},
+		{"standard image", std.ImageID, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.CommandContext(ctx, "podman", "run", "--rm", "--network", "none", "--user", "0",
+				"--label", testLabel+"=images", "--entrypoint", "/bin/sh",
+				"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile, nofile), "--ulimit", fmt.Sprintf("nproc=%d:%d", nproc, nproc),
+				"-v", script+":/tmp/install-missing.sh:ro", tc.image, "/tmp/install-missing.sh", "--check").CombinedOutput()
+			if err != nil {
+				t.Fatalf("install-missing.sh --check: %v: %s", err, out)
+			}
+			line := strings.TrimSpace(string(out))
+			got := strings.Fields(strings.TrimPrefix(line, "missing:"))
+			if !strings.HasPrefix(line, "missing:") {
+				t.Fatalf("output %q", line)
+			}
+			if tc.want == nil && len(got) != 0 {
+				t.Fatalf("reports %v missing from a complete desktop", got)
+			}
+			for _, p := range tc.want {
+				if !slices.Contains(got, p) {
+					t.Errorf("%s not reported missing: %q", p, line)
+				}
+			}
+			t.Logf("%s: %s", tc.name, line)
+		})
+	}
+}
