@@ -29,9 +29,11 @@ type Config struct {
 	Auth     *auth.Service
 	Profiles *profile.Service
 	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
+	VMs      VMs                                     // the Local VM manager; nil: its routes answer 503
 	Chat     Chat                                    // nil: the chat routes answer 503
 	Chats    ChatStore                               // saved conversations and tool history
 	Models   Models                                  // chat model settings; nil answers 503
+	Computer *ComputerChannel                        // the live screen channel; nil answers 503
 	Logger   *slog.Logger
 	Version  string
 
@@ -113,8 +115,11 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PATCH /api/app/agents/{id}", s.authed(s.renameAgent))
 	mux.Handle("DELETE /api/app/agents/{id}", s.authed(s.deleteAgent))
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
+	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
+	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
+	s.localVMRoutes(mux)
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 

@@ -1,0 +1,758 @@
+package api
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"cubicle/backend/auth"
+	"cubicle/backend/control"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/screen"
+)
+
+// This file serves the computer channel, WS /api/app/agents/{id}/computer (SPEC §1.11,
+// DESIGN data flows 3–4): the live screen of the agent's desktop and the controlled input
+// path. docs/computer-protocol.md is the wire contract; keep both in step.
+
+// Desktop is an agent's desktop as the computer channel sees it.
+type Desktop struct {
+	// ID is the desktop (instance) id: the key of its control lease and its screen hub. ""
+	// when the agent has no desktop yet.
+	ID string
+	// State is the instance state: running, stopped, absent, creating, stopping, … .
+	State string
+	// Client is connected to the desktop's driver (a *guest.Client); a nil interface unless
+	// the desktop runs and its driver answers. The Desktops implementation owns it: the
+	// channel never closes it. A new connection (a restarted driver) must be a new value.
+	Client Driver
+	// Shared is set when the desktop is shared by the account's agents.
+	Shared bool
+	// IdleStopAt is when the idle timer stops the desktop; zero when no timer runs.
+	IdleStopAt time.Time
+	// Message says more about the state for people (e.g. the last error); optional.
+	Message string
+}
+
+// Driver is what the channel uses of a desktop's in-guest driver; *guest.Client satisfies
+// it. It must be safe for concurrent use.
+type Driver interface {
+	screen.Source
+	Input(ctx context.Context, in guest.Input) error
+}
+
+// Desktops finds agents' desktops for the computer channel. Desktop must only look: it never
+// creates or starts a machine and never touches the idle timer (viewing is not activity). An
+// agent without a desktop is Desktop{State: "absent"}, not an error. Implementations are safe
+// for concurrent use; the VM manager provides the real one.
+type Desktops interface {
+	Desktop(ctx context.Context, accountID, agentID string) (Desktop, error)
+}
+
+// Controls is the control-lease service the channel uses; *control.Manager satisfies it.
+type Controls interface {
+	TakeOver(desktopID string, p control.Person) (control.Lease, error)
+	Renew(desktopID, token string) (control.Lease, error)
+	HandBack(desktopID, token string) error
+	Switch(p control.Person, fromDesktop, fromToken, toDesktop string) (control.Lease, error)
+	CheckInput(desktopID string, in control.InputAuth) error
+	Holder(desktopID string) (control.Holder, bool)
+}
+
+// The real implementations of the interfaces above.
+var (
+	_ Driver          = (*guest.Client)(nil)
+	_ Controls        = (*control.Manager)(nil)
+	_ screen.Observer = (*control.Manager)(nil)
+)
+
+// ComputerConfig configures a ComputerChannel. Desktops, Control and Screens are required.
+type ComputerConfig struct {
+	Desktops Desktops
+	Control  Controls
+	Screens  *screen.Hubs
+	Logger   *slog.Logger
+	// PingInterval is how often the server pings; a connection silent (no pong, no message)
+	// for 2.5 intervals is closed. 0 means 20 s.
+	PingInterval time.Duration
+	// WriteTimeout bounds every write to a client; a client that does not read is dropped.
+	// 0 means 10 s.
+	WriteTimeout time.Duration
+	// StatePoll is how often each connection looks at its desktop's state (the VM manager has
+	// no change feed yet; Refresh forces a look). 0 means 2 s.
+	StatePoll time.Duration
+}
+
+// Limits of the channel.
+const (
+	// computerReadLimit caps one client message (type text is the largest).
+	computerReadLimit = 64 << 10
+	// frameHeaderLen is the length of a binary frame's header.
+	frameHeaderLen = 24
+	// frameMagic starts every binary frame.
+	frameMagic = "CBFR"
+	// frameVersion is the binary frame header's version.
+	frameVersion = 1
+)
+
+// Frame encodings in the binary header.
+const (
+	frameJPEG = 1
+	framePNG  = 2
+)
+
+// Reasons the channel itself gives, next to control.Reason values.
+const (
+	reasonNotRunning   = "not_running"
+	reasonUnknownFrame = "unknown_frame"
+	reasonBadMessage   = "bad_message"
+)
+
+// ComputerChannel serves the computer websockets. Create it with NewComputerChannel; Close
+// it after the HTTP server has stopped accepting requests.
+type ComputerChannel struct {
+	cfg      ComputerConfig
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+	wg       sync.WaitGroup // one per open connection
+
+	mu     sync.Mutex
+	conns  map[*computerConn]struct{} // guarded by mu
+	closed bool                       // guarded by mu
+}
+
+// NewComputerChannel checks cfg and returns a channel.
+func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
+	if cfg.Desktops == nil || cfg.Control == nil || cfg.Screens == nil {
+		return nil, errors.New("api: ComputerConfig.Desktops, Control and Screens are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 20 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.StatePoll <= 0 {
+		cfg.StatePoll = 2 * time.Second
+	}
+	c := &ComputerChannel{cfg: cfg, log: cfg.Logger, conns: map[*computerConn]struct{}{}}
+	c.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   4 << 10,
+		WriteBufferSize:  32 << 10,
+		WriteBufferPool:  &sync.Pool{},
+		// The guard has already refused foreign origins (same origin or a trusted one only).
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return c, nil
+}
+
+// ControlChanged makes every connection watching ch.DesktopID send fresh status. Call it
+// from control.Config.OnChange (with whatever else that hook does).
+func (c *ComputerChannel) ControlChanged(ch control.Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.conns {
+		if k.desktopID() == ch.DesktopID {
+			k.wake()
+		}
+	}
+}
+
+// Refresh makes every connection look at its desktop's state now (the VM manager may call it
+// after an instance changed state).
+func (c *ComputerChannel) Refresh() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.conns {
+		k.refresh()
+	}
+}
+
+// Close closes every connection (with "going away") and waits for their goroutines; new
+// upgrades are refused. It is idempotent.
+func (c *ComputerChannel) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	for k := range c.conns {
+		k.ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
+		k.cancel()
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// computerRoute serves WS/GET /api/app/agents/{id}/computer with ch (nil answers 503). It
+// authenticates itself so that, on the websocket upgrade only, an ?access_token= query
+// parameter may carry the session token (a browser cannot set headers on a websocket); the
+// guard has already checked Host and Origin. A plain GET returns the status message as JSON.
+func (s *Server) computerRoute(ch *ComputerChannel) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := token(r)
+		if tok == "" && isUpgrade(r) {
+			tok = r.URL.Query().Get("access_token")
+		}
+		if tok == "" {
+			writeError(w, r, s.log, fault.New(fault.ErrUnauthenticated, "log in first"))
+			return
+		}
+		p, err := s.cfg.Auth.Authenticate(tok)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		agentID := r.PathValue("id")
+		if _, err := s.cfg.Profiles.Get(p.AccountID, agentID); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		if ch == nil {
+			writeError(w, r, s.log, fault.Unavailable("the computer channel is not available on this server"))
+			return
+		}
+		owns := func(agent string) error {
+			_, err := s.cfg.Profiles.Get(p.AccountID, agent)
+			return err
+		}
+		ch.serve(w, r, p, agentID, owns)
+	})
+}
+
+// serve runs one connection (or answers a plain GET with the status).
+func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.Principal, agentID string, owns func(string) error) {
+	k := &computerConn{ch: c, p: p, agentID: agentID, owns: owns,
+		poke: make(chan struct{}, 1), look: make(chan struct{}, 1), replies: make(chan any, 32)}
+	k.resolve(r.Context())
+	if !isUpgrade(r) {
+		st, _ := k.status()
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		writeError(w, r, c.log, fault.Unavailable("the server is shutting down"))
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	ws, err := c.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	k.ws = ws
+	// The connection's lifetime is its own: a hijacked connection outlives the request's
+	// context only until the handler returns, which is when this one ends.
+	k.ctx, k.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+	c.mu.Lock()
+	c.conns[k] = struct{}{}
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		k.cancel()
+	}
+	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID())
+	k.run()
+	c.mu.Lock()
+	delete(c.conns, k)
+	c.mu.Unlock()
+	c.log.Info("computer channel closed", "agent", agentID, "user", p.Username)
+}
+
+// computerConn is one websocket. The handler goroutine reads and acts on client messages;
+// one writer goroutine, owned by run, does every write.
+type computerConn struct {
+	ch      *ComputerChannel
+	ws      *websocket.Conn
+	p       auth.Principal
+	agentID string
+	owns    func(agentID string) error // nil when the caller owns that agent
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	poke    chan struct{} // capacity 1: control changed, send status if it differs
+	look    chan struct{} // capacity 1: look at the desktop's state now
+	replies chan any      // replies to client messages, written in order
+
+	mu        sync.Mutex
+	desk      Desktop // guarded by mu; as last resolved
+	deskErr   error   // guarded by mu; why the desktop could not be looked up
+	lastFrame uint64  // guarded by mu; newest frame id sent for desk.ID
+	streamErr error   // guarded by mu; why the screen stream ended, until it runs again
+}
+
+func (k *computerConn) wake() {
+	select {
+	case k.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (k *computerConn) refresh() {
+	select {
+	case k.look <- struct{}{}:
+	default:
+	}
+}
+
+func (k *computerConn) desktopID() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.desk.ID
+}
+
+func (k *computerConn) current() Desktop {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.desk
+}
+
+// resolve looks up the agent's desktop (never starting it).
+func (k *computerConn) resolve(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := k.ch.cfg.Desktops.Desktop(ctx, k.p.AccountID, k.agentID)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if d.ID != k.desk.ID {
+		k.lastFrame = 0
+	}
+	k.desk, k.deskErr = d, err
+	if err != nil {
+		k.desk = Desktop{State: "unknown"}
+	}
+}
+
+// run serves the connection until the client leaves, a write fails or the channel closes.
+func (k *computerConn) run() {
+	defer k.ws.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer k.ws.Close() // unblocks the reader when the writer ends first
+		k.writeLoop()
+	}()
+	k.readLoop()
+	k.cancel()
+	<-done
+}
+
+// statusJSON is the status message (docs/computer-protocol.md, "status").
+type statusJSON struct {
+	Type       string       `json:"type"`
+	AgentID    string       `json:"agentId"`
+	DesktopID  string       `json:"desktopId,omitempty"`
+	State      string       `json:"state"`
+	Shared     bool         `json:"shared"`
+	Streaming  bool         `json:"streaming"`
+	Message    string       `json:"message,omitempty"`
+	Control    *controlJSON `json:"control"`
+	IdleStopAt *time.Time   `json:"idleStopAt,omitempty"`
+	ServerTime time.Time    `json:"serverTime"`
+}
+
+// controlJSON says who operates the desktop.
+type controlJSON struct {
+	Kind      string     `json:"kind"` // person | agent
+	Name      string     `json:"name"`
+	Activity  string     `json:"activity"`
+	You       bool       `json:"you"` // this account through this agent's channel
+	Version   uint64     `json:"version"`
+	Since     time.Time  `json:"since"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// status builds the status message; key is it without the server time, to send only changes.
+func (k *computerConn) status() (statusJSON, string) {
+	k.mu.Lock()
+	d, derr, serr := k.desk, k.deskErr, k.streamErr
+	k.mu.Unlock()
+	st := statusJSON{Type: "status", AgentID: k.agentID, DesktopID: d.ID, State: d.State, Shared: d.Shared,
+		Message: d.Message}
+	if st.State == "" {
+		st.State = "absent"
+	}
+	switch {
+	case derr != nil:
+		st.Message = "cannot look up this agent's desktop: " + derr.Error()
+	case d.ID == "" || st.State == "absent":
+		st.Message = "this agent has no desktop yet; create one from the computer panel"
+	case st.State != "running":
+		if st.Message == "" {
+			st.Message = "the desktop is " + st.State + "; viewing does not start it"
+		}
+	case d.Client == nil:
+		st.Message = "the desktop's driver does not answer yet"
+	case serr != nil:
+		st.Message = "the screen stream stopped: " + serr.Error()
+	default:
+		st.Streaming = true
+	}
+	if !d.IdleStopAt.IsZero() {
+		t := d.IdleStopAt.UTC()
+		st.IdleStopAt = &t
+	}
+	if d.ID != "" {
+		if h, ok := k.ch.cfg.Control.Holder(d.ID); ok {
+			cj := &controlJSON{Kind: string(h.Kind), Name: h.Name(), Activity: h.Activity(), Version: h.Version,
+				Since: h.Since.UTC()}
+			if h.Kind == control.HolderPerson {
+				cj.You = h.Person.AccountID == k.p.AccountID && h.Person.AgentID == k.agentID
+				t := h.ExpiresAt.UTC()
+				cj.ExpiresAt = &t
+			}
+			st.Control = cj
+		}
+	}
+	b, _ := json.Marshal(st)
+	return st, string(b)
+}
+
+// writeLoop does every write: status, replies, frames, pings. It watches the desktop's
+// screen while the desktop runs.
+func (k *computerConn) writeLoop() {
+	cfg := k.ch.cfg
+	ping := time.NewTicker(cfg.PingInterval)
+	defer ping.Stop()
+	poll := time.NewTicker(cfg.StatePoll)
+	defer poll.Stop()
+	var (
+		viewer   *screen.Viewer
+		watching Desktop // the desktop viewer watches
+		lastSent string  // key of the last status sent
+		hdr      [frameHeaderLen]byte
+	)
+	defer func() {
+		if viewer != nil {
+			viewer.Close()
+		}
+	}()
+	// update (re)starts or stops watching to match the resolved desktop, then sends status if
+	// it changed. A viewer whose stream failed is only replaced at the next poll.
+	update := func(retry bool) error {
+		d := k.current()
+		want := d.ID != "" && d.State == "running" && d.Client != nil
+		if viewer != nil && (!want || d.ID != watching.ID || d.Client != watching.Client) {
+			viewer.Close()
+			viewer = nil
+		}
+		if want && viewer == nil && retry {
+			v, err := cfg.Screens.Watch(d.ID, d.Client)
+			k.mu.Lock()
+			k.streamErr = err
+			k.mu.Unlock()
+			if err == nil {
+				viewer, watching = v, d
+			}
+		}
+		st, key := k.status()
+		if key == lastSent {
+			return nil
+		}
+		lastSent = key
+		st.ServerTime = time.Now().UTC()
+		return k.writeJSON(st)
+	}
+	if err := update(true); err != nil {
+		return
+	}
+	for {
+		var ready, ended <-chan struct{}
+		if viewer != nil {
+			ready, ended = viewer.Ready(), viewer.Done()
+		}
+		var err error
+		select {
+		case <-k.ctx.Done():
+			k.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
+				time.Now().Add(time.Second))
+			return
+		case m := <-k.replies:
+			err = k.writeJSON(m)
+		case <-ready:
+			if f, ok := viewer.Take(); ok {
+				err = k.writeFrame(&hdr, f)
+			}
+		case <-ended:
+			k.mu.Lock()
+			k.streamErr = viewer.Err()
+			k.mu.Unlock()
+			viewer.Close()
+			viewer = nil
+			err = update(false)
+		case <-k.poke:
+			err = update(false)
+		case <-k.look:
+			k.resolve(k.ctx)
+			err = update(true)
+		case <-poll.C:
+			k.resolve(k.ctx)
+			err = update(true)
+		case <-ping.C:
+			err = k.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout))
+		}
+		if err != nil {
+			k.ch.log.Debug("computer channel write failed", "agent", k.agentID, "err", err)
+			return
+		}
+	}
+}
+
+func (k *computerConn) writeJSON(v any) error {
+	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
+	return k.ws.WriteJSON(v)
+}
+
+// writeFrame sends one binary frame: the header (docs/computer-protocol.md) and the image.
+func (k *computerConn) writeFrame(hdr *[frameHeaderLen]byte, f guest.Frame) error {
+	enc := byte(frameJPEG)
+	if f.Format == "png" {
+		enc = framePNG
+	}
+	copy(hdr[0:4], frameMagic)
+	hdr[4], hdr[5], hdr[6], hdr[7] = frameVersion, frameHeaderLen, enc, 0
+	binary.BigEndian.PutUint64(hdr[8:], f.ID)
+	binary.BigEndian.PutUint32(hdr[16:], uint32(f.Width))
+	binary.BigEndian.PutUint32(hdr[20:], uint32(f.Height))
+	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
+	w, err := k.ws.NextWriter(websocket.BinaryMessage)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(f.Data); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	if f.ID > k.lastFrame {
+		k.lastFrame = f.ID
+	}
+	k.mu.Unlock()
+	return nil
+}
+
+// clientMsg is any client message (docs/computer-protocol.md, "Client messages").
+type clientMsg struct {
+	Type    string `json:"type"`
+	ID      string `json:"id,omitempty"`
+	Token   string `json:"token,omitempty"`
+	Version uint64 `json:"version,omitempty"`
+	FrameID uint64 `json:"frameId,omitempty"`
+	// input
+	Action string `json:"action,omitempty"`
+	X      int    `json:"x,omitempty"`
+	Y      int    `json:"y,omitempty"`
+	ToX    int    `json:"toX,omitempty"`
+	ToY    int    `json:"toY,omitempty"`
+	Button int    `json:"button,omitempty"`
+	DeltaX int    `json:"deltaX,omitempty"`
+	DeltaY int    `json:"deltaY,omitempty"`
+	Keys   string `json:"keys,omitempty"`
+	Text   string `json:"text,omitempty"`
+	// switch
+	FromAgentID string `json:"fromAgentId,omitempty"`
+	FromToken   string `json:"fromToken,omitempty"`
+}
+
+// leaseJSON answers take_over, renew and switch.
+type leaseJSON struct {
+	Type      string    `json:"type"` // lease
+	ID        string    `json:"id,omitempty"`
+	Op        string    `json:"op"`
+	DesktopID string    `json:"desktopId"`
+	Token     string    `json:"token"`
+	Version   uint64    `json:"version"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// RenewInSeconds is when to send the next renew (a third of the lease's life).
+	RenewInSeconds float64 `json:"renewInSeconds"`
+}
+
+// okJSON answers hand_back, and input that carried an id.
+type okJSON struct {
+	Type string `json:"type"` // ok
+	ID   string `json:"id,omitempty"`
+	Op   string `json:"op"`
+}
+
+// errorJSON refuses a client message; nothing happened.
+type errorJSON struct {
+	Type    string `json:"type"` // error
+	ID      string `json:"id,omitempty"`
+	Op      string `json:"op"`
+	Reason  string `json:"reason"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// readLoop reads client messages until the connection ends and acts on each in order.
+func (k *computerConn) readLoop() {
+	wait := k.ch.cfg.PingInterval * 5 / 2
+	k.ws.SetReadLimit(computerReadLimit)
+	k.ws.SetReadDeadline(time.Now().Add(wait))
+	k.ws.SetPongHandler(func(string) error {
+		k.ws.SetReadDeadline(time.Now().Add(wait))
+		return nil
+	})
+	for {
+		typ, data, err := k.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		k.ws.SetReadDeadline(time.Now().Add(wait))
+		var m clientMsg
+		if typ != websocket.TextMessage || json.Unmarshal(data, &m) != nil {
+			k.reply(errorJSON{Type: "error", Op: "unknown", Reason: reasonBadMessage, Code: "invalid",
+				Message: "send JSON text messages (see docs/computer-protocol.md)"})
+			continue
+		}
+		if r := k.handle(&m); r != nil {
+			k.reply(r)
+		}
+	}
+}
+
+// reply queues a message for the writer; it blocks while the queue is full (the client is
+// not reading), which stops reading its messages too.
+func (k *computerConn) reply(v any) {
+	select {
+	case k.replies <- v:
+	case <-k.ctx.Done():
+	}
+}
+
+// handle acts on one client message and returns the reply (nil for none).
+func (k *computerConn) handle(m *clientMsg) any {
+	d := k.current()
+	person := control.Person{AccountID: k.p.AccountID, Username: k.p.Username, AgentID: k.agentID}
+	refused := func(err error) any {
+		_, word := status(err)
+		reason := string(control.ReasonOf(err))
+		if reason == "" {
+			reason = word // e.g. "invalid" for an input the driver refused
+		}
+		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reason, Code: word, Message: err.Error()}
+	}
+	notRunning := func() any {
+		msg := "this agent has no desktop yet; create one from the computer panel"
+		if d.ID != "" {
+			msg = "the desktop is " + d.State + "; start it first"
+		}
+		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonNotRunning, Code: "conflict", Message: msg}
+	}
+	leased := func(l control.Lease) any {
+		k.wake() // status changes now, whether or not control changes are wired to the channel
+		ttl := time.Until(l.ExpiresAt)
+		return leaseJSON{Type: "lease", ID: m.ID, Op: m.Type, DesktopID: l.DesktopID, Token: l.Token,
+			Version: l.Version, ExpiresAt: l.ExpiresAt.UTC(), RenewInSeconds: (ttl / 3).Seconds()}
+	}
+	switch m.Type {
+	case "take_over":
+		if d.ID == "" || d.State != "running" {
+			return notRunning()
+		}
+		l, err := k.ch.cfg.Control.TakeOver(d.ID, person)
+		if err != nil {
+			return refused(err)
+		}
+		k.ch.log.Info("computer: take over", "desktop", d.ID, "agent", k.agentID, "user", k.p.Username)
+		return leased(l)
+	case "renew":
+		if d.ID == "" {
+			return notRunning()
+		}
+		l, err := k.ch.cfg.Control.Renew(d.ID, m.Token)
+		if err != nil {
+			return refused(err)
+		}
+		return leased(l)
+	case "hand_back":
+		if d.ID == "" {
+			return notRunning()
+		}
+		if err := k.ch.cfg.Control.HandBack(d.ID, m.Token); err != nil {
+			return refused(err)
+		}
+		k.wake()
+		k.ch.log.Info("computer: hand back", "desktop", d.ID, "agent", k.agentID, "user", k.p.Username)
+		return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
+	case "switch":
+		if d.ID == "" || d.State != "running" {
+			return notRunning()
+		}
+		from := ""
+		if m.FromAgentID != "" {
+			if err := k.owns(m.FromAgentID); err != nil {
+				return refused(err)
+			}
+			ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
+			fd, err := k.ch.cfg.Desktops.Desktop(ctx, k.p.AccountID, m.FromAgentID)
+			cancel()
+			if err != nil {
+				return refused(err)
+			}
+			from = fd.ID
+		}
+		l, err := k.ch.cfg.Control.Switch(person, from, m.FromToken, d.ID)
+		if err != nil {
+			return refused(err)
+		}
+		k.ch.log.Info("computer: switch", "from", from, "to", d.ID, "agent", k.agentID, "user", k.p.Username)
+		return leased(l)
+	case "input":
+		return k.input(m, d, refused, notRunning)
+	}
+	return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonBadMessage, Code: "invalid",
+		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch or input", m.Type)}
+}
+
+// input checks one input against the lease and the frames this connection was sent, then
+// performs it.
+func (k *computerConn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
+	if d.ID == "" || d.State != "running" || d.Client == nil {
+		return notRunning()
+	}
+	k.mu.Lock()
+	newest := k.lastFrame
+	k.mu.Unlock()
+	if m.FrameID > newest {
+		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
+			Message: "input names a screen frame this connection was never sent; aim at a frame you received"}
+	}
+	err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
+		Token: m.Token, Version: m.Version, FrameID: m.FrameID})
+	if err != nil {
+		return refused(err)
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, 10*time.Second)
+	defer cancel()
+	err = d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
+		Button: m.Button, DeltaX: m.DeltaX, DeltaY: m.DeltaY, Keys: m.Keys, Text: m.Text})
+	if err != nil {
+		return refused(err)
+	}
+	if m.ID == "" {
+		return nil
+	}
+	return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
+}
