@@ -5,6 +5,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,16 +13,22 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"cubicle/backend/api"
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
+	"cubicle/backend/engine"
+	"cubicle/backend/engine/docker"
+	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 	"cubicle/frontend"
+	"cubicle/images"
 )
 
 // Config configures a Backend. DataDir is required.
@@ -43,6 +50,14 @@ type Config struct {
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
 	StoreLockTimeout time.Duration
+	// Engine chooses the container engine of the Local VM: "" = $CUBICLE_ENGINE or
+	// auto-detect (Podman first; when only the podman CLI is installed Cubicle starts its own
+	// service), "podman", "docker", or "none" (Local VM off: its routes say why).
+	Engine string
+	// ComposeDesktops, when set, puts the Local VM in Compose mode (SPEC §5): these fixed
+	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
+	// $CUBICLE_COMPOSE_DESKTOPS, a comma-separated list of names (see compose.desktops.yaml).
+	ComposeDesktops []vm.ComposeDesktop
 }
 
 // Backend is the running set of services.
@@ -52,9 +67,14 @@ type Backend struct {
 	Store    *store.Store
 	Auth     *auth.Service
 	Profiles *profile.Service
+	VMs      *vm.Manager
 	API      *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
+
+	engine   vm.Engine            // nil when no engine was found
+	engClose func() error         // releases the engine client
+	ownedPod *engine.OwnedService // a Podman service Cubicle started itself
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,7 +101,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st}
 	if err := b.build(); err != nil {
-		st.Close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -105,17 +125,112 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.Profiles = profile.New(b.Store, b.log.With("svc", "profile"))
+	if b.VMs, err = b.buildVMs(); err != nil {
+		return err
+	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"),
+		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		Assets: assets, AssetsBuilt: built,
 	})
 	return err
 }
 
+// The engine adapters satisfy the manager's Engine.
+var (
+	_ vm.Engine = (*podman.Client)(nil)
+	_ vm.Engine = (*docker.Client)(nil)
+)
+
+// buildVMs connects the container engine (see Config.Engine), sets up the image builder and
+// builds the Local VM manager. A missing engine is not an error: the manager reports it.
+func (b *Backend) buildVMs() (*vm.Manager, error) {
+	log := b.log.With("svc", "vm")
+	problem := "Local VM is turned off (engine \"none\")"
+	if b.cfg.Engine != "none" {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		problem = b.connectEngine(ctx, log)
+		cancel()
+	}
+	compose := b.cfg.ComposeDesktops
+	if len(compose) == 0 {
+		for _, name := range strings.Split(os.Getenv("CUBICLE_COMPOSE_DESKTOPS"), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				compose = append(compose, vm.ComposeDesktop{Name: name})
+			}
+		}
+	}
+	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose}
+	if b.engine != nil {
+		cfg.Engine = b.engine
+		if eng, ok := b.engine.(images.Engine); ok {
+			ib, err := images.New(images.Config{Engine: eng, Logger: b.log.With("svc", "images"),
+				WorkDir: filepath.Join(b.cfg.DataDir, "images")})
+			if err != nil {
+				log.Warn("image preparation unavailable", "err", err)
+			} else {
+				cfg.Images = ib
+			}
+		}
+	}
+	return vm.New(cfg)
+}
+
+// connectEngine finds and connects the container engine; it returns what is wrong when none
+// can be used ("" when one is connected).
+func (b *Backend) connectEngine(ctx context.Context, log *slog.Logger) string {
+	pref, err := engine.ParseKind(cmp.Or(b.cfg.Engine, os.Getenv("CUBICLE_ENGINE")))
+	if err != nil {
+		return err.Error()
+	}
+	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: pref})
+	ep, ok := engine.Pick(eps)
+	if !ok && pref != engine.Docker {
+		for _, e := range eps {
+			if e.Kind == engine.Podman && e.CLI != "" {
+				svc, err := engine.StartPodmanService(ctx, engine.DefaultOwnedSocket(os.Getenv, os.Getuid()), log)
+				if err != nil {
+					return "podman is installed but its service could not be started: " + err.Error()
+				}
+				b.ownedPod = svc
+				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: "unix://" + svc.Socket()}, true
+				break
+			}
+		}
+	}
+	if !ok {
+		msg := "no container engine found: install Podman (sudo apt-get install podman) or Docker and start it"
+		for _, e := range eps {
+			if e.Fix != "" {
+				return msg + "; e.g. " + e.Fix
+			}
+		}
+		return msg
+	}
+	switch ep.Kind {
+	case engine.Docker:
+		c, err := docker.Connect(ctx, ep.Socket, docker.Options{Logger: log})
+		if err != nil {
+			return err.Error()
+		}
+		b.engine, b.engClose = c, c.Close
+	default:
+		c, err := podman.Connect(ctx, ep.Socket, podman.Options{Logger: log})
+		if err != nil {
+			return err.Error()
+		}
+		b.engine, b.engClose = c, c.Close
+	}
+	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "version", ep.Version)
+	return ""
+}
+
 // Start starts the long-lived services. It returns once they run; ctx bounds start-up only.
 func (b *Backend) Start(ctx context.Context) error {
+	if err := b.VMs.Start(ctx); err != nil {
+		return err
+	}
 	return ctx.Err()
 }
 
@@ -136,7 +251,18 @@ func (b *Backend) LocalSession() (auth.Principal, error) {
 // Close stops the services and closes the store. It is idempotent.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
-		b.closeErr = b.Store.Close()
+		var errs []error
+		if b.VMs != nil {
+			errs = append(errs, b.VMs.Close())
+		}
+		if b.engClose != nil {
+			errs = append(errs, b.engClose())
+		}
+		if b.ownedPod != nil {
+			errs = append(errs, b.ownedPod.Close())
+		}
+		errs = append(errs, b.Store.Close())
+		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
 }

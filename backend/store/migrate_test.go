@@ -96,8 +96,8 @@ func TestMigrateLegacyHybrid(t *testing.T) {
 		t.Fatalf("Open legacy file: %v", err)
 	}
 	t.Log(logs.String())
-	if v, err := s.SchemaVersion(); err != nil || v != 2 {
-		t.Fatalf("SchemaVersion = %d, %v; want 2", v, err)
+	if v, err := s.SchemaVersion(); err != nil || v != len(migrations)+1 {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, len(migrations)+1)
 	}
 	created := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
 	tests := []struct {

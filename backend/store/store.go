@@ -1,24 +1,30 @@
 // Package store is Cubicle's persistence: one bbolt file holding accounts, agents and node
 // settings as JSON records, behind typed methods that hide bbolt from the rest of the backend.
 //
-// The bucket tree of the current schema (version 2):
+// The bucket tree of the current schema (version 3):
 //
 //	cubicle.db
 //	├── meta
-//	│   └── "version"          → schema version, decimal ASCII ("2")
+//	│   └── "version"          → schema version, decimal ASCII ("3")
 //	├── accounts
 //	│   └── <account id>       → Account JSON
 //	├── account_usernames      (unique index; usernames compare case-insensitively)
 //	│   └── <folded username>  → <account id>   (lower case, Unicode case folding)
 //	├── agents
 //	│   └── <agent id>         → Agent JSON
-//	└── node_settings
-//	    └── <node id>          → NodeSettings JSON (absent = defaults)
+//	├── node_settings
+//	│   └── <node id>          → NodeSettings JSON (absent = defaults)
+//	├── vm_images
+//	│   └── <node id>/<key>    → VMImage JSON (a prepared, verified desktop image)
+//	├── vm_instances
+//	│   └── <instance id>      → VMInstance JSON (a desktop: container, volumes, state)
+//	└── vm_bindings
+//	    └── <agent id>         → VMBinding JSON (an agent's chosen fixed Compose desktop)
 //
 // Schema history. Version 1 (the legacy layout) had meta, accounts, account_usernames and
 // agents; its agent records could say "computer": "hybrid", meaning a VM plus the host
 // environment. Version 2 rewrites those to "computer": "vm" with "allowHostEnvironment": true
-// (SPEC §1.11) and adds node_settings.
+// (SPEC §1.11) and adds node_settings. Version 3 adds vm_images, vm_instances and vm_bindings (Local VM).
 //
 // Open brings an older file up to date: it first copies the file to "<path>.bak-v<old version>"
 // and then runs each migration (version N to N+1) in its own transaction, so a failure leaves

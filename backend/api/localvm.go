@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
+)
+
+// VMs is what the Local VM routes (SPEC §1.11) need from the desktop manager; *vm.Manager
+// implements it. Errors carry fault classes.
+type VMs interface {
+	Status(ctx context.Context) (vm.Status, error)
+	StartPrepare(key string) (vm.PrepareState, error)
+	Prepare(ctx context.Context, key string) (store.VMImage, error)
+	SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error)
+	SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error)
+	Agent(ctx context.Context, accountID, agentID string) (vm.AgentView, error)
+	Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error)
+	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
+	ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error)
+}
+
+var _ VMs = (*vm.Manager)(nil)
+
+func (s *Server) localVMRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/app/admin/local-vm", s.admin(s.vmStatus))
+	mux.Handle("POST /api/app/admin/local-vm/prepare", s.admin(s.vmPrepare))
+	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))
+	mux.Handle("PUT /api/app/admin/local-vm/idle-policy", s.admin(s.vmIdlePolicy))
+	mux.Handle("GET /api/app/agents/{id}/local-vm", s.authed(s.vmAgent))
+	mux.Handle("POST /api/app/agents/{id}/local-vm/{action}", s.authed(s.vmAct))
+	mux.Handle("PUT /api/app/agents/{id}/local-vm/image", s.authed(s.vmImage))
+}
+
+// vms returns the manager, or writes 503 when this server has none.
+func (s *Server) vms(w http.ResponseWriter, r *http.Request) (VMs, bool) {
+	if s.cfg.VMs == nil {
+		writeError(w, r, s.log, fault.Unavailable("Local VM is not available on this server (no desktop manager is running); "+
+			"see `cubicle doctor`"))
+		return nil, false
+	}
+	return s.cfg.VMs, true
+}
+
+func (s *Server) vmStatus(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	st, err := m.Status(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// vmPrepare starts (or joins) the preparation of an image. It answers 202 with the progress
+// while it runs; poll GET /api/app/admin/local-vm for progress. With ?wait=1 it waits for the
+// result and answers 200 with the prepared image (or the preparation's error).
+func (s *Server) vmPrepare(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		ImageKey string `json:"imageKey"`
+	}
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	if body.ImageKey == "" {
+		body.ImageKey = "standard"
+	}
+	if r.URL.Query().Get("wait") == "1" {
+		img, err := m.Prepare(r.Context(), body.ImageKey)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"imageKey": img.Key, "ref": img.Ref, "imageId": img.ImageID,
+			"recipeHash": img.RecipeHash, "driverVersion": img.DriverVersion, "preparedAt": img.PreparedAt.Format(time.RFC3339)})
+		return
+	}
+	st, err := m.StartPrepare(body.ImageKey)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+func (s *Server) vmPolicy(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Isolation    *string `json:"isolation"`
+		MaxInstances *int    `json:"maxInstances"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.Isolation == nil || body.MaxInstances == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"isolation": "shared"|"per-agent", "maxInstances": 1..4}`))
+		return
+	}
+	ns, err := m.SetPolicy(r.Context(), *body.Isolation, *body.MaxInstances)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes})
+}
+
+func (s *Server) vmIdlePolicy(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		RequestID       string `json:"requestId"`
+		IdleStopMinutes *int   `json:"idleStopMinutes"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.IdleStopMinutes == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"requestId": "…", "idleStopMinutes": 0..10080} (0 = never)`))
+		return
+	}
+	ns, err := m.SetIdlePolicy(r.Context(), body.RequestID, *body.IdleStopMinutes)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes})
+}
+
+func (s *Server) vmAgent(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	v, err := m.Agent(r.Context(), principal(r).AccountID, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) vmAct(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	v, err := m.Act(r.Context(), principal(r).AccountID, r.PathValue("id"), r.PathValue("action"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// vmImage saves the image key of the agent's desktop ({"imageKey": "standard"|"cursor"},
+// prepared keys only). In Compose mode it chooses a fixed desktop instead ({"desktop": id}).
+func (s *Server) vmImage(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		ImageKey string `json:"imageKey"`
+		Desktop  string `json:"desktop"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	var (
+		v   vm.AgentView
+		err error
+	)
+	switch {
+	case body.Desktop != "":
+		v, err = m.ChooseDesktop(r.Context(), principal(r).AccountID, r.PathValue("id"), body.Desktop)
+	case body.ImageKey != "":
+		v, err = m.SetImage(r.Context(), principal(r).AccountID, r.PathValue("id"), body.ImageKey)
+	default:
+		err = fault.Invalid(`send {"imageKey": "standard"|"cursor"} (a prepared image)`)
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}

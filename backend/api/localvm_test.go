@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cubicle/backend/vm"
+	"cubicle/backend/vm/vmtest"
+)
+
+// newVMFixture is the API fixture with a real vm.Manager over the fixture's store and a fake
+// engine, image builder and driver (the manager's logic is real; real-engine paths are covered
+// in backend/vm).
+func newVMFixture(t *testing.T) (*fixture, *vm.Manager) {
+	t.Helper()
+	f := newFixture(t)
+	eng := vmtest.NewEngine()
+	dial := eng.Dial(false)
+	m, err := vm.New(vm.Config{
+		Store: f.store, Engine: eng, Images: &vmtest.Builder{}, DataDir: filepath.Join(t.TempDir(), "data"),
+		Dial: func(ctx context.Context, p string) (vm.Guest, error) {
+			g, err := dial(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			return g, nil
+		},
+		Clock: vmtest.NewClock(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), ReadyTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	cfg := f.srv.cfg
+	cfg.VMs = m
+	if f.srv, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return f, m
+}
+
+func (f *fixture) newAgent(token, name string) string {
+	f.t.Helper()
+	rec := f.do(req{method: "POST", path: "/api/app/agents", cookie: token, body: `{"name":"` + name + `"}`})
+	if rec.Code != http.StatusCreated {
+		f.t.Fatalf("create agent: %d %s", rec.Code, rec.Body)
+	}
+	return decodeBody[agentJSON](f.t, rec).ID
+}
+
+func TestLocalVMAdminRoutes(t *testing.T) {
+	f, _ := newVMFixture(t)
+	const base = "/api/app/admin/local-vm"
+	for _, tc := range []struct {
+		name   string
+		r      req
+		status int
+		has    string // in the body
+	}{
+		{"status needs admin", req{method: "GET", path: base, cookie: f.user}, 403, "forbidden"},
+		{"status needs login", req{method: "GET", path: base}, 401, ""},
+		{"prepare needs admin", req{method: "POST", path: base + "/prepare", cookie: f.user, body: `{}`}, 403, ""},
+		{"policy needs admin", req{method: "PUT", path: base + "/policy", cookie: f.user, body: `{"isolation":"shared","maxInstances":2}`}, 403, ""},
+		{"idle needs admin", req{method: "PUT", path: base + "/idle-policy", cookie: f.user, body: `{"requestId":"x","idleStopMinutes":1}`}, 403, ""},
+		{"status", req{method: "GET", path: base, cookie: f.admin}, 200, `"found":true`},
+		{"status shows defaults", req{method: "GET", path: base, cookie: f.admin}, 200, `"policy":{"isolation":"per-agent","maxInstances":2,"idleStopMinutes":5}`},
+		{"prepare unknown key", req{method: "POST", path: base + "/prepare", cookie: f.admin, body: `{"imageKey":"windows"}`}, 400, "invalid"},
+		{"prepare default key", req{method: "POST", path: base + "/prepare?wait=1", cookie: f.admin}, 200, `"imageKey":"standard"`},
+		{"prepare cursor starts", req{method: "POST", path: base + "/prepare", cookie: f.admin, body: `{"imageKey":"cursor"}`}, 202, `"imageKey":"cursor"`},
+		{"policy too many", req{method: "PUT", path: base + "/policy", cookie: f.admin, body: `{"isolation":"shared","maxInstances":5}`}, 400, "maxInstances"},
+		{"policy zero", req{method: "PUT", path: base + "/policy", cookie: f.admin, body: `{"isolation":"shared","maxInstances":0}`}, 400, ""},
+		{"policy bad isolation", req{method: "PUT", path: base + "/policy", cookie: f.admin, body: `{"isolation":"all","maxInstances":2}`}, 400, ""},
+		{"policy missing fields", req{method: "PUT", path: base + "/policy", cookie: f.admin, body: `{"isolation":"shared"}`}, 400, ""},
+		{"policy ok", req{method: "PUT", path: base + "/policy", cookie: f.admin, body: `{"isolation":"shared","maxInstances":3}`}, 200, `"maxInstances":3`},
+		{"idle out of range", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r1","idleStopMinutes":10081}`}, 400, "10080"},
+		{"idle negative", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r1","idleStopMinutes":-1}`}, 400, ""},
+		{"idle no request id", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"idleStopMinutes":10}`}, 400, "requestId"},
+		{"idle ok", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r1","idleStopMinutes":10}`}, 200, `"idleStopMinutes":10`},
+		{"idle replay is idempotent", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r1","idleStopMinutes":30}`}, 200, `"idleStopMinutes":10`},
+		{"idle never", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r2","idleStopMinutes":0}`}, 200, `"idleStopMinutes":0`},
+		{"status after", req{method: "GET", path: base, cookie: f.admin}, 200, `"ref":"localhost/cubicle-desktop:standard-abc"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do(tc.r)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.has) {
+				t.Errorf("%s %s: %d %s; want %d with %q", tc.r.method, tc.r.path, rec.Code, rec.Body, tc.status, tc.has)
+			}
+		})
+	}
+}
+
+func TestLocalVMAgentRoutes(t *testing.T) {
+	f, m := newVMFixture(t)
+	mine := f.newAgent(f.user, "Bot1")
+	second := f.newAgent(f.user, "Bot2")
+	admins := f.newAgent(f.admin, "AdminBot")
+	path := func(id, rest string) string { return "/api/app/agents/" + id + "/local-vm" + rest }
+
+	rec := f.do(req{method: "POST", path: path(mine, "/create"), cookie: f.user})
+	if rec.Code != 409 || !strings.Contains(rec.Body.String(), "prepare") {
+		t.Fatalf("create before prepare: %d %s", rec.Code, rec.Body)
+	}
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin, body: `{"imageKey":"standard"}`}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	if rec := f.do(req{method: "PUT", path: "/api/app/admin/local-vm/policy", cookie: f.admin, body: `{"isolation":"per-agent","maxInstances":1}`}); rec.Code != 200 {
+		t.Fatalf("policy: %d %s", rec.Code, rec.Body)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		r      req
+		status int
+		has    string
+	}{
+		{"view", req{method: "GET", path: path(mine, ""), cookie: f.user}, 200, `"state":"absent"`},
+		{"view needs login", req{method: "GET", path: path(mine, "")}, 401, ""},
+		{"another account's agent", req{method: "GET", path: path(admins, ""), cookie: f.user}, 404, ""},
+		{"another account's agent action", req{method: "POST", path: path(admins, "/create"), cookie: f.user}, 404, ""},
+		{"unknown action", req{method: "POST", path: path(mine, "/reboot"), cookie: f.user}, 400, "create, start, stop, recreate, remove"},
+		{"image not prepared", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"cursor"}`}, 400, "not prepared"},
+		{"image id refused", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"sha256:0123"}`}, 400, ""},
+		{"image empty", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{}`}, 400, ""},
+		{"image ok", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"standard"}`}, 200, `"imageKey":"standard"`},
+		{"create", req{method: "POST", path: path(mine, "/create"), cookie: f.user}, 200, `"state":"running"`},
+		{"capacity", req{method: "POST", path: path(second, "/create"), cookie: f.user}, 409, "Bot1"},
+		{"stop", req{method: "POST", path: path(mine, "/stop"), cookie: f.user}, 200, `"state":"stopped"`},
+		{"start", req{method: "POST", path: path(mine, "/start"), cookie: f.user}, 200, `"state":"running"`},
+		{"recreate", req{method: "POST", path: path(mine, "/recreate"), cookie: f.user}, 200, `"state":"running"`},
+		{"idle countdown", req{method: "GET", path: path(mine, ""), cookie: f.user}, 200, `"idleStopInSeconds":300`},
+		{"remove", req{method: "POST", path: path(mine, "/remove"), cookie: f.user}, 200, `"state":"absent"`},
+		{"admin sees it", req{method: "GET", path: "/api/app/admin/local-vm", cookie: f.admin}, 200, "the desktop of agent Bot1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do(tc.r)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.has) {
+				t.Errorf("%s %s: %d %s; want %d with %q", tc.r.method, tc.r.path, rec.Code, rec.Body, tc.status, tc.has)
+			}
+		})
+	}
+
+	t.Run("busy desktop refuses, naming who", func(t *testing.T) {
+		v := decodeBody[vm.AgentView](t, f.do(req{method: "POST", path: path(mine, "/create"), cookie: f.user}))
+		m.MarkBusy(v.Desktop.ID, "bob (control)")
+		rec := f.do(req{method: "POST", path: path(mine, "/stop"), cookie: f.user})
+		if rec.Code != 409 || !strings.Contains(rec.Body.String(), "bob (control)") {
+			t.Errorf("stop while controlled: %d %s", rec.Code, rec.Body)
+		}
+		rec = f.do(req{method: "PUT", path: "/api/app/admin/local-vm/policy", cookie: f.admin, body: `{"isolation":"shared","maxInstances":1}`})
+		if rec.Code != 409 || !strings.Contains(rec.Body.String(), "bob (control)") {
+			t.Errorf("switch while controlled: %d %s", rec.Code, rec.Body)
+		}
+		m.MarkIdle(v.Desktop.ID)
+	})
+}
+
+func TestLocalVMUnavailable(t *testing.T) {
+	f := newFixture(t) // no manager configured
+	for _, r := range []req{
+		{method: "GET", path: "/api/app/admin/local-vm", cookie: f.admin},
+		{method: "GET", path: "/api/app/agents/x/local-vm", cookie: f.user},
+	} {
+		if rec := f.do(r); rec.Code != 503 || !strings.Contains(rec.Body.String(), "Local VM") {
+			t.Errorf("%s %s: %d %s; want 503", r.method, r.path, rec.Code, rec.Body)
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg" // decode driver screenshots
+	_ "image/png"
+	"os"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/store"
+	"cubicle/images"
+)
+
+// minColours is how many distinct colours a real desktop screenshot has at least; a blank or
+// single-colour screen has one or two.
+const minColours = 16
+
+// PrepareState is the progress of one image preparation, kept in memory for the status page.
+type PrepareState struct {
+	Key        string    `json:"imageKey"`
+	Running    bool      `json:"running"`
+	Phase      string    `json:"phase"` // stopping, image, probe, verify, done, failed
+	Message    string    `json:"message"`
+	Percent    float64   `json:"percent"` // 0..100, -1 unknown
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Error      string    `json:"error,omitempty"`
+}
+
+type prepJob struct {
+	done   chan struct{}
+	state  PrepareState // guarded by Manager.mu
+	result store.VMImage
+	err    error
+}
+
+// StartPrepare starts preparing key in the background and returns its progress; when a
+// preparation of key already runs, it is joined (never run twice).
+func (m *Manager) StartPrepare(key string) (PrepareState, error) {
+	j, err := m.startPrepare(key)
+	if err != nil {
+		return PrepareState{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return j.state, nil
+}
+
+// Prepare prepares key (joining a running preparation of it) and waits for the result, or
+// for ctx (which abandons the wait, not the preparation).
+func (m *Manager) Prepare(ctx context.Context, key string) (store.VMImage, error) {
+	j, err := m.startPrepare(key)
+	if err != nil {
+		return store.VMImage{}, err
+	}
+	select {
+	case <-j.done:
+		return j.result, j.err
+	case <-ctx.Done():
+		return store.VMImage{}, ctx.Err()
+	}
+}
+
+// PrepareStates returns the running and last finished preparation of every key.
+func (m *Manager) PrepareStates() []PrepareState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []PrepareState
+	for _, k := range images.Keys() {
+		if j, ok := m.preps[string(k)]; ok {
+			out = append(out, j.state)
+		}
+	}
+	return out
+}
+
+func (m *Manager) startPrepare(key string) (*prepJob, error) {
+	k, err := images.ParseKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.cfg.Compose) > 0 {
+		return nil, fault.Conflict("this node runs fixed desktops from compose.desktops.yaml: their images are set by the " +
+			"deployment and cannot be prepared here")
+	}
+	if _, err := m.needEngine(); err != nil {
+		return nil, err
+	}
+	if m.cfg.Images == nil {
+		return nil, fault.Unavailable("image preparation is not available: the image builder could not be set up " +
+			"(see the Cubicle log); run `cubicle doctor`")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || !m.started {
+		return nil, fault.Unavailable("the Local VM manager is not running")
+	}
+	if j, ok := m.preps[key]; ok && j.state.Running {
+		return j, nil
+	}
+	j := &prepJob{done: make(chan struct{}), state: PrepareState{Key: key, Running: true, Phase: "stopping",
+		Message: "stopping VM tasks and desktops", Percent: 0, StartedAt: m.clock.Now().UTC()}}
+	m.preps[key] = j
+	m.preparing++
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		res, err := m.prepare(m.ctx, j, k)
+		m.mu.Lock()
+		m.preparing--
+		j.result, j.err = res, err
+		j.state.Running = false
+		j.state.FinishedAt = m.clock.Now().UTC()
+		if err != nil {
+			j.state.Phase, j.state.Error, j.state.Message = "failed", err.Error(), "preparation failed"
+		} else {
+			j.state.Phase, j.state.Percent, j.state.Message = "done", 100, "image ready: "+res.Ref
+		}
+		m.mu.Unlock()
+		close(j.done)
+	}()
+	return j, nil
+}
+
+func (m *Manager) progress(j *prepJob, phase, msg string, pct float64) {
+	m.mu.Lock()
+	j.state.Phase, j.state.Message = phase, msg
+	if pct >= 0 {
+		j.state.Percent = pct
+	}
+	m.mu.Unlock()
+}
+
+// prepare is SPEC §1.2: stop tasks and desktops, ensure the image, verify it in a probe
+// desktop (driver handshake + a real, non-blank screenshot), record it.
+func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (store.VMImage, error) {
+	op := fmt.Sprintf("prepare image %s", key)
+	if m.cfg.Activity != nil {
+		if err := m.cfg.Activity.StopAll(ctx, "a desktop image is being prepared"); err != nil {
+			return store.VMImage{}, fmt.Errorf("%s: stop VM tasks: %w", op, err)
+		}
+	}
+	m.mu.Lock()
+	clear(m.busy) // the tasks were stopped and control ended
+	m.mu.Unlock()
+	for _, in := range m.instancesOrNil() {
+		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == stateAbsent || in.State == stateStopped {
+			continue
+		}
+		m.progress(j, "stopping", "stopping "+m.describe(in), 2)
+		if err := m.stopLocked(ctx, in.ID, true); err != nil {
+			return store.VMImage{}, fmt.Errorf("%s: stop %s: %w", op, m.describe(in), err)
+		}
+	}
+	m.progress(j, "image", "looking for a compatible image", 5)
+	res, err := m.cfg.Images.Ensure(ctx, key, func(p images.Progress) {
+		pct := -1.0
+		if p.Percent >= 0 {
+			pct = 5 + p.Percent*0.8
+		}
+		msg := p.Step
+		if p.Line != "" {
+			msg += ": " + p.Line
+		}
+		m.progress(j, "image", msg, pct)
+	})
+	if err != nil {
+		return store.VMImage{}, fmt.Errorf("%s: %w", op, err)
+	}
+	verb := "built"
+	if res.Reused {
+		verb = "reused"
+	}
+	m.progress(j, "probe", fmt.Sprintf("%s %s; starting a probe desktop", verb, res.Ref), 86)
+	hello, err := m.probe(ctx, j, res.Ref)
+	if err != nil {
+		return store.VMImage{}, fmt.Errorf("%s: verify %s: %w", op, res.Ref, err)
+	}
+	img := store.VMImage{NodeID: m.node, Key: string(key), Ref: res.Ref, ImageID: res.ImageID,
+		RecipeHash: res.RecipeHash, DriverVersion: hello.Driver, PreparedAt: m.clock.Now().UTC()}
+	if err := m.st.PutVMImage(img); err != nil {
+		return store.VMImage{}, fmt.Errorf("%s: %w", op, err)
+	}
+	img.ID = store.VMImageID(m.node, string(key))
+	m.log.Info("image prepared", "key", key, "ref", res.Ref, "reused", res.Reused, "driver", hello.Driver)
+	return img, nil
+}
+
+// probe runs ref in a throw-away desktop, checks the driver's handshake and takes a real
+// screenshot that is not blank, then removes the desktop.
+func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hello, error) {
+	eng, err := m.needEngine()
+	if err != nil {
+		return guest.Hello{}, err
+	}
+	nonce := make([]byte, 4)
+	rand.Read(nonce)
+	id := "probe-" + hex.EncodeToString(nonce)
+	dir, err := m.makeRunDir(id)
+	if err != nil {
+		return guest.Hello{}, err
+	}
+	defer os.RemoveAll(dir)
+	ctr, err := eng.CreateContainer(ctx, engine.ContainerSpec{
+		Name:        "cubicle-" + id,
+		Image:       ref,
+		Labels:      m.labels(id, "probe"),
+		Env:         map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Hostname:    "cubicle",
+		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
+		Limits:      m.engineLimits(),
+		StopTimeout: m.cfg.StopTimeout,
+	})
+	if err != nil {
+		return guest.Hello{}, fmt.Errorf("create probe desktop: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := eng.RemoveContainer(rctx, ctr.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			m.log.Error("remove probe desktop", "container", ctr.ID, "err", err)
+		}
+	}()
+	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
+		return guest.Hello{}, fmt.Errorf("start probe desktop: %w", err)
+	}
+	m.progress(j, "verify", "waiting for the desktop driver", 90)
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
+	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
+	if err != nil {
+		return guest.Hello{}, fault.Unavailable("the desktop driver did not answer (%v); the image is not usable", err)
+	}
+	defer g.Close()
+	hello := g.Hello()
+	m.progress(j, "verify", fmt.Sprintf("driver %s answered; taking a screenshot", hello.Driver), 94)
+	var last error
+	for {
+		colours, err := screenColours(wctx, g)
+		if err == nil && colours >= minColours {
+			m.progress(j, "verify", fmt.Sprintf("real screenshot taken (%d+ colours)", colours), 98)
+			return hello, nil
+		}
+		last = err
+		if err == nil {
+			last = fmt.Errorf("the screen is blank (%d colours)", colours)
+		}
+		select {
+		case <-wctx.Done():
+			return guest.Hello{}, fault.Unavailable("no real screenshot within %s: %v", m.cfg.ReadyTimeout, last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// screenColours takes a PNG screenshot and counts its distinct colours (up to minColours).
+func screenColours(ctx context.Context, g Guest) (int, error) {
+	f, err := g.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
+	if err != nil {
+		return 0, err
+	}
+	img, _, err := image.Decode(bytes.NewReader(f.Data))
+	if err != nil {
+		return 0, fmt.Errorf("decode screenshot: %w", err)
+	}
+	return distinctColours(img, minColours), nil
+}
+
+// distinctColours counts the distinct colours of img, stopping at limit.
+func distinctColours(img image.Image, limit int) int {
+	seen := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			seen[(r>>8)<<16|(g>>8)<<8|bl>>8] = true
+			if len(seen) >= limit {
+				return len(seen)
+			}
+		}
+	}
+	return len(seen)
+}

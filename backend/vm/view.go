@@ -1,0 +1,199 @@
+package vm
+
+import (
+	"context"
+	"time"
+
+	"cubicle/backend/store"
+	"cubicle/images"
+)
+
+// EngineView says which container engine the node uses, or what is wrong.
+type EngineView struct {
+	Found    bool   `json:"found"`
+	Kind     string `json:"kind,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Socket   string `json:"socket,omitempty"`
+	Rootless bool   `json:"rootless"`
+	Arch     string `json:"arch,omitempty"`
+	Problem  string `json:"problem,omitempty"` // what is wrong and how to fix it
+}
+
+// ImageView is one image key with its prepared record, if any.
+type ImageView struct {
+	Key           string        `json:"imageKey"`
+	Prepared      bool          `json:"prepared"`
+	Ref           string        `json:"ref,omitempty"`
+	ImageID       string        `json:"imageId,omitempty"`
+	RecipeHash    string        `json:"recipeHash,omitempty"`
+	DriverVersion string        `json:"driverVersion,omitempty"`
+	PreparedAt    time.Time     `json:"preparedAt,omitzero"`
+	Prepare       *PrepareState `json:"prepare,omitempty"` // running or last preparation
+}
+
+// InstanceView is a desktop as the API shows it.
+type InstanceView struct {
+	ID            string    `json:"id"`
+	Scope         string    `json:"scope"` // shared | agent | compose
+	AccountID     string    `json:"accountId,omitempty"`
+	AgentID       string    `json:"agentId,omitempty"`
+	Description   string    `json:"description"`
+	Name          string    `json:"name,omitempty"` // compose desktops
+	Fixed         bool      `json:"fixed"`          // a Compose desktop: no create/remove/count change
+	ImageKey      string    `json:"imageKey,omitempty"`
+	ImageRef      string    `json:"imageRef,omitempty"`
+	ImagePending  bool      `json:"imagePending"` // the chosen image differs from the container's: recreate to apply
+	State         string    `json:"state"`        // running, stopped, absent, creating, stopping, removing, missing
+	Container     string    `json:"container,omitempty"`
+	Workspace     string    `json:"workspaceVolume,omitempty"`
+	BrowserVolume string    `json:"browserProfileVolume,omitempty"`
+	BusyBy        string    `json:"busyBy,omitempty"`
+	IdleStopAt    time.Time `json:"idleStopAt,omitzero"`
+	// IdleStopInSeconds counts down to IdleStopAt; absent when no idle timer runs.
+	IdleStopInSeconds *float64  `json:"idleStopInSeconds,omitempty"`
+	StartedAt         time.Time `json:"startedAt,omitzero"`
+	LastError         string    `json:"lastError,omitempty"`
+}
+
+// Policy is the node's isolation policy and idle policy.
+type Policy struct {
+	Isolation       string `json:"isolation"`
+	MaxInstances    int    `json:"maxInstances"`
+	IdleStopMinutes int    `json:"idleStopMinutes"` // 0 = never
+}
+
+// Status is GET /api/app/admin/local-vm.
+type Status struct {
+	NodeID    string         `json:"nodeId"`
+	Engine    EngineView     `json:"engine"`
+	Compose   bool           `json:"compose"` // fixed desktops from compose.desktops.yaml
+	Images    []ImageView    `json:"images"`
+	Preparing bool           `json:"preparing"`
+	Policy    Policy         `json:"policy"`
+	Running   int            `json:"running"`
+	Instances []InstanceView `json:"instances"`
+	Strays    []string       `json:"strays,omitempty"` // containers with our labels no record knows
+}
+
+// AgentView is GET /api/app/agents/:id/local-vm.
+type AgentView struct {
+	AgentID   string       `json:"agentId"`
+	Isolation string       `json:"isolation"`
+	Desktop   InstanceView `json:"desktop"`
+	// Images are the prepared image keys the desktop may use.
+	Images []string `json:"images"`
+	// Desktops are the fixed desktops to choose from (Compose mode only).
+	Desktops []InstanceView `json:"desktops,omitempty"`
+}
+
+// Status reports the engine, the images and their preparation, the policy and the desktops.
+func (m *Manager) Status(ctx context.Context) (Status, error) {
+	ns, err := m.st.NodeSettings(m.node)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{NodeID: m.node, Compose: len(m.cfg.Compose) > 0,
+		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes}}
+	st.Engine = m.engineView(ctx)
+	prepared, err := m.st.VMImages(m.node)
+	if err != nil {
+		return Status{}, err
+	}
+	preps := m.PrepareStates()
+	for _, k := range images.Keys() {
+		iv := ImageView{Key: string(k)}
+		for _, p := range prepared {
+			if p.Key == string(k) {
+				iv.Prepared, iv.Ref, iv.ImageID, iv.RecipeHash = true, p.Ref, p.ImageID, p.RecipeHash
+				iv.DriverVersion, iv.PreparedAt = p.DriverVersion, p.PreparedAt
+			}
+		}
+		for _, p := range preps {
+			if p.Key == string(k) {
+				iv.Prepare = &p
+				st.Preparing = st.Preparing || p.Running
+			}
+		}
+		st.Images = append(st.Images, iv)
+	}
+	if st.Compose && m.cfg.Engine != nil {
+		if err := m.adoptCompose(ctx); err != nil {
+			m.log.Warn("refresh compose desktops", "err", err)
+		}
+	}
+	st.Instances = []InstanceView{}
+	for _, in := range m.instancesOrNil() {
+		v := m.instanceView(in)
+		if v.State == stateRunning && !v.Fixed {
+			st.Running++
+		}
+		st.Instances = append(st.Instances, v)
+	}
+	m.mu.Lock()
+	st.Strays = append([]string(nil), m.strays...)
+	m.mu.Unlock()
+	return st, nil
+}
+
+func (m *Manager) engineView(ctx context.Context) EngineView {
+	if m.cfg.Engine == nil {
+		_, err := m.needEngine()
+		return EngineView{Problem: err.Error()}
+	}
+	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	info, err := m.cfg.Engine.Info(ictx)
+	if err != nil {
+		return EngineView{Problem: "the container engine does not answer: " + err.Error()}
+	}
+	return EngineView{Found: true, Kind: string(info.Kind), Version: info.Version, Socket: info.Socket,
+		Rootless: info.Rootless, Arch: info.Arch}
+}
+
+func (m *Manager) instanceView(in store.VMInstance) InstanceView {
+	v := InstanceView{
+		ID: in.ID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID, Name: in.Name,
+		Description: m.describe(in), Fixed: in.Scope == scopeCompose,
+		ImageKey: in.ImageKey, ImageRef: in.ImageRef, State: in.State, Container: in.ContainerName,
+		Workspace: in.WorkspaceVol, BrowserVolume: in.ProfileVol, StartedAt: in.StartedAt, LastError: in.LastError,
+	}
+	if in.ImageKey != "" && in.ImageRef != "" && in.ContainerID != "" {
+		if img, err := m.st.VMImage(m.node, in.ImageKey); err == nil && img.Ref != in.ImageRef {
+			v.ImagePending = true
+		} else if err != nil {
+			v.ImagePending = true
+		}
+	}
+	if who, ok := m.busyWho(in.ID); ok {
+		v.BusyBy = who
+	}
+	m.mu.Lock()
+	dl, ok := m.idleDeadlineLocked(in.ID)
+	m.mu.Unlock()
+	if ok && in.State == stateRunning {
+		secs := dl.Sub(m.clock.Now()).Seconds()
+		secs = max(secs, 0)
+		v.IdleStopAt, v.IdleStopInSeconds = dl.UTC(), &secs
+	}
+	return v
+}
+
+func (m *Manager) agentView(ctx context.Context, in store.VMInstance, ag store.Agent) (AgentView, error) {
+	ns, err := m.st.NodeSettings(m.node)
+	if err != nil {
+		return AgentView{}, err
+	}
+	av := AgentView{AgentID: ag.ID, Isolation: ns.Isolation, Desktop: m.instanceView(in), Images: m.preparedKeys()}
+	if av.Images == nil {
+		av.Images = []string{}
+	}
+	if len(m.cfg.Compose) > 0 {
+		av.Isolation = "compose"
+		for _, d := range m.cfg.Compose {
+			if c, err := m.st.VMInstance(composeID(d.Name)); err == nil {
+				av.Desktops = append(av.Desktops, m.instanceView(c))
+			}
+		}
+	}
+	return av, nil
+}

@@ -1,0 +1,430 @@
+// Package vm manages the Local VM desktops of one execution node (SPEC §1.2–§1.5, §5):
+// preparing and verifying desktop images, the lifecycle of desktop instances (create, start,
+// stop, recreate, remove), the isolation policy (one shared desktop per account or one per
+// agent) and capacity, idle auto-stop, and reconciling the store with the engine after a
+// restart or crash.
+//
+// A Manager owns one goroutine (its loop, which runs the idle timers) plus the goroutines of
+// running preparations and idle stops; Start starts them and Close cancels and waits for all
+// of them. Operations on one instance are serialised by a lock per instance; a create or start
+// holds the capacity lock while it counts and starts, so two of them can never both take the
+// last slot.
+//
+// Instance records are written with a transitional state ("creating", "stopping",
+// "removing") before the engine is touched, and every container carries labels naming its
+// instance, so a crash at any point is repaired at the next Start: containers are listed by
+// label, adopted when running, and records whose container vanished are marked "absent".
+//
+// Named volumes for the workspace and the browser profile are created per instance and are
+// never removed by this package: they survive stop, remove, recreate and restarts.
+//
+// Errors carry fault classes: a missing agent or image fault.ErrNotFound, a refused operation
+// (capacity, busy desktop, fixed Compose desktop, preparation running) fault.ErrConflict with
+// a message naming who or what is in the way, bad input fault.ErrInvalid, a missing engine or
+// driver fault.ErrUnavailable.
+package vm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/store"
+	"cubicle/images"
+)
+
+// Engine is what the manager needs from a container engine adapter (engine/podman and
+// engine/docker satisfy it). Implementations are safe for concurrent use; a missing container
+// is fault.ErrNotFound and StopContainer of a stopped container returns nil.
+type Engine interface {
+	Info(ctx context.Context) (engine.Info, error)
+	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	RemoveContainer(ctx context.Context, id string, force bool) error
+	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
+	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+}
+
+// ImageBuilder makes sure a desktop image exists (images.Builder satisfies it). Ensure may
+// take minutes (a first build); progress is called from Ensure's goroutine.
+type ImageBuilder interface {
+	Ensure(ctx context.Context, key images.Key, progress func(images.Progress)) (images.Result, error)
+}
+
+// Guest is a connection to a desktop's in-guest driver (*guest.Client satisfies it).
+type Guest interface {
+	Hello() guest.Hello
+	Screenshot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error)
+	Close() error
+}
+
+// Dialer waits until the driver listening on socketPath answers its handshake, or ctx ends.
+type Dialer func(ctx context.Context, socketPath string) (Guest, error)
+
+// DialGuest is the real Dialer: it retries guest.Dial every 25 ms (a steady short interval
+// rather than guest.WaitReady's backoff, since a desktop's driver comes up within a second or
+// two and every wasted wait adds to the cold start) until the handshake succeeds, the driver
+// is incompatible (fault.ErrConflict), or ctx ends.
+func DialGuest(ctx context.Context, socketPath string) (Guest, error) {
+	for {
+		c, err := guest.Dial(ctx, socketPath)
+		if err == nil {
+			return c, nil
+		}
+		if errors.Is(err, fault.ErrConflict) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("desktop driver not ready: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// Activity tells the manager who is using a desktop; the control and agent packages
+// implement it. Methods are called with no manager lock held and must not block long.
+type Activity interface {
+	// Busy reports who is using instanceID right now — a running VM task or a person holding
+	// control — as words a person can read ("agent Bot's task", "alice (control)"); ok is
+	// false when nobody is.
+	Busy(instanceID string) (who string, ok bool)
+	// StopAll cancels every VM task and ends every control lease of this node's desktops
+	// (before an image is prepared, SPEC §1.2).
+	StopAll(ctx context.Context, reason string) error
+}
+
+// Clock is the manager's time source; tests pass a fake one.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a channel that receives once d has passed, and a stop function.
+	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// Labels the manager puts on its containers and volumes, next to engine.LabelManaged and
+// engine.LabelInstance.
+const (
+	LabelNode    = "io.cubicle.node"
+	LabelRole    = "io.cubicle.role"   // "desktop" | "probe"
+	LabelVolume  = "io.cubicle.volume" // "workspace" | "browser-profile"
+	LabelCompose = "io.cubicle.compose-desktop"
+)
+
+// Mount points inside a desktop (fixed by the images' contract).
+const (
+	RunDirTarget     = "/run/cubicle"
+	WorkspaceTarget  = "/home/cua/workspace"
+	BrowserTarget    = "/home/cua/.config/chromium"
+	guestSocketName  = "guest.sock"
+	defaultStopGrace = 5 * time.Second
+)
+
+// ComposeDesktop names a fixed desktop created by Compose (SPEC §5): its container carries
+// the label io.cubicle.compose-desktop=<Name>, and its run directory is RunDir (bind-mounted
+// at /run/cubicle in the container; "" = <DataDir>/run/compose-<Name>).
+type ComposeDesktop struct {
+	Name   string
+	RunDir string
+}
+
+// Config configures a Manager. Store and DataDir are required; Engine and Images may be nil
+// when no engine was found (the manager then reports EngineProblem and refuses operations
+// that need one).
+type Config struct {
+	Store  *store.Store
+	Engine Engine
+	// EngineProblem says why Engine is nil and how to fix it (shown to admins).
+	EngineProblem string
+	Images        ImageBuilder
+	Dial          Dialer // nil = DialGuest
+	NodeID        string // "" = "local"
+	// DataDir holds the per-instance run directories (<DataDir>/run/<instance>).
+	DataDir  string
+	Logger   *slog.Logger
+	Clock    Clock    // nil = real time
+	Limits   Limits   // zero fields take DefaultLimits
+	Activity Activity // nil = only MarkBusy/MarkIdle say who is busy
+	// IdleUnit is the length of one idle-policy "minute" (tests shorten it); 0 = time.Minute.
+	IdleUnit time.Duration
+	// StopTimeout is the grace period of a container stop before SIGKILL; 0 = 5 s.
+	StopTimeout time.Duration
+	// ReadyTimeout bounds the wait for a started desktop's driver; 0 = 90 s.
+	ReadyTimeout time.Duration
+	// KeepRunningOnClose leaves running desktops running at Close (the default stops them:
+	// an execution node that shuts down stops its dynamic instances, SPEC §1.5, §4).
+	KeepRunningOnClose bool
+	// Compose lists fixed desktops; when non-empty the node is in Compose mode (SPEC §5).
+	Compose []ComposeDesktop
+	// ExtraLabels are added to every container and volume the manager creates (tests use them
+	// to find and clean up only their own objects).
+	ExtraLabels map[string]string
+}
+
+// Limits are the resource limits of a desktop container.
+type Limits struct {
+	MemoryBytes int64
+	NanoCPUs    int64
+	PIDs        int64
+	ShmBytes    int64
+}
+
+// DefaultLimits: 3 GiB of memory, 2 CPUs, 4096 processes, 512 MiB /dev/shm (Chromium).
+var DefaultLimits = Limits{MemoryBytes: 3 << 30, NanoCPUs: 2e9, PIDs: 4096, ShmBytes: 512 << 20}
+
+// Manager runs the desktops of one node. Create it with New, then Start; Close stops it.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	st    *store.Store
+	clock Clock
+	node  string
+
+	ctx    context.Context // lifetime; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{}
+
+	capMu sync.Mutex // held while counting running desktops and starting one
+
+	mu        sync.Mutex             // guards the fields below
+	locks     map[string]*sync.Mutex // per-instance operation locks (never removed)
+	busy      map[string]string      // instance → who uses it (MarkBusy)
+	idleSince map[string]time.Time   // running, idle instances → when they became idle
+	idleMins  int                    // the node's idleStopMinutes
+	preps     map[string]*prepJob    // image key → running or last finished preparation
+	preparing int                    // preparations running
+	strays    []string               // containers with our labels the store does not know
+	started   bool
+	closed    bool
+}
+
+// New checks cfg and returns a Manager. Nothing runs until Start.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil || cfg.DataDir == "" {
+		return nil, errors.New("vm: Config.Store and Config.DataDir are required")
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "local"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = DialGuest
+	}
+	if cfg.IdleUnit <= 0 {
+		cfg.IdleUnit = time.Minute
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = defaultStopGrace
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 90 * time.Second
+	}
+	l := &cfg.Limits
+	d := DefaultLimits
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.NanoCPUs == 0 {
+		l.NanoCPUs = d.NanoCPUs
+	}
+	if l.PIDs == 0 {
+		l.PIDs = d.PIDs
+	}
+	if l.ShmBytes == 0 {
+		l.ShmBytes = d.ShmBytes
+	}
+	seen := map[string]bool{}
+	for _, c := range cfg.Compose {
+		if c.Name == "" || seen[c.Name] {
+			return nil, fmt.Errorf("vm: compose desktop names must be unique and not empty (%q)", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID,
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		locks: map[string]*sync.Mutex{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
+		preps: map[string]*prepJob{},
+	}, nil
+}
+
+// Start reconciles the store with the engine (see the package doc) and starts the loop. ctx
+// bounds the reconciliation only. Calling Start twice is an error.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started || m.closed {
+		m.mu.Unlock()
+		return errors.New("vm: Start called twice or after Close")
+	}
+	m.started = true
+	m.mu.Unlock()
+	ns, err := m.st.NodeSettings(m.node)
+	if err != nil {
+		return fmt.Errorf("vm: start: %w", err)
+	}
+	m.mu.Lock()
+	m.idleMins = ns.IdleStopMinutes
+	m.mu.Unlock()
+	if err := os.MkdirAll(m.runRoot(), 0o700); err != nil {
+		return fmt.Errorf("vm: start: create run directory: %w", err)
+	}
+	if err := m.reconcile(ctx); err != nil {
+		return fmt.Errorf("vm: start: %w", err)
+	}
+	m.wg.Add(1)
+	go m.loop()
+	return nil
+}
+
+// Close stops the loop and any running preparation, stops the running dynamic desktops
+// (unless Config.KeepRunningOnClose) and waits for everything it started. It is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	started := m.started
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	if !started || m.cfg.KeepRunningOnClose || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, in := range m.instancesOrNil() {
+		if in.ContainerID == "" || in.State == stateAbsent || in.Scope == scopeCompose {
+			continue
+		}
+		if err := m.stopLocked(ctx, in.ID, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NodeID returns the execution node this manager runs.
+func (m *Manager) NodeID() string { return m.node }
+
+// SocketPath returns the driver socket of instanceID (for the computer channel and tools).
+func (m *Manager) SocketPath(instanceID string) string {
+	if d, ok := m.composeByID(instanceID); ok {
+		return filepath.Join(m.composeRunDir(d), guestSocketName)
+	}
+	return filepath.Join(m.runDir(instanceID), guestSocketName)
+}
+
+func (m *Manager) runRoot() string         { return filepath.Join(m.cfg.DataDir, "run") }
+func (m *Manager) runDir(id string) string { return filepath.Join(m.runRoot(), id) }
+func (m *Manager) composeRunDir(d ComposeDesktop) string {
+	if d.RunDir != "" {
+		return d.RunDir
+	}
+	return filepath.Join(m.runRoot(), "compose-"+d.Name)
+}
+
+// makeRunDir creates the instance's run directory: the leaf is world-writable (the driver
+// runs as uid 1000 and creates its socket there) inside the app's private 0700 run root.
+func (m *Manager) makeRunDir(id string) (string, error) {
+	dir := m.runDir(id)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return "", fmt.Errorf("create run directory %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return "", fmt.Errorf("create run directory %s: %w", dir, err)
+	}
+	if err := os.Remove(filepath.Join(dir, guestSocketName)); err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("remove stale driver socket: %w", err)
+	}
+	return dir, nil
+}
+
+// lock serialises operations on one instance; the caller runs the returned unlock.
+func (m *Manager) lock(id string) func() {
+	m.mu.Lock()
+	l := m.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// labels returns the labels of an object of instanceID with role, plus Config.ExtraLabels.
+func (m *Manager) labels(instanceID, role string) map[string]string {
+	l := map[string]string{engine.LabelManaged: "true", LabelNode: m.node, LabelRole: role}
+	if instanceID != "" {
+		l[engine.LabelInstance] = instanceID
+	}
+	for k, v := range m.cfg.ExtraLabels {
+		l[k] = v
+	}
+	return l
+}
+
+// needEngine returns the engine, or the error that says how to get one.
+func (m *Manager) needEngine() (Engine, error) {
+	if m.cfg.Engine == nil {
+		msg := m.cfg.EngineProblem
+		if msg == "" {
+			msg = "no container engine is connected: install Podman (apt-get install podman) and start its service " +
+				"(podman system service --time=0 unix:///run/podman/podman.sock &), or start Docker, then restart Cubicle"
+		}
+		return nil, fault.Unavailable("%s", msg)
+	}
+	return m.cfg.Engine, nil
+}
+
+// instanceID derives a stable id from an instance's scope, so the same scope always maps to
+// the same container name and volumes.
+func instanceID(node, account, scope, agent string) string {
+	h := sha256.Sum256([]byte(node + "\x00" + account + "\x00" + scope + "\x00" + agent))
+	return "vm-" + hex.EncodeToString(h[:8])
+}
+
+// wakeLoop asks the loop to recompute its timers.
+func (m *Manager) wakeLoop() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) instancesOrNil() []store.VMInstance {
+	ins, err := m.st.VMInstances(m.node)
+	if err != nil {
+		m.log.Error("list desktop instances", "err", err)
+	}
+	return ins
+}
