@@ -5,7 +5,6 @@
 package backend
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,22 +12,22 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"cubicle/backend/agent"
 	"cubicle/backend/api"
 	"cubicle/backend/auth"
+	"cubicle/backend/binding"
+	"cubicle/backend/control"
 	"cubicle/backend/doctor"
-	"cubicle/backend/engine"
-	"cubicle/backend/engine/docker"
-	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/models"
 	"cubicle/backend/profile"
+	"cubicle/backend/screen"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
-	"cubicle/images"
 )
 
 // Config configures a Backend. DataDir is required.
@@ -68,13 +67,19 @@ type Backend struct {
 	Auth     *auth.Service
 	Profiles *profile.Service
 	VMs      *vm.Manager
+	Control  *control.Manager
+	Models   *models.Service
+	Chat     *agent.Runtime
+	Binder   *binding.Binder
+	Screens  *screen.Hubs
+	Computer *api.ComputerChannel
 	API      *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
-	engine   vm.Engine            // nil when no engine was found
-	engClose func() error         // releases the engine client
-	ownedPod *engine.OwnedService // a Podman service Cubicle started itself
+	engine  *ConnectedEngine // nil when no engine was found
+	drivers drivers          // driver connections of the screen channel
+	bg      sync.WaitGroup   // background stops started by control changes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -125,109 +130,35 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.Profiles = profile.New(b.Store, b.log.With("svc", "profile"))
-	if b.VMs, err = b.buildVMs(); err != nil {
+	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
+	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
+		return err
+	}
+	dk := desktops{vms: b.VMs, drivers: &b.drivers}
+	if err := b.buildChat(dk, b.Control); err != nil {
+		return err
+	}
+	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
+	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
+		Logger: b.log.With("svc", "computer")})
+	if err != nil {
 		return err
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
+		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		Assets: assets, AssetsBuilt: built,
 	})
 	return err
 }
 
-// The engine adapters satisfy the manager's Engine.
-var (
-	_ vm.Engine = (*podman.Client)(nil)
-	_ vm.Engine = (*docker.Client)(nil)
-)
-
-// buildVMs connects the container engine (see Config.Engine), sets up the image builder and
-// builds the Local VM manager. A missing engine is not an error: the manager reports it.
-func (b *Backend) buildVMs() (*vm.Manager, error) {
-	log := b.log.With("svc", "vm")
-	problem := "Local VM is turned off (engine \"none\")"
-	if b.cfg.Engine != "none" {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		problem = b.connectEngine(ctx, log)
-		cancel()
-	}
-	compose := b.cfg.ComposeDesktops
-	if len(compose) == 0 {
-		for _, name := range strings.Split(os.Getenv("CUBICLE_COMPOSE_DESKTOPS"), ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				compose = append(compose, vm.ComposeDesktop{Name: name})
-			}
-		}
-	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose}
-	if b.engine != nil {
-		cfg.Engine = b.engine
-		if eng, ok := b.engine.(images.Engine); ok {
-			ib, err := images.New(images.Config{Engine: eng, Logger: b.log.With("svc", "images"),
-				WorkDir: filepath.Join(b.cfg.DataDir, "images")})
-			if err != nil {
-				log.Warn("image preparation unavailable", "err", err)
-			} else {
-				cfg.Images = ib
-			}
-		}
-	}
-	return vm.New(cfg)
-}
-
-// connectEngine finds and connects the container engine; it returns what is wrong when none
-// can be used ("" when one is connected).
-func (b *Backend) connectEngine(ctx context.Context, log *slog.Logger) string {
-	pref, err := engine.ParseKind(cmp.Or(b.cfg.Engine, os.Getenv("CUBICLE_ENGINE")))
-	if err != nil {
-		return err.Error()
-	}
-	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: pref})
-	ep, ok := engine.Pick(eps)
-	if !ok && pref != engine.Docker {
-		for _, e := range eps {
-			if e.Kind == engine.Podman && e.CLI != "" {
-				svc, err := engine.StartPodmanService(ctx, engine.DefaultOwnedSocket(os.Getenv, os.Getuid()), log)
-				if err != nil {
-					return "podman is installed but its service could not be started: " + err.Error()
-				}
-				b.ownedPod = svc
-				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: "unix://" + svc.Socket()}, true
-				break
-			}
-		}
-	}
-	if !ok {
-		msg := "no container engine found: install Podman (sudo apt-get install podman) or Docker and start it"
-		for _, e := range eps {
-			if e.Fix != "" {
-				return msg + "; e.g. " + e.Fix
-			}
-		}
-		return msg
-	}
-	switch ep.Kind {
-	case engine.Docker:
-		c, err := docker.Connect(ctx, ep.Socket, docker.Options{Logger: log})
-		if err != nil {
-			return err.Error()
-		}
-		b.engine, b.engClose = c, c.Close
-	default:
-		c, err := podman.Connect(ctx, ep.Socket, podman.Options{Logger: log})
-		if err != nil {
-			return err.Error()
-		}
-		b.engine, b.engClose = c, c.Close
-	}
-	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "version", ep.Version)
-	return ""
-}
-
 // Start starts the long-lived services. It returns once they run; ctx bounds start-up only.
 func (b *Backend) Start(ctx context.Context) error {
+	if err := b.Control.Start(ctx); err != nil {
+		return err
+	}
 	if err := b.VMs.Start(ctx); err != nil {
 		return err
 	}
@@ -252,14 +183,28 @@ func (b *Backend) LocalSession() (auth.Principal, error) {
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		var errs []error
+		if b.Chat != nil {
+			b.Chat.StopAll()
+		}
+		if b.Computer != nil {
+			errs = append(errs, b.Computer.Close())
+		}
+		if b.Screens != nil {
+			errs = append(errs, b.Screens.Close())
+		}
+		if b.Binder != nil {
+			errs = append(errs, b.Binder.Close())
+		}
+		b.drivers.close()
+		if b.Control != nil {
+			errs = append(errs, b.Control.Close())
+		}
+		b.bg.Wait()
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
 		}
-		if b.engClose != nil {
-			errs = append(errs, b.engClose())
-		}
-		if b.ownedPod != nil {
-			errs = append(errs, b.ownedPod.Close())
+		if b.engine != nil {
+			errs = append(errs, b.engine.Close())
 		}
 		errs = append(errs, b.Store.Close())
 		b.closeErr = errors.Join(errs...)

@@ -138,9 +138,9 @@ type Config struct {
 	// task so its idle timer starts).
 	TurnStarted func(ctx context.Context, t TurnInfo) error
 	TurnEnded   func(t TurnInfo)
-	Logger   *slog.Logger
-	MaxIters int    // model calls per turn; default 25
-	System   string // system prompt
+	Logger      *slog.Logger
+	MaxIters    int    // model calls per turn; default 25
+	System      string // system prompt
 }
 
 // Runtime runs turns. It is safe for concurrent use.
@@ -205,6 +205,27 @@ func (r *Runtime) Stop(userID, sessionID string) bool {
 	}
 	s.stop(errStopped)
 	return true
+}
+
+// StopAll asks every running turn to stop (before an image is prepared, at shutdown). It
+// returns how many were running.
+func (r *Runtime) StopAll() int {
+	r.mu.Lock()
+	sessions := make([]*session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	n := 0
+	for _, s := range sessions {
+		s.stopMu.Lock()
+		if s.stop != nil {
+			s.stop(errStopped)
+			n++
+		}
+		s.stopMu.Unlock()
+	}
+	return n
 }
 
 // Run runs one turn, calling emit for every event in order (from the calling goroutine).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ func TestHelpAndUsage(t *testing.T) {
 			if code := run(context.Background(), e, []string{c.name, "--help"}); code != 0 {
 				t.Fatalf("exit %d", code)
 			}
-			if !strings.Contains(out.String(), "Usage: cubicle "+c.name) {
+			if !strings.Contains(out.String(), "Usage: cubicle "+c.name) && !strings.Contains(out.String(), "Usage: cubicle image") {
 				t.Fatalf("help output: %q", out)
 			}
 		})
@@ -205,4 +206,42 @@ func TestDesktopFallsBackToServeWithoutShell(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestImageCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"image"}, 2, "build or list"},
+		{[]string{"image", "frob"}, 2, "unknown image subcommand"},
+		{[]string{"image", "build"}, 2, "standard or cursor"},
+		{[]string{"image", "build", "windows"}, 2, "windows"},
+		{[]string{"image", "list", "--engine", "lxc"}, 2, "podman or docker"},
+	} {
+		e, _, errb := testEnv(nil)
+		if code := run(context.Background(), e, tc.args); code != tc.code || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, errb)
+		}
+	}
+}
+
+func TestImageListRealEngine(t *testing.T) {
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("no Podman service")
+	}
+	e, out, errb := testEnv(map[string]string{})
+	e.getenv = os.Getenv
+	if code := run(context.Background(), e, []string{"image", "list", "--work-dir", t.TempDir()}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{"standard", "cursor", "localhost/cubicle-desktop:standard-"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("list lacks %q:\n%s", want, out)
+		}
+	}
 }

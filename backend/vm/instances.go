@@ -573,3 +573,11 @@ func pastTense(action string) string {
 	}
 	return action + "ed"
 }
+
+// StopInstance stops desktop id whoever uses it: a control lease that expired while running,
+// a revoked authorisation, a shutdown (SPEC §1.5: these stop the instance even with "Never
+// auto-stop", so that late operations are fenced off). Its volumes stay.
+func (m *Manager) StopInstance(ctx context.Context, id, reason string) error {
+	m.log.Info("stopping desktop", "instance", id, "reason", reason)
+	return m.stopLocked(ctx, id, true)
+}

@@ -1,0 +1,127 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/agent/guard"
+	"cubicle/backend/agent/tools"
+	"cubicle/backend/auth"
+	"cubicle/backend/binding"
+	"cubicle/backend/control"
+	"cubicle/backend/history"
+	"cubicle/backend/models"
+	"cubicle/backend/profile"
+	"cubicle/backend/store"
+)
+
+// systemPrompt tells the model where it works.
+const systemPrompt = `You are an AI agent working on your own computer: an isolated Linux desktop (XFCE, 1280x800) with a browser, a terminal and a file manager.
+Use the computer_* tools to see and operate it: take a screenshot first, act with clicks, keys and typing, and check the result in the screenshot each action returns. Prefer computer_shell and the file tools for work that does not need the screen.
+Your working directory is /home/cua/workspace; files there are kept across restarts.
+host_* tools, when offered, act on the person's own machine: use them only when the task needs it.
+Be concise; say what you did and what you found.`
+
+// buildChat wires the agent runtime: models, safety layers, the toolbox over the desktops,
+// the thread↔desktop binding, history and saved conversations.
+func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
+	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "model.key"))
+	if err != nil {
+		return err
+	}
+	if b.Models, err = models.New(models.Config{Store: b.Store, Key: key, Getenv: os.Getenv}); err != nil {
+		return err
+	}
+	level, err := guard.ParseLevel(os.Getenv("CUBICLE_TOOL_GUARD"))
+	if err != nil {
+		return fmt.Errorf("CUBICLE_TOOL_GUARD: %w", err)
+	}
+	g, err := guard.New(guard.Config{Level: level})
+	if err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(b.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	hostFiles, err := guard.NewFileGuard([]string{dataDir})
+	if err != nil {
+		return err
+	}
+	vmFiles, err := guard.NewLexicalFileGuard([]string{"/run/cubicle"})
+	if err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	safety := &guard.Safety{Guard: g, HostFiles: hostFiles, VMFiles: vmFiles, HostHome: home, VMHome: "/home/cua"}
+
+	names := func(agentID string) string {
+		if a, err := b.Store.Agent(agentID); err == nil {
+			return a.Name
+		}
+		return agentID
+	}
+	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Logger: b.log.With("svc", "binding")})
+	if err != nil {
+		return err
+	}
+	envs := environments{st: b.Store}
+	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: envs, Files: hostFiles,
+		NodeCaps: []string{tools.CapHostTools}, Logger: b.log.With("svc", "tools")})
+	if err != nil {
+		return err
+	}
+	b.Chat, err = agent.New(agent.Config{
+		Tools: box, Models: b.Models.Resolve, Guard: safetyGuard{s: safety, envs: envs, home: home},
+		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
+		TurnEnded: b.Binder.TurnEnded, Logger: b.log.With("svc", "agent"), System: systemPrompt,
+	})
+	return err
+}
+
+// environments reads an agent's environment from its profile (SPEC §1.6): host tools only
+// next to a VM or a cloud computer with "Allow host environment" checked.
+type environments struct{ st *store.Store }
+
+func (e environments) Environment(ctx context.Context, t agent.TurnInfo) (tools.Environment, error) {
+	if t.AgentID == "" {
+		return tools.Environment{}, nil
+	}
+	a, err := e.st.Agent(t.AgentID)
+	if err != nil {
+		return tools.Environment{}, err
+	}
+	if a.AccountID != t.UserID {
+		return tools.Environment{}, fmt.Errorf("agent %s belongs to another account", t.AgentID)
+	}
+	return tools.Environment{AllowHost: a.AllowHostEnvironment && profile.AllowsHostEnvironment(a.Computer), WorkDir: a.WorkDir}, nil
+}
+
+// safetyGuard adapts the safety layers to the runtime's Guard.
+type safetyGuard struct {
+	s    *guard.Safety
+	envs environments
+	home string
+}
+
+func (g safetyGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
+	workDir := tools.Workspace
+	if strings.HasPrefix(c.Name, "host_") {
+		workDir = g.home
+		if env, err := g.envs.Environment(context.Background(), t); err == nil && filepath.IsAbs(env.WorkDir) {
+			workDir = env.WorkDir
+		}
+	}
+	d, reason, _ := g.s.Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, workDir)
+	return agent.Decision(d), reason
+}
+
+func (g safetyGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) {
+	_ = g.s.AllowRule(guard.ToolCall{Name: c.Name, Args: c.Input}, rule)
+}
+
+var _ binding.Tasks = (*control.Manager)(nil)

@@ -1,0 +1,136 @@
+package backend
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/engine/docker"
+	"cubicle/backend/engine/podman"
+	"cubicle/backend/fault"
+	"cubicle/backend/vm"
+	"cubicle/images"
+)
+
+// The engine adapters satisfy the manager's Engine.
+var (
+	_ EngineClient = (*podman.Client)(nil)
+	_ EngineClient = (*docker.Client)(nil)
+)
+
+// buildVMs connects the container engine (see Config.Engine), sets up the image builder and
+// builds the Local VM manager. A missing engine is not an error: the manager reports it.
+func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
+	log := b.log.With("svc", "vm")
+	problem := "Local VM is turned off (engine \"none\")"
+	if b.cfg.Engine != "none" {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		eng, err := ConnectEngine(ctx, b.cfg.Engine, log)
+		cancel()
+		if err != nil {
+			problem = err.Error()
+		} else {
+			problem, b.engine = "", eng
+		}
+	}
+	compose := b.cfg.ComposeDesktops
+	if len(compose) == 0 {
+		for _, name := range strings.Split(os.Getenv("CUBICLE_COMPOSE_DESKTOPS"), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				compose = append(compose, vm.ComposeDesktop{Name: name})
+			}
+		}
+	}
+	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
+	if b.engine != nil {
+		cfg.Engine = b.engine.Client
+		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
+			WorkDir: filepath.Join(b.cfg.DataDir, "images")})
+		if err != nil {
+			log.Warn("image preparation unavailable", "err", err)
+		} else {
+			cfg.Images = ib
+		}
+	}
+	return vm.New(cfg)
+}
+
+// EngineClient is what a connected engine offers: both adapters implement it.
+type EngineClient interface {
+	vm.Engine
+	images.Engine
+	Close() error
+}
+
+// ConnectedEngine is a connected container engine and what to release with it.
+type ConnectedEngine struct {
+	Client   EngineClient
+	Endpoint engine.Endpoint
+	owned    *engine.OwnedService // a Podman service Cubicle started itself
+}
+
+// Close releases the client and stops a Podman service Cubicle started.
+func (e *ConnectedEngine) Close() error {
+	err := e.Client.Close()
+	if e.owned != nil {
+		err = errors.Join(err, e.owned.Close())
+	}
+	return err
+}
+
+// ConnectEngine finds and connects the container engine: prefer is "", "podman" or "docker"
+// ("" = $CUBICLE_ENGINE, else Podman first). When only the podman CLI is installed it starts
+// and owns a Podman service. A missing engine is a fault.ErrUnavailable error saying how to
+// get one.
+func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*ConnectedEngine, error) {
+	pref, err := engine.ParseKind(cmp.Or(prefer, os.Getenv("CUBICLE_ENGINE")))
+	if err != nil {
+		return nil, fault.Invalid("%v", err)
+	}
+	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: pref})
+	ep, ok := engine.Pick(eps)
+	var owned *engine.OwnedService
+	if !ok && pref != engine.Docker {
+		for _, e := range eps {
+			if e.Kind == engine.Podman && e.CLI != "" {
+				svc, err := engine.StartPodmanService(ctx, engine.DefaultOwnedSocket(os.Getenv, os.Getuid()), log)
+				if err != nil {
+					return nil, fault.Unavailable("podman is installed but its service could not be started: %v", err)
+				}
+				owned = svc
+				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: "unix://" + svc.Socket()}, true
+				break
+			}
+		}
+	}
+	if !ok {
+		msg := "no container engine found: install Podman (sudo apt-get install podman) or Docker and start it"
+		for _, e := range eps {
+			if e.Fix != "" {
+				return nil, fault.Unavailable("%s; e.g. %s", msg, e.Fix)
+			}
+		}
+		return nil, fault.Unavailable("%s", msg)
+	}
+	var c EngineClient
+	switch ep.Kind {
+	case engine.Docker:
+		c, err = docker.Connect(ctx, ep.Socket, docker.Options{Logger: log})
+	default:
+		c, err = podman.Connect(ctx, ep.Socket, podman.Options{Logger: log})
+	}
+	if err != nil {
+		if owned != nil {
+			owned.Close()
+		}
+		return nil, err
+	}
+	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "version", ep.Version)
+	return &ConnectedEngine{Client: c, Endpoint: ep, owned: owned}, nil
+}
