@@ -1,11 +1,11 @@
-// Package store is Cubicle's persistence: one bbolt file holding accounts, agents and node
-// settings as JSON records, behind typed methods that hide bbolt from the rest of the backend.
+// Package store is Cubicle's persistence: one bbolt file holding accounts, agents, node
+// settings, desktops, conversations and the tool history as JSON records, behind typed methods that hide bbolt from the rest of the backend.
 //
-// The bucket tree of the current schema (version 3):
+// The bucket tree of the current schema (version 4):
 //
 //	cubicle.db
 //	├── meta
-//	│   └── "version"          → schema version, decimal ASCII ("3")
+//	│   └── "version"          → schema version, decimal ASCII ("4")
 //	├── accounts
 //	│   └── <account id>       → Account JSON
 //	├── account_usernames      (unique index; usernames compare case-insensitively)
@@ -18,13 +18,20 @@
 //	│   └── <node id>/<key>    → VMImage JSON (a prepared, verified desktop image)
 //	├── vm_instances
 //	│   └── <instance id>      → VMInstance JSON (a desktop: container, volumes, state)
-//	└── vm_bindings
-//	    └── <agent id>         → VMBinding JSON (an agent's chosen fixed Compose desktop)
+//	├── vm_bindings
+//	│   └── <agent id>         → VMBinding JSON (an agent's chosen fixed Compose desktop)
+//	├── chat_sessions
+//	│   └── <user id>\x00<session id>          → ChatSession JSON (messages, pending confirmations)
+//	├── tool_runs
+//	│   └── <session id>\x00<time>\x00<run id> → ToolRun JSON (execution history, SPEC §2.5)
+//	└── app_settings
+//	    └── "model"            → ModelSettings JSON (the API key sealed by package models)
 //
 // Schema history. Version 1 (the legacy layout) had meta, accounts, account_usernames and
 // agents; its agent records could say "computer": "hybrid", meaning a VM plus the host
 // environment. Version 2 rewrites those to "computer": "vm" with "allowHostEnvironment": true
 // (SPEC §1.11) and adds node_settings. Version 3 adds vm_images, vm_instances and vm_bindings (Local VM).
+// Version 4 adds chat_sessions, tool_runs and app_settings (the agent runtime).
 //
 // Open brings an older file up to date: it first copies the file to "<path>.bak-v<old version>"
 // and then runs each migration (version N to N+1) in its own transaction, so a failure leaves
