@@ -15,7 +15,11 @@ say "go vet"
 go vet ./...
 
 say "Go tests"
-go test -race -timeout 40m ./... 2>&1 | tee test-artifacts/go-test.log
+go test -timeout 40m ./... 2>&1 | tee test-artifacts/go-test.log
+
+say "Go tests of the concurrent core under the race detector"
+go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/binding/... \
+  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... 2>&1 | tee test-artifacts/go-race.log
 
 say "web UI unit tests"
 (cd frontend && npm test --silent)
