@@ -400,8 +400,10 @@ func TestRealLifecycle(t *testing.T) {
 	if v.Desktop.State != "stopped" {
 		t.Errorf("after stop: %s", v.Desktop.State)
 	}
-	if stop >= 5*time.Second {
-		t.Errorf("stop took %s: the driver did not exit on SIGTERM (the engine killed it)", stop)
+	// The time is reported above; what must hold is that the driver exited by itself on
+	// SIGTERM (exit 0) instead of being killed by the engine (exit 137).
+	if ctr, err := env.eng.InspectContainer(ctx, v.Desktop.Container); err != nil || ctr.ExitCode != 0 {
+		t.Errorf("container after stop: exit code %d, %v: the driver did not shut down cleanly on SIGTERM", ctr.ExitCode, err)
 	}
 
 	act(t, m, "g1", vm.ActionStart)
