@@ -107,6 +107,13 @@ func (s *Server) selectComputer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fault.Invalid(`send {"computer": "vm"|"cloud"|"host"|"browser"|"auto"|"none", "allowHostEnvironment": true|false}`))
 		return
 	}
+	// SPEC §1.6: the environment cannot change during a task or a takeover.
+	if s.cfg.VMs != nil {
+		if v, err := s.cfg.VMs.Agent(r.Context(), principal(r).AccountID, r.PathValue("id")); err == nil && v.Desktop.BusyBy != "" {
+			writeError(w, r, s.log, fault.Conflict("the computer cannot change while %s; wait for it to finish or hand back control first", v.Desktop.BusyBy))
+			return
+		}
+	}
 	sel := profile.Selection{Computer: *body.Computer}
 	if body.AllowHostEnvironment != nil {
 		sel.AllowHostEnvironment = *body.AllowHostEnvironment

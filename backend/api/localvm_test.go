@@ -173,3 +173,30 @@ func TestLocalVMUnavailable(t *testing.T) {
 		}
 	}
 }
+
+func TestComputerSelectionRefusedWhileBusy(t *testing.T) {
+	f, m := newVMFixture(t)
+	id := f.newAgent(f.admin, "Ada")
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	if rec := f.do(req{method: "POST", path: "/api/app/agents/" + id + "/local-vm/create", cookie: f.admin}); rec.Code != 200 {
+		t.Fatalf("create: %d %s", rec.Code, rec.Body)
+	}
+	v, err := m.Agent(context.Background(), decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.MarkBusy(v.Desktop.ID, "agent Ada's task")
+	rec := f.do(req{method: "PUT", path: "/api/app/agents/" + id + "/computer-selection", cookie: f.admin, body: `{"computer":"none"}`})
+	if rec.Code != 409 || !strings.Contains(rec.Body.String(), "agent Ada's task") {
+		t.Fatalf("change during a task: %d %s", rec.Code, rec.Body)
+	}
+	if a, _ := f.store.Agent(id); a.Computer != "vm" {
+		t.Fatalf("selection changed to %q", a.Computer)
+	}
+	m.MarkIdle(v.Desktop.ID)
+	if rec := f.do(req{method: "PUT", path: "/api/app/agents/" + id + "/computer-selection", cookie: f.admin, body: `{"computer":"none"}`}); rec.Code != 200 {
+		t.Fatalf("change when idle: %d %s", rec.Code, rec.Body)
+	}
+}
