@@ -31,6 +31,8 @@ ensure_podman_service() {
   if curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then return 0; fi
   say "starting the Podman API service"
   mkdir -p /run/podman
+  rm -f "$sock" # a socket left by a service that was killed
+
   nohup podman system service --time=0 "unix://$sock" >/tmp/cubicle-podman-service.log 2>&1 &
   for _ in $(seq 50); do
     curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
