@@ -25,4 +25,4 @@ say "web UI unit tests"
 (cd frontend && npm test --silent)
 
 say "browser tests"
-(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" npm run test:e2e --silent)
+(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 npm run test:e2e --silent)

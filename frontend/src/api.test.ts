@@ -144,6 +144,116 @@ describe('Client routes', () => {
       path: '/api/app/admin/doctor',
       result: [{ name: 'engine', status: 'ok', detail: 'podman 4.3.1', fix: '' }],
     },
+    {
+      name: 'model settings',
+      call: (c) => c.getModel(),
+      response: json(200, { baseUrl: 'u', model: 'm', hasApiKey: true, configured: true, source: 'settings' }),
+      method: 'GET',
+      path: '/api/app/admin/model',
+      result: { baseUrl: 'u', model: 'm', hasApiKey: true, configured: true, source: 'settings' },
+    },
+    {
+      name: 'save model settings',
+      call: (c) => c.setModel({ baseUrl: 'u', model: 'm', apiKey: 'k' }),
+      response: json(200, { baseUrl: 'u', model: 'm', hasApiKey: true, configured: true, source: 'settings' }),
+      method: 'PUT',
+      path: '/api/app/admin/model',
+      body: { baseUrl: 'u', model: 'm', apiKey: 'k' },
+      result: { baseUrl: 'u', model: 'm', hasApiKey: true, configured: true, source: 'settings' },
+    },
+    {
+      name: 'local vm status',
+      call: (c) => c.localVM(),
+      response: json(200, { preparing: false }),
+      method: 'GET',
+      path: '/api/app/admin/local-vm',
+      result: { preparing: false },
+    },
+    {
+      name: 'prepare image',
+      call: (c) => c.prepareImage('cursor'),
+      response: json(202, { imageKey: 'cursor', running: true }),
+      method: 'POST',
+      path: '/api/app/admin/local-vm/prepare',
+      body: { imageKey: 'cursor' },
+      result: { imageKey: 'cursor', running: true },
+    },
+    {
+      name: 'vm policy',
+      call: (c) => c.setVMPolicy('shared', 3),
+      response: json(200, { isolation: 'shared', maxInstances: 3, idleStopMinutes: 5 }),
+      method: 'PUT',
+      path: '/api/app/admin/local-vm/policy',
+      body: { isolation: 'shared', maxInstances: 3 },
+      result: { isolation: 'shared', maxInstances: 3, idleStopMinutes: 5 },
+    },
+    {
+      name: 'idle policy',
+      call: (c) => c.setIdlePolicy('req-1', 0),
+      response: json(200, { isolation: 'shared', maxInstances: 3, idleStopMinutes: 0 }),
+      method: 'PUT',
+      path: '/api/app/admin/local-vm/idle-policy',
+      body: { requestId: 'req-1', idleStopMinutes: 0 },
+      result: { isolation: 'shared', maxInstances: 3, idleStopMinutes: 0 },
+    },
+    {
+      name: 'agent vm',
+      call: (c) => c.agentVM('a/1'),
+      response: json(200, { agentId: 'a/1' }),
+      method: 'GET',
+      path: '/api/app/agents/a%2F1/local-vm',
+      result: { agentId: 'a/1' },
+    },
+    {
+      name: 'agent vm action',
+      call: (c) => c.agentVMAction('a1', 'recreate'),
+      response: json(200, { agentId: 'a1' }),
+      method: 'POST',
+      path: '/api/app/agents/a1/local-vm/recreate',
+      result: { agentId: 'a1' },
+    },
+    {
+      name: 'agent vm image',
+      call: (c) => c.setAgentImage('a1', 'cursor'),
+      response: json(200, { agentId: 'a1' }),
+      method: 'PUT',
+      path: '/api/app/agents/a1/local-vm/image',
+      body: { imageKey: 'cursor' },
+      result: { agentId: 'a1' },
+    },
+    {
+      name: 'chat sessions of an agent',
+      call: (c) => c.chatSessions('a 1'),
+      response: json(200, { sessions: null }),
+      method: 'GET',
+      path: '/api/app/chat/sessions?agentId=a%201',
+      result: [],
+    },
+    {
+      name: 'chat session',
+      call: (c) => c.chatSession('s1'),
+      response: json(200, { sessionId: 's1', history: [] }),
+      method: 'GET',
+      path: '/api/app/chat/sessions/s1',
+      result: { sessionId: 's1', history: [] },
+    },
+    {
+      name: 'chat timeline',
+      call: (c) => c.chatTimeline('s1'),
+      response: json(200, { sessionId: 's1', total: 0 }),
+      method: 'GET',
+      path: '/api/app/chat/sessions/s1/history',
+      result: { sessionId: 's1', total: 0 },
+    },
+    {
+      name: 'stop chat',
+      call: (c) => c.stopChat('s1'),
+      response: json(200, { stopped: true }),
+      method: 'POST',
+      path: '/api/app/chat/stop',
+      body: { sessionId: 's1' },
+      result: { stopped: true },
+    },
   ];
 
   for (const tc of cases) {
@@ -281,5 +391,42 @@ describe('Client 401 handling', () => {
     const onUnauthenticated = vi.fn();
     await expect(new Client({ fetch: f.fetch, onUnauthenticated }).logout()).rejects.toMatchObject({ status: 401 });
     expect(onUnauthenticated).not.toHaveBeenCalled();
+  });
+});
+
+describe('Client chat stream', () => {
+  const streamOf = (chunks: string[]) =>
+    new Response(
+      new ReadableStream({
+        start(c) {
+          const enc = new TextEncoder();
+          for (const ch of chunks) c.enqueue(enc.encode(ch));
+          c.close();
+        },
+      }),
+      { status: 200, headers: { 'Content-Type': 'text/event-stream' } },
+    );
+
+  it('posts the turn and delivers every event, across chunk boundaries', async () => {
+    const f = fakeFetch(streamOf(['data: {"type":"AGENT_START"}\n\ndata: {"type":"TEXT_BLOCK', '_DELTA","delta":"你好"}\n\n', 'data: {"type":"AGENT_END"}\n\n']));
+    const client = new Client({ fetch: f.fetch });
+    const got: string[] = [];
+    await client.chat({ sessionId: 's1', userId: 'u1', agentId: 'a1', input: 'hi' }, (e) => got.push(e.type + (e.delta ?? '')));
+    expect(got).toEqual(['AGENT_START', 'TEXT_BLOCK_DELTA你好', 'AGENT_END']);
+    const [call] = f.calls;
+    expect(call.url).toBe('/api/app/chat');
+    expect(call.init.method).toBe('POST');
+    expect(headersOf(call)['Accept']).toBe('text/event-stream');
+    expect(JSON.parse(call.init.body as string)).toEqual({ sessionId: 's1', userId: 'u1', agentId: 'a1', input: 'hi' });
+  });
+
+  it('a refusal before the stream is an ApiError with the server message', async () => {
+    const f = fakeFetch(json(503, { error: 'chat is not available in this mode', code: 'unavailable' }));
+    const client = new Client({ fetch: f.fetch });
+    await expect(client.chat({ sessionId: 's', userId: 'u', agentId: 'a', input: 'x' }, () => undefined)).rejects.toMatchObject({
+      status: 503,
+      code: 'unavailable',
+      message: 'chat is not available in this mode',
+    });
   });
 });

@@ -5,6 +5,8 @@
 // the HttpOnly session cookie; in the Wails window they go to the backend's loopback URL
 // with a per-launch bearer token and no cookies.
 
+import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat';
+
 /** A signed-in account. */
 export interface User {
   id: string;
@@ -43,6 +45,145 @@ export interface DoctorCheck {
 export interface Health {
   ok: boolean;
   version: string;
+}
+
+/** GET/PUT /api/app/admin/model. */
+export interface ModelSettings {
+  baseUrl: string;
+  model: string;
+  hasApiKey: boolean;
+  configured: boolean;
+  source: string;
+}
+
+/** The body of PUT /api/app/admin/model; apiKey omitted keeps the saved key, "" clears it. */
+export interface ModelUpdate {
+  baseUrl: string;
+  model: string;
+  apiKey?: string;
+}
+
+/** Progress of one image preparation (backend/vm PrepareState). */
+export interface PrepareState {
+  imageKey: string;
+  running: boolean;
+  phase: string;
+  message: string;
+  percent: number;
+  startedAt: string;
+  finishedAt?: string;
+  error?: string;
+}
+
+/** One image key and its prepared record (backend/vm ImageView). */
+export interface ImageView {
+  imageKey: string;
+  prepared: boolean;
+  ref?: string;
+  imageId?: string;
+  driverVersion?: string;
+  preparedAt?: string;
+  prepare?: PrepareState;
+}
+
+/** A desktop (backend/vm InstanceView). */
+export interface InstanceView {
+  id: string;
+  scope: string;
+  accountId?: string;
+  agentId?: string;
+  description: string;
+  name?: string;
+  fixed: boolean;
+  imageKey?: string;
+  imageRef?: string;
+  imagePending: boolean;
+  state: string;
+  container?: string;
+  busyBy?: string;
+  idleStopAt?: string;
+  idleStopInSeconds?: number;
+  startedAt?: string;
+  lastError?: string;
+}
+
+/** The node's policies. */
+export interface VMPolicy {
+  isolation: string;
+  maxInstances: number;
+  idleStopMinutes: number;
+}
+
+/** GET /api/app/admin/local-vm. */
+export interface LocalVMStatus {
+  nodeId: string;
+  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string };
+  compose: boolean;
+  images: ImageView[] | null;
+  preparing: boolean;
+  policy: VMPolicy;
+  running: number;
+  instances: InstanceView[] | null;
+  strays?: string[];
+}
+
+/** GET /api/app/agents/:id/local-vm. */
+export interface AgentVM {
+  agentId: string;
+  isolation: string;
+  desktop: InstanceView;
+  images: string[] | null;
+  desktops?: InstanceView[];
+}
+
+/** An instance action. */
+export type VMAction = 'create' | 'start' | 'stop' | 'recreate' | 'remove';
+
+/** A chat session in the list. */
+export interface ChatSessionInfo {
+  sessionId: string;
+  agentId?: string;
+  title?: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A saved chat session with its history. */
+export interface ChatSessionFull extends ChatSessionInfo {
+  history?: Msg[] | null;
+  pending?: unknown;
+}
+
+/** One tool run of the execution history. */
+export interface ToolRun {
+  id: string;
+  turnId: string;
+  step: number;
+  tool: string;
+  status: string;
+  durationMs: number;
+  createdAt: string;
+  outputSha256: string | null;
+}
+
+/** GET /api/app/chat/sessions/:id/history. */
+export interface Timeline {
+  sessionId: string;
+  runs: ToolRun[] | null;
+  total: number;
+  failed: number;
+  failureRate: number;
+  durationMs: number;
+  byTool: Array<{ tool: string; count: number; failed: number; durationMs: number; maxMs: number }> | null;
+}
+
+/** The body of POST /api/app/chat. */
+export interface ChatRequest {
+  sessionId: string;
+  userId: string;
+  agentId: string;
+  input: string;
+  confirmResults?: ConfirmResult[];
 }
 
 /** The error classes the server puts in `code`. */
@@ -203,6 +344,129 @@ export class Client {
   async doctor(): Promise<DoctorCheck[]> {
     const res = await this.request<{ checks: DoctorCheck[] | null }>('GET', '/api/app/admin/doctor');
     return res.checks ?? [];
+  }
+
+  /** GET /api/app/admin/model (admin only). */
+  getModel(): Promise<ModelSettings> {
+    return this.request<ModelSettings>('GET', '/api/app/admin/model');
+  }
+
+  /** PUT /api/app/admin/model (admin only); the key is never sent back. */
+  setModel(u: ModelUpdate): Promise<ModelSettings> {
+    return this.request<ModelSettings>('PUT', '/api/app/admin/model', u);
+  }
+
+  /** GET /api/app/admin/local-vm (admin only). */
+  localVM(): Promise<LocalVMStatus> {
+    return this.request<LocalVMStatus>('GET', '/api/app/admin/local-vm');
+  }
+
+  /** POST /api/app/admin/local-vm/prepare: starts (or joins) a preparation; poll localVM(). */
+  prepareImage(imageKey: string): Promise<PrepareState> {
+    return this.request<PrepareState>('POST', '/api/app/admin/local-vm/prepare', { imageKey });
+  }
+
+  /** PUT /api/app/admin/local-vm/policy. */
+  setVMPolicy(isolation: string, maxInstances: number): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', '/api/app/admin/local-vm/policy', { isolation, maxInstances });
+  }
+
+  /** PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). */
+  setIdlePolicy(requestId: string, idleStopMinutes: number): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', '/api/app/admin/local-vm/idle-policy', { requestId, idleStopMinutes });
+  }
+
+  /** GET /api/app/agents/:id/local-vm. */
+  agentVM(id: string): Promise<AgentVM> {
+    return this.request<AgentVM>('GET', `${agentPath(id)}/local-vm`);
+  }
+
+  /** POST /api/app/agents/:id/local-vm/:action. */
+  agentVMAction(id: string, action: VMAction): Promise<AgentVM> {
+    return this.request<AgentVM>('POST', `${agentPath(id)}/local-vm/${action}`);
+  }
+
+  /** PUT /api/app/agents/:id/local-vm/image. */
+  setAgentImage(id: string, imageKey: string): Promise<AgentVM> {
+    return this.request<AgentVM>('PUT', `${agentPath(id)}/local-vm/image`, { imageKey });
+  }
+
+  /** GET /api/app/chat/sessions?agentId=. */
+  async chatSessions(agentId: string): Promise<ChatSessionInfo[]> {
+    const res = await this.request<{ sessions: ChatSessionInfo[] | null }>(
+      'GET',
+      `/api/app/chat/sessions?agentId=${encodeURIComponent(agentId)}`,
+    );
+    return res.sessions ?? [];
+  }
+
+  /** GET /api/app/chat/sessions/:id. */
+  chatSession(id: string): Promise<ChatSessionFull> {
+    return this.request<ChatSessionFull>('GET', `/api/app/chat/sessions/${encodeURIComponent(id)}`);
+  }
+
+  /** GET /api/app/chat/sessions/:id/history: the execution timeline. */
+  chatTimeline(id: string): Promise<Timeline> {
+    return this.request<Timeline>('GET', `/api/app/chat/sessions/${encodeURIComponent(id)}/history`);
+  }
+
+  /** POST /api/app/chat/stop. */
+  stopChat(sessionId: string): Promise<{ stopped: boolean }> {
+    return this.request<{ stopped: boolean }>('POST', '/api/app/chat/stop', { sessionId });
+  }
+
+  /**
+   * POST /api/app/chat as a server-sent event stream: calls onEvent for every event until the
+   * stream ends. Errors before the stream starts are ApiErrors.
+   */
+  async chat(body: ChatRequest, onEvent: (e: ChatEvent) => void, signal?: AbortSignal): Promise<void> {
+    const headers: Record<string, string> = { Accept: 'text/event-stream', 'Content-Type': 'application/json' };
+    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+    let res: Response;
+    try {
+      res = await this.fetchImpl(this.baseUrl + '/api/app/chat', {
+        method: 'POST',
+        headers,
+        credentials: this.usesToken ? 'omit' : 'same-origin',
+        body: JSON.stringify(body),
+        signal,
+      });
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
+    }
+    if (!res.ok) {
+      const err = await errorFrom(res);
+      if (res.status === 401) this.onUnauthenticated?.();
+      throw err;
+    }
+    const parser = new SSEParser();
+    const emit = (chunk: string) => {
+      for (const data of parser.push(chunk)) {
+        try {
+          onEvent(JSON.parse(data) as ChatEvent);
+        } catch {
+          // not JSON: skip (unknown events are tolerated)
+        }
+      }
+    };
+    if (!res.body) {
+      emit((await res.text()) + '\n\n');
+      return;
+    }
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      emit(dec.decode(value, { stream: true }));
+    }
+    emit(dec.decode() + '\n\n');
+  }
+
+  /** The base URL ('' = same origin) and bearer token, for the websocket channel. */
+  get connection(): { baseUrl: string; token: string } {
+    return { baseUrl: this.baseUrl, token: this.token ?? '' };
   }
 
   private async request<T>(

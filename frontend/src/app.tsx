@@ -148,7 +148,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       page = <AgentsPage client={client} />;
       break;
     case 'agent':
-      page = <ChatPage key={route.id} client={client} agentId={route.id} />;
+      page = <ChatPage key={route.id} client={client} agentId={route.id} user={user} />;
       break;
     case 'settings':
       page = <SettingsPage client={client} user={user} section={route.section} />;

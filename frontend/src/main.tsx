@@ -6,6 +6,7 @@ import { App } from './app';
 import { isAppRoute } from './router';
 import { detectShell, type DesktopWindow } from './shell';
 import './styles.css';
+import './workspace.css';
 
 const unauthenticatedEvent = 'cubicle:unauthenticated';
 

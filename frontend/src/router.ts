@@ -1,4 +1,4 @@
-// Hash routes of the UI. Parsing is pure so it can be tested without a browser.
+// Hash routes of the UI (#/settings/model is the model section). Parsing is pure so it can be tested without a browser.
 
 /** A parsed hash route. */
 export type Route =
@@ -9,7 +9,7 @@ export type Route =
   | { name: 'not-found'; hash: string };
 
 /** Sections of the Settings page. */
-export type SettingsSection = 'local-vm';
+export type SettingsSection = 'local-vm' | 'model';
 
 /** Parses location.hash ("#/agents/abc") into a Route. An empty hash is the agent list. */
 export function parseRoute(hash: string): Route {
@@ -34,6 +34,7 @@ export function parseRoute(hash: string): Route {
       if (parts.length === 1 || (parts.length === 2 && parts[1] === 'local-vm')) {
         return { name: 'settings', section: 'local-vm' };
       }
+      if (parts.length === 2 && parts[1] === 'model') return { name: 'settings', section: 'model' };
       break;
   }
   return { name: 'not-found', hash };

@@ -1,21 +1,26 @@
-// The right-hand computer panel of a chat: which computer the agent uses and, later, its
-// live screen. Every change goes to the server; the panel shows the agent it answers with.
+// The right-hand computer panel of a chat: which computer the agent uses and, for a Local
+// VM, its image, lifecycle and live screen. Every change goes to the server; the panel shows
+// the agent it answers with.
 
 import { useState } from 'preact/hooks';
 import type { Agent, Client, ComputerSelection } from '../api';
 import { computerLabel, computerOptions, offersHostEnvironment } from '../computer';
 import { messageFor } from '../errors';
 import { allowHost, chooseComputer } from '../selection';
+import { LocalVMControls } from './LocalVMControls';
 
 interface ComputerPanelProps {
   client: Client;
   agent: Agent;
   onAgent: (agent: Agent) => void;
   onClose: () => void;
+  onOpenDesktop: () => void;
+  onOpenDual: () => void;
+  desktopOpen: boolean;
 }
 
 /** The computer panel. */
-export function ComputerPanel({ client, agent, onAgent, onClose }: ComputerPanelProps) {
+export function ComputerPanel({ client, agent, onAgent, onClose, onOpenDesktop, onOpenDual, desktopOpen }: ComputerPanelProps) {
   // The request in flight, shown until the server answers; then the agent is the truth.
   const [pending, setPending] = useState<ComputerSelection | null>(null);
   const [error, setError] = useState('');
@@ -103,18 +108,26 @@ export function ComputerPanel({ client, agent, onAgent, onClose }: ComputerPanel
         <p class="muted small">Change this agent's computer on the desktop app or a wider screen.</p>
       </section>
 
-      <section class="panel-section">
-        <div class="empty-state screen-empty" id="computer-empty">
-          <svg viewBox="0 0 32 32" width="36" height="36" aria-hidden="true">
-            <rect x="3" y="5" width="26" height="18" rx="3" fill="none" stroke="currentColor" stroke-width="2" />
-            <rect x="11" y="25" width="10" height="3" rx="1" fill="currentColor" />
-          </svg>
-          <p class="empty-title">No computer yet — desktops arrive with the Local VM feature</p>
-          <p class="muted small">
-            The live screen, take over and hand back will appear here. Nothing is running for this agent.
-          </p>
-        </div>
-      </section>
+      {agent.computer === 'vm' ? (
+        <LocalVMControls
+          client={client}
+          agentId={agent.id}
+          onOpenDesktop={onOpenDesktop}
+          onOpenDual={onOpenDual}
+          desktopOpen={desktopOpen}
+        />
+      ) : (
+        <section class="panel-section">
+          <div class="empty-state screen-empty" id="computer-empty">
+            <svg viewBox="0 0 32 32" width="36" height="36" aria-hidden="true">
+              <rect x="3" y="5" width="26" height="18" rx="3" fill="none" stroke="currentColor" stroke-width="2" />
+              <rect x="11" y="25" width="10" height="3" rx="1" fill="currentColor" />
+            </svg>
+            <p class="empty-title">No desktop for {computerLabel(agent.computer)}</p>
+            <p class="muted small">Choose Local VM to create a desktop and watch its live screen here.</p>
+          </div>
+        </section>
+      )}
     </aside>
   );
 }

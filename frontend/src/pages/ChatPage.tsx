@@ -1,15 +1,19 @@
-// An agent's chat: agent sidebar, the conversation, and the computer panel on the right.
+// An agent's chat: agent sidebar, the conversation (or a desktop view in the main area), and
+// the computer panel on the right. On phones the Computer button opens the full-screen view.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Agent, type Client } from '../api';
+import { ApiError, type Agent, type Client, type User } from '../api';
 import { AgentSidebar } from '../components/AgentSidebar';
 import { ComputerPanel } from '../components/ComputerPanel';
+import { Conversation } from '../components/Conversation';
+import { DualDesktop, InteractiveDesktop, MobileComputer } from '../components/DesktopViews';
 import { messageFor } from '../errors';
 import { useTitle } from '../hooks';
 
 interface ChatPageProps {
   client: Client;
   agentId: string;
+  user: User;
 }
 
 const panelKey = 'cubicle.computerPanelOpen';
@@ -26,13 +30,29 @@ function initialPanelOpen(): boolean {
 }
 
 /** The chat page of one agent. */
-export function ChatPage({ client, agentId }: ChatPageProps) {
+const phoneQuery = '(max-width: 640px)';
+
+function usePhone(): boolean {
+  const [phone, setPhone] = useState(() => window.matchMedia(phoneQuery).matches);
+  useEffect(() => {
+    const mq = window.matchMedia(phoneQuery);
+    const on = () => setPhone(mq.matches);
+    mq.addEventListener('change', on);
+    return () => mq.removeEventListener('change', on);
+  }, []);
+  return phone;
+}
+
+export function ChatPage({ client, agentId, user }: ChatPageProps) {
   const [agent, setAgent] = useState<Agent | null>(null);
   const [agentError, setAgentError] = useState<{ message: string; notFound: boolean } | null>(null);
   const [agents, setAgents] = useState<Agent[] | null>(null);
   const [listError, setListError] = useState('');
   const [panelOpen, setPanelOpen] = useState(initialPanelOpen);
   const [drawerOpen, setDrawerOpen] = useState(false);
+  const [mainView, setMainView] = useState<'chat' | 'desktop' | 'dual'>('chat');
+  const [mobileOpen, setMobileOpen] = useState(false);
+  const phone = usePhone();
   useTitle(agent?.name ?? 'Chat');
 
   useEffect(() => {
@@ -56,6 +76,10 @@ export function ChatPage({ client, agentId }: ChatPageProps) {
   }, [client, agentId]);
 
   const togglePanel = () => {
+    if (phone) {
+      setMobileOpen(!mobileOpen);
+      return;
+    }
     const next = !panelOpen;
     setPanelOpen(next);
     try {
@@ -70,7 +94,7 @@ export function ChatPage({ client, agentId }: ChatPageProps) {
     setAgents((list) => list && list.map((x) => (x.id === a.id ? a : x)));
   };
 
-  const classes = ['chat-layout', panelOpen ? 'panel-open' : '', drawerOpen ? 'drawer-open' : ''].join(' ');
+  const classes = ['chat-layout', panelOpen && !phone ? 'panel-open' : '', drawerOpen ? 'drawer-open' : ''].join(' ');
 
   return (
     <div class={classes}>
@@ -94,9 +118,9 @@ export function ChatPage({ client, agentId }: ChatPageProps) {
           </h1>
           <button
             id="computer-toggle"
-            class={`btn small${panelOpen ? ' primary' : ''}`}
+            class={`btn small${panelOpen && !phone ? ' primary' : ''}`}
             type="button"
-            aria-expanded={panelOpen}
+            aria-expanded={phone ? mobileOpen : panelOpen}
             aria-controls="computer-panel"
             onClick={togglePanel}
             disabled={!agent}
@@ -117,36 +141,27 @@ export function ChatPage({ client, agentId }: ChatPageProps) {
               Back to agents
             </a>
           </div>
+        ) : mainView === 'desktop' && agent ? (
+          <InteractiveDesktop client={client} agent={agent} onClose={() => setMainView('chat')} />
+        ) : mainView === 'dual' && agent ? (
+          <DualDesktop client={client} agents={agents ?? [agent]} agentId={agent.id} onClose={() => setMainView('chat')} />
         ) : (
-          <>
-            <div class="messages" id="messages" aria-live="polite">
-              <div class="empty-state">
-                <p class="empty-title">No messages yet</p>
-                <p class="muted small">Conversations with {agent?.name ?? 'this agent'} will appear here.</p>
-              </div>
-            </div>
-            <form class="composer" onSubmit={(e) => e.preventDefault()}>
-              <textarea
-                id="chat-input"
-                rows={2}
-                disabled
-                placeholder={agent ? `Message ${agent.name}…` : 'Message…'}
-                aria-describedby="chat-unavailable"
-              />
-              <button class="btn primary" type="submit" disabled>
-                Send
-              </button>
-              <p class="muted small composer-note" id="chat-unavailable">
-                Chat arrives with the agent runtime — sending messages is not available yet.
-              </p>
-            </form>
-          </>
+          <Conversation client={client} agent={agent} agentId={agentId} userId={user.id} />
         )}
       </main>
 
-      {panelOpen && agent && (
-        <ComputerPanel client={client} agent={agent} onAgent={updateAgent} onClose={togglePanel} />
+      {panelOpen && !phone && agent && (
+        <ComputerPanel
+          client={client}
+          agent={agent}
+          onAgent={updateAgent}
+          onClose={togglePanel}
+          onOpenDesktop={() => setMainView('desktop')}
+          onOpenDual={() => setMainView('dual')}
+          desktopOpen={mainView !== 'chat'}
+        />
       )}
+      {phone && mobileOpen && agent && <MobileComputer client={client} agent={agent} onClose={() => setMobileOpen(false)} />}
     </div>
   );
 }

@@ -1,0 +1,176 @@
+import { describe, expect, it } from 'vitest';
+import {
+  addUserMessage,
+  argsSummary,
+  emptyChat,
+  endTurn,
+  fromHistory,
+  reduce,
+  SSEParser,
+  type Block,
+  type ChatEvent,
+  type ChatState,
+} from './chat';
+
+const run = (events: ChatEvent[], start: ChatState = addUserMessage(emptyChat, 'u1', 'hi')) =>
+  events.reduce(reduce, start);
+
+const blocksOf = (s: ChatState) => s.messages[s.messages.length - 1].blocks;
+
+describe('reduce', () => {
+  it('streams text into one block and ends the turn', () => {
+    const s = run([
+      { type: 'AGENT_START', name: 'Bob' },
+      { type: 'TEXT_BLOCK_START', blockId: 'b1' },
+      { type: 'TEXT_BLOCK_DELTA', blockId: 'b1', delta: 'Hel' },
+      { type: 'TEXT_BLOCK_DELTA', blockId: 'b1', delta: 'lo' },
+      { type: 'TEXT_BLOCK_END', blockId: 'b1' },
+      { type: 'AGENT_RESULT', result: { id: 'r', name: 'Bob', role: 'assistant', content: [{ type: 'text', text: 'Hello' }] } },
+      { type: 'AGENT_END' },
+    ]);
+    expect(s.running).toBe(false);
+    expect(s.messages).toHaveLength(2);
+    expect(s.messages[1].name).toBe('Bob');
+    expect(blocksOf(s)).toEqual([{ kind: 'text', id: 'b1', text: 'Hello', done: true }]);
+  });
+
+  it('builds a tool block: name, streamed arguments, result text, image, state', () => {
+    const s = run([
+      { type: 'AGENT_START' },
+      { type: 'TOOL_CALL_START', toolCallId: 't1', toolCallName: 'computer_shell' },
+      { type: 'TOOL_CALL_DELTA', toolCallId: 't1', delta: '{"command":' },
+      { type: 'TOOL_CALL_DELTA', toolCallId: 't1', delta: '"echo hi"}' },
+      { type: 'TOOL_CALL_END', toolCallId: 't1' },
+      { type: 'TOOL_RESULT_START', toolCallId: 't1', toolCallName: 'computer_shell' },
+      { type: 'TOOL_RESULT_TEXT_DELTA', toolCallId: 't1', delta: 'hi\n' },
+      { type: 'TOOL_RESULT_DATA_DELTA', toolCallId: 't1', data: { type: 'image', mediaType: 'image/jpeg', data: 'AAAA' } },
+      { type: 'TOOL_RESULT_END', toolCallId: 't1', state: 'success' },
+    ]);
+    const [b] = blocksOf(s);
+    expect(b).toMatchObject({
+      kind: 'tool',
+      id: 't1',
+      name: 'computer_shell',
+      args: '{"command":"echo hi"}',
+      result: 'hi\n',
+      state: 'success',
+      images: [{ mediaType: 'image/jpeg', data: 'AAAA' }],
+    });
+    expect(argsSummary((b as Extract<Block, { kind: 'tool' }>).args)).toBe('echo hi');
+  });
+
+  it('keeps thinking separate from text and handles several tools in order', () => {
+    const s = run([
+      { type: 'THINKING_BLOCK_START', blockId: 'th' },
+      { type: 'THINKING_BLOCK_DELTA', blockId: 'th', delta: 'hmm' },
+      { type: 'THINKING_BLOCK_END', blockId: 'th' },
+      { type: 'TOOL_CALL_START', toolCallId: 'a', toolCallName: 'x' },
+      { type: 'TOOL_CALL_START', toolCallId: 'b', toolCallName: 'y' },
+      { type: 'TOOL_RESULT_END', toolCallId: 'b', state: 'error' },
+      { type: 'TOOL_RESULT_END', toolCallId: 'a', state: 'denied' },
+    ]);
+    expect(blocksOf(s).map((b) => [b.kind, b.id, b.kind === 'tool' ? b.state : ''])).toEqual([
+      ['thinking', 'th', ''],
+      ['tool', 'a', 'denied'],
+      ['tool', 'b', 'error'],
+    ]);
+  });
+
+  it('shows a confirmation card and marks it answered from USER_CONFIRM_RESULT', () => {
+    const tc = { id: 't9', name: 'computer_shell', input: { command: 'rm -rf /' } };
+    let s = run([{ type: 'REQUIRE_USER_CONFIRM', id: 'c1', toolCalls: [tc] }, { type: 'AGENT_END' }]);
+    expect(s.awaitingConfirm).toBe(true);
+    expect(blocksOf(s)).toEqual([{ kind: 'confirm', id: 'c1', toolCalls: [tc], answered: '' }]);
+    s = reduce(s, { type: 'USER_CONFIRM_RESULT', confirmResults: [{ confirmed: true, toolCall: tc, rules: ['computer_shell:rm *'] }] });
+    expect(s.awaitingConfirm).toBe(false);
+    expect(blocksOf(s)[0]).toMatchObject({ answered: 'always' });
+  });
+
+  it.each([
+    ['deny', [{ confirmed: false }], 'denied'],
+    ['allow once', [{ confirmed: true }], 'allowed'],
+  ])('confirmation answer %s', (_n, results, want) => {
+    const tc = { id: 't', name: 'n', input: null };
+    let s = run([{ type: 'REQUIRE_USER_CONFIRM', id: 'c', toolCalls: [tc] }]);
+    s = reduce(s, { type: 'USER_CONFIRM_RESULT', confirmResults: results.map((r) => ({ ...r, toolCall: tc })) });
+    expect(blocksOf(s)[0]).toMatchObject({ answered: want });
+  });
+
+  it('uses the final result when no text was streamed, tolerates unknown types', () => {
+    const s = run([
+      { type: 'SOMETHING_NEW' },
+      { type: 'CUSTOM', value: 1 },
+      { type: 'AGENT_RESULT', result: { id: 'r', name: 'a', role: 'assistant', content: [{ type: 'text', text: 'Done.' }] } },
+    ]);
+    expect(blocksOf(s)).toEqual([{ kind: 'text', id: 'r0', text: 'Done.', done: true }]);
+  });
+
+  it('notices for stop, max iterations and all tools denied', () => {
+    const s = run([
+      { type: 'REQUEST_STOP', reason: 'user asked' },
+      { type: 'EXCEED_MAX_ITERS', maxIters: 5, currentIter: 5 },
+      { type: 'ALL_TOOLS_DENIED' },
+    ]);
+    expect(blocksOf(s).map((b) => (b.kind === 'notice' ? b.text : ''))).toEqual([
+      'Stopped: user asked',
+      'Stopped after 5 steps (the limit is 5).',
+      'All tool calls were denied.',
+    ]);
+  });
+
+  it('endTurn marks cut-off tools interrupted and adds the error', () => {
+    let s = run([{ type: 'TOOL_CALL_START', toolCallId: 't', toolCallName: 'x' }]);
+    s = endTurn(s, 'network down');
+    expect(s.running).toBe(false);
+    expect(blocksOf(s)).toMatchObject([
+      { kind: 'tool', state: 'interrupted' },
+      { kind: 'notice', tone: 'error', text: 'network down' },
+    ]);
+  });
+});
+
+describe('SSEParser', () => {
+  it('splits events across chunk boundaries', () => {
+    const p = new SSEParser();
+    expect(p.push('data: {"type":"A"}\n\ndata: {"ty')).toEqual(['{"type":"A"}']);
+    expect(p.push('pe":"B"}\r\n\r\n: comment\n\n')).toEqual(['{"type":"B"}']);
+    expect(p.push('data: x\ndata: y\n\n')).toEqual(['x\ny']);
+  });
+});
+
+describe('fromHistory', () => {
+  it('rebuilds user and agent messages with tool results and images', () => {
+    const msgs = fromHistory([
+      { id: 'm1', name: 'user', role: 'user', content: [{ type: 'text', text: '/shell echo hi' }] },
+      {
+        id: 'm2',
+        name: 'Bob',
+        role: 'assistant',
+        content: [{ type: 'tool_use', toolCallId: 't1', name: 'computer_shell', input: { command: 'echo hi' } }],
+      },
+      {
+        id: 'm3',
+        name: 'tool',
+        role: 'user',
+        content: [
+          {
+            type: 'tool_result',
+            toolCallId: 't1',
+            state: 'error',
+            content: [
+              { type: 'text', text: 'no desktop' },
+              { type: 'image', mediaType: 'image/png', data: 'QQ==' },
+            ],
+          },
+        ],
+      },
+      { id: 'm4', name: 'Bob', role: 'assistant', content: [{ type: 'text', text: 'failed' }] },
+    ]);
+    expect(msgs.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(msgs[1].blocks).toMatchObject([
+      { kind: 'tool', name: 'computer_shell', result: 'no desktop', state: 'error', images: [{ data: 'QQ==' }] },
+      { kind: 'text', text: 'failed' },
+    ]);
+    expect(fromHistory(null)).toEqual([]);
+  });
+});

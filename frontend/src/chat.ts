@@ -1,0 +1,432 @@
+// The chat's model: the server's event stream (SPEC §2.1) folded into messages made of
+// blocks. Pure functions only, so the folding is tested without a browser.
+
+/** A content block of a saved message (backend/agent/event.go ContentBlock). */
+export interface ContentBlock {
+  type: string; // text, image, thinking, tool_use, tool_result
+  text?: string;
+  mediaType?: string;
+  data?: string;
+  toolCallId?: string;
+  name?: string;
+  input?: Record<string, unknown>;
+  state?: string;
+  content?: ContentBlock[];
+}
+
+/** A saved or final message. */
+export interface Msg {
+  id: string;
+  name: string;
+  role: string;
+  content: ContentBlock[] | null;
+  timestamp?: string;
+}
+
+/** A tool call the server asks the person to confirm. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  input: Record<string, unknown> | null;
+}
+
+/** One answer to a confirmation. */
+export interface ConfirmResult {
+  confirmed: boolean;
+  toolCall: ToolCall;
+  rules?: string[];
+}
+
+/** One event of the stream; fields by type, unknown ones tolerated. */
+export interface ChatEvent {
+  type: string;
+  id?: string;
+  createdAt?: string;
+  source?: string;
+  sessionId?: string;
+  replyId?: string;
+  name?: string;
+  role?: string;
+  blockId?: string;
+  delta?: string;
+  toolCallId?: string;
+  toolCallName?: string;
+  data?: ContentBlock;
+  state?: string;
+  result?: Msg;
+  maxIters?: number;
+  currentIter?: number;
+  toolCalls?: ToolCall[];
+  confirmResults?: ConfirmResult[];
+  reason?: string;
+  value?: unknown;
+}
+
+/** An image shown in a block. */
+export interface ImageData {
+  mediaType: string;
+  data: string;
+}
+
+/** One visible part of a message. */
+export type Block =
+  | { kind: 'text'; id: string; text: string; done: boolean }
+  | { kind: 'thinking'; id: string; text: string; done: boolean }
+  | {
+      kind: 'tool';
+      id: string;
+      name: string;
+      args: string;
+      result: string;
+      images: ImageData[];
+      state: string; // calling, running, success, error, interrupted, denied
+    }
+  | { kind: 'confirm'; id: string; toolCalls: ToolCall[]; answered: 'allowed' | 'always' | 'denied' | '' }
+  | { kind: 'notice'; id: string; tone: 'info' | 'warn' | 'error'; text: string };
+
+/** A message as shown. */
+export interface ChatMessage {
+  id: string;
+  role: 'user' | 'assistant';
+  name: string;
+  source?: string;
+  blocks: Block[];
+}
+
+/** The chat's state: messages and whether a turn is running. */
+export interface ChatState {
+  messages: ChatMessage[];
+  running: boolean;
+  /** Set while the server waits for the answer to a confirmation. */
+  awaitingConfirm: boolean;
+}
+
+export const emptyChat: ChatState = { messages: [], running: false, awaitingConfirm: false };
+
+/** Adds the person's message and marks the turn as running. */
+export function addUserMessage(s: ChatState, id: string, text: string): ChatState {
+  return {
+    messages: [...s.messages, { id, role: 'user', name: 'You', blocks: [{ kind: 'text', id, text, done: true }] }],
+    running: true,
+    awaitingConfirm: false,
+  };
+}
+
+/** Marks the turn as finished (the stream ended or failed). */
+export function endTurn(s: ChatState, error?: string): ChatState {
+  let next = { ...s, running: false };
+  if (error) next = pushBlock(next, { kind: 'notice', id: `err-${s.messages.length}`, tone: 'error', text: error });
+  // A tool still "calling"/"running" when the stream ends was cut off.
+  next.messages = next.messages.map((m) =>
+    m.blocks.some((b) => b.kind === 'tool' && (b.state === 'calling' || b.state === 'running'))
+      ? {
+          ...m,
+          blocks: m.blocks.map((b) =>
+            b.kind === 'tool' && (b.state === 'calling' || b.state === 'running') && !next.awaitingConfirm
+              ? { ...b, state: 'interrupted' }
+              : b,
+          ),
+        }
+      : m,
+  );
+  return next;
+}
+
+/** The assistant message events go to: the last one, or a new one. */
+function lastAssistant(s: ChatState, source?: string): [ChatState, ChatMessage] {
+  const last = s.messages[s.messages.length - 1];
+  if (last && last.role === 'assistant') return [s, last];
+  const m: ChatMessage = { id: `a-${s.messages.length}`, role: 'assistant', name: 'Agent', source, blocks: [] };
+  return [{ ...s, messages: [...s.messages, m] }, m];
+}
+
+function replaceLast(s: ChatState, m: ChatMessage): ChatState {
+  const messages = s.messages.slice();
+  messages[messages.length - 1] = m;
+  return { ...s, messages };
+}
+
+function pushBlock(s: ChatState, b: Block): ChatState {
+  const [s2, m] = lastAssistant(s);
+  return replaceLast(s2, { ...m, blocks: [...m.blocks, b] });
+}
+
+/** Changes the block with id (of kind) in the last assistant message, or adds make(). */
+function updateBlock<K extends Block['kind']>(
+  s: ChatState,
+  kind: K,
+  id: string,
+  make: () => Extract<Block, { kind: K }>,
+  change: (b: Extract<Block, { kind: K }>) => Extract<Block, { kind: K }>,
+): ChatState {
+  const [s2, m] = lastAssistant(s);
+  const i = m.blocks.findIndex((b) => b.kind === kind && b.id === id);
+  const blocks = m.blocks.slice();
+  if (i < 0) blocks.push(change(make()));
+  else blocks[i] = change(blocks[i] as Extract<Block, { kind: K }>);
+  return replaceLast(s2, { ...m, blocks });
+}
+
+const newTool = (id: string, name = ''): Extract<Block, { kind: 'tool' }> => ({
+  kind: 'tool',
+  id,
+  name,
+  args: '',
+  result: '',
+  images: [],
+  state: 'calling',
+});
+
+/** Folds one event into the state. Unknown types change nothing. */
+export function reduce(s: ChatState, e: ChatEvent): ChatState {
+  switch (e.type) {
+    case 'AGENT_START': {
+      const [s2, m] = lastAssistant(s, e.source);
+      return replaceLast(s2, { ...m, name: e.name || m.name, source: e.source });
+    }
+    case 'THINKING_BLOCK_START':
+    case 'THINKING_BLOCK_DELTA':
+    case 'THINKING_BLOCK_END': {
+      const id = e.blockId || 'thinking';
+      return updateBlock(
+        s,
+        'thinking',
+        id,
+        () => ({ kind: 'thinking', id, text: '', done: false }),
+        (b) => ({ ...b, text: b.text + (e.delta ?? ''), done: e.type === 'THINKING_BLOCK_END' }),
+      );
+    }
+    case 'TEXT_BLOCK_START':
+    case 'TEXT_BLOCK_DELTA':
+    case 'TEXT_BLOCK_END': {
+      const id = e.blockId || 'text';
+      return updateBlock(
+        s,
+        'text',
+        id,
+        () => ({ kind: 'text', id, text: '', done: false }),
+        (b) => ({ ...b, text: b.text + (e.delta ?? ''), done: e.type === 'TEXT_BLOCK_END' }),
+      );
+    }
+    case 'TOOL_CALL_START':
+    case 'TOOL_CALL_DELTA':
+    case 'TOOL_CALL_END': {
+      const id = e.toolCallId || 'tool';
+      return updateBlock(
+        s,
+        'tool',
+        id,
+        () => newTool(id, e.toolCallName),
+        (b) => ({ ...b, name: b.name || e.toolCallName || '', args: b.args + (e.delta ?? '') }),
+      );
+    }
+    case 'TOOL_RESULT_START':
+    case 'TOOL_RESULT_TEXT_DELTA':
+    case 'TOOL_RESULT_DATA_DELTA':
+    case 'TOOL_RESULT_END': {
+      const id = e.toolCallId || 'tool';
+      return updateBlock(
+        s,
+        'tool',
+        id,
+        () => newTool(id, e.toolCallName),
+        (b) => {
+          const next = { ...b, name: b.name || e.toolCallName || '' };
+          if (e.type === 'TOOL_RESULT_START') next.state = 'running';
+          if (e.type === 'TOOL_RESULT_TEXT_DELTA') next.result = b.result + (e.delta ?? '');
+          if (e.type === 'TOOL_RESULT_DATA_DELTA' && e.data) {
+            if (e.data.type === 'image' && e.data.data) {
+              next.images = [...b.images, { mediaType: e.data.mediaType || 'image/png', data: e.data.data }];
+            } else if (e.data.text) {
+              next.result = b.result + e.data.text;
+            }
+          }
+          if (e.type === 'TOOL_RESULT_END') next.state = e.state || 'success';
+          return next;
+        },
+      );
+    }
+    case 'REQUIRE_USER_CONFIRM': {
+      const id = e.id || `confirm-${s.messages.length}`;
+      const st = pushBlock(s, { kind: 'confirm', id, toolCalls: e.toolCalls ?? [], answered: '' });
+      return { ...st, awaitingConfirm: true };
+    }
+    case 'USER_CONFIRM_RESULT': {
+      // The server's record of the answer: mark open confirmation cards answered.
+      const results = e.confirmResults ?? [];
+      const allowed = results.length > 0 && results.every((r) => r.confirmed);
+      const always = results.some((r) => (r.rules ?? []).length > 0);
+      return {
+        ...s,
+        awaitingConfirm: false,
+        messages: s.messages.map((m) => ({
+          ...m,
+          blocks: m.blocks.map((b) =>
+            b.kind === 'confirm' && b.answered === ''
+              ? { ...b, answered: allowed ? (always ? 'always' : 'allowed') : 'denied' }
+              : b,
+          ),
+        })),
+      };
+    }
+    case 'ALL_TOOLS_DENIED':
+      return pushBlock(s, { kind: 'notice', id: e.id || 'denied', tone: 'warn', text: 'All tool calls were denied.' });
+    case 'EXCEED_MAX_ITERS':
+      return pushBlock(s, {
+        kind: 'notice',
+        id: e.id || 'iters',
+        tone: 'warn',
+        text: `Stopped after ${e.currentIter ?? e.maxIters ?? '?'} steps (the limit is ${e.maxIters ?? '?'}).`,
+      });
+    case 'REQUEST_STOP':
+      return pushBlock(s, {
+        kind: 'notice',
+        id: e.id || 'stop',
+        tone: 'info',
+        text: `Stopped${e.reason ? `: ${e.reason}` : '.'}`,
+      });
+    case 'HINT_BLOCK':
+      return e.delta ? pushBlock(s, { kind: 'notice', id: e.id || 'hint', tone: 'info', text: e.delta }) : s;
+    case 'AGENT_RESULT': {
+      // The final message: fill in text when no text blocks were streamed.
+      const [s2, m] = lastAssistant(s);
+      const hasText = m.blocks.some((b) => b.kind === 'text');
+      const texts = (e.result?.content ?? []).filter((c) => c.type === 'text' && c.text);
+      if (hasText || texts.length === 0) return s2;
+      return replaceLast(s2, {
+        ...m,
+        blocks: [...m.blocks, ...texts.map((c, i) => ({ kind: 'text' as const, id: `r${i}`, text: c.text ?? '', done: true }))],
+      });
+    }
+    case 'AGENT_END':
+      return { ...s, running: false };
+    default:
+      return s;
+  }
+}
+
+/**
+ * Splits an SSE byte stream (already decoded to text) into `data:` payloads. Feed chunks;
+ * it returns the complete events and keeps the rest.
+ */
+export class SSEParser {
+  private buf = '';
+
+  /** Adds a chunk and returns the data of every complete event in it. */
+  push(chunk: string): string[] {
+    this.buf += chunk.replace(/\r\n/g, '\n');
+    const out: string[] = [];
+    let i: number;
+    while ((i = this.buf.indexOf('\n\n')) >= 0) {
+      const raw = this.buf.slice(0, i);
+      this.buf = this.buf.slice(i + 2);
+      const data = raw
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (data !== '') out.push(data);
+    }
+    return out;
+  }
+}
+
+/** Turns a saved conversation into displayed messages. */
+export function fromHistory(history: Msg[] | null | undefined): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  const tools = new Map<string, Extract<Block, { kind: 'tool' }>>();
+  for (const [mi, msg] of (history ?? []).entries()) {
+    const blocks: Block[] = [];
+    for (const [bi, c] of (msg.content ?? []).entries()) {
+      const id = `${mi}-${bi}`;
+      switch (c.type) {
+        case 'text':
+          if (c.text) blocks.push({ kind: 'text', id, text: c.text, done: true });
+          break;
+        case 'thinking':
+          if (c.text) blocks.push({ kind: 'thinking', id, text: c.text, done: true });
+          break;
+        case 'image':
+          if (c.data) {
+            blocks.push({ ...newTool(id, 'image'), state: 'success', images: [{ mediaType: c.mediaType || 'image/png', data: c.data }] });
+          }
+          break;
+        case 'tool_use': {
+          const t = { ...newTool(c.toolCallId || id, c.name), args: c.input ? JSON.stringify(c.input) : '' };
+          tools.set(t.id, t);
+          blocks.push(t);
+          break;
+        }
+        case 'tool_result': {
+          const t = tools.get(c.toolCallId || '');
+          const result = (c.content ?? [])
+            .filter((x) => x.type === 'text')
+            .map((x) => x.text ?? '')
+            .join('');
+          const images = (c.content ?? [])
+            .filter((x) => x.type === 'image' && x.data)
+            .map((x) => ({ mediaType: x.mediaType || 'image/png', data: x.data ?? '' }));
+          if (t) {
+            t.result = result;
+            t.images = images;
+            t.state = c.state || 'success';
+          } else {
+            blocks.push({ ...newTool(c.toolCallId || id, c.name), result, images, state: c.state || 'success' });
+          }
+          break;
+        }
+      }
+    }
+    if (blocks.length === 0) continue;
+    // Tool results come back as "user"/"tool" messages; show them with the agent.
+    const isUser = msg.role === 'user' && !(msg.content ?? []).some((c) => c.type === 'tool_result');
+    if (!isUser && out.length > 0 && out[out.length - 1].role === 'assistant') {
+      out[out.length - 1].blocks.push(...blocks);
+      continue;
+    }
+    out.push({ id: msg.id || `h${mi}`, role: isUser ? 'user' : 'assistant', name: isUser ? 'You' : msg.name || 'Agent', blocks });
+  }
+  return out;
+}
+
+/** The arguments of a tool call, pretty-printed when they are JSON. */
+export function prettyArgs(args: string): string {
+  if (args.trim() === '') return '';
+  try {
+    return JSON.stringify(JSON.parse(args), null, 2);
+  } catch {
+    return args;
+  }
+}
+
+/** A short form of a tool's arguments for the block header. */
+export function argsSummary(args: string, max = 80): string {
+  let s = args;
+  try {
+    const v = JSON.parse(args) as unknown;
+    if (v && typeof v === 'object') {
+      s = Object.values(v as Record<string, unknown>)
+        .map((x) => (typeof x === 'string' ? x : JSON.stringify(x)))
+        .join(' ');
+    }
+  } catch {
+    // not JSON yet (still streaming)
+  }
+  s = s.replace(/\s+/g, ' ').trim();
+  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+}
+
+/** A new session id the server accepts (letters, digits, '-'). */
+export function newSessionId(): string {
+  return `s-${randomId()}`;
+}
+
+/** A random uuid-like id (crypto.randomUUID where available). */
+export function randomId(): string {
+  const c = globalThis.crypto as Crypto | undefined;
+  if (c && typeof c.randomUUID === 'function') return c.randomUUID();
+  const b = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) b[i] = Math.floor(Math.random() * 256);
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}

@@ -1,0 +1,212 @@
+// The messages of a chat: text, collapsible thinking, tool blocks (arguments, streamed
+// result, screenshots, state badge), confirmation cards and notices.
+
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { argsSummary, prettyArgs, type Block, type ChatState, type ToolCall } from '../chat';
+
+interface MessageListProps {
+  agentName: string;
+  state: ChatState;
+  loading: boolean;
+  onAnswer: (calls: ToolCall[], how: 'once' | 'always' | 'deny') => void;
+  onExample: (text: string) => void;
+}
+
+const stateLabel: Record<string, string> = {
+  calling: 'Calling',
+  running: 'Running',
+  success: 'Success',
+  error: 'Error',
+  interrupted: 'Interrupted',
+  denied: 'Denied',
+};
+
+const stateTone: Record<string, string> = {
+  calling: 'pending',
+  running: 'pending',
+  success: 'ok',
+  error: 'fail',
+  interrupted: 'warn',
+  denied: 'warn',
+};
+
+/** The scrolling message list. */
+export function MessageList({ agentName, state, loading, onAnswer, onExample }: MessageListProps) {
+  const ref = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+  // Follow the stream while the reader is at the bottom.
+  useEffect(() => {
+    const el = ref.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  }, [state]);
+
+  if (state.messages.length === 0) {
+    return (
+      <div class="messages" id="messages" aria-live="polite">
+        <div class="empty-state">
+          <p class="empty-title">{loading ? 'Loading the conversation…' : `Start a chat with ${agentName}`}</p>
+          {!loading && (
+            <p class="muted small">
+              Ask in plain language, or try{' '}
+              <button class="linklike" type="button" onClick={() => onExample('/help')}>
+                /help
+              </button>{' '}
+              and{' '}
+              <button class="linklike" type="button" onClick={() => onExample('/screenshot')}>
+                /screenshot
+              </button>
+              .
+            </p>
+          )}
+        </div>
+      </div>
+    );
+  }
+  return (
+    <div
+      class="messages filled"
+      id="messages"
+      ref={ref}
+      aria-live="polite"
+      onScroll={(e) => {
+        const el = e.currentTarget;
+        stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+      }}
+    >
+      {state.messages.map((m) => (
+        <article class={`msg ${m.role}`} key={m.id} data-role={m.role}>
+          <header class="msg-head">
+            <span class="msg-name">{m.role === 'user' ? 'You' : m.name}</span>
+            {m.source && <span class="muted small">{m.source}</span>}
+          </header>
+          <div class="msg-body">
+            {m.blocks.map((b) => (
+              <BlockView key={`${b.kind}-${b.id}`} block={b} onAnswer={onAnswer} />
+            ))}
+          </div>
+        </article>
+      ))}
+      {state.running && (
+        <p class="typing muted small" id="chat-running">
+          <span class="dot" />
+          <span class="dot" />
+          <span class="dot" /> Working…
+        </p>
+      )}
+    </div>
+  );
+}
+
+function BlockView({ block: b, onAnswer }: { block: Block; onAnswer: MessageListProps['onAnswer'] }) {
+  switch (b.kind) {
+    case 'text':
+      return <div class="block-text">{b.text}</div>;
+    case 'thinking':
+      return (
+        <details class="block-thinking" open={!b.done}>
+          <summary>{b.done ? 'Thought' : 'Thinking…'}</summary>
+          <div class="thinking-text">{b.text}</div>
+        </details>
+      );
+    case 'tool':
+      return <ToolBlock block={b} />;
+    case 'confirm':
+      return <ConfirmCard block={b} onAnswer={onAnswer} />;
+    case 'notice':
+      return (
+        <p class={`block-notice ${b.tone}`} role={b.tone === 'error' ? 'alert' : undefined}>
+          {b.text}
+        </p>
+      );
+  }
+}
+
+function ToolBlock({ block: b }: { block: Extract<Block, { kind: 'tool' }> }) {
+  const [open, setOpen] = useState(true);
+  const args = prettyArgs(b.args);
+  return (
+    <div class={`block-tool state-${b.state}`} data-tool={b.name} data-state={b.state}>
+      <button class="tool-head" type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        <span class="tool-caret" aria-hidden="true">
+          {open ? '▾' : '▸'}
+        </span>
+        <span class="tool-name">{b.name || 'tool'}</span>
+        <span class="tool-summary muted">{argsSummary(b.args)}</span>
+        <span class={`badge ${stateTone[b.state] ?? ''} tool-state`}>{stateLabel[b.state] ?? b.state}</span>
+      </button>
+      {open && (
+        <div class="tool-body">
+          {args !== '' && (
+            <div class="tool-section">
+              <span class="tool-label">Arguments</span>
+              <pre class="tool-args">{args}</pre>
+            </div>
+          )}
+          {b.result !== '' && (
+            <div class="tool-section">
+              <span class="tool-label">Result</span>
+              <pre class="tool-result">{b.result}</pre>
+            </div>
+          )}
+          {b.images.map((img, i) => (
+            <a
+              key={i}
+              class="tool-image"
+              href={`data:${img.mediaType};base64,${img.data}`}
+              target="_blank"
+              rel="noreferrer"
+              title="Open the screenshot"
+            >
+              <img src={`data:${img.mediaType};base64,${img.data}`} alt={`Screenshot from ${b.name}`} />
+            </a>
+          ))}
+        </div>
+      )}
+    </div>
+  );
+}
+
+function ConfirmCard({ block: b, onAnswer }: { block: Extract<Block, { kind: 'confirm' }>; onAnswer: MessageListProps['onAnswer'] }) {
+  const [sent, setSent] = useState('');
+  const answered = b.answered || sent;
+  const verdict: Record<string, string> = {
+    allowed: 'Allowed once.',
+    once: 'Allowed once.',
+    always: 'Always allowed (a rule was added).',
+    denied: 'Denied.',
+    deny: 'Denied.',
+  };
+  const reply = (how: 'once' | 'always' | 'deny') => {
+    setSent(how);
+    onAnswer(b.toolCalls, how);
+  };
+  return (
+    <div class="confirm-card" role="group" aria-label="Confirmation needed" data-answered={answered || undefined}>
+      <p class="confirm-title">
+        <strong>Confirm before running</strong>
+      </p>
+      <p class="muted small">The safety guard wants your approval for:</p>
+      {b.toolCalls.map((c) => (
+        <div class="confirm-call" key={c.id}>
+          <span class="tool-name">{c.name}</span>
+          <pre class="tool-args">{prettyArgs(JSON.stringify(c.input ?? {}))}</pre>
+        </div>
+      ))}
+      {answered ? (
+        <p class="confirm-verdict small">{verdict[answered] ?? answered}</p>
+      ) : (
+        <div class="confirm-actions">
+          <button class="btn primary small" type="button" onClick={() => reply('once')}>
+            Allow once
+          </button>
+          <button class="btn small" type="button" onClick={() => reply('always')}>
+            Always allow
+          </button>
+          <button class="btn danger small" type="button" onClick={() => reply('deny')}>
+            Deny
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,404 @@
+// A live desktop screen over the computer channel: draws the frames on a canvas scaled to
+// fit with the original aspect ratio, shows who is in control, and — while this person holds
+// control — sends mouse, keyboard, text and scroll input stamped with the lease.
+
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { Client } from '../api';
+import { messageFor } from '../errors';
+import { formatCountdown } from '../settings/vmtext';
+import {
+  buttonFor,
+  channelUrl,
+  idleSeconds,
+  keyFor,
+  refusalText,
+  ScreenChannel,
+  toScreen,
+  wheelClicks,
+  type ChannelError,
+  type Frame,
+  type Lease,
+  type ScreenStatus,
+} from '../screen';
+
+/** What a ScreenView tells its parent. */
+export interface ScreenHandle {
+  channel: ScreenChannel;
+  agentId: string;
+}
+
+interface ScreenViewProps {
+  client: Client;
+  agentId: string;
+  /** Shown above the screen (e.g. the agent's name in dual desktop). */
+  label?: ComponentChildren;
+  /** panel: small preview; full: the interactive view; mobile: black full screen. */
+  variant: 'panel' | 'full' | 'mobile' | 'dual';
+  /** Called when the preview is clicked without control (the panel opens the desktop). */
+  onPreviewClick?: () => void;
+  /** Replaces the plain take over (dual desktop hands back the other side first). */
+  takeOver?: (h: ScreenHandle) => Promise<string>;
+  /** Reports the channel (and its lease changes) to the parent. */
+  onHandle?: (h: ScreenHandle, lease: Lease | null) => void;
+  /** Take over as soon as the desktop runs (the panel's "Open desktop"). */
+  autoTakeOver?: boolean;
+  /** Extra buttons next to Take over / Hand back. */
+  actions?: ComponentChildren;
+}
+
+const shortcuts: ReadonlyArray<{ keys: string; label: string }> = [
+  { keys: 'ctrl+alt+t', label: 'Terminal (Ctrl+Alt+T)' },
+  { keys: 'ctrl+c', label: 'Ctrl+C' },
+  { keys: 'ctrl+v', label: 'Ctrl+V' },
+  { keys: 'ctrl+l', label: 'Ctrl+L' },
+  { keys: 'alt+Tab', label: 'Alt+Tab' },
+  { keys: 'ctrl+w', label: 'Ctrl+W' },
+  { keys: 'ctrl+t', label: 'Ctrl+T' },
+  { keys: 'Escape', label: 'Esc' },
+  { keys: 'Return', label: 'Enter' },
+];
+
+/** The live screen. */
+export function ScreenView(props: ScreenViewProps) {
+  const { client, agentId, variant } = props;
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const chan = useRef<ScreenChannel | null>(null);
+  const [status, setStatus] = useState<ScreenStatus | null>(null);
+  const [lease, setLease] = useState<Lease | null>(null);
+  const [conn, setConn] = useState<'connecting' | 'open' | 'closed'>('connecting');
+  const [connWhy, setConnWhy] = useState('');
+  const [size, setSize] = useState<{ width: number; height: number } | null>(null);
+  const [notice, setNotice] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [text, setText] = useState('');
+  const [frames, setFrames] = useState(0);
+  const propsRef = useRef(props);
+  propsRef.current = props;
+
+  useEffect(() => {
+    const { baseUrl, token } = client.connection;
+    let decoding = false;
+    let next: Frame | null = null;
+    let count = 0;
+    const draw = async () => {
+      if (decoding || !next) return;
+      decoding = true;
+      const f = next;
+      next = null;
+      try {
+        const bmp = await createImageBitmap(new Blob([f.image as BlobPart], { type: f.mediaType }));
+        const c = canvas.current;
+        if (c) {
+          if (c.width !== f.width || c.height !== f.height) {
+            c.width = f.width;
+            c.height = f.height;
+            setSize({ width: f.width, height: f.height });
+          }
+          c.getContext('2d')?.drawImage(bmp, 0, 0, f.width, f.height);
+          count++;
+          if (count === 1 || count % 30 === 0) setFrames(count);
+        }
+        bmp.close();
+      } catch {
+        // an undecodable frame: skip it
+      } finally {
+        decoding = false;
+        if (next) void draw();
+      }
+    };
+    const ch = new ScreenChannel(channelUrl(window.location, agentId, baseUrl, token), {
+      onFrame: (f) => {
+        next = f; // newer frames replace older ones that were not drawn yet
+        void draw();
+      },
+      onStatus: setStatus,
+      onLease: (l) => {
+        setLease(l);
+        propsRef.current.onHandle?.({ channel: ch, agentId }, l);
+      },
+      onError: (e: ChannelError) => setNotice(refusalText(e, ch.status)),
+      onConnection: (s, why) => {
+        setConn(s);
+        setConnWhy(why ?? '');
+      },
+    });
+    chan.current = ch;
+    propsRef.current.onHandle?.({ channel: ch, agentId }, null);
+    // Leaving the page hands control back (docs/computer-protocol.md, "A client, in short").
+    const onHide = () => void ch.handBack();
+    window.addEventListener('pagehide', onHide);
+    return () => {
+      window.removeEventListener('pagehide', onHide);
+      void ch.handBack();
+      setTimeout(() => ch.close(), 200);
+      chan.current = null;
+    };
+  }, [client, agentId]);
+
+  // The idle countdown: idleStopAt − serverTime, ticking locally from when the status came.
+  const [statusAt, setStatusAt] = useState(0);
+  const [, setTick] = useState(0);
+  useEffect(() => setStatusAt(Date.now()), [status]);
+  useEffect(() => {
+    if (!status?.idleStopAt) return;
+    const t = setInterval(() => setTick((n) => n + 1), 1000);
+    return () => clearInterval(t);
+  }, [status?.idleStopAt]);
+  const idleLeft = status?.idleStopAt
+    ? idleSeconds(status.idleStopAt, status.serverTime, Date.now() - statusAt)
+    : null;
+
+  const running = status?.state === 'running';
+  const control = status?.control ?? null;
+  const mine = lease !== null;
+
+  const takeOver = async () => {
+    const ch = chan.current;
+    if (!ch) return;
+    setBusy(true);
+    setNotice('');
+    try {
+      if (props.takeOver) {
+        const msg = await props.takeOver({ channel: ch, agentId });
+        if (msg) setNotice(msg);
+      } else {
+        const r = await ch.takeOver();
+        if (r.type === 'error') setNotice(refusalText(r, ch.status));
+      }
+      canvas.current?.focus();
+    } catch (err) {
+      setNotice(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const handBack = async () => {
+    const ch = chan.current;
+    if (!ch) return;
+    setBusy(true);
+    const r = await ch.handBack();
+    if (r.type === 'error') setNotice(refusalText(r as ChannelError, ch.status));
+    setBusy(false);
+  };
+
+  // Take over on open when asked (the panel's "Open desktop").
+  const autoDone = useRef(false);
+  useEffect(() => {
+    if (props.autoTakeOver && running && conn === 'open' && !mine && !autoDone.current && !(control && !control.you)) {
+      autoDone.current = true;
+      void takeOver();
+    }
+  }, [props.autoTakeOver, running, conn, mine, control]);
+
+  // Input: only while this connection holds the lease.
+  const point = (e: MouseEvent) => {
+    const c = canvas.current;
+    if (!c || !size) return null;
+    const r = c.getBoundingClientRect();
+    return toScreen(e.clientX - r.left, e.clientY - r.top, { width: r.width, height: r.height }, size);
+  };
+  const lastMove = useRef(0);
+  const send = (a: Parameters<ScreenChannel['input']>[0]) => chan.current?.input(a) ?? false;
+
+  const onMouseDown = (e: MouseEvent) => {
+    if (!mine) {
+      if (variant === 'panel' && props.onPreviewClick) props.onPreviewClick();
+      return;
+    }
+    canvas.current?.focus();
+    const p = point(e);
+    if (!p) return;
+    e.preventDefault();
+    send({ action: 'mouse_down', x: p.x, y: p.y, button: buttonFor(e.button) });
+  };
+  const onMouseUp = (e: MouseEvent) => {
+    if (!mine) return;
+    const p = point(e);
+    if (!p) return;
+    e.preventDefault();
+    send({ action: 'mouse_up', x: p.x, y: p.y, button: buttonFor(e.button) });
+  };
+  const onMouseMove = (e: MouseEvent) => {
+    if (!mine) return;
+    const now = performance.now();
+    if (now - lastMove.current < 50) return;
+    lastMove.current = now;
+    const p = point(e);
+    if (p) send({ action: 'move', x: p.x, y: p.y });
+  };
+  const onWheel = (e: WheelEvent) => {
+    if (!mine) return;
+    const p = point(e);
+    if (!p) return;
+    e.preventDefault();
+    const dy = wheelClicks(e.deltaY, e.deltaMode);
+    const dx = wheelClicks(e.deltaX, e.deltaMode);
+    if (dy !== 0 || dx !== 0) send({ action: 'scroll', x: p.x, y: p.y, deltaY: dy, deltaX: dx });
+  };
+  const onKeyDown = (e: KeyboardEvent) => {
+    if (!mine) return;
+    const k = keyFor(e);
+    if (!k) return;
+    e.preventDefault();
+    if ('text' in k) send({ action: 'type', text: k.text });
+    else send({ action: 'key', keys: k.keys });
+  };
+  const sendText = (e: Event) => {
+    e.preventDefault();
+    if (text === '') return;
+    if (send({ action: 'type', text })) setText('');
+  };
+
+  const textEntry = (
+    <form class="text-entry" onSubmit={sendText}>
+      <input
+        type="text"
+        class="screen-text"
+        placeholder="Type text into the desktop (any language)…"
+        value={text}
+        onInput={(e) => setText(e.currentTarget.value)}
+      />
+      <button class="btn small" type="submit" disabled={text === ''}>
+        Send text
+      </button>
+    </form>
+  );
+  const shortcutRow = (
+    <div class="shortcut-row" aria-label="Keyboard shortcuts">
+      {shortcuts.map((s) => (
+        <button key={s.keys} class="btn ghost small" type="button" onClick={() => send({ action: 'key', keys: s.keys })}>
+          {s.label}
+        </button>
+      ))}
+    </div>
+  );
+
+  let badge = 'Connecting…';
+  let tone = 'pending';
+  if (conn === 'closed') {
+    badge = 'Offline';
+    tone = 'fail';
+  } else if (status) {
+    badge = status.state;
+    tone = running ? 'ok' : status.state === 'absent' || status.state === 'stopped' ? '' : 'pending';
+  }
+  let who = '';
+  if (control) {
+    if (control.kind === 'person' && control.you) who = mine ? 'You are in control' : 'You control this desktop in another window';
+    else who = control.activity || `${control.name} is in control`;
+  } else if (running) {
+    who = 'Nobody is in control — view only';
+  }
+
+  return (
+    <div class={`screen screen-${variant}${mine ? ' controlling' : ''}`} data-agent={agentId} data-state={status?.state ?? ''}>
+      <div class="screen-bar">
+        {props.label}
+        <span class={`badge ${tone}`} data-testid="screen-state">
+          {badge}
+        </span>
+        {status?.shared && <span class="badge">Shared</span>}
+        <span class="muted small screen-who">{who}</span>
+        {idleLeft !== null && running && (
+          <span class="muted small idle-countdown" title="The desktop stops when idle this long">
+            Idle stop in {formatCountdown(idleLeft)}
+          </span>
+        )}
+      </div>
+      <div class="screen-stage">
+        <canvas
+          ref={canvas}
+          class="screen-canvas"
+          width={16}
+          height={10}
+          tabIndex={0}
+          aria-label={mine ? 'Desktop screen: you are in control' : 'Desktop screen (view only)'}
+          data-frames={frames}
+          onMouseDown={onMouseDown}
+          onMouseUp={onMouseUp}
+          onMouseMove={onMouseMove}
+          onWheel={onWheel}
+          onKeyDown={onKeyDown}
+          onContextMenu={(e) => mine && e.preventDefault()}
+        />
+        {(!running || frames === 0) && (
+          <div class="screen-placeholder">
+            <p>
+              {conn === 'closed'
+                ? `The live screen is not connected${connWhy ? ` (${connWhy})` : ''}; retrying…`
+                : status?.message || (running ? 'Waiting for the first frame…' : 'Connecting to the desktop…')}
+            </p>
+          </div>
+        )}
+        {running && !mine && variant === 'panel' && frames > 0 && (
+          <div class="screen-hint" aria-hidden="true">
+            Click to open the desktop
+          </div>
+        )}
+      </div>
+      <div class="screen-actions">
+        {mine ? (
+          <button class="btn small" type="button" data-action="hand-back" onClick={() => void handBack()} disabled={busy}>
+            Hand back
+          </button>
+        ) : (
+          <button
+            class="btn small primary"
+            type="button"
+            data-action="take-over"
+            onClick={() => void takeOver()}
+            disabled={busy || !running || conn !== 'open'}
+          >
+            Take over
+          </button>
+        )}
+        {props.actions}
+      </div>
+      {notice !== '' && (
+        <p class="form-error small screen-notice" role="alert">
+          {notice}
+        </p>
+      )}
+      {mine && variant !== 'panel' && variant !== 'mobile' && (
+        <div class="screen-input">
+          {textEntry}
+          {shortcutRow}
+          <p class="muted small">
+            Click the screen, then type: keys and shortcuts go to the desktop. Use the box for longer or non-Latin text.
+          </p>
+        </div>
+      )}
+      {mine && variant === 'mobile' && (
+        <div class="screen-input mobile-input">
+          <details>
+            <summary>Keyboard</summary>
+            {shortcutRow}
+          </details>
+          <details open>
+            <summary>Text</summary>
+            {textEntry}
+          </details>
+          <details>
+            <summary>Scroll and hand back</summary>
+            <div class="shortcut-row">
+              {[-5, 5].map((dy) => (
+                <button
+                  key={dy}
+                  class="btn ghost small"
+                  type="button"
+                  disabled={!size}
+                  onClick={() => size && send({ action: 'scroll', x: size.width >> 1, y: size.height >> 1, deltaY: dy })}
+                >
+                  {dy < 0 ? 'Scroll up' : 'Scroll down'}
+                </button>
+              ))}
+            </div>
+            <p class="small">Tap the screen to click. Tap “Hand back” when you are done so the agent can continue.</p>
+          </details>
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,116 @@
+// The execution timeline of a chat session (SPEC §2.5): every tool run with its step,
+// status and duration, the failure rate, and the totals per tool.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Client, type Timeline as TimelineData } from '../api';
+import { messageFor } from '../errors';
+
+const tone: Record<string, string> = { SUCCESS: 'ok', FAILED: 'fail', TIMEOUT: 'fail', RUNNING: 'pending', PENDING: 'pending' };
+
+function ms(n: number): string {
+  return n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)} s` : `${n} ms`;
+}
+
+/** The timeline view. */
+export function Timeline({ client, sessionId, running }: { client: Client; sessionId: string; running: boolean }) {
+  const [data, setData] = useState<TimelineData | null>(null);
+  const [error, setError] = useState('');
+  const [empty, setEmpty] = useState(false);
+  useEffect(() => {
+    let live = true;
+    const load = () =>
+      client.chatTimeline(sessionId).then(
+        (d) => {
+          if (!live) return;
+          setData(d);
+          setError('');
+          setEmpty(false);
+        },
+        (err) => {
+          if (!live) return;
+          if (err instanceof ApiError && err.status === 404) setEmpty(true);
+          else setError(messageFor(err));
+        },
+      );
+    void load();
+    const t = running ? setInterval(load, 2000) : undefined;
+    return () => {
+      live = false;
+      if (t) clearInterval(t);
+    };
+  }, [client, sessionId, running]);
+
+  const runs = data?.runs ?? [];
+  return (
+    <div class="messages filled timeline" id="timeline" aria-label="Execution timeline">
+      {error !== '' && (
+        <p class="form-error" role="alert">
+          Could not load the timeline: {error}
+        </p>
+      )}
+      {(empty || (data && runs.length === 0)) && (
+        <div class="empty-state">
+          <p class="empty-title">No tool runs in this chat yet</p>
+          <p class="muted small">Every tool the agent (or an operator command) runs is recorded here.</p>
+        </div>
+      )}
+      {data && runs.length > 0 && (
+        <>
+          <div class="timeline-stats" id="timeline-stats">
+            <div>
+              <strong>{data.total}</strong>
+              <span class="muted small">runs</span>
+            </div>
+            <div>
+              <strong>{data.failed}</strong>
+              <span class="muted small">failed</span>
+            </div>
+            <div>
+              <strong>{Math.round(data.failureRate * 100)}%</strong>
+              <span class="muted small">failure rate</span>
+            </div>
+            <div>
+              <strong>{ms(data.durationMs)}</strong>
+              <span class="muted small">total time</span>
+            </div>
+          </div>
+          <ol class="timeline-list">
+            {runs.map((r) => (
+              <li key={r.id} data-status={r.status}>
+                <span class="timeline-step">#{r.step}</span>
+                <span class="tool-name">{r.tool}</span>
+                <span class={`badge ${tone[r.status] ?? ''}`}>{r.status}</span>
+                <span class="muted small">{ms(r.durationMs)}</span>
+                <span class="muted small timeline-time">{new Date(r.createdAt).toLocaleTimeString()}</span>
+              </li>
+            ))}
+          </ol>
+          {(data.byTool ?? []).length > 0 && (
+            <table class="doctor-table by-tool">
+              <thead>
+                <tr>
+                  <th scope="col">Tool</th>
+                  <th scope="col">Runs</th>
+                  <th scope="col">Failed</th>
+                  <th scope="col">Time</th>
+                  <th scope="col">Slowest</th>
+                </tr>
+              </thead>
+              <tbody>
+                {(data.byTool ?? []).map((t) => (
+                  <tr key={t.tool}>
+                    <th scope="row">{t.tool}</th>
+                    <td>{t.count}</td>
+                    <td>{t.failed}</td>
+                    <td>{ms(t.durationMs)}</td>
+                    <td>{ms(t.maxMs)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,420 @@
+// The computer channel's client side (WS /api/app/agents/:id/computer; the wire contract is
+// backend/api/computer.go and docs/computer-protocol.md): binary frame headers, status and
+// lease messages, mapping pointer positions on the canvas to screen pixels, and keyboard
+// events to the driver's key names. The parsing and mapping are pure and unit tested.
+
+/** Length of a binary frame's header. */
+export const frameHeaderLen = 24;
+const frameMagic = 'CBFR';
+
+/** A decoded binary frame. */
+export interface Frame {
+  id: number;
+  width: number;
+  height: number;
+  mediaType: 'image/jpeg' | 'image/png';
+  image: Uint8Array;
+}
+
+/** Parses one binary message: "CBFR", version, header length, encoding, 0, id u64, w u32, h u32. */
+export function parseFrame(buf: ArrayBuffer): Frame {
+  if (buf.byteLength < frameHeaderLen) throw new Error(`frame too short (${buf.byteLength} bytes)`);
+  const v = new DataView(buf);
+  const magic = String.fromCharCode(v.getUint8(0), v.getUint8(1), v.getUint8(2), v.getUint8(3));
+  if (magic !== frameMagic) throw new Error('not a screen frame (bad magic)');
+  const version = v.getUint8(4);
+  if (version !== 1) throw new Error(`unsupported frame version ${version}`);
+  const hlen = v.getUint8(5);
+  if (hlen < frameHeaderLen || hlen > buf.byteLength) throw new Error(`bad frame header length ${hlen}`);
+  const enc = v.getUint8(6);
+  if (enc !== 1 && enc !== 2) throw new Error(`unknown frame encoding ${enc}`);
+  const id = Number(v.getBigUint64(8));
+  return {
+    id,
+    width: v.getUint32(16),
+    height: v.getUint32(20),
+    mediaType: enc === 1 ? 'image/jpeg' : 'image/png',
+    image: new Uint8Array(buf, hlen),
+  };
+}
+
+/** Builds a frame (the tests' and the fake server's inverse of parseFrame). */
+export function buildFrame(id: number, width: number, height: number, image: Uint8Array, enc = 1): ArrayBuffer {
+  const buf = new ArrayBuffer(frameHeaderLen + image.byteLength);
+  const v = new DataView(buf);
+  for (let i = 0; i < 4; i++) v.setUint8(i, frameMagic.charCodeAt(i));
+  v.setUint8(4, 1);
+  v.setUint8(5, frameHeaderLen);
+  v.setUint8(6, enc);
+  v.setBigUint64(8, BigInt(id));
+  v.setUint32(16, width);
+  v.setUint32(20, height);
+  new Uint8Array(buf, frameHeaderLen).set(image);
+  return buf;
+}
+
+/** Where the image sits inside its box when scaled to fit with its aspect ratio kept. */
+export interface Fit {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  scale: number;
+}
+
+/** Scales a screen of sw×sh to fit a box of bw×bh, centred (letterboxed). */
+export function fitRect(sw: number, sh: number, bw: number, bh: number): Fit {
+  if (sw <= 0 || sh <= 0 || bw <= 0 || bh <= 0) return { x: 0, y: 0, width: 0, height: 0, scale: 0 };
+  const scale = Math.min(bw / sw, bh / sh);
+  const width = sw * scale;
+  const height = sh * scale;
+  return { x: (bw - width) / 2, y: (bh - height) / 2, width, height, scale };
+}
+
+/**
+ * Maps a point in the element's box (CSS pixels, from its top-left) to screen pixels, or
+ * null when it falls on the letterbox bars.
+ */
+export function toScreen(
+  px: number,
+  py: number,
+  box: { width: number; height: number },
+  screen: { width: number; height: number },
+): { x: number; y: number } | null {
+  const f = fitRect(screen.width, screen.height, box.width, box.height);
+  if (f.scale === 0) return null;
+  const rx = px - f.x;
+  const ry = py - f.y;
+  if (rx < 0 || ry < 0 || rx > f.width || ry > f.height) return null;
+  const x = Math.min(screen.width - 1, Math.max(0, Math.floor(rx / f.scale)));
+  const y = Math.min(screen.height - 1, Math.max(0, Math.floor(ry / f.scale)));
+  return { x, y };
+}
+
+/** The driver's button number for a DOM mouse button (0 left, 1 middle, 2 right). */
+export function buttonFor(domButton: number): number {
+  if (domButton === 1) return 2;
+  if (domButton === 2) return 3;
+  return 1;
+}
+
+const namedKeys: Record<string, string> = {
+  Enter: 'Return',
+  Tab: 'Tab',
+  Escape: 'Escape',
+  Backspace: 'BackSpace',
+  Delete: 'Delete',
+  Insert: 'Insert',
+  Home: 'Home',
+  End: 'End',
+  PageUp: 'Page_Up',
+  PageDown: 'Page_Down',
+  ArrowLeft: 'Left',
+  ArrowUp: 'Up',
+  ArrowRight: 'Right',
+  ArrowDown: 'Down',
+  ' ': 'space',
+  ContextMenu: 'Menu',
+  PrintScreen: 'Print',
+  CapsLock: 'Caps_Lock',
+};
+
+/** The subset of KeyboardEvent keyFor reads. */
+export interface KeyLike {
+  key: string;
+  code?: string;
+  ctrlKey: boolean;
+  altKey: boolean;
+  shiftKey: boolean;
+  metaKey: boolean;
+  isComposing?: boolean;
+}
+
+/**
+ * What a key press sends: {keys} for the `key` action (chords like "ctrl+alt+t"), {text}
+ * for a printable character without modifiers (typed as-is, any language), or null for
+ * keys that are only modifiers or unknown (and IME composition).
+ */
+export function keyFor(e: KeyLike): { keys: string } | { text: string } | null {
+  if (e.isComposing || e.key === 'Process' || e.key === 'Dead' || e.key === 'Unidentified') return null;
+  if (['Control', 'Shift', 'Alt', 'Meta', 'AltGraph', 'OS'].includes(e.key)) return null;
+  const mods: string[] = [];
+  if (e.ctrlKey) mods.push('ctrl');
+  if (e.altKey) mods.push('alt');
+  if (e.metaKey) mods.push('super');
+  let name = namedKeys[e.key];
+  if (!name && /^F([1-9]|1[0-2])$/.test(e.key)) name = e.key;
+  if (!name) {
+    if ([...e.key].length !== 1) return null;
+    if (mods.length === 0) return { text: e.key };
+    // With ctrl/alt the browser may report a changed key; use the letter of the key when known.
+    let ch = e.key;
+    if (e.code && /^Key[A-Z]$/.test(e.code)) ch = e.code.slice(3).toLowerCase();
+    else if (e.code && /^Digit[0-9]$/.test(e.code)) ch = e.code.slice(5);
+    if (ch === '+') ch = 'plus';
+    else if (ch === '-') ch = 'minus';
+    if (e.shiftKey) mods.push('shift');
+    return { keys: [...mods, ch].join('+') };
+  }
+  if (e.shiftKey) mods.push('shift');
+  return { keys: [...mods, name].join('+') };
+}
+
+/** Wheel delta (pixels or lines) to scroll clicks, at most ±10 per event. */
+export function wheelClicks(delta: number, deltaMode: number): number {
+  if (delta === 0) return 0;
+  const lines = deltaMode === 1 ? delta : deltaMode === 2 ? delta * 10 : delta / 40;
+  const n = Math.sign(lines) * Math.max(1, Math.round(Math.abs(lines)));
+  return Math.max(-10, Math.min(10, n));
+}
+
+/** Who operates the desktop (the status message's control). */
+export interface ControlInfo {
+  kind: 'person' | 'agent';
+  name: string;
+  activity: string;
+  you: boolean;
+  version: number;
+  since: string;
+  expiresAt?: string;
+}
+
+/** The status message. */
+export interface ScreenStatus {
+  type: 'status';
+  agentId: string;
+  desktopId?: string;
+  state: string;
+  shared: boolean;
+  streaming: boolean;
+  message?: string;
+  control: ControlInfo | null;
+  idleStopAt?: string;
+  serverTime: string;
+}
+
+/** A lease granted by take_over, renew or switch. */
+export interface Lease {
+  type: 'lease';
+  id?: string;
+  op: string;
+  desktopId: string;
+  token: string;
+  version: number;
+  expiresAt: string;
+  renewInSeconds: number;
+}
+
+/** A refused client message. */
+export interface ChannelError {
+  type: 'error';
+  id?: string;
+  op: string;
+  reason: string;
+  code: string;
+  message: string;
+}
+
+/** An input action as the channel takes it (fields by action; see guest-protocol "input"). */
+export interface InputAction {
+  action: string;
+  x?: number;
+  y?: number;
+  toX?: number;
+  toY?: number;
+  button?: number;
+  deltaX?: number;
+  deltaY?: number;
+  keys?: string;
+  text?: string;
+}
+
+/** A sentence for a refusal: who controls the desktop, or the server's own message. */
+export function refusalText(err: ChannelError, status: ScreenStatus | null): string {
+  const c = status?.control;
+  const msg = err.message || `Refused (${err.reason || err.code}).`;
+  if (c && !c.you && ['taken_by_other', 'person_controlling', 'agent_running'].includes(err.reason)) {
+    if (c.activity && !msg.includes(c.name)) return `${c.activity}. ${msg}`;
+  }
+  return msg;
+}
+
+/**
+ * Seconds until the idle stop: idleStopAt − serverTime (both from one status message, so the
+ * clocks of server and browser need not agree), minus the milliseconds since it arrived.
+ */
+export function idleSeconds(idleStopAt: string, serverTime: string, elapsedMs: number): number {
+  const left = (Date.parse(idleStopAt) - Date.parse(serverTime) - elapsedMs) / 1000;
+  return Number.isFinite(left) ? Math.max(0, left) : 0;
+}
+
+/** The websocket URL of an agent's computer channel for a page at location. */
+export function channelUrl(loc: { protocol: string; host: string }, agentId: string, base = '', token = ''): string {
+  let origin = `${loc.protocol === 'https:' ? 'wss:' : 'ws:'}//${loc.host}`;
+  if (base !== '') origin = base.replace(/^http/, 'ws');
+  const q = token !== '' ? `?access_token=${encodeURIComponent(token)}` : '';
+  return `${origin}/api/app/agents/${encodeURIComponent(agentId)}/computer${q}`;
+}
+
+/** Refusal reasons after which the lease this client holds is no longer valid. */
+const lostLease = ['handed_back', 'expired', 'revoked', 'stale_version', 'not_holder', 'task_ended', 'taken_by_other'];
+
+/** Events a ScreenChannel reports. */
+export interface ChannelHandlers {
+  onFrame?: (f: Frame) => void;
+  onStatus?: (s: ScreenStatus) => void;
+  onLease?: (l: Lease | null) => void;
+  onError?: (e: ChannelError) => void;
+  onConnection?: (state: 'connecting' | 'open' | 'closed', why?: string) => void;
+}
+
+/**
+ * One connection to an agent's computer channel: reconnects while open, renews the lease
+ * it holds, and stamps input with the token, version and newest frame id.
+ */
+export class ScreenChannel {
+  private ws: WebSocket | null = null;
+  private closed = false;
+  private retry: ReturnType<typeof setTimeout> | null = null;
+  private renewTimer: ReturnType<typeof setTimeout> | null = null;
+  private seq = 0;
+  private backoff = 1000;
+  private pending = new Map<string, (m: Lease | ChannelError | { type: 'ok' }) => void>();
+  lease: Lease | null = null;
+  lastFrame = 0;
+  status: ScreenStatus | null = null;
+
+  constructor(
+    private readonly url: string,
+    private readonly h: ChannelHandlers,
+    private readonly wsImpl: typeof WebSocket = WebSocket,
+  ) {
+    this.connect();
+  }
+
+  private connect() {
+    if (this.closed) return;
+    this.h.onConnection?.('connecting');
+    const ws = new this.wsImpl(this.url);
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    ws.onopen = () => {
+      this.backoff = 1000;
+      this.h.onConnection?.('open');
+    };
+    ws.onmessage = (ev: MessageEvent) => this.message(ev.data);
+    ws.onclose = (ev: CloseEvent) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.setLease(null);
+      for (const [, resolve] of this.pending) {
+        resolve({ type: 'error', op: 'connection', reason: 'closed', code: 'unavailable', message: 'the connection closed' });
+      }
+      this.pending.clear();
+      this.h.onConnection?.('closed', ev.reason || `code ${ev.code}`);
+      // Reconnect, backing off to 10 s while the server refuses.
+      if (!this.closed) this.retry = setTimeout(() => this.connect(), this.backoff);
+      this.backoff = Math.min(10_000, this.backoff * 2);
+    };
+  }
+
+  private message(data: unknown) {
+    if (data instanceof ArrayBuffer) {
+      try {
+        const f = parseFrame(data);
+        if (f.id > this.lastFrame) this.lastFrame = f.id;
+        this.h.onFrame?.(f);
+      } catch {
+        // a frame we cannot read: skip it
+      }
+      return;
+    }
+    let m: { type?: string; id?: string };
+    try {
+      m = JSON.parse(String(data));
+    } catch {
+      return;
+    }
+    if (m.type === 'status') {
+      this.status = m as ScreenStatus;
+      // Our lease is gone when the server says we no longer hold control.
+      if (this.lease && !(this.status.control?.you && this.status.control.kind === 'person')) this.setLease(null);
+      this.h.onStatus?.(this.status);
+      return;
+    }
+    const waiter = m.id ? this.pending.get(m.id) : undefined;
+    if (m.id) this.pending.delete(m.id);
+    if (m.type === 'lease') this.setLease(m as Lease);
+    if (m.type === 'error') {
+      const e = m as ChannelError;
+      if (e.op === 'renew' || lostLease.includes(e.reason)) this.setLease(null);
+      if (!waiter) this.h.onError?.(e);
+    }
+    waiter?.(m as Lease);
+  }
+
+  private setLease(l: Lease | null) {
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    this.renewTimer = null;
+    this.lease = l;
+    if (l) {
+      const ms = Math.max(1000, (l.renewInSeconds || 5) * 1000);
+      this.renewTimer = setTimeout(() => {
+        if (this.lease) this.send({ type: 'renew', token: this.lease.token });
+      }, ms);
+    }
+    this.h.onLease?.(l);
+  }
+
+  private send(m: Record<string, unknown>): boolean {
+    if (!this.ws || this.ws.readyState !== 1) return false;
+    this.ws.send(JSON.stringify(m));
+    return true;
+  }
+
+  private request(m: Record<string, unknown>): Promise<Lease | ChannelError | { type: 'ok' }> {
+    const id = `r${++this.seq}`;
+    return new Promise((resolve) => {
+      if (!this.send({ ...m, id })) {
+        resolve({ type: 'error', op: String(m.type), reason: 'closed', code: 'unavailable', message: 'not connected to the computer channel' });
+        return;
+      }
+      this.pending.set(id, resolve);
+    });
+  }
+
+  /** Asks for control. */
+  takeOver() {
+    return this.request({ type: 'take_over' });
+  }
+
+  /** Takes control here after handing back the desktop of fromAgentId (dual desktop). */
+  switchFrom(fromAgentId: string, fromToken: string) {
+    return this.request({ type: 'switch', fromAgentId, fromToken });
+  }
+
+  /** Returns control. */
+  async handBack() {
+    const l = this.lease;
+    if (!l) return { type: 'ok' as const };
+    const r = await this.request({ type: 'hand_back', token: l.token });
+    if (r.type === 'ok') this.setLease(null);
+    return r;
+  }
+
+  /** Sends one input action aimed at the newest frame; false when not in control. */
+  input(a: InputAction): boolean {
+    if (!this.lease) return false;
+    return this.send({ type: 'input', token: this.lease.token, version: this.lease.version, frameId: this.lastFrame, ...a });
+  }
+
+  /** Closes for good. */
+  close() {
+    this.closed = true;
+    if (this.retry) clearTimeout(this.retry);
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    const ws = this.ws;
+    this.ws = null;
+    ws?.close();
+  }
+}

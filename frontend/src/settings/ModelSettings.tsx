@@ -1,0 +1,144 @@
+// Settings → Model (admin only, SPEC §2.2): the OpenAI-compatible endpoint agents use. The
+// API key is write-only: the server only says whether one is saved.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Client, type ModelSettings, type ModelUpdate } from '../api';
+import { messageFor } from '../errors';
+import { Forbidden } from './Forbidden';
+
+/** The Model section. */
+export function ModelSettingsSection({ client }: { client: Client }) {
+  const [view, setView] = useState<ModelSettings | null>(null);
+  const [baseUrl, setBaseUrl] = useState('');
+  const [model, setModel] = useState('');
+  const [apiKey, setApiKey] = useState('');
+  const [clearKey, setClearKey] = useState(false);
+  const [error, setError] = useState('');
+  const [loadError, setLoadError] = useState('');
+  const [forbidden, setForbidden] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [saved, setSaved] = useState(false);
+
+  const show = (v: ModelSettings) => {
+    setView(v);
+    setBaseUrl(v.baseUrl);
+    setModel(v.model);
+    setApiKey('');
+    setClearKey(false);
+  };
+
+  useEffect(() => {
+    client.getModel().then(show, (err) => {
+      if (err instanceof ApiError && err.status === 403) setForbidden(true);
+      else setLoadError(messageFor(err));
+    });
+  }, [client]);
+
+  if (forbidden) return <Forbidden />;
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError('');
+    setSaved(false);
+    const u: ModelUpdate = { baseUrl: baseUrl.trim(), model: model.trim() };
+    if (apiKey !== '') u.apiKey = apiKey;
+    else if (clearKey) u.apiKey = '';
+    try {
+      show(await client.setModel(u));
+      setSaved(true);
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section class="settings-section" id="model-settings" aria-labelledby="model-title">
+      <h2 id="model-title">Model</h2>
+      <p class="muted">
+        Any OpenAI-compatible chat-completions endpoint (streaming, tool calls, image input). Without a model, chats run in
+        operator mode: slash commands such as <code>/shell ls</code> or <code>/screenshot</code>.
+      </p>
+      {loadError !== '' && (
+        <p class="form-error" role="alert">
+          Could not load the model settings: {loadError}
+        </p>
+      )}
+      {view && (
+        <p class={`summary ${view.configured ? 'ok' : 'warn'}`} id="model-summary">
+          {view.configured
+            ? `Configured: ${view.model} at ${view.baseUrl}${view.source === 'environment' ? ' (from the environment)' : ''}.`
+            : 'No model configured — chats run in operator mode.'}
+        </p>
+      )}
+      <form class="card form-grid" id="model-form" onSubmit={submit}>
+        <label class="field">
+          <span>Base URL</span>
+          <input
+            id="model-base-url"
+            type="url"
+            placeholder="https://api.openai.com/v1"
+            value={baseUrl}
+            onInput={(e) => setBaseUrl(e.currentTarget.value)}
+            disabled={busy || view === null}
+          />
+        </label>
+        <label class="field">
+          <span>Model</span>
+          <input
+            id="model-name"
+            type="text"
+            placeholder="gpt-4o"
+            value={model}
+            onInput={(e) => setModel(e.currentTarget.value)}
+            disabled={busy || view === null}
+          />
+        </label>
+        <label class="field">
+          <span>API key</span>
+          <input
+            id="model-api-key"
+            type="password"
+            autocomplete="off"
+            placeholder={view?.hasApiKey ? 'A key is saved — type to replace it' : 'No key saved'}
+            value={apiKey}
+            onInput={(e) => setApiKey(e.currentTarget.value)}
+            disabled={busy || view === null}
+          />
+          <span class="muted small" id="model-key-state">
+            {view?.hasApiKey ? 'An API key is saved. It is never shown again.' : 'No API key saved.'}
+          </span>
+        </label>
+        {view?.hasApiKey && (
+          <label class="checkbox">
+            <input
+              id="model-clear-key"
+              type="checkbox"
+              checked={clearKey}
+              disabled={busy || apiKey !== ''}
+              onChange={(e) => setClearKey(e.currentTarget.checked)}
+            />
+            <span class="checkbox-label">Remove the saved key</span>
+          </label>
+        )}
+        <div class="form-actions">
+          <button class="btn primary" type="submit" id="model-save" disabled={busy || view === null}>
+            {busy ? 'Saving…' : 'Save'}
+          </button>
+          {saved && (
+            <span class="muted small" id="model-saved" role="status">
+              Saved.
+            </span>
+          )}
+        </div>
+        {error !== '' && (
+          <p class="form-error" role="alert" id="model-error">
+            {error}
+          </p>
+        )}
+      </form>
+    </section>
+  );
+}

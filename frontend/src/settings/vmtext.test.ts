@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
+
+describe('vmtext', () => {
+  it('idle presets are the spec list plus never', () => {
+    expect(idlePresets.map((p) => p.minutes)).toEqual([1, 5, 10, 15, 30, 60, 120, 0]);
+  });
+  it.each([
+    [0, '0:00'],
+    [59.6, '1:00'],
+    [299, '4:59'],
+    [3725, '1:02:05'],
+    [-3, '0:00'],
+  ])('countdown %s', (s, want) => expect(formatCountdown(s)).toBe(want));
+  it('labels and tones', () => {
+    expect(imageLabel('cursor')).toBe('Cursor Universal');
+    expect(imageLabel('x')).toBe('x');
+    expect([stateTone('running'), stateTone('creating'), stateTone('stopped'), stateTone('missing')]).toEqual(['ok', 'pending', '', 'fail']);
+  });
+  it.each([
+    ['running with percent', { running: true, phase: 'image', percent: 42.4, message: 'STEP 3/9' }, 'Image 42% — STEP 3/9'],
+    ['unknown percent', { running: true, phase: 'verify', percent: -1, message: '' }, 'Verify'],
+    ['failed', { running: false, phase: 'failed', percent: -1, message: '', error: 'cannot pull base' }, 'Failed: cannot pull base'],
+    ['done', { running: false, phase: 'done', percent: 100, message: '' }, 'Ready.'],
+  ])('prepare line %s', (_n, p, want) => {
+    expect(prepareLine({ imageKey: 'standard', startedAt: '', ...p })).toBe(want);
+  });
+});

@@ -1,0 +1,59 @@
+// Words and numbers the Local VM screens show: image labels, idle presets, state tones,
+// countdowns and preparation lines. Pure, so they are unit tested.
+
+import type { PrepareState } from '../api';
+
+/** "Idle auto-stop" choices (SPEC §1.5); 0 is "Never auto-stop". */
+export const idlePresets: ReadonlyArray<{ minutes: number; label: string }> = [
+  { minutes: 1, label: '1 minute' },
+  { minutes: 5, label: '5 minutes' },
+  { minutes: 10, label: '10 minutes' },
+  { minutes: 15, label: '15 minutes' },
+  { minutes: 30, label: '30 minutes' },
+  { minutes: 60, label: '60 minutes' },
+  { minutes: 120, label: '120 minutes' },
+  { minutes: 0, label: 'Never auto-stop' },
+];
+
+/** The display name of an image key. */
+export function imageLabel(key: string): string {
+  if (key === 'standard') return 'Standard (XFCE desktop)';
+  if (key === 'cursor') return 'Cursor Universal';
+  return key;
+}
+
+/** The badge tone of an instance state. */
+export function stateTone(state: string): string {
+  switch (state) {
+    case 'running':
+      return 'ok';
+    case 'creating':
+    case 'stopping':
+    case 'removing':
+    case 'starting':
+      return 'pending';
+    case 'missing':
+    case 'failed':
+      return 'fail';
+    default:
+      return '';
+  }
+}
+
+/** m:ss or h:mm:ss. */
+export function formatCountdown(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const r = String(s % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${r}` : `${m}:${r}`;
+}
+
+/** One line about a preparation: phase, percentage when known, message or error. */
+export function prepareLine(p: PrepareState): string {
+  if (p.error) return `Failed: ${p.error}`;
+  if (!p.running && p.phase === 'done') return p.message || 'Ready.';
+  const pct = p.percent >= 0 ? ` ${Math.round(p.percent)}%` : '';
+  const phase = p.phase ? `${p.phase[0].toUpperCase()}${p.phase.slice(1)}` : 'Working';
+  return `${phase}${pct}${p.message ? ` — ${p.message}` : ''}`;
+}
