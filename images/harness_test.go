@@ -6,13 +6,9 @@ package images_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"image"
 	"image/png"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -23,63 +19,6 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/guest"
 )
-
-// startRegistry runs docker-registry on 127.0.0.1:<free port> with storage in a temp dir and
-// returns "127.0.0.1:port". The process is stopped at cleanup.
-func startRegistry(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, filepath.Join(dir, "storage"), addr)), 0o600)
-	var logs bytes.Buffer
-	cmd := exec.Command("docker-registry", "serve", cfg)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("docker-registry exited: %s", logs.String())
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry at %s did not answer: %v", addr, err)
-		}
-	}
-}
 
 // imageSet lists every image id with its names and digests, sorted.
 func imageSet(t *testing.T, ctx context.Context, eng *podman.Client) []string {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"cubicle/backend/engine"
+	"cubicle/backend/engine/enginetest"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
@@ -469,7 +470,7 @@ func TestCursorPullByDigest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	std := ensureStandard(t, ctx, eng)
-	registry := startRegistry(t, ctx)
+	registry := enginetest.StartRegistry(t)
 
 	// Push the standard image as the stand-in base, then drop the push tag so that the cursor
 	// preparation really pulls by digest.

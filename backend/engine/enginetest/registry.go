@@ -19,9 +19,11 @@ import (
 // RegistryBinary is Debian's docker-registry (the CNCF distribution registry).
 const RegistryBinary = "docker-registry"
 
-// startRegistry runs a loopback registry storing in a temporary directory until the test ends
-// and returns its host:port.
-func startRegistry(t *testing.T) string {
+// StartRegistry runs a loopback registry (Debian's docker-registry) storing in a temporary
+// directory until the test ends and returns its host:port. Without the binary the test is
+// skipped, or fails when CUBICLE_REQUIRE_ALL=1.
+func StartRegistry(t *testing.T) string {
+	t.Helper()
 	bin, err := exec.LookPath(RegistryBinary)
 	if err != nil {
 		Require(t, "no "+RegistryBinary+" (apt-get install docker-registry)")
@@ -73,7 +75,7 @@ func startRegistry(t *testing.T) string {
 
 // testRegistry pushes the test image to a loopback registry and pulls it back by digest.
 func (s *suite) testRegistry(t *testing.T) {
-	addr := startRegistry(t)
+	addr := StartRegistry(t)
 	ctx := testContext(t, 3*time.Minute)
 	base, err := s.e.InspectImage(ctx, s.image)
 	if err != nil {
