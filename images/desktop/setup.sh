@@ -25,6 +25,7 @@ fi
 # --- files -----------------------------------------------------------------------------------
 cp -R "$D/rootfs/." /
 chmod 0755 /etc/chromium.d 2>/dev/null || true
+chmod 0755 /usr/local/bin/cubicle-session
 install -d -m 0755 -o cua -g cua /home/cua /home/cua/workspace /home/cua/Desktop \
 	/home/cua/.config /home/cua/.config/chromium /home/cua/.cache /home/cua/.local \
 	/home/cua/.local/share
@@ -45,5 +46,17 @@ rm -f /etc/xdg/autostart/light-locker.desktop /etc/xdg/autostart/xscreensaver.de
 # Chromium is the default browser wherever x-www-browser is used.
 if [ -x /usr/bin/chromium ] && command -v update-alternatives >/dev/null; then
 	update-alternatives --set x-www-browser /usr/bin/chromium 2>/dev/null || true
+fi
+# Fontconfig accepts its cache of a font directory only when the directory's mtime matches the
+# one recorded, nanoseconds included; image layers keep whole seconds, so the caches the font
+# packages built never match in a container and every GTK program started rescans the fonts and
+# writes its own copy under ~/.cache. Whole-second mtimes on the font directories, then fresh
+# system caches, keep them valid.
+if command -v fc-cache >/dev/null; then
+	now=$(date +%s)
+	for d in /usr/share/fonts /usr/local/share/fonts /usr/share/X11/fonts; do
+		if [ -d "$d" ]; then find "$d" -type d -exec touch -m -d "@$now" {} +; fi
+	done
+	fc-cache -s -f || true
 fi
 rm -rf /opt/cubicle/desktop/rootfs

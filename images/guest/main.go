@@ -71,7 +71,7 @@ func configure(args []string) (Config, error) {
 	runDir := fs.String("run-dir", env("CUBICLE_RUN_DIR", "/run/cubicle"), "directory of the bridge socket guest.sock (CUBICLE_RUN_DIR)")
 	screen := fs.String("screen", env("CUBICLE_SCREEN", "1280x800"), "screen size WxH (CUBICLE_SCREEN)")
 	display := fs.String("display", env("CUBICLE_DISPLAY", ":0"), "X display (CUBICLE_DISPLAY)")
-	session := fs.String("session", env("CUBICLE_SESSION", "dbus-launch --exit-with-session xfce4-session"), "desktop session command line; \"none\" for none (CUBICLE_SESSION)")
+	session := fs.String("session", env("CUBICLE_SESSION", "/usr/local/bin/cubicle-session"), "desktop session command line; \"none\" for none (CUBICLE_SESSION)")
 	workspace := fs.String("workspace", env("CUBICLE_WORKSPACE", "/home/cua/workspace"), "default directory of exec and relative paths (CUBICLE_WORKSPACE)")
 	noX := fs.Bool("no-xserver", os.Getenv("CUBICLE_NO_XSERVER") == "1", "attach to an existing display instead of starting Xvfb (CUBICLE_NO_XSERVER=1)")
 	xvfb := fs.String("xvfb", env("CUBICLE_XVFB", "Xvfb"), "X server program (CUBICLE_XVFB)")
