@@ -56,9 +56,9 @@ func (b *Builder) buildBase(ctx context.Context, ref string, rep *reporter) (eng
 	if err != nil {
 		return engine.Image{}, fmt.Errorf("read base recipe: %w", err)
 	}
-	tmp, err := os.MkdirTemp(b.cfg.WorkDir, "cubicle-base-")
+	tmp, err := b.scratch("cubicle-base-")
 	if err != nil {
-		return engine.Image{}, fault.Unavailable("create base directory in %s: %v", b.cfg.WorkDir, err)
+		return engine.Image{}, err
 	}
 	defer os.RemoveAll(tmp)
 	root := filepath.Join(tmp, "rootfs")

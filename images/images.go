@@ -433,9 +433,9 @@ func hostEmulatesAMD64() bool {
 // builds it on baseID, tagged l.ref and labelled for key. Progress goes from lo to hi under
 // the step name step ("build N/M", "driver N/M").
 func (b *Builder) build(ctx context.Context, key Key, l layer, baseID, platform string, driver []byte, rep *reporter, step string, lo, hi float64) (engine.Image, error) {
-	dir, err := os.MkdirTemp(b.cfg.WorkDir, "cubicle-build-")
+	dir, err := b.scratch("cubicle-build-")
 	if err != nil {
-		return engine.Image{}, fault.Unavailable("create build directory in %s: %v", b.cfg.WorkDir, err)
+		return engine.Image{}, err
 	}
 	defer os.RemoveAll(dir)
 	if err := l.writeContext(dir, driver); err != nil {
@@ -473,4 +473,17 @@ func (b *Builder) build(ctx context.Context, key Key, l layer, baseID, platform 
 	}
 	rep.report("tag", l.ref, hi)
 	return got, nil
+}
+
+// scratch makes a new directory for one build in the work directory, creating the work
+// directory itself when it does not exist yet (a fresh data directory has none).
+func (b *Builder) scratch(prefix string) (string, error) {
+	if err := os.MkdirAll(b.cfg.WorkDir, 0o700); err != nil {
+		return "", fault.Unavailable("create the image work directory %s: %v", b.cfg.WorkDir, err)
+	}
+	dir, err := os.MkdirTemp(b.cfg.WorkDir, prefix)
+	if err != nil {
+		return "", fault.Unavailable("create a build directory in %s: %v", b.cfg.WorkDir, err)
+	}
+	return dir, nil
 }
