@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/guest/guesttest"
 )
 
 func TestParseKey(t *testing.T) {
@@ -484,4 +486,10 @@ func TestHostLock(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting holder did not get the lock after unlock")
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	guesttest.Cleanup()
+	os.Exit(code)
 }

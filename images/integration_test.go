@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/guest/guesttest"
 	"cubicle/images"
 )
 
@@ -82,35 +83,14 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var (
-	driverOnce sync.Once
-	driverBin  []byte
-	driverErr  error
-)
-
-// driver builds the real cubicle-guest once per test binary, the way `make build` does.
+// driver is the real cubicle-guest, built once per test binary the way scripts/build.sh does.
 func driver(t testing.TB) []byte {
 	t.Helper()
-	driverOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cubicle-images-driver-")
-		if err != nil {
-			driverErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "cubicle-guest")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "cubicle/images/guest")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			driverErr = fmt.Errorf("go build ./images/guest: %v\n%s", err, msg)
-			return
-		}
-		driverBin, driverErr = os.ReadFile(out)
-	})
-	if driverErr != nil {
-		need(t, "cannot build the driver: %v", driverErr)
+	bin, err := os.ReadFile(guesttest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return driverBin
+	return bin
 }
 
 // repoRoot is the module root (tests run in images/).

@@ -3,6 +3,7 @@ package binding
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,4 +125,10 @@ func TestBinding(t *testing.T) {
 	if _, err := b.Acquire(ctx, agent.TurnInfo{SessionID: "s2", UserID: "u1", AgentID: "a1", TurnID: "x"}); !errors.Is(err, fault.ErrConflict) {
 		t.Fatalf("capacity: %v", err)
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	guesttest.Cleanup()
+	os.Exit(code)
 }

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/guest/guesttest"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -90,35 +90,14 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var (
-	driverOnce sync.Once
-	driverBin  []byte
-	driverErr  error
-)
-
-// driver builds the real cubicle-guest once per test binary, the way `make build` does.
+// driver is the real cubicle-guest, built once per test binary the way scripts/build.sh does.
 func driver(t *testing.T) []byte {
 	t.Helper()
-	driverOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cubicle-vm-driver-")
-		if err != nil {
-			driverErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "cubicle-guest")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "cubicle/images/guest")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			driverErr = fmt.Errorf("go build ./images/guest: %v\n%s", err, msg)
-			return
-		}
-		driverBin, driverErr = os.ReadFile(out)
-	})
-	if driverErr != nil {
-		need(t, "cannot build the driver: %v", driverErr)
+	bin, err := os.ReadFile(guesttest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return driverBin
+	return bin
 }
 
 // realEnv is a store + real Podman + real image builder, for managers over one data dir.
@@ -477,7 +456,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	guesttest.Cleanup()
+	os.Exit(code)
 }
 
 func crashHelper(dir string) error {

@@ -230,3 +230,9 @@ func TestDesktopRefusal(t *testing.T) {
 		t.Fatalf("refusal: %+v", r)
 	}
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	guesttest.Cleanup()
+	os.Exit(code)
+}

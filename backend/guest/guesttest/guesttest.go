@@ -23,37 +23,54 @@ type Driver struct {
 	cmd       *exec.Cmd
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
+var build struct {
+	mu  sync.Mutex
+	dir string // temp dir holding the binary; "" until built
+	err error
+	out []byte
+}
 
-// binary builds the driver once per test process.
-func binary(t *testing.T) string {
+// Binary builds ./images/guest once per test process the way scripts/build.sh does (static,
+// CGO-free, trimmed) and returns its path. Call Cleanup from TestMain to remove it.
+func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "cubicle-guesttest-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "cubicle-guest")
-		cmd := exec.Command("go", "build", "-o", binPath, "./images/guest")
-		cmd.Dir = strings.TrimSpace(string(root))
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("build the driver: %v\n%s", buildErr, buildOut)
+	build.mu.Lock()
+	defer build.mu.Unlock()
+	if build.dir == "" && build.err == nil {
+		build.err = func() error {
+			root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "cubicle-guesttest-")
+			if err != nil {
+				return err
+			}
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "cubicle-guest"), "./images/guest")
+			cmd.Dir = strings.TrimSpace(string(root))
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+			if build.out, err = cmd.CombinedOutput(); err != nil {
+				os.RemoveAll(dir)
+				return err
+			}
+			build.dir = dir
+			return nil
+		}()
 	}
-	return binPath
+	if build.err != nil {
+		t.Fatalf("build the driver: %v\n%s", build.err, build.out)
+	}
+	return filepath.Join(build.dir, "cubicle-guest")
+}
+
+// Cleanup removes the binary Binary built; call it from TestMain after m.Run.
+func Cleanup() {
+	build.mu.Lock()
+	defer build.mu.Unlock()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+		build.dir = ""
+	}
 }
 
 // Start builds the driver, starts it on display (which must be free; it starts its own Xvfb)
@@ -71,7 +88,7 @@ func Start(t *testing.T, display, screen string) *Driver {
 	if screen == "" {
 		screen = "800x600"
 	}
-	bin := binary(t)
+	bin := Binary(t)
 	dir := t.TempDir()
 	d := &Driver{Socket: filepath.Join(dir, "run", "guest.sock"), Workspace: filepath.Join(dir, "workspace")}
 	os.MkdirAll(d.Workspace, 0o755)

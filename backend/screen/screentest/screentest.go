@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"cubicle/backend/guest"
+	"cubicle/backend/guest/guesttest"
 	"cubicle/images/guest/x11/xvfbtest"
 )
 
@@ -41,42 +41,8 @@ var build struct {
 	bin string
 }
 
-// driverBinary builds ./images/guest once per test process.
-func driverBinary(t testing.TB) string {
-	t.Helper()
-	build.mu.Lock()
-	defer build.mu.Unlock()
-	if build.bin != "" {
-		return build.bin
-	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatalf("find module root: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "cubicle-screentest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "cubicle-guest")
-	cmd := exec.Command("go", "build", "-o", bin, "./images/guest")
-	cmd.Dir = strings.TrimSpace(string(root))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build driver: %v\n%s", err, out)
-	}
-	build.bin = bin
-	return bin
-}
-
 // Cleanup removes the driver binary; call it from TestMain after m.Run.
-func Cleanup() {
-	build.mu.Lock()
-	defer build.mu.Unlock()
-	if build.bin != "" {
-		os.RemoveAll(filepath.Dir(build.bin))
-		build.bin = ""
-	}
-}
+func Cleanup() { guesttest.Cleanup() }
 
 // Start runs Xvfb on display (a number the test owns) at width×height and the real driver
 // attached to it, and waits until the driver answers and its X server is healthy. Both are
@@ -84,7 +50,7 @@ func Cleanup() {
 func Start(t testing.TB, display, width, height int) *Desktop {
 	t.Helper()
 	name := xvfbtest.Start(t, display, width, height)
-	bin := driverBinary(t)
+	bin := guesttest.Binary(t)
 	dir := t.TempDir()
 	run, ws := filepath.Join(dir, "run"), filepath.Join(dir, "workspace")
 	for _, d := range []string{run, ws} {
