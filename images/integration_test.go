@@ -452,24 +452,34 @@ func TestCursorPullByDigest(t *testing.T) {
 	std := ensureStandard(t, ctx, eng)
 	registry := enginetest.StartRegistry(t)
 
-	// Push the standard image as the stand-in base, then drop the push tag so that the cursor
-	// preparation really pulls by digest.
+	// The stand-in base is the standard image plus a label unique to this run, pushed and then
+	// removed from the engine, so that the cursor preparation really pulls by digest (pushing
+	// the standard image itself would leave an image with that digest in local storage, and
+	// the engine may resolve repo@digest to it without pulling).
 	repo := registry + "/cubicle-test/universal"
 	pushRef := repo + ":sand-box-latest"
-	if err := eng.TagImage(ctx, std.ImageID, pushRef); err != nil {
+	ctxDir := t.TempDir()
+	containerfile := "FROM " + std.ImageID + "\nLABEL io.cubicle.test-run=" + filepath.Base(ctxDir) + "\n"
+	if err := os.WriteFile(filepath.Join(ctxDir, "Containerfile"), []byte(containerfile), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := eng.BuildImage(ctx, engine.BuildSpec{ContextDir: ctxDir, Tag: pushRef}); err != nil {
+		t.Fatalf("build the stand-in base: %v", err)
 	}
 	start := time.Now()
 	digest, err := eng.PushImage(ctx, pushRef, engine.PullOptions{Insecure: true})
 	if rerr := eng.RemoveImage(ctx, pushRef); rerr != nil {
-		t.Errorf("untag %s: %v", pushRef, rerr)
+		t.Errorf("remove %s: %v", pushRef, rerr)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := eng.InspectImage(ctx, repo+"@"+digest); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("the pushed base is still in the engine after removal (inspect: %v); the pull would not be exercised", err)
+	}
 	t.Logf("pushed %s as %s in %s", pushRef, digest, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
-		// The pull names the standard image repo@digest as well; untag that name only.
+		// The pulled stand-in base; the cursor layers built on it are removed by the subtest.
 		if err := eng.RemoveImage(context.Background(), repo+"@"+digest); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			t.Logf("untag %s@%s: %v", repo, digest, err)
 		}
