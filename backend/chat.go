@@ -79,6 +79,8 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		Tools: box, Models: b.Models.Resolve, Guard: safetyGuard{s: safety, envs: envs, home: home},
 		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
 		TurnEnded: b.Binder.TurnEnded, Logger: b.log.With("svc", "agent"), System: systemPrompt,
+		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
+		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
 	})
 	return err
 }

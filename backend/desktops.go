@@ -70,6 +70,21 @@ func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (bindin
 	return binding.Desktop{InstanceID: v.Desktop.ID, Socket: d.vms.SocketPath(v.Desktop.ID)}, nil
 }
 
+// CreateTask implements binding.VMs: a helper's task-isolated desktop, created when needed.
+func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.Desktop, error) {
+	id, err := d.vms.CreateTask(ctx, vm.TaskSpec{AccountID: s.AccountID, AgentID: s.AgentID, SessionID: s.SessionID,
+		TaskID: s.TaskID, Helper: s.Helper})
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil
+}
+
+// RemoveTask implements binding.VMs: removes a helper's task desktop.
+func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
+	return d.vms.RemoveTask(ctx, taskID)
+}
+
 // Desktop implements api.Desktops: the agent's desktop as it is; never creates or starts one.
 func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
 	v, err := d.vms.Agent(ctx, accountID, agentID)

@@ -21,6 +21,9 @@ say "Go tests of the concurrent core under the race detector"
 go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/binding/... \
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... 2>&1 | tee test-artifacts/go-race.log
 
+say "benchmark, quick mode (run so it cannot rot; the numbers are not judged here)"
+"$ROOT/bin/cubicle" bench --quick --json test-artifacts/bench.json
+
 say "web UI unit tests"
 (cd frontend && npm test --silent)
 

@@ -45,6 +45,19 @@ type TurnInfo struct {
 	AgentName                  string
 	TurnID                     string
 	Step                       int
+	// Helper is the name of the temporary task helper making the call ("" for the main
+	// agent) and TaskID its task; a toolbox gives a helper's computer tools the task-isolated
+	// desktop of TaskID, never the agent's own, and no host tools (SPEC §1.3, §1.6).
+	Helper, TaskID string
+}
+
+// Source is the event source of calls made in t: "" for the main agent, "main/<name>" for a
+// task helper (SPEC §2.1).
+func (t TurnInfo) Source() string {
+	if t.Helper == "" {
+		return ""
+	}
+	return "main/" + t.Helper
 }
 
 // ToolOutput collects a tool's result and streams it as events.
@@ -141,6 +154,9 @@ type Config struct {
 	Logger      *slog.Logger
 	MaxIters    int    // model calls per turn; default 25
 	System      string // system prompt
+	// Helpers, when set, offers the main agent the task_helper tool: temporary task helpers
+	// (sub-agents) with their own task-isolated desktops (see helper.go).
+	Helpers *HelperConfig
 }
 
 // Runtime runs turns. It is safe for concurrent use.
@@ -175,6 +191,11 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.MaxIters <= 0 {
 		cfg.MaxIters = 25
+	}
+	if cfg.Helpers != nil {
+		h := *cfg.Helpers
+		h.defaults()
+		cfg.Helpers = &h
 	}
 	return &Runtime{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}, nil
 }
@@ -264,7 +285,7 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		s.stopMu.Unlock()
 	}()
 
-	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx}
+	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx, system: r.cfg.System, maxIters: r.cfg.MaxIters}
 	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, AgentName: t.AgentName, TurnID: NewID()}
 	if r.cfg.TurnEnded != nil {
 		defer r.cfg.TurnEnded(tr.info)

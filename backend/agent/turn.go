@@ -19,6 +19,14 @@ type turnRun struct {
 	info  TurnInfo
 	reply Msg
 	usage Usage
+
+	system   string
+	maxIters int
+	model    Model // the turn's model; nil in operator mode
+	// helper is set in a task helper's run: confirmations are refused instead of asked, and
+	// only the tools in offered may run.
+	helper  bool
+	offered map[string]bool
 }
 
 func (tr *turnRun) run() error {
@@ -49,25 +57,30 @@ func (tr *turnRun) run() error {
 	if model == nil {
 		return tr.operator()
 	}
+	tr.model = model
 	return tr.loop(model)
 }
 
 // loop calls the model and runs its tool calls until it answers without any.
 func (tr *turnRun) loop(model Model) error {
-	tools := tr.rt.cfg.Tools.Tools(tr.ctx, tr.info)
+	tools := tr.tools()
 	var temp *float64
 	if tr.t.ChatModel != nil {
 		temp = tr.t.ChatModel.Temperature
 	}
 	for iter := 1; ; iter++ {
-		if iter > tr.rt.cfg.MaxIters {
+		if iter > tr.maxIters {
 			e := newEvent(ExceedMaxIters)
-			e.MaxIters, e.CurrentIter = tr.rt.cfg.MaxIters, iter-1
+			e.MaxIters, e.CurrentIter = tr.maxIters, iter-1
 			tr.emit(e)
-			tr.text(fmt.Sprintf("Stopped after %d model calls (the limit per turn). Send a message to continue.", tr.rt.cfg.MaxIters))
+			if tr.helper {
+				tr.text(fmt.Sprintf("The helper stopped after %d model calls (its limit) before finishing.", tr.maxIters))
+			} else {
+				tr.text(fmt.Sprintf("Stopped after %d model calls (the limit per turn). Send a message to continue.", tr.maxIters))
+			}
 			return nil
 		}
-		reply, err := tr.callModel(model, ModelRequest{System: tr.rt.cfg.System, Messages: trimImages(tr.s.history, KeepImages), Tools: tools, Temperature: temp})
+		reply, err := tr.callModel(model, ModelRequest{System: tr.system, Messages: trimImages(tr.s.history, KeepImages), Tools: tools, Temperature: temp})
 		if err != nil {
 			return err
 		}
@@ -194,11 +207,21 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 		if tr.rt.cfg.Guard != nil {
 			d, reason = tr.rt.cfg.Guard.Check(tr.info, c)
 		}
+		if tr.helper && !tr.offered[c.Name] {
+			d, reason = Deny, fmt.Sprintf("a task helper can use only the computer_* tools of its own task desktop; %s is not available to helpers", c.Name)
+		}
 		switch d {
 		case Deny:
 			denied++
 			results.Content = append(results.Content, tr.refuse(c, "Refused by the safety policy: "+reason))
 		case Ask:
+			if tr.helper {
+				// A helper cannot pause for a person: its parent's turn is waiting on it.
+				denied++
+				results.Content = append(results.Content, tr.refuse(c, "Refused: this call needs a person's confirmation ("+reason+
+					"), and a task helper cannot ask for one. Do the task another way, or report back so the main agent can ask the person."))
+				continue
+			}
 			ask = append(ask, c)
 		default:
 			results.Content = append(results.Content, tr.runCall(c))
@@ -314,7 +337,12 @@ func (tr *turnRun) runCall(c ToolCall) ContentBlock {
 		rec = tr.rt.cfg.Recorder.Begin(tr.info, c)
 	}
 	began := time.Now()
-	state := tr.rt.cfg.Tools.Call(tr.ctx, tr.info, c, out)
+	var state string
+	if c.Name == HelperTool && tr.offersHelper() {
+		state = tr.runHelper(c, out)
+	} else {
+		state = tr.rt.cfg.Tools.Call(tr.ctx, tr.info, c, out)
+	}
 	if errors.Is(context.Cause(tr.ctx), errStopped) && state != StateSuccess {
 		state = StateInterrupted
 	}
@@ -341,6 +369,11 @@ func (tr *turnRun) refuse(c ToolCall, why string) ContentBlock {
 }
 
 func (tr *turnRun) stopped() {
+	if tr.helper {
+		// The parent's turn reports the stop once.
+		tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Stopped."})
+		return
+	}
 	gen := false
 	e := newEvent(RequestStop)
 	e.Reason, e.GenerateReason = "stopped by the person", &gen

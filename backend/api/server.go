@@ -117,6 +117,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
+	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
+	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)

@@ -11,6 +11,7 @@ import (
 type Models interface {
 	Get() (models.View, error)
 	Set(u models.Update) (models.View, error)
+	AgentModels
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {

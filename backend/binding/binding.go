@@ -4,6 +4,10 @@
 // across turns, and holds it as an agent task for the duration of each turn, so that a person
 // cannot take over mid-action and the idle timer stays off. The desktop is not released after
 // a turn: idle stop and shutdown release it.
+//
+// A temporary task helper's turn (agent.TurnInfo.TaskID set) is bound differently: its first
+// computer tool call creates a new task-isolated desktop for that task (never the agent's own
+// or shared one), later calls of the task reuse it, and TaskEnded removes it.
 package binding
 
 import (
@@ -12,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/tools"
@@ -30,6 +35,18 @@ type Desktop struct {
 // (capacity permitting) and never changes which desktop an agent has.
 type VMs interface {
 	Ensure(ctx context.Context, accountID, agentID string) (Desktop, error)
+	// CreateTask returns the running task-isolated desktop of spec.TaskID, creating it
+	// (capacity permitting: a full node is fault.ErrConflict) when there is none.
+	CreateTask(ctx context.Context, spec TaskSpec) (Desktop, error)
+	// RemoveTask removes task taskID's desktop entirely; removing none succeeds.
+	RemoveTask(ctx context.Context, taskID string) error
+}
+
+// TaskSpec names the task a task-isolated desktop is created for.
+type TaskSpec struct {
+	AccountID, AgentID, SessionID string
+	TaskID                        string
+	Helper                        string // the helper's name
 }
 
 // Tasks marks agent tasks on desktops (the control leases).
@@ -63,6 +80,7 @@ type thread struct {
 	instanceID string
 	client     *guest.Client
 	task       string // turn id holding the desktop as a task, "" when none
+	ended      bool   // a helper's task ended and its desktop was removed
 }
 
 // New returns a Binder.
@@ -82,7 +100,13 @@ func New(cfg Config) (*Binder, error) {
 	return &Binder{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}}, nil
 }
 
-func key(t agent.TurnInfo) string { return t.UserID + "\x00" + t.SessionID }
+// key is the binding key of a turn: its chat thread, or for a task helper its task.
+func key(t agent.TurnInfo) string {
+	if t.TaskID != "" {
+		return "task\x00" + t.TaskID
+	}
+	return t.UserID + "\x00" + t.SessionID
+}
 
 func (b *Binder) thread(t agent.TurnInfo) (*thread, error) {
 	b.mu.Lock()
@@ -106,6 +130,9 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 	}
 	if t.AgentID == "" {
 		return nil, fault.Invalid("this chat has no agent, so it has no computer; open the chat from an agent")
+	}
+	if t.TaskID != "" {
+		return b.acquireTask(ctx, t)
 	}
 	th, err := b.thread(t)
 	if err != nil {
@@ -143,6 +170,81 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 		th.task = t.TurnID
 	}
 	return th.client, nil
+}
+
+// acquireTask binds a helper's task to its task-isolated desktop, creating it on the task's
+// first computer tool call, and holds it as the task's agent task (refused while a person
+// holds control of it).
+func (b *Binder) acquireTask(ctx context.Context, t agent.TurnInfo) (tools.Computer, error) {
+	th, err := b.thread(t)
+	if err != nil {
+		return nil, err
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if th.ended {
+		return nil, fault.Conflict("the helper's task has ended and its task desktop was removed")
+	}
+	if th.client == nil || dead(th.client) {
+		d, err := b.cfg.VMs.CreateTask(ctx, TaskSpec{AccountID: t.UserID, AgentID: t.AgentID, SessionID: t.SessionID,
+			TaskID: t.TaskID, Helper: t.Helper})
+		if err != nil {
+			return nil, fmt.Errorf("the helper's task desktop: %w", err)
+		}
+		if th.client != nil {
+			th.client.Close()
+			th.client = nil
+		}
+		c, err := b.cfg.Dial(ctx, d.Socket)
+		if err != nil {
+			return nil, fmt.Errorf("the helper's task desktop: %w", err)
+		}
+		th.instanceID, th.client = d.InstanceID, c
+	}
+	if th.task == "" {
+		a := control.Agent{AgentID: t.AgentID, AgentName: b.cfg.Names(t.AgentID) + " (helper " + t.Helper + ")", TaskID: t.TaskID}
+		if err := b.cfg.Tasks.BeginTask(th.instanceID, a); err != nil {
+			return nil, err
+		}
+		th.task = t.TaskID
+	}
+	return th.client, nil
+}
+
+// TaskEnded ends a helper's task (t.TaskID): the task releases its desktop, which is removed
+// with its scratch workspace — whether the task finished, failed, was stopped or timed out.
+// A task that never used a computer has nothing to remove. It implements the runtime's
+// agent.HelperConfig.Ended and is called after the task's last tool call returned.
+func (b *Binder) TaskEnded(t agent.TurnInfo) {
+	if t.TaskID == "" {
+		return
+	}
+	b.mu.Lock()
+	th := b.threads[key(t)]
+	delete(b.threads, key(t))
+	b.mu.Unlock()
+	if th == nil {
+		return
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	th.ended = true
+	if th.task != "" {
+		if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
+			b.log.Warn("end helper task", "desktop", th.instanceID, "err", err)
+		}
+		th.task = ""
+	}
+	if th.client != nil {
+		th.client.Close()
+		th.client = nil
+	}
+	// Cleanup runs after a stop or a timeout too, so it has its own deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.cfg.VMs.RemoveTask(ctx, t.TaskID); err != nil {
+		b.log.Error("remove the task desktop of a helper", "task", t.TaskID, "helper", t.Helper, "err", err)
+	}
 }
 
 func dead(c *guest.Client) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,33 @@ type vms struct {
 	d      Desktop
 	err    error
 	called atomic.Int32
+
+	task     Desktop // the task desktop CreateTask returns
+	taskErr  error
+	created  atomic.Int32
+	removed  []string // task ids; guarded by mu
+	mu       sync.Mutex
+	lastSpec TaskSpec // guarded by mu
 }
 
 func (v *vms) Ensure(ctx context.Context, accountID, agentID string) (Desktop, error) {
 	v.called.Add(1)
 	return v.d, v.err
+}
+
+func (v *vms) CreateTask(ctx context.Context, spec TaskSpec) (Desktop, error) {
+	v.created.Add(1)
+	v.mu.Lock()
+	v.lastSpec = spec
+	v.mu.Unlock()
+	return v.task, v.taskErr
+}
+
+func (v *vms) RemoveTask(ctx context.Context, taskID string) error {
+	v.mu.Lock()
+	v.removed = append(v.removed, taskID)
+	v.mu.Unlock()
+	return nil
 }
 
 func newControl(t *testing.T) *control.Manager {
@@ -125,6 +148,100 @@ func TestBinding(t *testing.T) {
 	if _, err := b.Acquire(ctx, agent.TurnInfo{SessionID: "s2", UserID: "u1", AgentID: "a1", TurnID: "x"}); !errors.Is(err, fault.ErrConflict) {
 		t.Fatalf("capacity: %v", err)
 	}
+}
+
+// TestTaskBinding: a helper's task gets its own desktop (not the thread's), concurrent
+// acquires of the task are idempotent, a person holding control refuses it, and the end of
+// the task releases and removes the desktop.
+func TestTaskBinding(t *testing.T) {
+	own := guesttest.Start(t, ":97", "")
+	task := guesttest.Start(t, ":98", "")
+	v := &vms{d: Desktop{InstanceID: "desk1", Socket: own.Socket}, task: Desktop{InstanceID: "task-1", Socket: task.Socket}}
+	ctl := newControl(t)
+	b, err := New(Config{VMs: v, Tasks: ctl, Names: func(string) string { return "Ada" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	main := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t1"}
+	if _, err := b.Acquire(ctx, main); err != nil {
+		t.Fatal(err)
+	}
+	helper := main
+	helper.TurnID, helper.Helper, helper.TaskID = "h1", "researcher", "h1"
+
+	var wg sync.WaitGroup
+	clients := make([]any, 6)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := b.Acquire(ctx, helper)
+			if err != nil {
+				t.Error(err)
+			}
+			clients[i] = c
+		}()
+	}
+	wg.Wait()
+	for _, c := range clients[1:] {
+		if c != clients[0] {
+			t.Fatal("concurrent acquires of one task returned different desktops")
+		}
+	}
+	if n := v.created.Load(); n != 1 {
+		t.Fatalf("task desktop created %d times", n)
+	}
+	v.mu.Lock()
+	spec := v.lastSpec
+	v.mu.Unlock()
+	if spec != (TaskSpec{AccountID: "u1", AgentID: "a1", SessionID: "s1", TaskID: "h1", Helper: "researcher"}) {
+		t.Fatalf("task spec %+v", spec)
+	}
+	// The task desktop is a different desktop from the thread's, held by the helper's task.
+	if who, busy := ctl.Busy("task-1"); !busy || !strings.Contains(who, "helper researcher") {
+		t.Fatalf("task desktop holder %q %v", who, busy)
+	}
+	if h, _ := ctl.Holder("desk1"); h.Agent.TaskID != "t1" {
+		t.Fatalf("the thread's desktop changed hands: %+v", h)
+	}
+	// The task ends: released and removed; later acquires of it are refused.
+	b.TaskEnded(helper)
+	if _, busy := ctl.Busy("task-1"); busy {
+		t.Fatal("task desktop still held after the task ended")
+	}
+	v.mu.Lock()
+	removed := append([]string(nil), v.removed...)
+	v.mu.Unlock()
+	if len(removed) != 1 || removed[0] != "h1" {
+		t.Fatalf("removed %v", removed)
+	}
+	// A task that never used a computer has nothing to remove.
+	b.TaskEnded(agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TaskID: "never"})
+	if len(v.removed) != 1 {
+		t.Fatalf("removed %v", v.removed)
+	}
+	// A person holding the task desktop's control refuses the binding.
+	helper2 := helper
+	helper2.TurnID, helper2.TaskID = "h2", "h2"
+	lease, err := ctl.TakeOver("task-1", control.Person{AccountID: "u1", Username: "alice", AgentID: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, helper2); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), "person is controlling") {
+		t.Fatalf("acquire while a person controls: %v", err)
+	}
+	ctl.HandBack("task-1", lease.Token)
+	// Capacity refusals reach the caller with their class and message.
+	v.taskErr = fault.Conflict("no desktop free for the helper's task: 2 of 2 running")
+	helper3 := helper
+	helper3.TurnID, helper3.TaskID = "h3", "h3"
+	if _, err := b.Acquire(ctx, helper3); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), "no desktop free") {
+		t.Fatalf("capacity: %v", err)
+	}
+	b.TaskEnded(helper3)
+	b.TurnEnded(main)
 }
 
 func TestMain(m *testing.M) {

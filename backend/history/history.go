@@ -58,7 +58,7 @@ func digest(v any) string {
 func (r *Recorder) Begin(t agent.TurnInfo, call agent.ToolCall) string {
 	now := r.now().UTC()
 	run := store.ToolRun{ID: agent.NewID(), SessionID: t.SessionID, UserID: t.UserID, TurnID: t.TurnID, Step: t.Step,
-		Tool: call.Name, InputSHA256: digest(call.Input), Status: store.RunRunning, CreatedAt: now, UpdatedAt: now}
+		Tool: call.Name, Source: t.Source(), InputSHA256: digest(call.Input), Status: store.RunRunning, CreatedAt: now, UpdatedAt: now}
 	if err := r.st.PutToolRun(run); err != nil {
 		r.log.Warn("record tool run", "tool", call.Name, "err", err)
 	}

@@ -1,22 +1,24 @@
-// Package models keeps the app's chat model configuration (an OpenAI-compatible endpoint:
-// base URL, model name, API key) and resolves the model of a turn. The API key is sealed with
-// AES-256-GCM under a key file in the data directory's secrets (0600), so the data file alone
-// does not reveal it. Environment variables CUBICLE_MODEL_BASE_URL, CUBICLE_MODEL and
-// CUBICLE_MODEL_API_KEY give a default when nothing was saved.
+// Package models keeps the chat model configuration (an OpenAI-compatible endpoint: base URL,
+// model name, API key) of the app and of each agent, and resolves the model of a turn. API keys
+// are sealed with AES-256-GCM under a key file in the data directory's secrets (0600), so the
+// data file alone does not reveal them. Environment variables CUBICLE_MODEL_BASE_URL,
+// CUBICLE_MODEL and CUBICLE_MODEL_API_KEY give the app's default when nothing was saved.
+//
+// An agent may override the app's model (agent.go): its model name replaces the app's, and
+// its own base URL comes with its own API key. A turn's chatModel name beats both.
 package models
 
 import (
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
 	"cubicle/backend/agent"
-	"cubicle/backend/agent/openai"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
@@ -25,6 +27,8 @@ import (
 type Store interface {
 	ModelSettings() (store.ModelSettings, error)
 	PutModelSettings(m store.ModelSettings) error
+	Agent(id string) (store.Agent, error)
+	UpdateAgent(id string, fn func(*store.Agent) error) (store.Agent, error)
 }
 
 // Config configures a Service. Store and Key are required.
@@ -80,22 +84,48 @@ type settings struct {
 	baseURL, model, apiKey, source string
 }
 
-func (s *Service) load() (settings, error) {
+// appSettings are the app's model settings with the saved key still sealed, so that an agent
+// with its own endpoint does not depend on the app's key being readable.
+type appSettings struct {
+	baseURL, model, source string
+	sealed                 []byte // saved key ("settings")
+	envKey                 string // key from the environment ("environment")
+}
+
+func (a appSettings) hasKey() bool { return len(a.sealed) > 0 || a.envKey != "" }
+
+func (s *Service) readApp() (appSettings, error) {
 	m, err := s.st.ModelSettings()
 	switch {
 	case err == nil && m.BaseURL != "":
-		key, err := s.open(m.APIKeySealed)
-		if err != nil {
-			return settings{}, err
-		}
-		return settings{baseURL: m.BaseURL, model: m.Model, apiKey: key, source: "settings"}, nil
+		return appSettings{baseURL: m.BaseURL, model: m.Model, sealed: m.APIKeySealed, source: "settings"}, nil
 	case err != nil && !errors.Is(err, fault.ErrNotFound):
-		return settings{}, err
+		return appSettings{}, fmt.Errorf("read the app's model settings: %w", err)
 	}
 	if u := s.getenv("CUBICLE_MODEL_BASE_URL"); u != "" {
-		return settings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), apiKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment"}, nil
+		return appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment"}, nil
 	}
-	return settings{source: "none"}, nil
+	return appSettings{source: "none"}, nil
+}
+
+// appKey opens the app's API key.
+func (s *Service) appKey(a appSettings) (string, error) {
+	if a.source == "environment" {
+		return a.envKey, nil
+	}
+	return s.open(a.sealed, appKeyWhere)
+}
+
+func (s *Service) load() (settings, error) {
+	a, err := s.readApp()
+	if err != nil {
+		return settings{}, err
+	}
+	key, err := s.appKey(a)
+	if err != nil {
+		return settings{}, err
+	}
+	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source}, nil
 }
 
 // Get returns the settings as the page shows them.
@@ -110,14 +140,8 @@ func (s *Service) Get() (View, error) {
 // Set saves new settings; an empty base URL clears the configuration (operator mode).
 func (s *Service) Set(u Update) (View, error) {
 	u.BaseURL, u.Model = strings.TrimSpace(u.BaseURL), strings.TrimSpace(u.Model)
-	if u.BaseURL != "" {
-		p, err := url.Parse(u.BaseURL)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return View{}, fault.Invalid("the base URL must be an http(s) URL such as https://api.openai.com/v1")
-		}
-		if u.Model == "" {
-			return View{}, fault.Invalid("name the model (for example gpt-4o)")
-		}
+	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
+		return View{}, err
 	}
 	old, _ := s.st.ModelSettings()
 	sealed := old.APIKeySealed
@@ -136,24 +160,6 @@ func (s *Service) Set(u Update) (View, error) {
 	return s.Get()
 }
 
-// Resolve is an agent.ModelResolver: the saved (or environment) model, with a turn's
-// chatModel name overriding the model name. Without a configured model it returns
-// agent.ErrNoModel (operator mode).
-func (s *Service) Resolve(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
-	st, err := s.load()
-	if err != nil {
-		return nil, err
-	}
-	model := st.model
-	if chat != nil && chat.Name != "" {
-		model = chat.Name
-	}
-	if st.baseURL == "" || model == "" {
-		return nil, agent.ErrNoModel
-	}
-	return openai.New(openai.Config{BaseURL: st.baseURL, APIKey: st.apiKey, Model: model})
-}
-
 func (s *Service) seal(key string) ([]byte, error) {
 	if key == "" {
 		return nil, nil
@@ -165,17 +171,40 @@ func (s *Service) seal(key string) ([]byte, error) {
 	return s.aead.Seal(nonce, nonce, []byte(key), []byte("cubicle model api key")), nil
 }
 
-func (s *Service) open(sealed []byte) (string, error) {
+// checkEndpoint validates a base URL and model name as a form gives them (trimmed): an empty
+// base URL is fine; a given one must be http(s) and needs a model name.
+func checkEndpoint(baseURL, model string) error {
+	if baseURL == "" {
+		return nil
+	}
+	p, err := url.Parse(baseURL)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fault.Invalid("the base URL must be an http(s) URL such as https://api.openai.com/v1")
+	}
+	if model == "" {
+		return fault.Invalid("name the model (for example gpt-4o)")
+	}
+	return nil
+}
+
+// keyWhere says whose key a sealed key is, for messages.
+type keyWhere struct {
+	whose, fix string // "the saved API key", "Settings → Model"
+}
+
+var appKeyWhere = keyWhere{whose: "the saved API key", fix: "Settings → Model"}
+
+func (s *Service) open(sealed []byte, w keyWhere) (string, error) {
 	if len(sealed) == 0 {
 		return "", nil
 	}
 	n := s.aead.NonceSize()
 	if len(sealed) < n {
-		return "", fault.Conflict("the saved API key is damaged; enter it again in Settings → Model")
+		return "", fault.Conflict("%s is damaged; enter it again in %s", w.whose, w.fix)
 	}
 	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte("cubicle model api key"))
 	if err != nil {
-		return "", fault.Conflict("the saved API key cannot be decrypted (the secrets directory changed?); enter it again in Settings → Model")
+		return "", fault.Conflict("%s cannot be decrypted (the secrets directory changed?); enter it again in %s", w.whose, w.fix)
 	}
 	return string(plain), nil
 }

@@ -13,14 +13,29 @@ import (
 // Agent is a bot owned by an account, with its computer selection (SPEC §1.6). The store keeps
 // whatever it is given; which Computer values are legal is the caller's business.
 type Agent struct {
-	ID                   string    `json:"id"`
-	AccountID            string    `json:"accountId"`
-	Name                 string    `json:"name"`
-	Computer             string    `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
-	AllowHostEnvironment bool      `json:"allowHostEnvironment"`
-	WorkDir              string    `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
-	CreatedAt            time.Time `json:"createdAt"`
-	UpdatedAt            time.Time `json:"updatedAt"`
+	ID                   string      `json:"id"`
+	AccountID            string      `json:"accountId"`
+	Name                 string      `json:"name"`
+	Computer             string      `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
+	AllowHostEnvironment bool        `json:"allowHostEnvironment"`
+	WorkDir              string      `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
+	Model                *AgentModel `json:"model,omitempty"`   // nil = the app's model settings
+	CreatedAt            time.Time   `json:"createdAt"`
+	UpdatedAt            time.Time   `json:"updatedAt"`
+}
+
+// AgentModel is an agent's own chat model. Every empty field inherits the app's model
+// settings. The API key is sealed by package models; the store never sees it in clear. Records
+// written before agents had a model decode with Model nil, so no migration is needed.
+type AgentModel struct {
+	BaseURL      string `json:"baseUrl,omitempty"`
+	Model        string `json:"model,omitempty"`
+	APIKeySealed []byte `json:"apiKeySealed,omitempty"`
+}
+
+// Empty reports whether m overrides nothing (nil counts as empty).
+func (m *AgentModel) Empty() bool {
+	return m == nil || (m.BaseURL == "" && m.Model == "" && len(m.APIKeySealed) == 0)
 }
 
 var agents = table[Agent]{bucket: bucketAgents, kind: "agent"}

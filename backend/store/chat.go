@@ -108,6 +108,7 @@ type ToolRun struct {
 	TurnID       string    `json:"turnId"`
 	Step         int       `json:"step"`
 	Tool         string    `json:"tool"`
+	Source       string    `json:"source,omitempty"` // "main/<name>" for a task helper's call
 	InputSHA256  string    `json:"inputSha256"`
 	OutputSHA256 *string   `json:"outputSha256"` // null on failure
 	Status       string    `json:"status"`

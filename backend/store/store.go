@@ -11,7 +11,7 @@
 //	├── account_usernames      (unique index; usernames compare case-insensitively)
 //	│   └── <folded username>  → <account id>   (lower case, Unicode case folding)
 //	├── agents
-//	│   └── <agent id>         → Agent JSON
+//	│   └── <agent id>         → Agent JSON (its optional "model" key sealed by package models)
 //	├── node_settings
 //	│   └── <node id>          → NodeSettings JSON (absent = defaults)
 //	├── vm_images

@@ -23,7 +23,7 @@ func (m *Manager) MarkIdle(instanceID string) {
 	delete(m.busy, instanceID)
 	m.mu.Unlock()
 	in, err := m.st.VMInstance(instanceID)
-	if err == nil && in.State == stateRunning && in.Scope != scopeCompose {
+	if err == nil && in.State == stateRunning && in.Scope != scopeCompose && in.Scope != scopeTask {
 		m.armIdle(instanceID)
 	}
 }

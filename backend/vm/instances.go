@@ -442,15 +442,7 @@ func (m *Manager) checkCapacity(except string) error {
 	if err != nil {
 		return err
 	}
-	var running []string
-	for _, in := range m.instancesOrNil() {
-		if in.ID == except || in.Scope == scopeCompose {
-			continue
-		}
-		if in.State == stateRunning || in.State == stateCreating || in.State == stateStopping {
-			running = append(running, m.describe(in))
-		}
-	}
+	running := m.runningDesktops(except)
 	if len(running) >= ns.MaxInstances {
 		return fault.Conflict("at most %d desktops may run at the same time on this node and %d already run: %s; "+
 			"stop one of them, or raise the limit in Settings → Local VM", ns.MaxInstances, len(running), strings.Join(running, ", "))
@@ -471,6 +463,12 @@ func (m *Manager) describe(in store.VMInstance) string {
 			return fmt.Sprintf("the shared desktop of %s", acc.Username)
 		}
 		return fmt.Sprintf("the shared desktop of account %s", in.AccountID)
+	case scopeTask:
+		name := in.AgentID
+		if ag, err := m.st.Agent(in.AgentID); err == nil {
+			name = ag.Name
+		}
+		return fmt.Sprintf("the task desktop of helper %s (agent %s)", in.Name, name)
 	default:
 		return fmt.Sprintf("fixed desktop %s", in.Name)
 	}

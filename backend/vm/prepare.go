@@ -153,6 +153,16 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 	clear(m.busy) // the tasks were stopped and control ended
 	m.mu.Unlock()
 	for _, in := range m.instancesOrNil() {
+		if in.Scope == scopeTask { // its task was stopped above; it is never restarted
+			m.progress(j, "stopping", "removing "+m.describe(in), 2)
+			unlock := m.lock(in.ID)
+			err := m.removeTaskLocked(ctx, in.ID)
+			unlock()
+			if err != nil {
+				return store.VMImage{}, fmt.Errorf("%s: remove %s: %w", op, m.describe(in), err)
+			}
+			continue
+		}
 		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == stateAbsent || in.State == stateStopped {
 			continue
 		}

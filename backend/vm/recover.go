@@ -17,6 +17,8 @@ import (
 //     now), otherwise "stopped"; an interrupted stop or remove is completed;
 //   - a record whose container vanished becomes "absent" (its volumes are untouched);
 //   - a leftover probe of an interrupted preparation (its run directory is ours) is removed;
+//   - every task desktop (a helper's, see tasks.go) whose record or run directory is ours is
+//     removed: its task ended with the process that ran it;
 //   - other desktop containers with our labels that no record knows are reported as strays.
 func (m *Manager) reconcile(ctx context.Context) error {
 	if m.cfg.Engine == nil {
@@ -42,11 +44,25 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			}
 		case "desktop":
 			byInstance[id] = append(byInstance[id], c)
+		case RoleTask:
+			// A record is written before the container is created and deleted after it is
+			// removed, so a task desktop of ours has a record; its run directory is checked
+			// too (a record lost with a damaged store). Others' are left alone.
+			_, recErr := m.st.VMInstance(id)
+			if _, err := os.Stat(m.runDir(id)); err == nil || recErr == nil {
+				m.log.Info("removing the task desktop of a helper task that ended with the process", "container", c.Name)
+				if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+					m.log.Error("remove leftover task desktop", "container", c.Name, "err", err)
+				}
+			}
 		}
+	}
+	if err := m.removeTasks(ctx); err != nil {
+		m.log.Error("remove leftover task desktops", "err", err)
 	}
 	known := map[string]bool{}
 	for _, in := range m.instancesOrNil() {
-		if in.Scope == scopeCompose {
+		if in.Scope == scopeCompose || in.Scope == scopeTask {
 			continue
 		}
 		known[in.ID] = true

@@ -33,13 +33,16 @@ type ImageView struct {
 
 // InstanceView is a desktop as the API shows it.
 type InstanceView struct {
-	ID            string    `json:"id"`
-	Scope         string    `json:"scope"` // shared | agent | compose
-	AccountID     string    `json:"accountId,omitempty"`
-	AgentID       string    `json:"agentId,omitempty"`
-	Description   string    `json:"description"`
-	Name          string    `json:"name,omitempty"` // compose desktops
-	Fixed         bool      `json:"fixed"`          // a Compose desktop: no create/remove/count change
+	ID          string `json:"id"`
+	Scope       string `json:"scope"` // shared | agent | compose
+	AccountID   string `json:"accountId,omitempty"`
+	AgentID     string `json:"agentId,omitempty"`
+	Description string `json:"description"`
+	Name        string `json:"name,omitempty"` // compose desktops
+	Fixed       bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
+	// Task marks a helper's task-isolated desktop: removed when its task ends, never started,
+	// stopped, recreated or removed by people.
+	Task          bool      `json:"task"`
 	ImageKey      string    `json:"imageKey,omitempty"`
 	ImageRef      string    `json:"imageRef,omitempty"`
 	ImagePending  bool      `json:"imagePending"` // the chosen image differs from the container's: recreate to apply
@@ -153,7 +156,7 @@ func (m *Manager) engineView(ctx context.Context) EngineView {
 func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	v := InstanceView{
 		ID: in.ID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID, Name: in.Name,
-		Description: m.describe(in), Fixed: in.Scope == scopeCompose,
+		Description: m.describe(in), Fixed: in.Scope == scopeCompose, Task: in.Scope == scopeTask,
 		ImageKey: in.ImageKey, ImageRef: in.ImageRef, State: in.State, Container: in.ContainerName,
 		Workspace: in.WorkspaceVol, BrowserVolume: in.ProfileVol, StartedAt: in.StartedAt, LastError: in.LastError,
 	}

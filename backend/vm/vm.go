@@ -125,7 +125,7 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // engine.LabelInstance.
 const (
 	LabelNode    = "io.cubicle.node"
-	LabelRole    = "io.cubicle.role"   // "desktop" | "probe"
+	LabelRole    = "io.cubicle.role"   // "desktop" | "probe" | "task"
 	LabelVolume  = "io.cubicle.volume" // "workspace" | "browser-profile"
 	LabelCompose = "io.cubicle.compose-desktop"
 )
@@ -315,14 +315,19 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
-	if !started || m.cfg.KeepRunningOnClose || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
+	if !started || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var errs []error
+	// Task desktops end with the process whatever KeepRunningOnClose says: no task is left
+	// to use them.
+	errs := []error{m.removeTasks(ctx)}
+	if m.cfg.KeepRunningOnClose {
+		return errors.Join(errs...)
+	}
 	for _, in := range m.instancesOrNil() {
-		if in.ContainerID == "" || in.State == stateAbsent || in.Scope == scopeCompose {
+		if in.ContainerID == "" || in.State == stateAbsent || in.Scope == scopeCompose || in.Scope == scopeTask {
 			continue
 		}
 		if err := m.stopLocked(ctx, in.ID, true); err != nil {

@@ -197,6 +197,58 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     assert.equal(res.status(), 200, await res.text());
   });
 
+  test('agent model: set in the computer panel, kept after a reload, "Use app default" clears it', async (t) => {
+    const probe = await context.request.get(`${server.url}/api/app/agents/${agent.id}/model`);
+    if (!(await needRoute(t, probe, 'Agent model'))) return;
+    const secret = 'sk-agent-e2e-' + Math.random().toString(36).slice(2);
+    await page.goto(`${server.url}/#/agents/${agent.id}`);
+    await page.locator('#chat-title', { hasText: 'Operator' }).waitFor();
+    const toggle = page.locator('#computer-toggle');
+    if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    await page.locator('#agent-model-form').waitFor();
+    await page.waitForFunction(() => !document.getElementById('agent-model-save').disabled);
+    await page.fill('#agent-model-base-url', 'http://127.0.0.1:9/agent/v1');
+    await page.fill('#agent-model-name', 'agent-e2e-model');
+    await page.fill('#agent-model-api-key', secret);
+    await page.click('#agent-model-save');
+    await page.locator('#agent-model-saved').waitFor();
+    await page.locator('#agent-model-effective[data-source="agent"]', { hasText: 'agent-e2e-model' }).waitFor();
+    const view = await api(`/api/app/agents/${agent.id}/model`);
+    assert.equal(view.baseUrl, 'http://127.0.0.1:9/agent/v1');
+    assert.equal(view.model, 'agent-e2e-model');
+    assert.equal(view.hasApiKey, true);
+    assert.equal(view.effective.source, 'agent');
+    assert.equal(JSON.stringify(view).includes(secret), false, 'the API never returns the key');
+
+    // After a reload the panel shows what the server kept; the key only as "saved".
+    await page.reload();
+    await page.locator('#agent-model-form').waitFor();
+    await page.waitForFunction(() => document.getElementById('agent-model-name')?.value === 'agent-e2e-model');
+    assert.equal(await page.locator('#agent-model-base-url').inputValue(), 'http://127.0.0.1:9/agent/v1');
+    assert.equal(await page.locator('#agent-model-api-key').inputValue(), '');
+    assert.equal(await page.locator('#agent-model-api-key').getAttribute('placeholder'), 'saved');
+    assert.match(await page.locator('#agent-model-effective').textContent(), /this agent's own setting/);
+    assert.equal((await page.content()).includes(secret), false);
+    await screenshot(page, 'chat-agent-model');
+
+    // A base URL without a model name is refused with the server's message; nothing changes.
+    const seen = problems.length;
+    await page.fill('#agent-model-name', '');
+    await page.click('#agent-model-save');
+    await page.locator('#agent-model-error', { hasText: 'name the model' }).waitFor();
+    // The browser logs that refused call (400); it is the expected one, not a page error.
+    const refused = problems.splice(seen).filter((p) => !/status of 400 \(Bad Request\)/.test(p));
+    problems.push(...refused);
+    assert.equal((await api(`/api/app/agents/${agent.id}/model`)).model, 'agent-e2e-model');
+
+    // "Use app default" removes the override (so the operator-mode chat below has no model).
+    await page.click('#agent-model-default');
+    await page.locator('#agent-model-effective[data-source="none"]').waitFor();
+    const cleared = await api(`/api/app/agents/${agent.id}/model`);
+    assert.deepEqual([cleared.baseUrl, cleared.model, cleared.hasApiKey], ['', '', false]);
+    assert.equal(await page.locator('#agent-model-base-url').inputValue(), '');
+  });
+
   test('operator-mode chat: /help lists commands, /shell shows a tool block with the server result', async (t) => {
     const probe = await chatEvents(context, server.url, {
       sessionId: 'probe-' + Date.now(),

@@ -162,6 +162,23 @@ describe('Client routes', () => {
       result: { baseUrl: 'u', model: 'm', hasApiKey: true, configured: true, source: 'settings' },
     },
     {
+      name: 'agent model',
+      call: (c) => c.getAgentModel('a/1'),
+      response: json(200, { baseUrl: '', model: 'm' }),
+      method: 'GET',
+      path: '/api/app/agents/a%2F1/model',
+      result: { baseUrl: '', model: 'm' },
+    },
+    {
+      name: 'save agent model',
+      call: (c) => c.setAgentModel('a1', { baseUrl: 'u', model: 'm', apiKey: '' }),
+      response: json(200, { baseUrl: 'u', model: 'm', hasApiKey: false }),
+      method: 'PUT',
+      path: '/api/app/agents/a1/model',
+      body: { baseUrl: 'u', model: 'm', apiKey: '' },
+      result: { baseUrl: 'u', model: 'm', hasApiKey: false },
+    },
+    {
       name: 'local vm status',
       call: (c) => c.localVM(),
       response: json(200, { preparing: false }),

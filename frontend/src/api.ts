@@ -63,6 +63,26 @@ export interface ModelUpdate {
   apiKey?: string;
 }
 
+/** GET/PUT /api/app/agents/:id/model: an agent's own model (never its key). */
+export interface AgentModel {
+  /** The agent's own base URL; "" inherits the app's (and its key). */
+  baseUrl: string;
+  /** The agent's own model name; "" inherits the app's. */
+  model: string;
+  hasApiKey: boolean;
+  /** The app's model settings the empty fields inherit from. */
+  inherits: ModelSettings;
+  /** What a turn of this agent uses. */
+  effective: {
+    baseUrl: string;
+    model: string;
+    source: 'agent' | 'settings' | 'environment' | 'none' | string;
+    configured: boolean;
+    /** Why no model can run and where to fix it. */
+    problem?: string;
+  };
+}
+
 /** Progress of one image preparation (backend/vm PrepareState). */
 export interface PrepareState {
   imageKey: string;
@@ -95,6 +115,8 @@ export interface InstanceView {
   description: string;
   name?: string;
   fixed: boolean;
+  /** A temporary task helper's desktop: removed when its task ends; no actions. */
+  task?: boolean;
   imageKey?: string;
   imageRef?: string;
   imagePending: boolean;
@@ -160,6 +182,8 @@ export interface ToolRun {
   turnId: string;
   step: number;
   tool: string;
+  /** "main/<name>" for a task helper's call. */
+  source?: string;
   status: string;
   durationMs: number;
   createdAt: string;
@@ -338,6 +362,16 @@ export class Client {
   /** PUT /api/app/agents/:id/computer-selection; returns the agent as the server saved it. */
   setComputerSelection(id: string, selection: ComputerSelection): Promise<Agent> {
     return this.request<Agent>('PUT', `${agentPath(id)}/computer-selection`, selection);
+  }
+
+  /** GET /api/app/agents/:id/model (the agent's owner or an administrator). */
+  getAgentModel(id: string): Promise<AgentModel> {
+    return this.request<AgentModel>('GET', `${agentPath(id)}/model`);
+  }
+
+  /** PUT /api/app/agents/:id/model; all fields empty inherits the app's model; apiKey omitted keeps, "" clears. */
+  setAgentModel(id: string, u: ModelUpdate): Promise<AgentModel> {
+    return this.request<AgentModel>('PUT', `${agentPath(id)}/model`, u);
   }
 
   /** GET /api/app/admin/doctor (admin only). */

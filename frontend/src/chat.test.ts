@@ -129,6 +129,65 @@ describe('reduce', () => {
   });
 });
 
+describe('task helpers', () => {
+  const src = 'main/researcher';
+  const helperTurn: ChatEvent[] = [
+    { type: 'AGENT_START', name: 'Ada' },
+    { type: 'TOOL_CALL_START', toolCallId: 'm1', toolCallName: 'task_helper' },
+    { type: 'TOOL_CALL_DELTA', toolCallId: 'm1', delta: '{"name":"researcher","task":"count files"}' },
+    { type: 'TOOL_CALL_END', toolCallId: 'm1' },
+    { type: 'TOOL_RESULT_START', toolCallId: 'm1', toolCallName: 'task_helper' },
+    { type: 'SUBAGENT_EXPOSED', id: 'x1', source: src, name: 'researcher', toolCallId: 'm1', metadata: { task: 'count files' } },
+    { type: 'MODEL_CALL_START', source: src },
+    { type: 'TOOL_CALL_START', source: src, toolCallId: 'h1', toolCallName: 'computer_shell' },
+    { type: 'TOOL_CALL_DELTA', source: src, toolCallId: 'h1', delta: '{"command":"ls | wc -l"}' },
+    { type: 'TOOL_RESULT_START', source: src, toolCallId: 'h1', toolCallName: 'computer_shell' },
+    { type: 'TOOL_RESULT_TEXT_DELTA', source: src, toolCallId: 'h1', delta: '42' },
+    { type: 'TOOL_RESULT_END', source: src, toolCallId: 'h1', state: 'success' },
+    { type: 'TEXT_BLOCK_START', source: src, blockId: 'ht' },
+    { type: 'TEXT_BLOCK_DELTA', source: src, blockId: 'ht', delta: '42 files' },
+    { type: 'TEXT_BLOCK_END', source: src, blockId: 'ht' },
+  ];
+
+  it("groups a helper's events under its header, apart from the main agent's blocks", () => {
+    const s = run([
+      ...helperTurn,
+      { type: 'TOOL_RESULT_TEXT_DELTA', toolCallId: 'm1', delta: '42 files' },
+      { type: 'TOOL_RESULT_END', toolCallId: 'm1', state: 'success' },
+      { type: 'TEXT_BLOCK_START', blockId: 'mt' },
+      { type: 'TEXT_BLOCK_DELTA', blockId: 'mt', delta: 'The helper counted 42.' },
+      { type: 'TEXT_BLOCK_END', blockId: 'mt' },
+      { type: 'AGENT_END' },
+    ]);
+    expect(s.messages).toHaveLength(2);
+    const blocks = blocksOf(s);
+    expect(blocks.map((b) => b.kind)).toEqual(['tool', 'helper', 'text']);
+    expect(blocks[0]).toMatchObject({ kind: 'tool', id: 'm1', name: 'task_helper', result: '42 files', state: 'success' });
+    expect(blocks[1]).toMatchObject({
+      kind: 'helper',
+      name: 'researcher',
+      source: src,
+      task: 'count files',
+      toolCallId: 'm1',
+      done: true,
+      blocks: [
+        { kind: 'tool', id: 'h1', name: 'computer_shell', result: '42', state: 'success' },
+        { kind: 'text', id: 'ht', text: '42 files', done: true },
+      ],
+    });
+    expect(blocks[2]).toMatchObject({ kind: 'text', text: 'The helper counted 42.' });
+  });
+
+  it('keeps two helpers of one name apart and cuts an unfinished helper off at the end of the turn', () => {
+    const again = helperTurn.map((e) => (e.type === 'SUBAGENT_EXPOSED' ? { ...e, id: 'x2', toolCallId: 'm2' } : e)).slice(5);
+    const s = endTurn(run([...helperTurn, { type: 'TOOL_RESULT_END', toolCallId: 'm1', state: 'success' }, ...again.slice(0, 4)]));
+    const helpers = blocksOf(s).filter((b) => b.kind === 'helper');
+    expect(helpers).toHaveLength(2);
+    expect(helpers[0]).toMatchObject({ id: 'x1', done: true });
+    expect(helpers[1]).toMatchObject({ id: 'x2', done: true, blocks: [{ kind: 'tool', id: 'h1', state: 'interrupted' }] });
+  });
+});
+
 describe('SSEParser', () => {
   it('splits events across chunk boundaries', () => {
     const p = new SSEParser();

@@ -60,6 +60,7 @@ export interface ChatEvent {
   confirmResults?: ConfirmResult[];
   reason?: string;
   value?: unknown;
+  metadata?: Record<string, unknown>;
 }
 
 /** An image shown in a block. */
@@ -82,7 +83,24 @@ export type Block =
       state: string; // calling, running, success, error, interrupted, denied
     }
   | { kind: 'confirm'; id: string; toolCalls: ToolCall[]; answered: 'allowed' | 'always' | 'denied' | '' }
-  | { kind: 'notice'; id: string; tone: 'info' | 'warn' | 'error'; text: string };
+  | { kind: 'notice'; id: string; tone: 'info' | 'warn' | 'error'; text: string }
+  | HelperBlock;
+
+/**
+ * A temporary task helper's work (events with `source` "main/<name>"), grouped under the
+ * main agent's task_helper call that started it.
+ */
+export interface HelperBlock {
+  kind: 'helper';
+  id: string;
+  name: string;
+  source: string;
+  task: string;
+  /** The main agent's task_helper call; its end ends the group. */
+  toolCallId: string;
+  blocks: Block[];
+  done: boolean;
+}
 
 /** A message as shown. */
 export interface ChatMessage {
@@ -116,17 +134,18 @@ export function addUserMessage(s: ChatState, id: string, text: string): ChatStat
 export function endTurn(s: ChatState, error?: string): ChatState {
   let next = { ...s, running: false };
   if (error) next = pushBlock(next, { kind: 'notice', id: `err-${s.messages.length}`, tone: 'error', text: error });
-  // A tool still "calling"/"running" when the stream ends was cut off.
+  // A tool still "calling"/"running" when the stream ends was cut off (helpers' tools too).
+  const cut = (blocks: Block[]): Block[] =>
+    blocks.map((b) => {
+      if (b.kind === 'tool' && (b.state === 'calling' || b.state === 'running') && !next.awaitingConfirm) {
+        return { ...b, state: 'interrupted' };
+      }
+      if (b.kind === 'helper' && !b.done) return { ...b, done: true, blocks: cut(b.blocks) };
+      return b;
+    });
   next.messages = next.messages.map((m) =>
-    m.blocks.some((b) => b.kind === 'tool' && (b.state === 'calling' || b.state === 'running'))
-      ? {
-          ...m,
-          blocks: m.blocks.map((b) =>
-            b.kind === 'tool' && (b.state === 'calling' || b.state === 'running') && !next.awaitingConfirm
-              ? { ...b, state: 'interrupted' }
-              : b,
-          ),
-        }
+    m.blocks.some((b) => (b.kind === 'tool' && (b.state === 'calling' || b.state === 'running')) || (b.kind === 'helper' && !b.done))
+      ? { ...m, blocks: cut(m.blocks) }
       : m,
   );
   return next;
@@ -177,8 +196,53 @@ const newTool = (id: string, name = ''): Extract<Block, { kind: 'tool' }> => ({
   state: 'calling',
 });
 
+/**
+ * Folds a task helper's event into its group in the last assistant message: SUBAGENT_EXPOSED
+ * opens a group; the helper's other events are folded into the newest group of their source
+ * exactly as the main agent's events are folded into a message.
+ */
+function reduceHelper(s: ChatState, e: ChatEvent): ChatState {
+  const source = e.source ?? '';
+  const [s2, m] = lastAssistant(s);
+  let i = -1;
+  if (e.type !== 'SUBAGENT_EXPOSED') {
+    for (let j = m.blocks.length - 1; j >= 0; j--) {
+      const b = m.blocks[j];
+      if (b.kind === 'helper' && b.source === source) {
+        i = j;
+        break;
+      }
+    }
+  }
+  let group: HelperBlock =
+    i >= 0
+      ? (m.blocks[i] as HelperBlock)
+      : {
+          kind: 'helper',
+          id: e.id || `helper-${m.blocks.length}`,
+          name: e.name || source.slice(source.lastIndexOf('/') + 1) || 'helper',
+          source,
+          task: typeof e.metadata?.task === 'string' ? e.metadata.task : '',
+          toolCallId: e.toolCallId ?? '',
+          blocks: [],
+          done: false,
+        };
+  if (e.type !== 'SUBAGENT_EXPOSED') {
+    const inner = reduce(
+      { messages: [{ id: group.id, role: 'assistant', name: group.name, blocks: group.blocks }], running: true, awaitingConfirm: false },
+      { ...e, source: undefined },
+    );
+    group = { ...group, blocks: inner.messages[inner.messages.length - 1].blocks };
+  }
+  const blocks = m.blocks.slice();
+  if (i >= 0) blocks[i] = group;
+  else blocks.push(group);
+  return replaceLast(s2, { ...m, blocks });
+}
+
 /** Folds one event into the state. Unknown types change nothing. */
 export function reduce(s: ChatState, e: ChatEvent): ChatState {
+  if (e.source && e.source.includes('/')) return reduceHelper(s, e);
   switch (e.type) {
     case 'AGENT_START': {
       const [s2, m] = lastAssistant(s, e.source);
@@ -225,7 +289,7 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
     case 'TOOL_RESULT_DATA_DELTA':
     case 'TOOL_RESULT_END': {
       const id = e.toolCallId || 'tool';
-      return updateBlock(
+      const st = updateBlock(
         s,
         'tool',
         id,
@@ -245,6 +309,14 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
           return next;
         },
       );
+      if (e.type !== 'TOOL_RESULT_END') return st;
+      // The end of a task_helper call ends its helper's group.
+      const [, m] = lastAssistant(st);
+      if (!m.blocks.some((b) => b.kind === 'helper' && b.toolCallId === id && !b.done)) return st;
+      return replaceLast(st, {
+        ...m,
+        blocks: m.blocks.map((b) => (b.kind === 'helper' && b.toolCallId === id ? { ...b, done: true } : b)),
+      });
     }
     case 'REQUIRE_USER_CONFIRM': {
       const id = e.id || `confirm-${s.messages.length}`;

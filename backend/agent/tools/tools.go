@@ -140,9 +140,13 @@ func (b *Box) hostAllowed(env Environment) bool {
 }
 
 // Tools implements agent.Toolbox: the computer tools always, the host tools only when the
-// person allowed the host environment and the node can run them.
+// person allowed the host environment and the node can run them — and never for a temporary
+// task helper (t.TaskID set), which does not inherit host tools (SPEC §1.6).
 func (b *Box) Tools(ctx context.Context, t agent.TurnInfo) []agent.ToolSpec {
 	out := append([]agent.ToolSpec(nil), computerSpecs...)
+	if t.TaskID != "" {
+		return out
+	}
 	env, err := b.cfg.Environments.Environment(ctx, t)
 	if err == nil && b.hostAllowed(env) {
 		out = append(out, hostSpecs...)
@@ -172,6 +176,9 @@ func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 	a := args(c.Input)
 	switch {
 	case strings.HasPrefix(c.Name, "host_"), c.Name == "computer_copy_file":
+		if t.TaskID != "" {
+			return fault.Forbidden("%s is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop", c.Name)
+		}
 		env, err := b.cfg.Environments.Environment(ctx, t)
 		if err != nil {
 			return fmt.Errorf("agent profile: %w", err)

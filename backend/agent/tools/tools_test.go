@@ -231,6 +231,42 @@ func TestDesktopRefusal(t *testing.T) {
 	}
 }
 
+// TestHelpersGetNoHostTools: a task helper's turn (TaskID set) is offered no host tools and
+// cannot call them, even when the agent allows the host environment (SPEC §1.6).
+func TestHelpersGetNoHostTools(t *testing.T) {
+	host := t.TempDir()
+	box, _ := tools.New(tools.Config{Desktops: fixedDesktops{err: fault.Unavailable("no desktop in this test")},
+		Environments: &env{e: tools.Environment{AllowHost: true, WorkDir: host}}, NodeCaps: []string{tools.CapHostTools}})
+	names := func(ti agent.TurnInfo) string {
+		var n []string
+		for _, s := range box.Tools(context.Background(), ti) {
+			n = append(n, s.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	main := agent.TurnInfo{SessionID: "s", UserID: "u", AgentID: "a", TurnID: "t"}
+	helper := main
+	helper.Helper, helper.TaskID = "researcher", "task1"
+	if got := names(main); !strings.Contains(got, "host_shell") || !strings.Contains(got, "computer_copy_file") {
+		t.Fatalf("main agent tools: %s", got)
+	}
+	if got := names(helper); strings.Contains(got, "host_") || strings.Contains(got, "copy_file") || !strings.Contains(got, "computer_shell") {
+		t.Fatalf("helper tools: %s", got)
+	}
+	for _, name := range []string{"host_shell", "host_write_file", "computer_copy_file"} {
+		var text string
+		out := agent.NewToolOutput("c1", func(e agent.Event) { text += e.Delta })
+		in := map[string]any{"command": "touch " + host + "/x", "path": host + "/x", "content": "x", "from": "vm", "source": "a", "target": host + "/x"}
+		if st := box.Call(context.Background(), helper, agent.ToolCall{ID: "c1", Name: name, Input: in}, out); st != agent.StateDenied ||
+			!strings.Contains(text, "not available to a task helper") {
+			t.Fatalf("%s from a helper: %s %q", name, st, text)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(host, "x")); err == nil {
+		t.Fatal("a helper's host tool ran")
+	}
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	guesttest.Cleanup()

@@ -7,6 +7,7 @@ import type { Agent, Client, ComputerSelection } from '../api';
 import { computerLabel, computerOptions, offersHostEnvironment } from '../computer';
 import { messageFor } from '../errors';
 import { allowHost, chooseComputer } from '../selection';
+import { AgentModelSection } from './AgentModelSection';
 import { LocalVMControls } from './LocalVMControls';
 
 interface ComputerPanelProps {
@@ -107,6 +108,8 @@ export function ComputerPanel({ client, agent, onAgent, onClose, onOpenDesktop, 
         </p>
         <p class="muted small">Change this agent's computer on the desktop app or a wider screen.</p>
       </section>
+
+      <AgentModelSection client={client} agentId={agent.id} />
 
       {agent.computer === 'vm' ? (
         <LocalVMControls

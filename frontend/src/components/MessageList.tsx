@@ -1,8 +1,9 @@
 // The messages of a chat: text, collapsible thinking, tool blocks (arguments, streamed
-// result, screenshots, state badge), confirmation cards and notices.
+// result, screenshots, state badge), confirmation cards, notices, and the work of temporary
+// task helpers grouped under a "Helper: <name>" header.
 
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { argsSummary, prettyArgs, type Block, type ChatState, type ToolCall } from '../chat';
+import { argsSummary, prettyArgs, type Block, type ChatState, type HelperBlock, type ToolCall } from '../chat';
 
 interface MessageListProps {
   agentName: string;
@@ -118,7 +119,27 @@ function BlockView({ block: b, onAnswer }: { block: Block; onAnswer: MessageList
           {b.text}
         </p>
       );
+    case 'helper':
+      return <HelperGroup block={b} onAnswer={onAnswer} />;
   }
+}
+
+function HelperGroup({ block: b, onAnswer }: { block: HelperBlock; onAnswer: MessageListProps['onAnswer'] }) {
+  return (
+    <section class="block-helper" data-helper={b.name} data-done={b.done ? 'true' : 'false'} aria-label={`Helper: ${b.name}`}>
+      <header class="helper-head">
+        <span class="helper-title">Helper: {b.name}</span>
+        <span class={`badge ${b.done ? 'ok' : 'pending'}`}>{b.done ? 'Done' : 'Working'}</span>
+        <span class="muted small">own task desktop, removed when done</span>
+      </header>
+      {b.task !== '' && <p class="helper-task muted small">{b.task}</p>}
+      <div class="helper-body">
+        {b.blocks.map((x) => (
+          <BlockView key={`${x.kind}-${x.id}`} block={x} onAnswer={onAnswer} />
+        ))}
+      </div>
+    </section>
+  );
 }
 
 function ToolBlock({ block: b }: { block: Extract<Block, { kind: 'tool' }> }) {

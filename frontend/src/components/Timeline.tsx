@@ -79,6 +79,7 @@ export function Timeline({ client, sessionId, running }: { client: Client; sessi
               <li key={r.id} data-status={r.status}>
                 <span class="timeline-step">#{r.step}</span>
                 <span class="tool-name">{r.tool}</span>
+                {r.source && <span class="muted small">{r.source}</span>}
                 <span class={`badge ${tone[r.status] ?? ''}`}>{r.status}</span>
                 <span class="muted small">{ms(r.durationMs)}</span>
                 <span class="muted small timeline-time">{new Date(r.createdAt).toLocaleTimeString()}</span>

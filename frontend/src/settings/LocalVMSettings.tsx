@@ -454,6 +454,7 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                   <tr key={i.id} data-instance={i.id} data-state={i.state}>
                     <th scope="row">
                       {i.description}
+                      {i.task && <span class="muted small block">task desktop: removed when the helper's task ends</span>}
                       {i.busyBy && <span class="muted small block">{i.busyBy}</span>}
                       {i.lastError && <span class="form-error small block">{i.lastError}</span>}
                     </th>
@@ -466,7 +467,7 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                     </td>
                     <td class="idle-left">{left === null ? <span class="muted">—</span> : formatCountdown(left)}</td>
                     <td class="row-actions">
-                      {!i.fixed && i.agentId && (
+                      {!i.fixed && !i.task && i.agentId && (
                         <>
                           <button
                             class="btn small"

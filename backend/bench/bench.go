@@ -1,0 +1,304 @@
+// Package bench measures how fast Cubicle is on this machine and compares it, in the same
+// run and the same container, with what other agent-desktop tools do (`cubicle bench`).
+//
+// A run prepares (or reuses) the standard desktop image, derives from it an image that also
+// holds the peer tools (scrot, ImageMagick, xdotool — see PeerPackages; kept for the next run),
+// and measures in containers of that image: cold start, restart and stop; a 1280x800
+// screenshot over the driver's bridge against scrot + convert; a click against forking
+// xdotool; an exec round trip against `podman exec`; an agent step (the agent tool's action
+// + settled screenshot) against action + a fixed 2 s sleep + screenshot; the live view over
+// the real computer websocket (input → changed frame, sustained fps, idle bytes/s); and the
+// memory of an idle desktop and of this process. Every raw sample goes into the Report;
+// docs/bench.md says what each row times and how to read it.
+//
+// Everything a run creates is named cubicle-bench-<run>-… and labelled LabelRun; it is
+// removed when the run ends, also when ctx is cancelled (Ctrl+C).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+	"cubicle/images"
+)
+
+// Engine is what a run needs from a container engine (backend/engine/podman and docker
+// satisfy it). Missing objects are fault.ErrNotFound.
+type Engine interface {
+	Info(ctx context.Context) (engine.Info, error)
+	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	RemoveContainer(ctx context.Context, id string, force bool) error
+	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
+	InspectImage(ctx context.Context, ref string) (engine.Image, error)
+	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
+	RemoveImage(ctx context.Context, ref string) error
+}
+
+// ImageBuilder prepares the standard image (*images.Builder satisfies it).
+type ImageBuilder interface {
+	Ensure(ctx context.Context, key images.Key, progress func(images.Progress)) (images.Result, error)
+}
+
+// Counts are how many samples a run takes of each kind.
+type Counts struct {
+	ColdStarts     int           // create → real screenshot; each is followed by a stop and a restart
+	Fast           int           // our screenshots, clicks, execs (milliseconds each)
+	Peer           int           // the peers' screenshots, clicks and `podman exec` (tens to hundreds of ms)
+	AgentSteps     int           // our agent steps
+	PeerAgentSteps int           // the peer's agent steps (over 2 s each)
+	LiveInputs     int           // input → changed frame over the websocket
+	LiveWindow     time.Duration // how long fps and idle traffic are counted
+}
+
+// QuickCounts finish a run in well under 2 minutes with a prepared image (CI).
+var QuickCounts = Counts{ColdStarts: 2, Fast: 40, Peer: 10, AgentSteps: 6, PeerAgentSteps: 3, LiveInputs: 10, LiveWindow: 4 * time.Second}
+
+// FullCounts give p95 values worth reading (a few minutes).
+var FullCounts = Counts{ColdStarts: 5, Fast: 200, Peer: 50, AgentSteps: 30, PeerAgentSteps: 10, LiveInputs: 50, LiveWindow: 10 * time.Second}
+
+// Config configures a run. Engine and Images are required.
+type Config struct {
+	Engine Engine
+	Images ImageBuilder
+	// EngineKind names the engine; its CLI forks the exec peer (`podman exec`, `docker exec`).
+	EngineKind engine.Kind
+	// ExecCLI is the engine's command line program ("" = "podman" or "docker" after EngineKind).
+	ExecCLI string
+	Logger  *slog.Logger // nil discards
+	// Progress gets one line per step, for people; nil discards.
+	Progress io.Writer
+	Quick    bool
+	Counts   Counts // zero: QuickCounts or FullCounts after Quick
+	// WorkDir holds the desktops' run directories (their driver sockets) and build contexts
+	// ("" = os.TempDir()).
+	WorkDir string
+	// ReadyTimeout bounds the wait for a desktop's driver and first drawn screen (0 = 90 s).
+	ReadyTimeout time.Duration
+	// Version is this program's version, recorded in the report.
+	Version string
+	// Command is the command line, recorded in the report.
+	Command string
+}
+
+// runner is one run's state.
+type runner struct {
+	cfg     Config
+	log     *slog.Logger
+	id      string
+	runRoot string
+	rep     *Report
+
+	mu      sync.Mutex
+	created map[*desktop]struct{} // containers to remove at the end; guarded by mu
+}
+
+// Run measures and returns the report. It fails with fault.ErrInvalid on a bad Config and
+// with fault.ErrUnavailable when the engine, image or desktops do not work; on ctx's end it
+// returns ctx's error. Containers it created are removed before it returns, in every case.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	if cfg.Engine == nil || cfg.Images == nil {
+		return nil, fault.Invalid("bench: Config.Engine and Config.Images are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Counts == (Counts{}) {
+		cfg.Counts = FullCounts
+		if cfg.Quick {
+			cfg.Counts = QuickCounts
+		}
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = os.TempDir()
+	}
+	cfg.WorkDir = workDirAbs(cfg.WorkDir)
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 90 * time.Second
+	}
+	if cfg.EngineKind == "" {
+		cfg.EngineKind = engine.Podman
+	}
+	if cfg.ExecCLI == "" {
+		cfg.ExecCLI = string(cfg.EngineKind)
+	}
+	r := &runner{cfg: cfg, log: cfg.Logger, id: newID(), created: map[*desktop]struct{}{}}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, fault.Unavailable("bench: create the work directory %s: %v", cfg.WorkDir, err)
+	}
+	r.runRoot, err = os.MkdirTemp(cfg.WorkDir, NamePrefix)
+	if err != nil {
+		return nil, fault.Unavailable("bench: create a directory in %s: %v", cfg.WorkDir, err)
+	}
+	os.Chmod(r.runRoot, 0o755)
+	defer func() {
+		if cerr := r.cleanup(); cerr != nil && err == nil {
+			err = cerr
+		}
+		os.RemoveAll(r.runRoot)
+	}()
+	return r.run(ctx)
+}
+
+// progress prints one line for people.
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+}
+
+func (r *runner) track(d *desktop) {
+	r.mu.Lock()
+	r.created[d] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *runner) untrack(d *desktop) {
+	r.mu.Lock()
+	delete(r.created, d)
+	r.mu.Unlock()
+}
+
+// cleanup removes every container the run still has.
+func (r *runner) cleanup() error {
+	r.mu.Lock()
+	left := make([]*desktop, 0, len(r.created))
+	for d := range r.created {
+		left = append(left, d)
+	}
+	r.mu.Unlock()
+	var errs []string
+	for _, d := range left {
+		if err := r.remove(d); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fault.Unavailable("bench: clean-up: %s; remove them with `podman rm -f` (names start with %s%s)", strings.Join(errs, "; "), NamePrefix, r.id)
+	}
+	return nil
+}
+
+func (r *runner) run(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	mode := "full"
+	if r.cfg.Quick {
+		mode = "quick"
+	}
+	r.rep = &Report{Schema: 1, RunID: r.id, Mode: mode, Command: r.cfg.Command, Started: start.UTC(), Machine: r.machine(ctx)}
+	r.progress("bench run %s (%s mode); its containers are named %s%s-…", r.id, mode, NamePrefix, r.id)
+
+	r.progress("preparing the standard image (reused when present)")
+	last := ""
+	res, err := r.cfg.Images.Ensure(ctx, images.Standard, func(p images.Progress) {
+		if p.Step != last {
+			last = p.Step
+			r.progress("  [%s] %s", p.Step, p.Line)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: prepare the standard image: %w", err)
+	}
+	r.rep.Images.Standard, r.rep.Images.StandardID = res.Ref, res.ImageID
+	r.progress("standard image %s (reused: %v)", res.Ref, res.Reused)
+
+	peers, ref, reused, err := r.ensurePeers(ctx, res.ImageID)
+	if err != nil {
+		return nil, err
+	}
+	r.rep.Images.Peers, r.rep.Images.PeersID, r.rep.Images.PeersReused, r.rep.Images.PeersKept = ref, peers.ID, reused, true
+	r.progress("peer tools image %s (reused: %v; kept for the next run)", ref, reused)
+
+	d, err := r.lifecycle(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		what string
+		run  func(context.Context, *desktop) error
+	}{
+		{"memory of the idle desktop", r.memory},
+		{"screenshots", r.screenshots},
+		{"clicks", r.clicks},
+		{"exec round trips", r.execs},
+		{"agent steps", r.agentSteps},
+		{"live view", r.liveView},
+		{"memory of this process", r.selfMemory},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.progress("measuring %s", s.what)
+		if err := s.run(ctx, d); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("bench: %s: %w", s.what, err)
+		}
+	}
+	for i := range r.rep.Rows {
+		r.rep.Rows[i].finish()
+	}
+	r.rep.Seconds = time.Since(start).Seconds()
+	return r.rep, nil
+}
+
+// add appends a row.
+func (r *runner) add(row Row) { r.rep.Rows = append(r.rep.Rows, row) }
+
+// machine describes this host and the engine.
+func (r *runner) machine(ctx context.Context) Machine {
+	m := Machine{Cores: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(),
+		Cubicle: r.cfg.Version, Engine: string(r.cfg.EngineKind)}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kib int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kib); err == nil {
+			m.MemoryMiB = kib >> 10
+		}
+	}
+	if info, err := r.cfg.Engine.Info(ctx); err == nil {
+		m.EngineVersion = info.Version
+		if info.Kind != "" {
+			m.Engine = string(info.Kind)
+		}
+	}
+	return m
+}
+
+// workDirAbs is the absolute form of dir (bind mounts need absolute paths).
+func workDirAbs(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}

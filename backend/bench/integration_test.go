@@ -1,0 +1,243 @@
+package bench_test
+
+// Integration test of `cubicle bench --quick` against the real Podman service, the real
+// standard image (built or reused through images.Builder, with the driver built the way
+// scripts/build.sh builds it) and real desktops. It skips when Podman is missing, and fails
+// instead when CUBICLE_REQUIRE_ALL=1. It asserts what was measured, never how fast.
+//
+//	go test ./backend/bench/ -run TestQuickRun -v -timeout 20m
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cubicle/backend/bench"
+	"cubicle/backend/engine"
+	"cubicle/backend/engine/podman"
+	"cubicle/backend/guest/guesttest"
+	"cubicle/images"
+)
+
+// The Podman adapter is a bench.Engine.
+var _ bench.Engine = (*podman.Client)(nil)
+
+// need skips the test, or fails it when CUBICLE_REQUIRE_ALL=1.
+func need(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func connect(t *testing.T) *podman.Client {
+	t.Helper()
+	sock := os.Getenv("CUBICLE_PODMAN_SOCKET")
+	if sock == "" {
+		sock = "unix:///run/podman/podman.sock"
+	}
+	if _, err := os.Stat(strings.TrimPrefix(sock, "unix://")); err != nil {
+		need(t, "no Podman service at %s: %v", sock, err)
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		need(t, "the podman CLI (the exec peer) is not installed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := podman.Connect(ctx, sock, podman.Options{Logger: testLogger(t)})
+	if err != nil {
+		need(t, "Podman at %s does not answer: %v", sock, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// progress logs progress lines and calls on for each.
+type progress struct {
+	t  *testing.T
+	mu sync.Mutex
+	on func(line string)
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		p.t.Log(line)
+		if p.on != nil {
+			p.on(line)
+		}
+	}
+	return len(b), nil
+}
+
+func config(t *testing.T, eng *podman.Client, quick bool) bench.Config {
+	bin, err := os.ReadFile(guesttest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := images.New(images.Config{Engine: eng, Logger: testLogger(t), WorkDir: t.TempDir(), Driver: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bench.Config{Engine: eng, Images: b, EngineKind: engine.Podman, Logger: testLogger(t),
+		Progress: &progress{t: t}, Quick: quick, WorkDir: t.TempDir(), Version: "test"}
+}
+
+// leftovers lists the containers of run id.
+func leftovers(t *testing.T, eng *podman.Client, id string) []string {
+	t.Helper()
+	ctrs, err := eng.ListContainers(context.Background(), map[string]string{bench.LabelRun: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range ctrs {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// TestQuickRun runs the quick benchmark, writes its JSON like `cubicle bench --quick --json`
+// and checks that every row is there with real samples and the named peers are present.
+func TestQuickRun(t *testing.T) {
+	eng := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, config(t, eng, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bench.json")
+	if err := rep.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	t.Logf("%.0f s\n%s", rep.Seconds, sb.String())
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bench.Report
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Mode != "quick" || got.Machine.Cores < 1 || got.Machine.Kernel == "" || got.Machine.EngineVersion == "" {
+		t.Errorf("machine/mode not recorded: mode %q, %+v", got.Mode, got.Machine)
+	}
+	if !strings.HasPrefix(got.Images.Standard, "localhost/cubicle-desktop:standard-") ||
+		!regexp.MustCompile(`^localhost/cubicle-bench-peers:[0-9a-f]{12}$`).MatchString(got.Images.Peers) || !got.Images.PeersKept {
+		t.Errorf("images not recorded: %+v", got.Images)
+	}
+	peers := map[string]string{ // rows the issue pairs with a peer → the peer's name
+		"screenshot_jpeg": "scrot + convert", "screenshot_png": "scrot + convert", "click": "xdotool",
+		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot",
+	}
+	solo := []string{"cold_start", "restart", "stop", "live_input", "live_fps", "live_frame_size", "live_idle",
+		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss"}
+	if want := len(peers) + len(solo); len(got.Rows) != want {
+		t.Errorf("%d rows, want %d", len(got.Rows), want)
+	}
+	positive := func(id, side string, s *bench.Side) {
+		if s == nil || len(s.Samples) == 0 || s.Summary.N != len(s.Samples) || s.Method == "" {
+			t.Errorf("row %s, %s: no samples or method: %+v", id, side, s)
+			return
+		}
+		for _, v := range s.Samples {
+			// Idle traffic may really be zero: nothing changes, nothing is sent.
+			if v < 0 || (v == 0 && id != "live_idle") {
+				t.Errorf("row %s, %s: sample %v", id, side, v)
+				return
+			}
+		}
+		if s.Summary.P50 > s.Summary.P95 || s.Summary.Min > s.Summary.P50 || s.Summary.P95 > s.Summary.Max {
+			t.Errorf("row %s, %s: summary out of order: %+v", id, side, s.Summary)
+		}
+	}
+	for id, name := range peers {
+		row := got.Row(id)
+		if row == nil {
+			t.Errorf("row %s missing", id)
+			continue
+		}
+		positive(id, "ours", &row.Ours)
+		positive(id, "peer", row.Peer)
+		if row.PeerName != name || row.Ratio == nil || *row.Ratio <= 0 {
+			t.Errorf("row %s: peer %q ratio %v, want peer %q and a ratio", id, row.PeerName, row.Ratio, name)
+		}
+	}
+	for _, id := range solo {
+		row := got.Row(id)
+		if row == nil {
+			t.Errorf("row %s missing", id)
+			continue
+		}
+		positive(id, "ours", &row.Ours)
+		if row.Peer != nil || row.Ratio != nil {
+			t.Errorf("row %s has a peer, but nothing comparable runs in the same run", id)
+		}
+	}
+	if row := got.Row("cold_start"); row != nil && row.Ours.Summary.N != bench.QuickCounts.ColdStarts {
+		t.Errorf("cold starts: %d samples, want %d", row.Ours.Summary.N, bench.QuickCounts.ColdStarts)
+	}
+	if len(got.Desktop) == 0 || !strings.Contains(got.Row("memory_desktop_pss").Ours.Method, "Xvfb") {
+		t.Errorf("the desktop's processes were not found (want Xvfb among them): %+v", got.Desktop)
+	}
+	if left := leftovers(t, eng, got.RunID); len(left) > 0 {
+		t.Errorf("the run left containers behind: %v", left)
+	}
+	if _, err := eng.InspectImage(ctx, got.Images.Peers); err != nil {
+		t.Errorf("the peers image was not kept: %v", err)
+	}
+}
+
+// TestCancelCleansUp cancels a run while it measures and checks that it returns the
+// context's error and removes its containers.
+func TestCancelCleansUp(t *testing.T) {
+	eng := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cfg := config(t, eng, true)
+	var id string
+	idRe := regexp.MustCompile(`^bench run ([0-9a-f]+) `)
+	cfg.Progress = &progress{t: t, on: func(line string) {
+		if m := idRe.FindStringSubmatch(line); m != nil {
+			id = m[1]
+		}
+		if strings.HasPrefix(line, "measuring memory") { // the kept desktop runs now
+			cancel()
+		}
+	}}
+	_, err := bench.Run(ctx, cfg)
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("Run = %v after cancel, want the context's error", err)
+	}
+	if id == "" {
+		t.Fatal("no run id in the progress")
+	}
+	if left := leftovers(t, eng, id); len(left) > 0 {
+		t.Fatalf("a cancelled run left containers behind: %v", left)
+	}
+}

@@ -1,0 +1,439 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"cubicle/backend/api"
+	"cubicle/backend/auth"
+	"cubicle/backend/control"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/profile"
+	"cubicle/backend/screen"
+	"cubicle/backend/store"
+)
+
+// liveServer is the app's HTTP API with the computer channel for one desktop, on a loopback
+// port: the same auth, guard, control leases, screen hub and websocket code `cubicle serve`
+// runs, over a temporary store.
+type liveServer struct {
+	st    *store.Store
+	ctl   *control.Manager
+	hubs  *screen.Hubs
+	ch    *api.ComputerChannel
+	stop  context.CancelFunc
+	done  chan error
+	url   string // ws://127.0.0.1:PORT/api/app/agents/ID/computer
+	token string
+}
+
+// liveDesktops serves the benchmark's one desktop to the computer channel (api.Desktops).
+type liveDesktops struct {
+	id string
+	c  *guest.Client
+}
+
+func (l liveDesktops) Desktop(context.Context, string, string) (api.Desktop, error) {
+	return api.Desktop{ID: l.id, State: "running", Client: l.c}, nil
+}
+
+// startLive starts the server for d; close it with close.
+func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err error) {
+	ls := &liveServer{done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			ls.close()
+		}
+	}()
+	if ls.st, err = store.Open(filepath.Join(r.runRoot, "live.db"), store.Options{Logger: r.log}); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	as, err := auth.New(auth.Config{Accounts: ls.st, Key: key, Logger: r.log})
+	if err != nil {
+		return nil, err
+	}
+	pw := make([]byte, 16)
+	rand.Read(pw)
+	if _, err := as.EnsureAdmin(auth.Bootstrap{Username: "bench", Password: hex.EncodeToString(pw)}); err != nil {
+		return nil, err
+	}
+	p, err := as.Login("bench", hex.EncodeToString(pw))
+	if err != nil {
+		return nil, err
+	}
+	ls.token = p.Token
+	profiles := profile.New(ls.st, r.log)
+	ag, err := profiles.Create(p.AccountID, "bench")
+	if err != nil {
+		return nil, err
+	}
+	var chp atomic.Pointer[api.ComputerChannel]
+	ls.ctl = control.New(control.Config{Logger: r.log, LeaseTTL: 30 * time.Minute, OnChange: func(c control.Change) {
+		if ch := chp.Load(); ch != nil {
+			ch.ControlChanged(c)
+		}
+	}})
+	if err := ls.ctl.Start(ctx); err != nil {
+		return nil, err
+	}
+	ls.hubs = screen.New(screen.Config{Observer: ls.ctl, Logger: r.log})
+	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: d.client},
+		Control: ls.ctl, Screens: ls.hubs, Logger: r.log}); err != nil {
+		return nil, err
+	}
+	chp.Store(ls.ch)
+	srv, err := api.New(api.Config{Auth: as, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
+		AllowedHosts: []string{"127.0.0.1"}})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fault.Unavailable("bench: listen on loopback: %v", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ls.stop = cancel
+	go func() { ls.done <- srv.Run(sctx, ln) }() // owned: close cancels it and waits
+	ls.url = fmt.Sprintf("ws://%s/api/app/agents/%s/computer", ln.Addr(), ag.ID)
+	return ls, nil
+}
+
+// close stops the server and everything under it; it is safe on a half-built server.
+func (ls *liveServer) close() {
+	if ls.stop != nil {
+		ls.stop()
+		<-ls.done
+	}
+	if ls.ch != nil {
+		ls.ch.Close()
+	}
+	if ls.hubs != nil {
+		ls.hubs.Close()
+	}
+	if ls.ctl != nil {
+		ls.ctl.Close()
+	}
+	if ls.st != nil {
+		ls.st.Close()
+	}
+}
+
+// frameEvent is one binary frame as the client read it.
+type frameEvent struct {
+	id   uint64
+	size int
+	at   time.Time
+}
+
+// wsClient is a computer channel client like the web UI: it reads every message in its own
+// goroutine and counts the bytes that arrive on the TCP connection.
+type wsClient struct {
+	ws      *websocket.Conn
+	read    atomic.Int64
+	newest  atomic.Uint64 // newest frame id received
+	frames  chan frameEvent
+	replies chan map[string]any
+	wg      sync.WaitGroup
+}
+
+type countConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// dialLive opens the channel; close it with close.
+func dialLive(ctx context.Context, ls *liveServer) (*wsClient, error) {
+	c := &wsClient{frames: make(chan frameEvent, 8192), replies: make(chan map[string]any, 64)}
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countConn{conn, &c.read}, nil
+		}}
+	ws, resp, err := d.DialContext(ctx, ls.url, http.Header{"Authorization": {"Bearer " + ls.token}})
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		return nil, fault.Unavailable("bench: open the computer channel: %v (HTTP %d)", err, code)
+	}
+	c.ws = ws
+	c.wg.Add(1)
+	go c.readLoop() // owned: ends when ws is closed
+	return c, nil
+}
+
+func (c *wsClient) readLoop() {
+	defer c.wg.Done()
+	defer close(c.frames)
+	for {
+		mt, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		switch mt {
+		case websocket.BinaryMessage:
+			if len(data) < 24 || string(data[:4]) != "CBFR" {
+				continue
+			}
+			id := binary.BigEndian.Uint64(data[8:16])
+			c.newest.Store(id)
+			select {
+			case c.frames <- frameEvent{id: id, size: len(data) - int(data[5]), at: now}:
+			default: // the measuring side fell behind; counts stay right through newest/read
+			}
+		case websocket.TextMessage:
+			var m map[string]any
+			if json.Unmarshal(data, &m) == nil && m["type"] != "status" {
+				select {
+				case c.replies <- m:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (c *wsClient) close() {
+	c.ws.Close()
+	c.wg.Wait()
+}
+
+func (c *wsClient) send(m map[string]any) error {
+	c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return c.ws.WriteJSON(m)
+}
+
+// reply waits for the next reply.
+func (c *wsClient) reply(ctx context.Context) (map[string]any, error) {
+	select {
+	case m := <-c.replies:
+		return m, nil
+	case <-time.After(10 * time.Second):
+		return nil, fault.Unavailable("bench: the computer channel did not reply within 10 s")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// frameAfter waits for a frame newer than after.
+func (c *wsClient) frameAfter(ctx context.Context, after uint64, timeout time.Duration) (frameEvent, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				return frameEvent{}, fault.Unavailable("bench: the computer channel closed")
+			}
+			if f.id > after {
+				return f, nil
+			}
+		case <-t.C:
+			return frameEvent{}, fault.Unavailable("bench: no new frame within %s", timeout)
+		case <-ctx.Done():
+			return frameEvent{}, ctx.Err()
+		}
+	}
+}
+
+// quiet waits until no frame arrived for d (at most max), draining the frames seen.
+func (c *wsClient) quiet(ctx context.Context, d, limit time.Duration) error {
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		select {
+		case _, ok := <-c.frames:
+			if !ok {
+				return fault.Unavailable("bench: the computer channel closed")
+			}
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// liveInputs are inputs that change the bare desktop: a right click opens xfdesktop's menu,
+// Escape closes it again.
+var liveInputs = []map[string]any{
+	{"action": "right_click", "x": 900, "y": 300},
+	{"action": "key", "keys": "Escape"},
+}
+
+// animation is a program that keeps a quarter of the screen changing: ImageMagick's animate
+// (from the peers image) cycling three 640x400 plasma images every 10 ms.
+var animation = []string{"animate", "-delay", "1", "-size", "640x400", "-geometry", "+320+200", "plasma:", "plasma:", "plasma:"}
+
+// liveView measures the live view at a websocket client: input → changed frame, sustained
+// fps and frame size while the screen changes, and bytes per second while it does not.
+func (r *runner) liveView(ctx context.Context, d *desktop) error {
+	ls, err := r.startLive(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	c, err := dialLive(ctx, ls)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
+		return fmt.Errorf("first frame: %w", err)
+	}
+	if err := c.send(map[string]any{"type": "take_over"}); err != nil {
+		return err
+	}
+	lease, err := c.reply(ctx)
+	if err != nil {
+		return err
+	}
+	if lease["type"] != "lease" {
+		return fault.Unavailable("bench: take over refused: %v", lease)
+	}
+	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+		return err
+	}
+
+	// Input → changed frame.
+	var lat []float64
+	n := max(r.cfg.Counts.LiveInputs, 2)
+	for i := -1; i < n; i++ { // i = -1 warms up
+		in := liveInputs[(i+1)%len(liveInputs)]
+		after := c.newest.Load()
+		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": after}
+		for k, v := range in {
+			msg[k] = v
+		}
+		start := time.Now()
+		if err := c.send(msg); err != nil {
+			return err
+		}
+		f, err := c.frameAfter(ctx, after, 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("after input %v: %w", in["action"], err)
+		}
+		if i >= 0 {
+			lat = append(lat, ms(f.at.Sub(start)))
+		}
+		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	select { // an input reply is an error: the input had no effect
+	case m := <-c.replies:
+		return fault.Unavailable("bench: an input was refused: %v", m)
+	default:
+	}
+	r.add(Row{ID: "live_input", Title: "live view: input → changed frame at the websocket client", Unit: UnitMS, Better: "lower",
+		Ours: Side{Method: "input message over the computer websocket (lease-checked) → driver → xfdesktop's menu opens (right click) or closes (Escape) → " +
+			"frame stream → screen hub → binary frame read by the client; 300 ms quiet between inputs", Samples: lat}})
+
+	// Sustained fps while a quarter of the screen keeps changing.
+	actx, stopAnim := context.WithCancel(ctx)
+	animDone := make(chan error, 1)
+	go func() { // owned: stopAnim ends it (the driver kills the program's process group)
+		_, err := d.client.Exec(actx, guest.ExecRequest{Command: animation, Timeout: 10 * time.Minute})
+		animDone <- err
+	}()
+	endAnim := func() {
+		stopAnim()
+		<-animDone
+	}
+	// Wait until the animation runs: frames keep coming for a second.
+	if err := r.waitStream(ctx, c, 30*time.Second); err != nil {
+		endAnim()
+		return err
+	}
+	var fps, sizes []float64
+	window := max(r.cfg.Counts.LiveWindow, time.Second)
+	end := time.Now().Add(window)
+	bucket, bucketEnd := 0, time.Now().Add(time.Second)
+	for time.Now().Before(end) {
+		f, err := c.frameAfter(ctx, 0, 5*time.Second)
+		if err != nil {
+			endAnim()
+			return fmt.Errorf("while the screen changes: %w", err)
+		}
+		for f.at.After(bucketEnd) {
+			fps = append(fps, float64(bucket))
+			bucket, bucketEnd = 0, bucketEnd.Add(time.Second)
+		}
+		bucket++
+		sizes = append(sizes, float64(f.size)/1024)
+	}
+	endAnim()
+	r.add(Row{ID: "live_fps", Title: "live view: sustained frames per second, screen changing", Unit: UnitFPS, Better: "higher",
+		Ours: Side{Method: fmt.Sprintf("frames per 1 s bucket received by the websocket client over %s while %v (640x400 plasma images every 10 ms) runs in the desktop; the channel sends at most %d fps",
+			window, animation, screen.DefaultMaxFPS), Samples: fps}})
+	r.add(Row{ID: "live_frame_size", Title: "live view: frame size, screen changing", Unit: UnitKiB, Better: "lower",
+		Ours: Side{Method: "JPEG bytes per frame received during the fps measurement", Samples: sizes}})
+
+	// Idle: nothing changes, what still arrives (status, pings) per second.
+	if err := c.quiet(ctx, time.Second, 15*time.Second); err != nil {
+		return err
+	}
+	var idle []float64
+	for range int(window / time.Second) {
+		n0 := c.read.Load()
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		idle = append(idle, float64(c.read.Load()-n0))
+	}
+	r.add(Row{ID: "live_idle", Title: "live view: bytes per second, idle screen", Unit: UnitBPS, Better: "lower",
+		Ours: Side{Method: "bytes read from the websocket's TCP connection per second while the screen does not change (after 1 s without frames)", Samples: idle}})
+	return nil
+}
+
+// waitStream waits until frames arrive steadily (10 frames without a gap of a second).
+func (r *runner) waitStream(ctx context.Context, c *wsClient, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	got := 0
+	for got < 10 {
+		if time.Now().After(deadline) {
+			return fault.Unavailable("bench: the animation (%v) did not make the screen change: is ImageMagick installed in the peers image?", animation)
+		}
+		_, err := c.frameAfter(ctx, 0, time.Second)
+		switch {
+		case err == nil:
+			got++
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return err
+		default:
+			got = 0
+		}
+	}
+	return nil
+}

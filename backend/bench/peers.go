@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+)
+
+// PeersRepo is the repository of the derived image holding the peer tools; its tag is a hash
+// of the standard image's id, peersContainerfile and its label, so a new standard image or package list
+// gives a new tag and an existing tag is reused.
+const PeersRepo = "localhost/cubicle-bench-peers"
+
+// labelPeersOf on a peers image names the standard image it was derived from.
+const labelPeersOf = "io.cubicle.bench-peers-of"
+
+// PeerPackages are the tools other agent desktops use (the Anthropic computer-use demo takes
+// screenshots with scrot + ImageMagick and sends input with xdotool). They are installed only
+// in the benchmark's derived image, never in the product's images.
+var PeerPackages = []string{"scrot", "imagemagick", "xdotool"}
+
+// peersContainerfile adds the peer tools to the standard image and returns to its user; the
+// entrypoint (the driver), working directory and environment are inherited unchanged. The
+// standard image keeps Debian's sources.list from its base, so apt reaches the same mirror
+// its own build used.
+func peersContainerfile() string {
+	return `# Cubicle benchmark: the standard desktop plus the peer tools (scrot, ImageMagick, xdotool).
+ARG BASE
+FROM ${BASE}
+USER root
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ` + strings.Join(PeerPackages, " ") + ` \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/*
+USER cua
+`
+}
+
+// peersRef is the tag of the peers image for the standard image with id standardID.
+func peersRef(standardID string) string {
+	h := sha256.Sum256([]byte(standardID + "\x00" + peersContainerfile() + "\x00" + labelPeersOf))
+	return PeersRepo + ":" + hex.EncodeToString(h[:])[:12]
+}
+
+// ensurePeers returns the peers image for the standard image standardID, building it when it
+// does not exist yet (about a minute: apt downloads ~15 MB).
+func (r *runner) ensurePeers(ctx context.Context, standardID string) (engine.Image, string, bool, error) {
+	ref := peersRef(standardID)
+	img, err := r.cfg.Engine.InspectImage(ctx, ref)
+	if err == nil {
+		return img, ref, true, nil
+	}
+	if !errors.Is(err, fault.ErrNotFound) {
+		return engine.Image{}, ref, false, fmt.Errorf("bench: inspect %s: %w", ref, err)
+	}
+	r.progress("building the peer tools image %s (%s) on the standard image", ref, strings.Join(PeerPackages, ", "))
+	dir, err := os.MkdirTemp(r.runRoot, "peers-build-")
+	if err != nil {
+		return engine.Image{}, ref, false, fault.Unavailable("bench: create a build directory: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte(peersContainerfile()), 0o644); err != nil {
+		return engine.Image{}, ref, false, fault.Unavailable("bench: write the peers Containerfile: %v", err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() { // owned: ends when pw is closed below
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "STEP") || strings.HasPrefix(line, "Step") {
+				r.progress("  %s", line)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	_, err = r.cfg.Engine.BuildImage(ctx, engine.BuildSpec{
+		ContextDir: dir,
+		Tag:        ref,
+		Labels:     map[string]string{labelPeersOf: standardID},
+		BuildArgs:  map[string]string{"BASE": standardID},
+		Progress:   pw,
+	})
+	pw.Close()
+	<-done
+	if err != nil {
+		if ctx.Err() != nil {
+			return engine.Image{}, ref, false, ctx.Err()
+		}
+		return engine.Image{}, ref, false, fmt.Errorf("bench: build the peer tools image %s (it needs Debian's package mirror): %w", ref, err)
+	}
+	img, err = r.cfg.Engine.InspectImage(ctx, ref)
+	if err != nil {
+		return engine.Image{}, ref, false, fmt.Errorf("bench: the peer tools image %s was built but cannot be inspected: %w", ref, err)
+	}
+	r.prunePeers(ctx, img.ID)
+	return img, ref, false, nil
+}
+
+// prunePeers removes the peer tools images of earlier standard images (each is ~100 MB over
+// its standard image), so that only the current one is kept. One still in use by a container
+// stays; failures are only logged.
+func (r *runner) prunePeers(ctx context.Context, keepID string) {
+	all, err := r.cfg.Engine.ListImages(ctx, nil)
+	if err != nil {
+		r.log.Warn("list earlier peer tools images", "err", err)
+		return
+	}
+	for _, img := range all {
+		if img.ID == keepID || !slices.ContainsFunc(img.Names, func(n string) bool { return strings.HasPrefix(n, PeersRepo+":") }) {
+			continue
+		}
+		if err := r.cfg.Engine.RemoveImage(ctx, img.ID); err != nil {
+			r.log.Warn("remove an earlier peer tools image", "image", img.ID, "names", img.Names, "err", err)
+			continue
+		}
+		r.progress("removed the earlier peer tools image %s", strings.Join(img.Names, ", "))
+	}
+}

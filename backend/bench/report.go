@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cubicle/backend/fault"
+)
+
+// Units of a row's samples.
+const (
+	UnitMS  = "ms"
+	UnitFPS = "fps"
+	UnitBPS = "B/s"
+	UnitMiB = "MiB"
+	UnitKiB = "KiB"
+)
+
+// Summary condenses samples. Percentiles are nearest-rank: p50 of 1, 2, 3, 4 is 2, p95 of
+// fewer than 20 samples is the largest.
+type Summary struct {
+	N    int     `json:"n"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// Summarize returns the summary of samples (the zero Summary for none).
+func Summarize(samples []float64) Summary {
+	if len(samples) == 0 {
+		return Summary{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	sum := 0.0
+	for _, v := range s {
+		sum += v
+	}
+	return Summary{N: len(s), P50: Percentile(s, 50), P95: Percentile(s, 95), Min: s[0], Max: s[len(s)-1], Mean: sum / float64(len(s))}
+}
+
+// Percentile returns the nearest-rank p-th percentile (0 < p ≤ 100) of sorted samples.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Side is one side of a row: how it was measured and the raw samples.
+type Side struct {
+	// Method says what was timed, precisely enough to reproduce it.
+	Method  string    `json:"method"`
+	Samples []float64 `json:"samples"`
+	Summary Summary   `json:"summary"`
+}
+
+// Row is one measurement: ours, and the peer's when there is one in the same run.
+type Row struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	Unit  string `json:"unit"`
+	// Better is "lower" or "higher".
+	Better string `json:"better"`
+	Ours   Side   `json:"ours"`
+	// PeerName is the short name of the peer ("podman exec"); "" when there is none.
+	PeerName string `json:"peerName,omitempty"`
+	Peer     *Side  `json:"peer,omitempty"`
+	// Ratio is ours p50 / peer p50; absent without a peer.
+	Ratio *float64 `json:"ratio,omitempty"`
+	Note  string   `json:"note,omitempty"`
+}
+
+// finish computes the summaries and the ratio.
+func (r *Row) finish() {
+	r.Ours.Summary = Summarize(r.Ours.Samples)
+	if r.Peer == nil {
+		return
+	}
+	r.Peer.Summary = Summarize(r.Peer.Samples)
+	if r.Peer.Summary.P50 > 0 {
+		v := r.Ours.Summary.P50 / r.Peer.Summary.P50
+		r.Ratio = &v
+	}
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Cores         int    `json:"cores"`
+	Kernel        string `json:"kernel"`
+	OS            string `json:"os"`
+	Arch          string `json:"arch"`
+	CPU           string `json:"cpu,omitempty"`
+	MemoryMiB     int64  `json:"memoryMiB,omitempty"`
+	Go            string `json:"go"`
+	Cubicle       string `json:"cubicle"`
+	Engine        string `json:"engine"`
+	EngineVersion string `json:"engineVersion"`
+	LoadAvg       string `json:"loadAvg,omitempty"` // /proc/loadavg at the start
+}
+
+// Images names the images a run used.
+type Images struct {
+	Standard   string `json:"standard"`
+	StandardID string `json:"standardId"`
+	// Peers is the derived image with the peer tools; it is kept for the next run (remove it
+	// with `podman rmi` to free the space).
+	Peers       string `json:"peers"`
+	PeersID     string `json:"peersId"`
+	PeersReused bool   `json:"peersReused"`
+	PeersKept   bool   `json:"peersKept"`
+}
+
+// Process is one process of the idle desktop and its memory.
+type Process struct {
+	PID    int    `json:"pid"`
+	Comm   string `json:"comm"`
+	RSSKiB int64  `json:"rssKiB"`
+	PSSKiB int64  `json:"pssKiB"`
+}
+
+// Report is the result of a run: every raw sample, the summaries and where they were taken.
+type Report struct {
+	Schema   int       `json:"schema"` // 1
+	RunID    string    `json:"runId"`  // in the names and labels of the containers the run made
+	Mode     string    `json:"mode"`   // "quick" or "full"
+	Command  string    `json:"command,omitempty"`
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"` // wall time of the whole run, image preparation included
+	Machine  Machine   `json:"machine"`
+	Images   Images    `json:"images"`
+	Rows     []Row     `json:"rows"`
+	Desktop  []Process `json:"desktopProcesses,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
+}
+
+// Row returns the row with id, or nil.
+func (r *Report) Row(id string) *Row {
+	for i := range r.Rows {
+		if r.Rows[i].ID == id {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the report as indented JSON to path (created with its directory).
+func (r *Report) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: encode report: %w", err)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fault.Invalid("bench: create the directory of %s: %v", path, err)
+		}
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fault.Invalid("bench: write %s: %v", path, err)
+	}
+	return nil
+}
+
+// WriteTable prints the rows as an aligned text table: measurement (unit), ours p50/p95, the
+// peer and its p50/p95, and ours/peer at p50. "—" marks a row without a peer.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "measurement\tours p50\tours p95\tpeer\tpeer p50\tpeer p95\tours/peer")
+	for _, row := range r.Rows {
+		peer, pp50, pp95, ratio := "—", "—", "—", "—"
+		if row.Peer != nil {
+			peer, pp50, pp95 = row.PeerName, num(row.Peer.Summary.P50), num(row.Peer.Summary.P95)
+		}
+		if row.Ratio != nil {
+			ratio = num(*row.Ratio)
+		}
+		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Title, row.Unit,
+			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
+	}
+	return tw.Flush()
+}
+
+// WriteMarkdown prints the rows as a Markdown table (the README's Performance section).
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| measurement | ours p50 | ours p95 | peer | peer p50 | peer p95 | ours/peer |\n")
+	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n")
+	for _, row := range r.Rows {
+		peer, pp50, pp95, ratio := "—", "—", "—", "—"
+		if row.Peer != nil {
+			peer, pp50, pp95 = row.PeerName, num(row.Peer.Summary.P50), num(row.Peer.Summary.P95)
+		}
+		if row.Ratio != nil {
+			ratio = num(*row.Ratio)
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | %s | %s |\n", row.Title, row.Unit,
+			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// num formats a value with about three significant digits.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+// ms converts a duration to milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

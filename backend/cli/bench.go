@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cubicle/backend"
+	"cubicle/backend/bench"
+	"cubicle/backend/engine/docker"
+	"cubicle/backend/engine/podman"
+	"cubicle/backend/fault"
+	"cubicle/images"
+)
+
+// Both engine adapters can run the benchmark.
+var (
+	_ bench.Engine = (*podman.Client)(nil)
+	_ bench.Engine = (*docker.Client)(nil)
+)
+
+// runBench is `cubicle bench [--quick] [--json FILE]`: prepare (or reuse) the standard image,
+// measure Cubicle against the peers' methods in the same run, print the table (stdout; progress
+// goes to stderr) and optionally write every raw sample as JSON. Ctrl+C stops the run and
+// removes what it created. docs/bench.md describes each row.
+func runBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench", "cubicle bench [--quick] [--json FILE] [--markdown] [--engine podman|docker] [--work-dir DIR]")
+	quick := fs.Bool("quick", false, "few samples per row: finishes in under 2 minutes with a prepared image (CI)")
+	jsonPath := fs.String("json", "", "also write the report with every raw sample, the summaries and the machine to FILE")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown (for the README)")
+	eng := fs.String("engine", "", "podman or docker (default: $CUBICLE_ENGINE, else the one found)")
+	dataDir := defaultDataDir(e.getenv)
+	workDir := fs.String("work-dir", filepath.Join(dataDir, "bench"), "scratch space: the desktops' run directories, image build contexts")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (to stderr)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(e.stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ce, err := backend.ConnectEngine(cctx, *eng, log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer ce.Close()
+	be, ok := ce.Client.(bench.Engine)
+	if !ok {
+		return fault.Unavailable("the %s adapter cannot run the benchmark (it lacks image listing)", ce.Endpoint.Kind)
+	}
+	b, err := images.New(images.Config{Engine: ce.Client, Logger: log, WorkDir: filepath.Join(dataDir, "images")})
+	if err != nil {
+		return err
+	}
+	cmd := "cubicle bench"
+	if len(args) > 0 {
+		cmd += " " + strings.Join(args, " ")
+	}
+	rep, err := bench.Run(ctx, bench.Config{
+		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
+		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("bench interrupted (%w); the containers it created were removed", ctx.Err())
+		}
+		return err
+	}
+	if *jsonPath != "" {
+		if err := rep.WriteJSON(*jsonPath); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "Cubicle %s, %s mode, %s, %d cores (%s), %s %s, load %s; %.0f s\n\n", Version, rep.Mode,
+		rep.Started.Format("2006-01-02"), rep.Machine.Cores, rep.Machine.Kernel, rep.Machine.Engine, rep.Machine.EngineVersion,
+		rep.Machine.LoadAvg, rep.Seconds)
+	if *markdown {
+		err = rep.WriteMarkdown(e.stdout)
+	} else {
+		err = rep.WriteTable(e.stdout)
+	}
+	if err != nil {
+		return err
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(e.stdout, "warning:", w)
+	}
+	if *jsonPath != "" {
+		fmt.Fprintf(e.stdout, "\nraw samples: %s\n", *jsonPath)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/agent/openai"
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+)
+
+// Sources of a model setting, as views report them.
+const (
+	SourceAgent       = "agent"       // the agent's own override
+	SourceSettings    = "settings"    // Settings → Model
+	SourceEnvironment = "environment" // CUBICLE_MODEL_* variables
+	SourceNone        = "none"        // nothing configured: operator mode
+)
+
+// agentFix says where a person fixes an agent's model, for messages.
+const agentFix = "the agent's Model section (its chat page → Computer panel → Model)"
+
+// AgentView is what an agent's Model section shows: the agent's own override (never its key),
+// the app's settings it inherits from, and the model a turn would use.
+type AgentView struct {
+	BaseURL   string    `json:"baseUrl"`
+	Model     string    `json:"model"`
+	HasAPIKey bool      `json:"hasApiKey"`
+	Inherits  View      `json:"inherits"`
+	Effective Effective `json:"effective"`
+}
+
+// Effective is the model a turn of the agent would use (without a turn's own model name).
+type Effective struct {
+	BaseURL    string `json:"baseUrl"`
+	Model      string `json:"model"`
+	Source     string `json:"source"` // SourceAgent when the agent overrides anything, else the app's source
+	Configured bool   `json:"configured"`
+	// Problem says why no model can run and where to fix it ("" when none).
+	Problem string `json:"problem,omitempty"`
+}
+
+// resolved is the outcome of combining a turn, an agent and the app's settings.
+type resolved struct {
+	baseURL, model, source string
+	keyOf                  func() (string, error) // opens the key that goes with baseURL
+	problem                error                  // a misconfiguration; nil when the model can run or none is set
+	fix                    string                 // where to fix a failing call
+}
+
+// resolve combines the settings: turn name > agent name > app name; agent base URL (with the
+// agent's key) > app base URL (with the app's key). am may be nil.
+func (s *Service) resolve(app appSettings, agentName string, am *store.AgentModel, turnModel string) resolved {
+	if am == nil {
+		am = &store.AgentModel{}
+	}
+	r := resolved{baseURL: app.baseURL, model: app.model, source: app.source, fix: appFix(app.source)}
+	r.keyOf = func() (string, error) { return s.appKey(app) }
+	if am.BaseURL != "" {
+		sealed := am.APIKeySealed
+		r.baseURL, r.source, r.fix = am.BaseURL, SourceAgent, agentFix
+		r.keyOf = func() (string, error) {
+			return s.open(sealed, keyWhere{whose: fmt.Sprintf("agent %q's saved API key", agentName), fix: agentFix})
+		}
+	}
+	if am.Model != "" {
+		r.model, r.source = am.Model, SourceAgent
+		if am.BaseURL == "" && r.baseURL != "" {
+			// The agent's model name at the app's endpoint: either side may be wrong.
+			r.fix = agentFix + " or " + appFix(app.source)
+		}
+	}
+	if turnModel != "" {
+		r.model = turnModel
+	}
+	if r.baseURL == "" && am.Model != "" {
+		r.problem = fault.Conflict("agent %q uses model %q but no base URL is configured for it: "+
+			"set a base URL in %s, or configure the app's model in Settings → Model", agentName, am.Model, agentFix)
+	}
+	return r
+}
+
+func appFix(source string) string {
+	if source == SourceEnvironment {
+		return "the CUBICLE_MODEL_BASE_URL, CUBICLE_MODEL and CUBICLE_MODEL_API_KEY environment variables (or Settings → Model)"
+	}
+	return "Settings → Model"
+}
+
+// agentModel returns agent id's override (nil when it has none or does not exist) and its name.
+func (s *Service) agentModel(id string) (*store.AgentModel, string, error) {
+	if id == "" {
+		return nil, "", nil
+	}
+	a, err := s.st.Agent(id)
+	switch {
+	case errors.Is(err, fault.ErrNotFound):
+		return nil, id, nil
+	case err != nil:
+		return nil, "", fmt.Errorf("read agent %q's model: %w", id, err)
+	}
+	return a.Model, a.Name, nil
+}
+
+// Resolve is an agent.ModelResolver: a turn's chatModel name beats the agent's model name,
+// which beats the app's; the agent's base URL (with its own key) beats the app's (with the
+// app's key). Without any configured model it returns agent.ErrNoModel (operator mode). An
+// error names the configuration that is wrong (the agent's or the app's) and where to fix it;
+// so do the errors of the returned model's calls.
+func (s *Service) Resolve(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
+	app, err := s.readApp()
+	if err != nil {
+		return nil, err
+	}
+	am, name, err := s.agentModel(agentID)
+	if err != nil {
+		return nil, err
+	}
+	turn := ""
+	if chat != nil {
+		turn = strings.TrimSpace(chat.Name)
+	}
+	r := s.resolve(app, name, am, turn)
+	if r.problem != nil {
+		return nil, r.problem
+	}
+	if r.baseURL == "" || r.model == "" {
+		return nil, agent.ErrNoModel
+	}
+	key, err := r.keyOf()
+	if err != nil {
+		return nil, err
+	}
+	m, err := openai.New(openai.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model})
+	if err != nil {
+		return nil, err
+	}
+	return sourced{Model: m, fix: r.fix}, nil
+}
+
+// sourced adds to a failed call where the model's configuration is fixed.
+type sourced struct {
+	agent.Model
+	fix string
+}
+
+func (m sourced) Stream(ctx context.Context, req agent.ModelRequest, onDelta func(agent.ModelDelta)) (agent.ModelReply, error) {
+	reply, err := m.Model.Stream(ctx, req, onDelta)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (check the model's base URL, name and API key in %s)", err, m.fix)
+	}
+	return reply, err
+}
+
+// AgentView returns agent id's model view, or a fault.ErrNotFound error. It does not check
+// who owns the agent: that is the caller's business.
+func (s *Service) AgentView(id string) (AgentView, error) {
+	a, err := s.st.Agent(id)
+	if err != nil {
+		return AgentView{}, fmt.Errorf("agent model: %w", err)
+	}
+	return s.agentView(a)
+}
+
+func (s *Service) agentView(a store.Agent) (AgentView, error) {
+	app, err := s.readApp()
+	if err != nil {
+		return AgentView{}, err
+	}
+	v := AgentView{Inherits: View{BaseURL: app.baseURL, Model: app.model, HasAPIKey: app.hasKey(),
+		Configured: app.baseURL != "" && app.model != "", Source: app.source}}
+	if am := a.Model; am != nil {
+		v.BaseURL, v.Model, v.HasAPIKey = am.BaseURL, am.Model, len(am.APIKeySealed) > 0
+	}
+	r := s.resolve(app, a.Name, a.Model, "")
+	v.Effective = Effective{BaseURL: r.baseURL, Model: r.model, Source: r.source}
+	switch {
+	case r.problem != nil:
+		v.Effective.Problem = r.problem.Error()
+	case r.baseURL != "" && r.model != "":
+		if _, err := r.keyOf(); err != nil {
+			v.Effective.Problem = err.Error()
+		} else {
+			v.Effective.Configured = true
+		}
+	}
+	if r.baseURL == "" && r.model == "" {
+		v.Effective.Source = SourceNone
+	}
+	return v, nil
+}
+
+// SetAgent saves agent id's override. Empty fields inherit the app's settings; all empty
+// removes the override. A nil APIKey keeps the agent's saved key, "" clears it; a key belongs
+// to the agent's own base URL (without one it is refused, and clearing the base URL drops the
+// key). Invalid input changes nothing and returns a fault.ErrInvalid error; an unknown agent a
+// fault.ErrNotFound error. Ownership is the caller's business.
+func (s *Service) SetAgent(id string, u Update) (AgentView, error) {
+	u.BaseURL, u.Model = strings.TrimSpace(u.BaseURL), strings.TrimSpace(u.Model)
+	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
+		return AgentView{}, fmt.Errorf("the agent's model: %w", err)
+	}
+	if u.BaseURL == "" && u.APIKey != nil && *u.APIKey != "" {
+		return AgentView{}, fault.Invalid("an agent's API key goes with its own base URL: enter the base URL too, " +
+			"or leave the key empty to use the app's key with the app's base URL")
+	}
+	var sealed []byte
+	if u.APIKey != nil {
+		var err error
+		if sealed, err = s.seal(*u.APIKey); err != nil {
+			return AgentView{}, err
+		}
+	}
+	a, err := s.st.UpdateAgent(id, func(a *store.Agent) error {
+		m := store.AgentModel{BaseURL: u.BaseURL, Model: u.Model}
+		switch {
+		case u.BaseURL == "":
+		case u.APIKey != nil:
+			m.APIKeySealed = sealed
+		case a.Model != nil:
+			m.APIKeySealed = a.Model.APIKeySealed
+		}
+		if m.Empty() {
+			a.Model = nil
+		} else {
+			a.Model = &m
+		}
+		a.UpdatedAt = time.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return AgentView{}, fmt.Errorf("set agent model: %w", err)
+	}
+	return s.agentView(a)
+}

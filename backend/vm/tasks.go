@@ -1,0 +1,264 @@
+package vm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"cubicle/backend/engine"
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+)
+
+// Task desktops (SPEC §1.3): a temporary task helper works on a task-isolated desktop that is
+// created for its task and removed when the task ends. It is a container of the image the
+// agent's desktop uses, with its own run directory and no volume at all: its workspace is the
+// container's own scratch layer, gone with the container, and the agent's persistent
+// workspace and browser profile are never mounted. Its record (scope "task") is written
+// before the engine is touched, so it counts against capacity like any running desktop and a
+// crash leaves an intent that the next Start completes by removing the desktop. Users cannot
+// start, stop, recreate or remove a task desktop: no agent's action resolves to one.
+
+// scopeTask marks a task desktop's record (store.VMInstance.Scope).
+const scopeTask = "task"
+
+// RoleTask is the io.cubicle.role label of a task desktop's container.
+const RoleTask = "task"
+
+// Labels of a task desktop's container, next to the instance, node and role labels.
+const (
+	LabelAccount = "io.cubicle.account"
+	LabelAgent   = "io.cubicle.agent"
+	LabelSession = "io.cubicle.session"
+	LabelTask    = "io.cubicle.task"
+)
+
+// TaskSpec names the task a task desktop is created for. AccountID, AgentID and TaskID are
+// required.
+type TaskSpec struct {
+	AccountID string
+	AgentID   string // the agent whose helper runs the task; its desktop's image is used
+	SessionID string
+	TaskID    string
+	Helper    string // the helper's name, for people
+}
+
+// TaskInstanceID is the instance id of task taskID's desktop on node.
+func TaskInstanceID(node, taskID string) string {
+	h := sha256.Sum256([]byte(node + "\x00task\x00" + taskID))
+	return "task-" + hex.EncodeToString(h[:8])
+}
+
+// CreateTask returns the id of the running task desktop of spec.TaskID, creating and starting
+// it when there is none (a second call for the same task returns the same desktop). It is
+// refused with fault.ErrConflict when the node's capacity is used up, while an image is
+// being prepared, on a Compose node (whose desktops are fixed), or when no image is prepared.
+// A desktop that fails to come up is removed before the error returns.
+func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error) {
+	if spec.AccountID == "" || spec.AgentID == "" || spec.TaskID == "" {
+		return "", fault.Invalid("a task desktop needs an account, an agent and a task")
+	}
+	if len(m.cfg.Compose) > 0 {
+		return "", fault.Conflict("this node runs only the fixed desktops of compose.desktops.yaml, so a task helper " +
+			"cannot get a task-isolated desktop here; do the task without a helper")
+	}
+	eng, err := m.needEngine()
+	if err != nil {
+		return "", err
+	}
+	agentIn, _, err := m.resolve(spec.AccountID, spec.AgentID)
+	if err != nil {
+		return "", err
+	}
+	key := agentIn.ImageKey
+	if key == "" {
+		keys := m.preparedKeys()
+		switch {
+		case slices.Contains(keys, "standard"):
+			key = "standard"
+		case len(keys) > 0:
+			key = keys[0]
+		default:
+			return "", fault.Conflict("no desktop image is prepared yet: an admin prepares one in Settings → Local VM")
+		}
+	}
+	img, err := m.st.VMImage(m.node, key)
+	if errors.Is(err, fault.ErrNotFound) {
+		return "", fault.Conflict("image %q of the agent's desktop is not prepared on this node: an admin prepares it in Settings → Local VM", key)
+	} else if err != nil {
+		return "", err
+	}
+
+	id := TaskInstanceID(m.node, spec.TaskID)
+	unlock := m.lock(id)
+	defer unlock()
+	if in, err := m.st.VMInstance(id); err == nil {
+		if in.State == stateRunning {
+			ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
+			if err == nil && slices.ContainsFunc(ctrs, func(c engine.ContainerState) bool { return c.Running }) {
+				return id, nil
+			}
+		}
+		// A desktop of this task that died or never came up: start over with a fresh one.
+		if err := m.removeTaskLocked(ctx, in.ID); err != nil {
+			return "", err
+		}
+	}
+	m.mu.Lock()
+	preparing := m.preparing > 0
+	m.mu.Unlock()
+	if preparing {
+		return "", fault.Conflict("a desktop image is being prepared; try the helper's task again when the preparation " +
+			"in Settings → Local VM has finished")
+	}
+
+	m.capMu.Lock()
+	defer m.capMu.Unlock()
+	ns, err := m.st.NodeSettings(m.node)
+	if err != nil {
+		return "", err
+	}
+	if running := m.runningDesktops(id); len(running) >= ns.MaxInstances {
+		return "", fault.Conflict("no desktop free for the helper's task: %d of %d running (%s); wait until one stops, "+
+			"stop one in Settings → Local VM or raise the limit there, or do the task without a helper",
+			len(running), ns.MaxInstances, strings.Join(running, ", "))
+	}
+	began, now := time.Now(), m.clock.Now().UTC()
+	in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
+		Name: spec.Helper, ImageKey: key, ImageRef: img.Ref, ContainerName: "cubicle-" + id, CreatedAt: now}
+	if err := m.setState(&in, stateCreating, ""); err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cfg.StopTimeout)
+		defer cancel()
+		if rerr := m.removeTaskLocked(cctx, id); rerr != nil {
+			m.log.Error("remove a task desktop that did not come up", "instance", id, "err", rerr)
+		}
+		return "", err
+	}
+	dir, err := m.makeRunDir(id)
+	if err != nil {
+		return fail(err)
+	}
+	labels := m.labels(id, RoleTask)
+	labels[LabelAccount], labels[LabelAgent], labels[LabelSession], labels[LabelTask] = spec.AccountID, spec.AgentID, spec.SessionID, spec.TaskID
+	ctr, err := eng.CreateContainer(ctx, engine.ContainerSpec{
+		Name:        in.ContainerName,
+		Image:       in.ImageRef,
+		Labels:      labels,
+		Env:         map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Hostname:    "cubicle",
+		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
+		Limits:      m.engineLimits(),
+		StopTimeout: m.cfg.StopTimeout,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("create the task desktop: %w", err))
+	}
+	in.ContainerID = ctr.ID
+	if err := m.setState(&in, stateCreating, ""); err != nil {
+		return fail(err)
+	}
+	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
+		return fail(fmt.Errorf("start the task desktop: %w", err))
+	}
+	if err := m.waitDriver(ctx, id); err != nil {
+		return fail(err)
+	}
+	in.StartedAt = m.clock.Now().UTC()
+	if err := m.setState(&in, stateRunning, ""); err != nil {
+		return fail(err)
+	}
+	m.log.Info("task desktop running", "instance", id, "helper", spec.Helper, "agent", spec.AgentID, "image", in.ImageRef,
+		"took", time.Since(began).Round(time.Millisecond))
+	return id, nil
+}
+
+// RemoveTask removes task taskID's desktop: its container, run directory and record. Removing
+// a task desktop that does not exist succeeds. It never touches a persistent desktop or any
+// volume.
+func (m *Manager) RemoveTask(ctx context.Context, taskID string) error {
+	id := TaskInstanceID(m.node, taskID)
+	defer m.lock(id)()
+	return m.removeTaskLocked(ctx, id)
+}
+
+// removeTaskLocked removes task desktop id (whatever state it is in); the instance lock is held.
+func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
+	in, recErr := m.st.VMInstance(id)
+	if recErr != nil && !errors.Is(recErr, fault.ErrNotFound) {
+		return recErr
+	}
+	if recErr == nil && in.Scope != scopeTask {
+		// Task ids hash into "task-…" ids, which no persistent desktop has; refuse anyway.
+		return fault.Conflict("desktop %s is not a task desktop; it is never removed with a task", id)
+	}
+	m.clearIdle(id)
+	if eng := m.cfg.Engine; eng != nil {
+		start := time.Now()
+		ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
+		if err != nil {
+			return fmt.Errorf("remove task desktop %s: list containers: %w", id, err)
+		}
+		names := []string{"cubicle-" + id}
+		for _, c := range ctrs {
+			names = append(names, c.ID)
+		}
+		for _, n := range names {
+			if err := eng.RemoveContainer(ctx, n, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				return fmt.Errorf("remove task desktop %s: %w", id, err)
+			}
+		}
+		if len(ctrs) > 0 || recErr == nil {
+			m.log.Info("task desktop removed", "instance", id, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
+	if err := os.RemoveAll(m.runDir(id)); err != nil {
+		m.log.Warn("remove a task desktop's run directory", "instance", id, "err", err)
+	}
+	m.mu.Lock()
+	delete(m.busy, id)
+	m.mu.Unlock()
+	if err := m.st.DeleteVMInstance(id); err != nil && !errors.Is(err, fault.ErrNotFound) {
+		return fmt.Errorf("remove task desktop %s: %w", id, err)
+	}
+	return nil
+}
+
+// runningDesktops describes the desktops that take a capacity slot (running, starting or
+// stopping), except instance except. Compose desktops do not count.
+func (m *Manager) runningDesktops(except string) []string {
+	var running []string
+	for _, in := range m.instancesOrNil() {
+		if in.ID == except || in.Scope == scopeCompose {
+			continue
+		}
+		if in.State == stateRunning || in.State == stateCreating || in.State == stateStopping {
+			running = append(running, m.describe(in))
+		}
+	}
+	return running
+}
+
+// removeTasks removes every task desktop this node's store knows (at start-up: their tasks
+// ended with the process that ran them; at Close: they end with it).
+func (m *Manager) removeTasks(ctx context.Context) error {
+	var errs []error
+	for _, in := range m.instancesOrNil() {
+		if in.Scope != scopeTask {
+			continue
+		}
+		m.log.Info("removing the task desktop of a helper task that ended with the process", "instance", in.ID, "helper", in.Name)
+		unlock := m.lock(in.ID)
+		errs = append(errs, m.removeTaskLocked(ctx, in.ID))
+		unlock()
+	}
+	return errors.Join(errs...)
+}

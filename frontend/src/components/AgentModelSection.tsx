@@ -1,0 +1,152 @@
+// The Model section of the computer panel: the agent's own chat model. Empty fields inherit
+// the app's model (Settings → Model); the agent's API key goes with its own base URL and is
+// write-only (the server only says whether one is saved).
+
+import { useEffect, useState } from 'preact/hooks';
+import type { AgentModel, Client, ModelUpdate } from '../api';
+import { agentModelUpdate, effectiveText, useAppDefault } from '../agentmodel';
+import { messageFor } from '../errors';
+
+interface AgentModelSectionProps {
+  client: Client;
+  agentId: string;
+}
+
+/** The agent's model: effective model and source, base URL / model / API key, "Use app default". */
+export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
+  const [view, setView] = useState<AgentModel | null>(null);
+  const [baseUrl, setBaseUrl] = useState('');
+  const [model, setModel] = useState('');
+  const [apiKey, setApiKey] = useState('');
+  const [clearKey, setClearKey] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const [saved, setSaved] = useState(false);
+
+  const show = (v: AgentModel) => {
+    setView(v);
+    setBaseUrl(v.baseUrl);
+    setModel(v.model);
+    setApiKey('');
+    setClearKey(false);
+  };
+
+  useEffect(() => {
+    setView(null);
+    setError('');
+    setSaved(false);
+    client.getAgentModel(agentId).then(show, (err) => setError(messageFor(err)));
+  }, [client, agentId]);
+
+  const save = async (u: ModelUpdate) => {
+    if (busy) return;
+    setBusy(true);
+    setError('');
+    setSaved(false);
+    try {
+      show(await client.setAgentModel(agentId, u));
+      setSaved(true);
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const submit = (e: Event) => {
+    e.preventDefault();
+    void save(agentModelUpdate({ baseUrl, model, apiKey, clearKey }));
+  };
+
+  const off = busy || view === null;
+  const overrides = view !== null && (view.baseUrl !== '' || view.model !== '' || view.hasApiKey);
+  const effective = view?.effective;
+  return (
+    <section class="panel-section agent-model" id="agent-model" aria-labelledby="agent-model-title">
+      <h3 id="agent-model-title">Model</h3>
+      {view && effective && (
+        <p
+          class={`muted small ${effective.problem ? 'form-error' : ''}`}
+          id="agent-model-effective"
+          data-source={effective.source}
+          aria-live="polite"
+        >
+          {effectiveText(view)}
+        </p>
+      )}
+      <form id="agent-model-form" onSubmit={submit}>
+        <label class="field">
+          <span>Base URL</span>
+          <input
+            id="agent-model-base-url"
+            type="url"
+            placeholder={view?.inherits.baseUrl || 'https://api.openai.com/v1'}
+            value={baseUrl}
+            onInput={(e) => setBaseUrl(e.currentTarget.value)}
+            disabled={off}
+          />
+        </label>
+        <label class="field">
+          <span>Model</span>
+          <input
+            id="agent-model-name"
+            type="text"
+            placeholder={view?.inherits.model || 'gpt-4o'}
+            value={model}
+            onInput={(e) => setModel(e.currentTarget.value)}
+            disabled={off}
+          />
+        </label>
+        <label class="field">
+          <span>API key (with this agent's own base URL)</span>
+          <input
+            id="agent-model-api-key"
+            type="password"
+            autocomplete="off"
+            placeholder={view?.hasApiKey ? 'saved' : baseUrl.trim() === '' ? "the app's key" : 'none'}
+            value={apiKey}
+            onInput={(e) => setApiKey(e.currentTarget.value)}
+            disabled={off}
+          />
+        </label>
+        {view?.hasApiKey && (
+          <label class="checkbox">
+            <input
+              id="agent-model-clear-key"
+              type="checkbox"
+              checked={clearKey}
+              disabled={off || apiKey !== ''}
+              onChange={(e) => setClearKey(e.currentTarget.checked)}
+            />
+            <span class="checkbox-label">Remove the saved key</span>
+          </label>
+        )}
+        <p class="muted small">Empty fields use the app default from Settings → Model.</p>
+        <div class="button-row">
+          <button class="btn primary small" type="submit" id="agent-model-save" disabled={off}>
+            {busy ? 'Saving…' : 'Save'}
+          </button>
+          <button
+            class="btn ghost small"
+            type="button"
+            id="agent-model-default"
+            disabled={off || !overrides}
+            onClick={() => void save(useAppDefault)}
+          >
+            Use app default
+          </button>
+          {saved && (
+            <span class="muted small" id="agent-model-saved" role="status">
+              Saved.
+            </span>
+          )}
+        </div>
+        {error !== '' && (
+          <p class="form-error" role="alert" id="agent-model-error">
+            {error}
+          </p>
+        )}
+      </form>
+    </section>
+  );
+}
