@@ -100,26 +100,7 @@ func results(evs []agent.Event) map[string][2]string {
 // TestAgentOnRealDesktop drives the real runtime with a scripted model against a real desktop:
 // the standard image in a real Podman container with the real driver.
 func TestAgentOnRealDesktop(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
-	if testing.Short() {
-		t.Skip("real desktop test; run without -short")
-	}
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "podman", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b, dir, _ := startOnRealDesktop(t, slog.LevelWarn)
 	var inst store.VMInstance
 	defer func() {
 		b.Close()
@@ -128,7 +109,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 		}
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		eng, err := ConnectEngine(cctx, "podman", log)
+		eng, err := ConnectEngine(cctx, "podman", b.log)
 		if err != nil {
 			return
 		}
@@ -141,12 +122,6 @@ func TestAgentOnRealDesktop(t *testing.T) {
 			v.RemoveVolume(cctx, inst.ProfileVol)
 		}
 	}()
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
-	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
-		pcancel()
-		t.Fatalf("prepare: %v", err)
-	}
-	pcancel()
 
 	admin, err := b.Auth.Admin()
 	if err != nil {
@@ -279,4 +254,39 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// startOnRealDesktop starts a Backend on a temporary data directory with the real Podman
+// engine and the standard image prepared; it fails (CUBICLE_REQUIRE_ALL=1) or skips without
+// root and the Podman service. The Backend closes when the test ends; callers that remove
+// their containers afterwards call b.Close first (it runs once).
+func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string, ctx context.Context) {
+	t.Helper()
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("needs root and the Podman service")
+	}
+	if testing.Short() {
+		t.Skip("real desktop test; run without -short")
+	}
+	dir = t.TempDir()
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: level}))
+	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "podman", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	t.Cleanup(func() { b.Close() })
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer pcancel()
+	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	return b, dir, ctx
 }

@@ -25,26 +25,7 @@ import (
 // persistent workspace is never touched; a full node refuses a task desktop with a clear
 // error.
 func TestHelperOnTaskDesktop(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
-	if testing.Short() {
-		t.Skip("real desktop test; run without -short")
-	}
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "podman", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b, dir, ctx := startOnRealDesktop(t, slog.LevelInfo)
 	eng := b.engine.Client
 	var agentID string
 	var inst store.VMInstance
@@ -72,12 +53,6 @@ func TestHelperOnTaskDesktop(t *testing.T) {
 			v.RemoveVolume(cctx, inst.ProfileVol)
 		}
 	}()
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
-	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
-		pcancel()
-		t.Fatalf("prepare: %v", err)
-	}
-	pcancel()
 	admin, err := b.Auth.Admin()
 	if err != nil {
 		t.Fatal(err)
