@@ -23,7 +23,7 @@ func (m *Manager) MarkIdle(instanceID string) {
 	delete(m.busy, instanceID)
 	m.mu.Unlock()
 	in, err := m.st.VMInstance(instanceID)
-	if err == nil && in.State == stateRunning && in.Scope != scopeCompose && in.Scope != scopeTask {
+	if err == nil && (in.State == StateRunning || in.State == StatePaused) && in.Scope != scopeCompose && in.Scope != scopeTask {
 		m.armIdle(instanceID)
 	}
 }
@@ -114,7 +114,7 @@ func (m *Manager) idleStop(id string) {
 		return
 	}
 	in, err := m.st.VMInstance(id)
-	if err != nil || in.State != stateRunning {
+	if err != nil || (in.State != StateRunning && in.State != StatePaused) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 4*m.cfg.StopTimeout)
