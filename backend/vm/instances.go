@@ -116,7 +116,7 @@ func (m *Manager) Act(ctx context.Context, accountID, agentID, action string) (A
 		}
 		switch action {
 		case ActionCreate, ActionStart:
-			return m.bringUp(ctx, &in, kindDesktop, nil)
+			return m.bringUp(ctx, &in, kindDesktop, nil, false)
 		case ActionStop:
 			if err := m.refuseBusy(in, action); err != nil {
 				return err
@@ -126,13 +126,7 @@ func (m *Manager) Act(ctx context.Context, accountID, agentID, action string) (A
 			if err := m.refuseBusy(in, action); err != nil {
 				return err
 			}
-			if err := m.removeLocked(ctx, in); err != nil {
-				return err
-			}
-			if cur, err := m.st.VMInstance(in.ID); err == nil {
-				in = cur
-			}
-			return m.bringUp(ctx, &in, kindDesktop, nil)
+			return m.bringUp(ctx, &in, kindDesktop, nil, true)
 		default: // ActionRemove
 			if err := m.refuseBusy(in, action); err != nil {
 				return err

@@ -68,7 +68,10 @@ func kindOf(in store.VMInstance) kind {
 // paused one is resumed. labels are added to a new container's (task desktops name their
 // task). When it fails after reserving a slot, the desktop is rolled back (failedUp) so that
 // its record agrees with the engine and the slot is free again.
-func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, labels map[string]string) (err error) {
+//
+// With replace (recreate), an existing container is removed after the slot is reserved and a
+// new one is created from the image in's key now names; the record stays "creating" all along.
+func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, labels map[string]string, replace bool) (err error) {
 	eng, err := m.needEngine()
 	if err != nil {
 		return err
@@ -85,6 +88,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 		return err
 	}
 	switch {
+	case replace:
 	case found && ctr.Running:
 		return m.adopt(in, ctr, k)
 	case found && ctr.Paused:
@@ -95,7 +99,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 		return m.adopt(in, ctr, k)
 	}
 	ref := ""
-	if !found {
+	if !found || replace {
 		if ref, err = m.imageRef(in); err != nil {
 			return err
 		}
@@ -109,9 +113,10 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 		return err
 	}
 	state := StateStarting
-	if !found {
-		state, in.ImageRef, in.ContainerID = StateCreating, ref, ""
-	} else {
+	if !found || replace {
+		state = StateCreating
+	}
+	if found {
 		in.ContainerID = ctr.ID
 	}
 	err = m.setState(in, state, "")
@@ -126,7 +131,15 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	}()
 
 	began := time.Now()
+	if found && replace {
+		m.clearIdle(in.ID)
+		if err := eng.RemoveContainer(ctx, ctr.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			return fmt.Errorf("remove the old container %s: %w", ctr.Name, err)
+		}
+		found = false
+	}
 	if !found {
+		in.ImageRef, in.ContainerID = ref, ""
 		if ctr, err = m.createContainer(ctx, eng, *in, k, labels); err != nil {
 			return err
 		}

@@ -103,3 +103,9 @@ func (m *Manager) detach(ctx context.Context, id, what string, op func(ctx conte
 		return ctx.Err()
 	}
 }
+
+// Wait returns once every operation asked for on desktop instanceID before the call has
+// finished (or ctx ends): a caller that gave up on an action can learn its outcome.
+func (m *Manager) Wait(ctx context.Context, instanceID string) error {
+	return m.detach(ctx, instanceID, "wait", func(context.Context) error { return nil })
+}

@@ -98,7 +98,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		}
 		labels := map[string]string{LabelAccount: spec.AccountID, LabelAgent: spec.AgentID, LabelSession: spec.SessionID,
 			LabelTask: spec.TaskID}
-		if err := m.bringUp(ctx, &in, kindTask, labels); err != nil {
+		if err := m.bringUp(ctx, &in, kindTask, labels, false); err != nil {
 			return err
 		}
 		m.log.Info("task desktop running", "instance", id, "helper", spec.Helper, "agent", spec.AgentID)

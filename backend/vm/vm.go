@@ -267,11 +267,11 @@ type Manager struct {
 	mu        sync.Mutex           // guards the fields below
 	following map[string]*follower // instances with a follower goroutine (follow.go)
 	busy      map[string]string    // instance → who uses it (MarkBusy)
-	idleSince map[string]time.Time   // running, idle instances → when they became idle
-	idleMins  int                    // the node's idleStopMinutes
-	preps     map[string]*prepJob    // image key → running or last finished preparation
-	preparing int                    // preparations running
-	strays    []string               // containers with our labels the store does not know
+	idleSince map[string]time.Time // running, idle instances → when they became idle
+	idleMins  int                  // the node's idleStopMinutes
+	preps     map[string]*prepJob  // image key → running or last finished preparation
+	preparing int                  // preparations running
+	strays    []string             // containers with our labels the store does not know
 	started   bool
 	closed    bool
 }
