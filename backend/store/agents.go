@@ -19,6 +19,9 @@ type Agent struct {
 	Computer             string      `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
 	AllowHostEnvironment bool        `json:"allowHostEnvironment"`
 	WorkDir              string      `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
+	// LazyInit is the sandbox binding of the agent's threads (SPEC §2.3): nil or true binds on
+	// the first tool call, false binds before the first model call of each turn.
+	LazyInit *bool `json:"lazyInit,omitempty"`
 	Model                *AgentModel `json:"model,omitempty"`   // nil = the app's model settings
 	CreatedAt            time.Time   `json:"createdAt"`
 	UpdatedAt            time.Time   `json:"updatedAt"`

@@ -51,6 +51,9 @@ type VMInstance struct {
 
 	ContainerID   string `json:"containerId,omitempty"` // "" = no container
 	ContainerName string `json:"containerName"`
+	// WorkDir is the working directory (inside the desktop) the current container was created
+	// with (scope "agent": the agent's terminal.cwd resolved); "" = the workspace.
+	WorkDir string `json:"workDir,omitempty"`
 	WorkspaceVol  string `json:"workspaceVolume"`
 	ProfileVol    string `json:"profileVolume"`
 

@@ -140,6 +140,19 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 			}
 			return
 		}
+		if env.Op == guest.OpTunnel {
+			// The connection becomes the tunnel's byte stream: nothing else may be in flight.
+			cn.mu.Lock()
+			busy := len(cn.cancels) > 0
+			cn.mu.Unlock()
+			if busy {
+				cn.reply(env.ID, nil, nil, fault.Conflict("a tunnel must be the only request of its connection"))
+				continue
+			}
+			wg.Wait()
+			s.tunnel(cctx, cn, br, env)
+			return
+		}
 		if env.Op == guest.OpCancel {
 			var a struct {
 				ID uint64 `json:"id"`
@@ -186,7 +199,7 @@ func (cn *conn) replyHello(id uint64, h guest.Hello, err error) {
 }
 
 func (s *server) hello() guest.Hello {
-	h := guest.Hello{Protocol: guest.ProtocolVersion, Driver: s.version}
+	h := guest.Hello{Protocol: guest.ProtocolVersion, Driver: s.version, Features: []string{guest.FeatureTunnel}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
 	}
