@@ -81,8 +81,8 @@ type Backend struct {
 
 	engine    *ConnectedEngine // nil when no engine was found
 	computers *computers       // each turn's computer (the gate's plan)
-	drivers drivers          // driver connections of the screen channel
-	bg      sync.WaitGroup   // background stops started by control changes
+	drivers   drivers          // driver connections of the screen channel
+	bg        sync.WaitGroup   // background stops started by control changes
 
 	closeOnce sync.Once
 	closeErr  error

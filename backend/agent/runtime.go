@@ -194,10 +194,10 @@ type session struct {
 	stopMu  sync.Mutex
 	// runAgent is the agent of the running turn; guarded by stopMu with stop.
 	runAgent string
-	loaded  bool // history was read from the store (or there was none)
-	agentID string
-	title   string
-	created time.Time
+	loaded   bool // history was read from the store (or there was none)
+	agentID  string
+	title    string
+	created  time.Time
 }
 
 // New returns a Runtime.

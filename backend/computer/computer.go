@@ -274,6 +274,9 @@ func (p Plan) Check(tool string) string {
 		if p.HostDesktop {
 			return ""
 		}
+		if p.Helper {
+			return tool + " is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop"
+		}
 		if p.Kind == Host && p.Host {
 			return tool + " is not available: " + p.HostDesktopProblem
 		}
@@ -299,6 +302,9 @@ func (p Plan) Check(tool string) string {
 }
 
 func (p Plan) hostRefusal(tool string) string {
+	if p.Selected == Auto {
+		return p.notHere(tool) // auto never gives host tools
+	}
 	if p.HostProblem != "" {
 		return tool + " is not available: " + p.HostProblem
 	}

@@ -75,6 +75,7 @@ func New(log *slog.Logger) *Desktop {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	quietX11()
 	return &Desktop{log: log}
 }
 

@@ -272,7 +272,7 @@ func New(cfg Config) (*Manager, error) {
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		locks: map[string]*sync.Mutex{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
 		rebuild: map[string]bool{},
-		preps: map[string]*prepJob{},
+		preps:   map[string]*prepJob{},
 	}, nil
 }
 
