@@ -108,6 +108,15 @@ func Connect(ctx context.Context, dial Dial) (*Session, error) {
 	s := &Session{allocCancel: allocCancel, bctx: bctx, bcancel: bcancel}
 	stop := context.AfterFunc(ctx, bcancel)
 	defer stop()
+	// The first call allocates the browser connection, which lives as long as that call's
+	// context: it must be the session's own, never one with a timeout.
+	if _, err := chromedp.Targets(bctx); err != nil {
+		s.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("browser: connect: %w", ctx.Err())
+		}
+		return nil, unavailable(err)
+	}
 	tabs, err := s.pages()
 	if err != nil {
 		s.Close()

@@ -287,8 +287,10 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 
 	m.capMu.Lock()
 	defer m.capMu.Unlock()
-	if err := m.checkCapacity(in.ID); err != nil {
-		return err
+	if in.Scope != scopeBrowser { // a browser takes no desktop slot
+		if err := m.checkCapacity(in.ID); err != nil {
+			return err
+		}
 	}
 	if !found {
 		ref, err := m.imageRef(ctx, in)
