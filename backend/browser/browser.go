@@ -179,10 +179,16 @@ func (s *Session) pages() ([]Tab, error) {
 // it). s.mu is held.
 func (s *Session) attachLocked(id target.ID) error {
 	tctx, tcancel := chromedp.NewContext(s.bctx, chromedp.WithTargetID(id), chromedp.WithDetachOnCancel())
-	ctx, cancel := context.WithTimeout(tctx, actionTimeout)
-	defer cancel()
-	if err := chromedp.Do(ctx, call0(page.BringToFront)); err != nil {
+	// The first Run attaches the tab, whose event stream lives as long as that call's context:
+	// it must be the tab's own context (a timeout would end the events and every later
+	// navigation would wait for a load it never hears of). A timer bounds it instead.
+	timer := time.AfterFunc(actionTimeout, tcancel)
+	err := chromedp.Do(tctx, call0(page.BringToFront))
+	if !timer.Stop() || err != nil {
 		tcancel()
+		if err == nil {
+			err = fault.Unavailable("browser: attaching to the tab took longer than %s", actionTimeout)
+		}
 		return unavailable(err)
 	}
 	if s.tabCancel != nil {
