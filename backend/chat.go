@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
+	"cubicle/images/guest/wire"
 )
 
 // systemPrompt tells the model where it works.
@@ -52,7 +53,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
-	vmFiles, err := guard.NewLexicalFileGuard([]string{"/run/cubicle"})
+	vmFiles, err := guard.NewLexicalFileGuard([]string{wire.RunDir})
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,11 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // Workspace is the desktop's persistent working directory.
-const Workspace = "/home/cua/workspace"
+const Workspace = wire.WorkspaceDir
 
 // MaxCopy is the largest file computer_copy_file moves.
 const MaxCopy = 25 << 20
