@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/history"
 	"cubicle/backend/models"
 	"cubicle/backend/vm"
+	"cubicle/images/guest/wire"
 )
 
 // systemPrompt tells the model where it works.
@@ -51,7 +52,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
-	vmFiles, err := guard.NewLexicalFileGuard([]string{"/run/cubicle"})
+	vmFiles, err := guard.NewLexicalFileGuard([]string{wire.RunDir})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // Stream delivers frames as the screen changes. It pulls: each Next asks the driver for the
@@ -63,7 +64,7 @@ func (s *Stream) Next(ctx context.Context) (Frame, error) {
 	// encoding take a good part of a frame interval, and counting them twice halves the rate.
 	start := time.Now()
 	var f Frame
-	blob, err := s.c.call(ctx, OpNextFrame, NextFrameArgs{After: s.after, Screenshot: s.opts.ScreenshotOptions}, nil, &f)
+	blob, err := s.c.call(ctx, wire.OpNextFrame, wire.NextFrameArgs{After: s.after, Screenshot: s.opts.ScreenshotOptions}, nil, &f)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Frame{}, s.ctxErr(ctx)

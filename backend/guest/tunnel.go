@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // A tunnel turns one connection to the driver into a raw byte stream to a TCP address on the
@@ -19,17 +20,8 @@ import (
 // not depend on how the host reaches the desktop. The driver accepts only loopback
 // addresses; a tunnel is the first and only request of its connection.
 
-// OpTunnel opens a tunnel (see TunnelArgs).
-const OpTunnel = "tunnel"
-
-// FeatureTunnel is in Hello.Features of a driver that opens tunnels.
-const FeatureTunnel = "tunnel"
-
-// TunnelArgs names the tunnel's target: a loopback host and port inside the desktop, e.g.
-// "127.0.0.1:9222".
-type TunnelArgs struct {
-	Address string `json:"address"`
-}
+// FeatureTunnel is in Hello.Features of a driver that opens tunnels (wire.FeatureTunnel).
+const FeatureTunnel = wire.FeatureTunnel
 
 // OpenTunnel performs the handshake on conn (a fresh byte stream to the driver), asks for a
 // tunnel to address, and returns the stream to it. conn belongs to the tunnel from then on:
@@ -47,26 +39,26 @@ func OpenTunnel(ctx context.Context, conn net.Conn, address string) (net.Conn, e
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	br := bufio.NewReaderSize(conn, 32<<10)
-	hello, _ := json.Marshal(HelloArgs{Protocol: ProtocolVersion, Client: "cubicle-tunnel"})
-	args, _ := json.Marshal(TunnelArgs{Address: address})
-	if err := WriteMessage(conn, &Envelope{ID: 0, Op: OpHello, Args: hello}, nil); err != nil {
+	hello, _ := json.Marshal(wire.HelloArgs{Protocol: wire.ProtocolVersion, Client: "cubicle-tunnel"})
+	args, _ := json.Marshal(wire.TunnelArgs{Address: address})
+	if err := wire.WriteMessage(conn, &wire.Envelope{ID: 0, Op: wire.OpHello, Args: hello}, nil); err != nil {
 		return fail(fault.Unavailable("desktop driver: tunnel to %s: %v", address, err))
 	}
-	if err := WriteMessage(conn, &Envelope{ID: 1, Op: OpTunnel, Args: args}, nil); err != nil {
+	if err := wire.WriteMessage(conn, &wire.Envelope{ID: 1, Op: wire.OpTunnel, Args: args}, nil); err != nil {
 		return fail(fault.Unavailable("desktop driver: tunnel to %s: %v", address, err))
 	}
 	for id := uint64(0); id < 2; id++ {
-		var env Envelope
-		if _, err := ReadMessage(br, &env); err != nil {
+		var env wire.Envelope
+		if _, err := wire.ReadMessage(br, &env); err != nil {
 			if ctx.Err() != nil {
 				return fail(fmt.Errorf("desktop driver: tunnel to %s: %w", address, ctx.Err()))
 			}
 			return fail(fault.Unavailable("desktop driver: tunnel to %s: %v", address, err))
 		}
 		if id == 0 && env.Error == nil {
-			var h Hello
+			var h wire.Hello
 			json.Unmarshal(env.Result, &h)
-			if !slices.Contains(h.Features, FeatureTunnel) {
+			if !slices.Contains(h.Features, wire.FeatureTunnel) {
 				return fail(fault.Conflict("the desktop's driver (%s) is older than this Cubicle and cannot open a tunnel: "+
 					"prepare the image again in Settings → Local VM", h.Driver))
 			}

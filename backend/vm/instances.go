@@ -11,6 +11,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+	"cubicle/images/guest/wire"
 )
 
 // Instance states (store.VMInstance.State). "absent" means there is no container (never
@@ -392,7 +393,7 @@ func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMIn
 		Name:     in.ContainerName,
 		Image:    in.ImageRef,
 		Labels:   m.labels(in.ID, "desktop"),
-		Env:      map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Env:      map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname: "cubicle",
 		Mounts:   []engine.Mount{{Source: dir, Target: RunDirTarget}},
 		Volumes: []engine.VolumeMount{

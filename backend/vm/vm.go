@@ -41,6 +41,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 )
 
 // Engine is what the manager needs from a container engine adapter (engine/podman and
@@ -124,18 +125,18 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // Labels the manager puts on its containers and volumes, next to engine.LabelManaged and
 // engine.LabelInstance.
 const (
-	LabelNode    = "io.cubicle.node"
-	LabelRole    = "io.cubicle.role"   // "desktop" | "probe" | "task"
-	LabelVolume  = "io.cubicle.volume" // "workspace" | "browser-profile"
-	LabelCompose = "io.cubicle.compose-desktop"
+	LabelNode    = wire.LabelNode
+	LabelRole    = wire.LabelRole   // "desktop" | "probe" | "task"
+	LabelVolume  = wire.LabelVolume // "workspace" | "browser-profile"
+	LabelCompose = wire.LabelCompose
 )
 
 // Mount points inside a desktop (fixed by the images' contract).
 const (
-	RunDirTarget     = "/run/cubicle"
-	WorkspaceTarget  = "/home/cua/workspace"
-	BrowserTarget    = "/home/cua/.config/chromium"
-	guestSocketName  = "guest.sock"
+	RunDirTarget     = wire.RunDir
+	WorkspaceTarget  = wire.WorkspaceDir
+	BrowserTarget    = wire.BrowserProfileDir
+	guestSocketName  = wire.SocketName
 	defaultStopGrace = 5 * time.Second
 )
 

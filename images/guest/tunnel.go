@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // tunnel serves a tunnel request (guest.OpTunnel): it connects to a TCP address on this
@@ -18,10 +17,10 @@ import (
 // ways between the client's connection and the target until either side closes or ctx ends
 // (the driver stops). Only loopback targets are allowed: a tunnel reaches what the desktop
 // runs for itself (the browser's DevTools port), never the network.
-func (s *server) tunnel(ctx context.Context, cn *conn, br *bufio.Reader, env guest.Envelope) {
-	var a guest.TunnelArgs
+func (s *server) tunnel(ctx context.Context, cn *conn, br *bufio.Reader, env wire.Envelope) {
+	var a wire.TunnelArgs
 	if err := json.Unmarshal(env.Args, &a); err != nil {
-		cn.reply(env.ID, nil, nil, fault.Invalid("tunnel: malformed arguments: %v", err))
+		cn.reply(env.ID, nil, nil, wire.Invalid("tunnel: malformed arguments: %v", err))
 		return
 	}
 	if err := loopbackOnly(a.Address); err != nil {
@@ -31,7 +30,7 @@ func (s *server) tunnel(ctx context.Context, cn *conn, br *bufio.Reader, env gue
 	d := net.Dialer{Timeout: 5 * time.Second}
 	target, err := d.DialContext(ctx, "tcp", a.Address)
 	if err != nil {
-		cn.reply(env.ID, nil, nil, fault.Unavailable("tunnel: nothing answers at %s in the desktop: %v", a.Address, err))
+		cn.reply(env.ID, nil, nil, wire.Unavailable("tunnel: nothing answers at %s in the desktop: %v", a.Address, err))
 		return
 	}
 	defer target.Close()
@@ -62,14 +61,14 @@ func (s *server) tunnel(ctx context.Context, cn *conn, br *bufio.Reader, env gue
 func loopbackOnly(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
-		return fault.Invalid("tunnel: address %q is not host:port", addr)
+		return wire.Invalid("tunnel: address %q is not host:port", addr)
 	}
 	if host == "localhost" {
 		return nil
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return fault.Forbidden("tunnel: only loopback addresses of the desktop can be reached, not %q", addr)
+		return wire.Forbidden("tunnel: only loopback addresses of the desktop can be reached, not %q", addr)
 	}
 	return nil
 }

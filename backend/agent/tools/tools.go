@@ -32,10 +32,11 @@ import (
 	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // Workspace is the desktop's persistent working directory.
-const Workspace = "/home/cua/workspace"
+const Workspace = wire.WorkspaceDir
 
 // MaxCopy is the largest file computer_copy_file moves.
 const MaxCopy = 25 << 20
