@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/images/guest/wire"
 )
 
 // Labels and names: everything a run creates is recognisable and removable.
@@ -23,7 +24,7 @@ const (
 	// NamePrefix starts the name of the run's scratch directory.
 	NamePrefix = "cubicle-bench-"
 	// LabelRun carries the run's id on every container and volume the run creates.
-	LabelRun = "io.cubicle.bench-run"
+	LabelRun = wire.LabelBenchRun
 	// minColours: a drawn desktop has at least this many distinct colours (as the image
 	// preparation's probe checks); a blank or half-drawn screen has fewer.
 	minColours = 16

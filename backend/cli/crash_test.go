@@ -288,4 +288,3 @@ func cleanupStore(t *testing.T, path string) {
 	}
 	t.Logf("cleanup: removed %d containers and %d volumes of store %s", len(cs), len(vs), id)
 }
-

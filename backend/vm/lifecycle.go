@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+	"cubicle/images/guest/wire"
 )
 
 // Instance states (store.VMInstance.State, InstanceView.State). "absent" means there is no
@@ -42,8 +43,10 @@ func takesSlot(state string) bool {
 // volumes and an idle timer, and what a failed start leaves behind.
 type kind struct {
 	role    string
-	volumes bool // workspace and browser-profile volumes
+	volumes bool // the record's workspace and browser-profile volumes (those it names)
 	idle    bool // an idle timer runs while it is idle
+	noSlot  bool // takes none of the node's desktop slots (browsers)
+	browser bool // runs Chromium instead of the desktop session (browser.go)
 	// removeOnFailure: a desktop that does not come up is removed entirely (task desktops);
 	// otherwise it is stopped and kept.
 	removeOnFailure bool
@@ -52,12 +55,16 @@ type kind struct {
 var (
 	kindDesktop = kind{role: RoleDesktop, volumes: true, idle: true}
 	kindTask    = kind{role: RoleTask, removeOnFailure: true}
+	kindBrowser = kind{role: RoleDesktop, volumes: true, idle: true, noSlot: true, browser: true}
 )
 
 // kindOf returns the kind of a record.
 func kindOf(in store.VMInstance) kind {
-	if in.Scope == scopeTask {
+	switch in.Scope {
+	case scopeTask:
 		return kindTask
+	case scopeBrowser:
+		return kindBrowser
 	}
 	return kindDesktop
 }
@@ -87,6 +94,12 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	if err != nil {
 		return err
 	}
+	if want := m.wantWorkDir(*in); found && !replace && want != in.WorkDir {
+		// The agent's working directory changed since the container was made: rebuild it
+		// (volumes kept) now that it is being started (SPEC §1.5).
+		m.log.Info("rebuilding desktop for a new working directory", "instance", in.ID, "from", in.WorkDir, "to", want)
+		replace = true
+	}
 	switch {
 	case replace:
 	case found && ctr.Running:
@@ -100,7 +113,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	}
 	ref := ""
 	if !found || replace {
-		if ref, err = m.imageRef(in); err != nil {
+		if ref, err = m.imageRef(ctx, in); err != nil {
 			return err
 		}
 	}
@@ -108,9 +121,11 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	// Reserve a slot: the record's state says so, under the capacity lock, so that two
 	// starts can never both take the last one; the slow work below runs without the lock.
 	m.capMu.Lock()
-	if err := m.checkCapacity(in.ID, in.Scope); err != nil {
-		m.capMu.Unlock()
-		return err
+	if !k.noSlot {
+		if err := m.checkCapacity(in.ID, in.Scope); err != nil {
+			m.capMu.Unlock()
+			return err
+		}
 	}
 	state := StateStarting
 	if !found || replace {
@@ -139,7 +154,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 		found = false
 	}
 	if !found {
-		in.ImageRef, in.ContainerID = ref, ""
+		in.ImageRef, in.ContainerID, in.WorkDir = ref, "", m.wantWorkDir(*in)
 		if ctr, err = m.createContainer(ctx, eng, *in, k, labels); err != nil {
 			return err
 		}
@@ -212,8 +227,9 @@ func (m *Manager) failedUp(ctx context.Context, in *store.VMInstance, k kind, ca
 }
 
 // imageRef returns the image a new container of in is created from: in's chosen image key
-// (defaulting to the standard image, else the first prepared one) as this node prepared it.
-func (m *Manager) imageRef(in *store.VMInstance) (string, error) {
+// (defaulting to the standard image, else the first prepared one) as this node prepared it
+// (a browser may use the standard image before it was prepared, see preparedRef).
+func (m *Manager) imageRef(ctx context.Context, in *store.VMInstance) (string, error) {
 	if in.ImageKey == "" {
 		keys := m.preparedKeys()
 		switch {
@@ -225,14 +241,7 @@ func (m *Manager) imageRef(in *store.VMInstance) (string, error) {
 			return "", fault.Conflict("no desktop image is prepared yet: an admin prepares one in Settings → Local VM")
 		}
 	}
-	img, err := m.st.VMImage(m.node, in.ImageKey)
-	if errors.Is(err, fault.ErrNotFound) {
-		return "", fault.Conflict("image %q is not prepared on this node: an admin prepares it in Settings → Local VM, "+
-			"or choose a prepared image (%s)", in.ImageKey, strings.Join(m.preparedKeys(), ", "))
-	} else if err != nil {
-		return "", err
-	}
-	return img.Ref, nil
+	return m.preparedRef(ctx, *in)
 }
 
 // containerSpec is the container of a desktop of kind k with instance id, image ref and
@@ -245,17 +254,24 @@ func (m *Manager) containerSpec(id, name, ref, runDir string, k kind, in store.V
 		Name:        name,
 		Image:       ref,
 		Labels:      labels,
-		Env:         map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
 		Mounts:      []engine.Mount{{Source: runDir, Target: RunDirTarget}},
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
 	}
 	if k.volumes {
-		spec.Volumes = []engine.VolumeMount{
-			{Name: in.WorkspaceVol, Target: WorkspaceTarget},
-			{Name: in.ProfileVol, Target: BrowserTarget},
+		for _, v := range []engine.VolumeMount{{Name: in.WorkspaceVol, Target: WorkspaceTarget}, {Name: in.ProfileVol, Target: BrowserTarget}} {
+			if v.Name != "" {
+				spec.Volumes = append(spec.Volumes, v)
+			}
 		}
+	}
+	if in.WorkDir != "" {
+		spec.Env[wire.EnvWorkspace] = in.WorkDir
+	}
+	if k.browser {
+		browserSpec(&spec, in)
 	}
 	return spec
 }
@@ -264,6 +280,9 @@ func (m *Manager) containerSpec(id, name, ref, runDir string, k kind, in store.V
 func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMInstance, k kind, extra map[string]string) (engine.ContainerState, error) {
 	if k.volumes {
 		for vol, what := range map[string]string{in.WorkspaceVol: "workspace", in.ProfileVol: "browser-profile"} {
+			if vol == "" {
+				continue
+			}
 			l := m.labels(in.ID, "volume")
 			l[LabelVolume] = what
 			if err := eng.EnsureVolume(ctx, vol, l); err != nil {
@@ -392,11 +411,11 @@ func (m *Manager) checkCapacity(except, scope string) error {
 }
 
 // runningDesktops describes the desktops that take a capacity slot, except instance except.
-// Compose desktops do not count.
+// Compose desktops and browsers do not count.
 func (m *Manager) runningDesktops(except string) []string {
 	var running []string
 	for _, in := range m.instancesOrNil() {
-		if in.ID == except || in.Scope == scopeCompose {
+		if in.ID == except || in.Scope == scopeCompose || kindOf(in).noSlot {
 			continue
 		}
 		if takesSlot(in.State) {
@@ -522,6 +541,11 @@ func (m *Manager) describe(in store.VMInstance) string {
 			return fmt.Sprintf("the shared desktop of %s", acc.Username)
 		}
 		return fmt.Sprintf("the shared desktop of account %s", in.AccountID)
+	case scopeBrowser:
+		if ag, err := m.st.Agent(in.AgentID); err == nil {
+			return fmt.Sprintf("the browser of agent %s", ag.Name)
+		}
+		return fmt.Sprintf("the browser of agent %s", in.AgentID)
 	case scopeTask:
 		name := in.AgentID
 		if ag, err := m.st.Agent(in.AgentID); err == nil {

@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+	"cubicle/images/guest/wire"
 )
 
 // Task desktops (SPEC §1.3): a temporary task helper works on a task-isolated desktop that is
@@ -31,10 +32,10 @@ const RoleTask = "task"
 
 // Labels of a task desktop's container, next to the instance, node and role labels.
 const (
-	LabelAccount = "io.cubicle.account"
-	LabelAgent   = "io.cubicle.agent"
-	LabelSession = "io.cubicle.session"
-	LabelTask    = "io.cubicle.task"
+	LabelAccount = wire.LabelAccount
+	LabelAgent   = wire.LabelAgent
+	LabelSession = wire.LabelSession
+	LabelTask    = wire.LabelTask
 )
 
 // TaskSpec names the task a task desktop is created for. AccountID, AgentID and TaskID are

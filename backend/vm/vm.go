@@ -60,6 +60,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 )
 
 // Engine is what the manager needs from a container engine adapter (engine/podman and
@@ -148,13 +149,13 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // Labels the manager puts on its containers and volumes, next to engine.LabelManaged and
 // engine.LabelInstance.
 const (
-	LabelNode    = "io.cubicle.node"
-	LabelRole    = "io.cubicle.role"   // "desktop" | "probe" | "task"
-	LabelVolume  = "io.cubicle.volume" // "workspace" | "browser-profile"
-	LabelCompose = "io.cubicle.compose-desktop"
+	LabelNode    = wire.LabelNode
+	LabelRole    = wire.LabelRole   // "desktop" | "probe" | "task"
+	LabelVolume  = wire.LabelVolume // "workspace" | "browser-profile"
+	LabelCompose = wire.LabelCompose
 	// LabelStore carries the id of the data file (store.Identity) that owns a container or
 	// volume: a Manager touches only its own.
-	LabelStore = "io.cubicle.store"
+	LabelStore = wire.LabelStore
 )
 
 // Container roles (LabelRole).
@@ -165,10 +166,10 @@ const (
 
 // Mount points inside a desktop (fixed by the images' contract).
 const (
-	RunDirTarget     = "/run/cubicle"
-	WorkspaceTarget  = "/home/cua/workspace"
-	BrowserTarget    = "/home/cua/.config/chromium"
-	guestSocketName  = "guest.sock"
+	RunDirTarget     = wire.RunDir
+	WorkspaceTarget  = wire.WorkspaceDir
+	BrowserTarget    = wire.BrowserProfileDir
+	guestSocketName  = wire.SocketName
 	defaultStopGrace = 5 * time.Second
 )
 
@@ -268,10 +269,11 @@ type Manager struct {
 	following map[string]*follower // instances with a follower goroutine (follow.go)
 	busy      map[string]string    // instance → who uses it (MarkBusy)
 	idleSince map[string]time.Time // running, idle instances → when they became idle
+	rebuild   map[string]bool      // instances to rebuild for a new working directory once idle
 	idleMins  int                  // the node's idleStopMinutes
 	preps     map[string]*prepJob  // image key → running or last finished preparation
 	preparing int                  // preparations running
-	strays    []string             // containers with our labels the store does not know
+	strays    []string             // containers of this store that no record knows
 	started   bool
 	closed    bool
 }
@@ -335,7 +337,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID, storeID: id.ID, ns: id.Namespace,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
 		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
-		preps: map[string]*prepJob{},
+		rebuild: map[string]bool{}, preps: map[string]*prepJob{},
 	}, nil
 }
 
