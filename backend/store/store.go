@@ -5,7 +5,10 @@
 //
 //	cubicle.db
 //	├── meta
-//	│   └── "version"          → schema version, decimal ASCII ("4")
+//	│   ├── "version"          → schema version, decimal ASCII ("4")
+//	│   ├── "store-id"         → the file's identity, 16 hex digits (identity.go)
+//	│   ├── "store-path"       → where the file lived when last opened
+//	│   └── "instance-ns"      → namespace of desktop instance ids ("" unless a copy)
 //	├── accounts
 //	│   └── <account id>       → Account JSON
 //	├── account_usernames      (unique index; usernames compare case-insensitively)
@@ -21,9 +24,11 @@
 //	├── vm_bindings
 //	│   └── <agent id>         → VMBinding JSON (an agent's chosen fixed Compose desktop)
 //	├── chat_sessions
-//	│   └── <user id>\x00<session id>          → ChatSession JSON (messages, pending confirmations)
+//	│   └── <user id>\x00<session id>          → ChatSession JSON (messages, pending confirmations,
+//	│                                            the running turn's mark "activeTurn")
 //	├── tool_runs
-//	│   └── <session id>\x00<time>\x00<run id> → ToolRun JSON (execution history, SPEC §2.5)
+//	│   └── <session id>\x00<time>\x00<run id> → ToolRun JSON (execution history, SPEC §2.5; a
+//	│                                            run a restart cut short is INTERRUPTED)
 //	└── app_settings
 //	    └── "model"            → ModelSettings JSON (the API key sealed by package models)
 //
@@ -37,6 +42,9 @@
 // and then runs each migration (version N to N+1) in its own transaction, so a failure leaves
 // the file at the last version that completed. A new file starts at the latest version. A file
 // written by a newer Cubicle is refused and left untouched.
+//
+// A file is checked before bbolt opens it and bbolt never crashes the process on a damaged
+// one (verify.go, damage.go); rolling backups and their restore are in backup.go.
 //
 // Errors: misses wrap fault.ErrNotFound, duplicates fault.ErrExists, bad arguments
 // fault.ErrInvalid, a file locked by another process fault.ErrUnavailable, a file from a newer
