@@ -151,7 +151,7 @@ func (m *Manager) follow(id string) {
 		for {
 			release := m.lock(id)
 			ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-			if err := m.syncLocked(ctx, id, ""); err != nil && m.ctx.Err() == nil {
+			if err := m.syncLocked(ctx, id, keepError); err != nil && m.ctx.Err() == nil {
 				m.log.Warn("follow the engine", "instance", id, "err", err)
 			}
 			cancel()
@@ -283,10 +283,15 @@ func engineState(c engine.ContainerState) string {
 	return StateStopped
 }
 
+// keepError, as syncLocked's lastErr, keeps the recorded error of a desktop that is not
+// running (why it stopped); the outcome of an operation passes its own ("" on success).
+const keepError = "\x00keep"
+
 // syncLocked records instance id as the engine reports it: its container (or none), its
-// state, and lastErr when not empty; the idle timer follows (armed when the desktop starts
-// running, cleared when it stops). The instance's queue is held. A Compose desktop is
-// re-read by its label. A missing record is no error (a task desktop was removed).
+// state, and lastErr (see keepError; a running desktop has none); the idle timer follows
+// (armed when the desktop starts running, cleared when it stops). The instance's queue is
+// held. A Compose desktop is re-read by its label. A missing record is no error (a task
+// desktop was removed).
 func (m *Manager) syncLocked(ctx context.Context, id, lastErr string) error {
 	in, err := m.st.VMInstance(id)
 	if errors.Is(err, fault.ErrNotFound) {
@@ -308,7 +313,13 @@ func (m *Manager) syncLocked(ctx context.Context, id, lastErr string) error {
 	cs = slices.DeleteFunc(cs, func(c engine.ContainerState) bool { return c.Labels[LabelRole] != role })
 	c, state := pick(cs, in.ContainerID)
 	prev := in.State
-	if state == prev && c.ID == in.ContainerID && lastErr == "" && (prev != StateRunning || in.LastError == "") {
+	switch {
+	case state == StateRunning:
+		lastErr = ""
+	case lastErr == keepError:
+		lastErr = in.LastError
+	}
+	if state == prev && c.ID == in.ContainerID && lastErr == in.LastError {
 		return nil
 	}
 	in.ContainerID = c.ID
@@ -325,9 +336,6 @@ func (m *Manager) syncLocked(ctx context.Context, id, lastErr string) error {
 		if _, err := m.makeRunDirKeepSocket(id); err != nil && !os.IsExist(err) {
 			m.log.Warn("run directory of an adopted desktop", "instance", id, "err", err)
 		}
-	}
-	if lastErr == "" && state != StateRunning {
-		lastErr = in.LastError // keep why it stopped
 	}
 	// The idle timer first, so that whoever reads the new state sees its timer too.
 	switch {

@@ -123,7 +123,7 @@ func (m *Manager) reconcileOne(ctx context.Context, in store.VMInstance, cs []en
 	case state == StateRunning:
 		m.log.Info("adopted running desktop", "instance", in.ID, "container", c.Name)
 	}
-	return m.syncLocked(ctx, in.ID, "")
+	return m.syncLocked(ctx, in.ID, keepError)
 }
 
 // makeRunDirKeepSocket makes sure a running desktop's run directory exists (it holds the live
