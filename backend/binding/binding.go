@@ -92,12 +92,12 @@ type thread struct {
 	agentID    string
 	instanceID string
 	client     *guest.Client
-	task       string         // turn id holding the desktop as a task, "" when none
-	ended      bool           // a helper's task ended and its desktop was removed
+	task       string // turn id holding the desktop as a task, "" when none
+	ended      bool   // a helper's task ended and its desktop was removed
 	// abandoned is the desktop a turn (abandonedBy) stopped waiting for while it came up; it
 	// is fenced when that turn ends stopped.
 	abandoned, abandonedBy string
-	browser    BrowserSession // browser threads: the connection to the agent's browser
+	browser                BrowserSession // browser threads: the connection to the agent's browser
 }
 
 // New returns a Binder.
