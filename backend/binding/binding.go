@@ -92,12 +92,13 @@ type thread struct {
 	agentID    string
 	instanceID string
 	client     *guest.Client
-	task       string // turn id holding the desktop as a task, "" when none
-	ended      bool   // a helper's task ended and its desktop was removed
-	// abandoned is the desktop a turn (abandonedBy) stopped waiting for while it came up; it
-	// is fenced when that turn ends stopped.
-	abandoned, abandonedBy string
-	browser                BrowserSession // browser threads: the connection to the agent's browser
+	task       string         // turn id holding the desktop as a task, "" when none
+	ended      bool           // a helper's task ended and its desktop was removed
+	browser    BrowserSession // browser threads: the connection to the agent's browser
+	// abandoned is the desktop that turn abandonedBy stopped waiting for while it came up;
+	// it is fenced when that turn ends stopped.
+	abandoned   string
+	abandonedBy string
 }
 
 // New returns a Binder.
