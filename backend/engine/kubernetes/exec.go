@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
@@ -104,6 +105,10 @@ func startExec(c *Client, op string, ex remotecommand.Executor) *engine.ExecStre
 	go func() { // owned by conn: Close cancels ctx and waits for done
 		defer close(conn.done)
 		err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: fw.stream(1), Stderr: fw.stream(2)})
+		var exit utilexec.ExitError
+		if errors.As(err, &exit) {
+			err = nil // the process ended with a code: its output ends, as with the other engines
+		}
 		if err != nil && ctx.Err() == nil {
 			// The engine-error stream (3) of the framing carries why the session ended.
 			fw.write(3, []byte(c.wrap(op, err).Error()))

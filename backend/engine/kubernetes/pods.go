@@ -73,7 +73,7 @@ func (c *Client) podFor(spec engine.ContainerSpec) (*corev1.Pod, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels, Annotations: ann},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever, // a desktop that exits is stopped, as with the other engines
-			AutomountServiceAccountToken:  ptr(false),                 // a desktop gets no credentials to the cluster
+			AutomountServiceAccountToken:  ptr(false),                // a desktop gets no credentials to the cluster
 			EnableServiceLinks:            ptr(false),
 			TerminationGracePeriodSeconds: ptr(grace),
 			SecurityContext: &corev1.PodSecurityContext{
