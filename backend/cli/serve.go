@@ -10,6 +10,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/store"
 )
 
 // DefaultListen is where `cubicle serve` listens unless told otherwise.
@@ -22,16 +23,17 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]…")
+	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]… [--engine kubernetes --kubeconfig FILE --namespace NS --registry HOST …]")
 	listen := fs.String("listen", defaultListen(e.getenv), "address to listen on; a non-loopback address needs an admin password set by you (CUBICLE_ADMIN_PASSWORD or an existing account)")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "where Cubicle keeps its data (env CUBICLE_DATA_DIR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var hosts listFlag
 	fs.Var(&hosts, "allowed-host", "a further host name the server answers to (repeatable), e.g. the name of a reverse proxy")
+	ef := addEngineFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts})
+	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts, engine: ef.settings()})
 }
 
 // defaultListen is $CUBICLE_LISTEN, else DefaultListen.
@@ -46,6 +48,7 @@ type serveOptions struct {
 	listen, dataDir, logLevel string
 	hosts                     []string
 	note                      string // printed before the URL (e.g. why the desktop app fell back to serve)
+	engine                    store.EngineSettings
 }
 
 func serve(ctx context.Context, e *env, o serveOptions) error {
@@ -68,6 +71,8 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		RequireChosenAdmin: !loopback,
 		AllowedHosts:       allowed,
 		Doctor:             doctorFunc(o.dataDir, e.getenv),
+		Engine:             o.engine.Kind,
+		Kubernetes:         o.engine,
 	})
 	if err != nil {
 		if !loopback && fault.Class(err) == fault.ErrForbidden {
