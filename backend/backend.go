@@ -87,14 +87,14 @@ type Backend struct {
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
-	engine    *ConnectedEngine // nil when no engine was found
+	engine *ConnectedEngine // nil when no engine was found
 	// engineInUse are the engine settings this process started with, engineProblem why no
 	// engine is connected (see engines.go).
 	engineInUse   store.EngineSettings
 	engineProblem string
-	computers *computers       // each turn's computer (the gate's plan)
-	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
-	stopBG    context.CancelFunc
+	computers     *computers     // each turn's computer (the gate's plan)
+	bg            sync.WaitGroup // background stops started by control changes, the backup loop
+	stopBG        context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error

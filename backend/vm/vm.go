@@ -256,8 +256,8 @@ type Manager struct {
 	// watcher when the event stream cannot be re-opened or a resync fails, cleared when
 	// either succeeds (follow.go).
 	unreachable string
-	started   bool
-	closed    bool
+	started     bool
+	closed      bool
 }
 
 // New checks cfg and returns a Manager. Nothing runs until Start.
