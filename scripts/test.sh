@@ -48,7 +48,9 @@ go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/b
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... 2>&1 | tee test-artifacts/go-race.log
 
 say "benchmark, quick mode (run so it cannot rot; the numbers are not judged here)"
-"$ROOT/bin/cubicle" bench --quick --json test-artifacts/bench.json
+"$ROOT/bin/cubicle" bench --quick --json test-artifacts/bench.json \
+  --kubeconfig "$CUBICLE_K8S_KUBECONFIG" --namespace "$CUBICLE_K8S_NAMESPACE" --storage-class "$CUBICLE_K8S_STORAGE_CLASS" \
+  --registry "$CUBICLE_K8S_REGISTRY" --registry-insecure
 
 say "web UI unit tests"
 (cd frontend && npm test --silent)
