@@ -15,6 +15,12 @@ type NodeSettings struct {
 	Isolation           string `json:"isolation"`                     // "shared" | "per-agent"; default "per-agent"
 	MaxInstances        int    `json:"maxInstances"`                  // 1..4, default 2
 	IdlePolicyRequestID string `json:"idlePolicyRequestId,omitempty"` // last applied requestId
+	// The desktop images' base sources an admin saved (Settings → Local VM); "" inherits the
+	// environment's (CUBICLE_BASE_IMAGE, …) or the built-in pin. Validated by backend/vm.
+	BaseImage    string `json:"baseImage,omitempty"`    // the standard image's Debian base
+	BaseDigest   string `json:"baseDigest,omitempty"`   // sha256:…
+	CursorBase   string `json:"cursorBase,omitempty"`   // the cursor image's base
+	CursorDigest string `json:"cursorDigest,omitempty"` // sha256:…
 }
 
 // defaultNodeSettings returns the settings of a node that never saved any.
