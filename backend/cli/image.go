@@ -24,6 +24,12 @@ func runImage(ctx context.Context, e *env, args []string) error {
 
 build  builds the desktop image (or reuses it when its recipe and driver are unchanged)
 list   shows each image key, the reference its current recipe builds and whether it exists
+
+The bases are pinned by digest: CUBICLE_BASE_IMAGE/CUBICLE_BASE_DIGEST (standard, default
+docker.io/library/debian:bookworm-slim) and CUBICLE_CURSOR_BASE/CUBICLE_CURSOR_DIGEST (cursor)
+replace the built-in pins (sources saved in Settings → Local VM apply to the app's
+preparations). CUBICLE_BASE_SOURCE=auto|pull|debootstrap chooses how the Debian base is had:
+pulled, or built offline with debootstrap on a Linux host without a registry (auto: both).
 `)
 		if len(args) == 0 {
 			return fault.Invalid("name a subcommand: build or list")
@@ -70,13 +76,13 @@ list   shows each image key, the reference its current recipe builds and whether
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tPRESENT\tREFERENCE\tSIZE\tCREATED")
+		fmt.Fprintln(tw, "KEY\tPLATFORM\tPRESENT\tREFERENCE\tSIZE\tCREATED")
 		for _, s := range list {
 			created, size := "", ""
 			if s.Prepared {
 				created, size = s.Created.Local().Format(time.DateTime), fmt.Sprintf("%.0f MB", float64(s.Size)/1e6)
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", s.Key, s.Prepared, s.Ref, size, created)
+			fmt.Fprintf(tw, "%s\tlinux/%s\t%v\t%s\t%s\t%s\n", s.Key, s.Arch, s.Prepared, s.Ref, size, created)
 		}
 		return tw.Flush()
 	}

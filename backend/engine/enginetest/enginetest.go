@@ -114,6 +114,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("VolumePersists", s.testVolumePersists)
 	t.Run("Errors", s.testErrors)
 	t.Run("Registry", s.testRegistry)
+	t.Run("RegistryIndex", s.testRegistryIndex)
 }
 
 func (s *suite) testInfo(t *testing.T) {
