@@ -131,6 +131,7 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 	}
 	// No model is configured: operator mode. The shell runs in the agent's desktop, created on
 	// Docker by this turn.
+	turnStart := time.Now()
 	evs := turn(t, b, admin.ID, ag.ID, "s1", "/shell echo \"on $(cat /etc/hostname) as $(id -un) in $(pwd)\"; ls -ld /home/cua/workspace | cut -d' ' -f3")
 	var out strings.Builder
 	state := ""
@@ -142,7 +143,7 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 			state = e.State
 		}
 	}
-	t.Logf("/shell: %s %q", state, out.String())
+	t.Logf("/shell (creating the desktop on Docker): %s in %s: %q", state, time.Since(turnStart).Round(time.Millisecond), out.String())
 	if state != agent.StateSuccess || !strings.Contains(out.String(), "as cua in /home/cua/workspace") || !strings.Contains(out.String(), "\ncua") {
 		t.Fatalf("/shell in the Docker desktop: %s %q", state, out.String())
 	}
@@ -198,8 +199,17 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 		}
 		if k := colours(pic, 64); k >= 64 {
 			t.Logf("live frame %d (after %d others): %dx%d, %d bytes of JPEG", m.Frame.ID, n, m.Frame.Width, m.Frame.Height, len(m.Data))
-			return
+			break
 		}
+	}
+
+	// Stop: the driver ends the desktop on SIGTERM by itself (exit 0), not Docker's SIGKILL.
+	if _, err := b.VMs.Act(ctx, admin.ID, ag.ID, "stop"); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	ctr, err = b.engine.Client.InspectContainer(ctx, inst.Container)
+	if err != nil || ctr.Running || ctr.ExitCode != 0 {
+		t.Fatalf("the stopped desktop in Docker: %+v, %v; want exit code 0", ctr, err)
 	}
 }
 

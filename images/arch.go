@@ -3,11 +3,13 @@ package images
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cubicle/backend/fault"
@@ -137,11 +139,11 @@ func platformFor(arch, engineArch string) string {
 	return "linux/" + arch
 }
 
-// hostEmulatesAMD64 reports whether this host can run x86-64 binaries through a binfmt_misc
-// handler (qemu-user, box64, Rosetta). Where binfmt_misc cannot be read (not Linux, or the
-// engine runs in a VM as with Podman/Docker Desktop) it cannot tell and answers true: the
-// engine then reports the failure itself.
-func hostEmulatesAMD64() bool {
+// hostEmulates reports whether this host can run linux/arch binaries of a foreign
+// architecture through a binfmt_misc handler (qemu-user, box64, Rosetta). Where binfmt_misc
+// cannot be read (not Linux, not mounted, or the engine runs in a VM as with Podman/Docker
+// Desktop) it cannot tell and answers true: the engine then reports the failure itself.
+func hostEmulates(arch string) bool {
 	const dir = "/proc/sys/fs/binfmt_misc"
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -150,16 +152,55 @@ func hostEmulatesAMD64() bool {
 	if _, err := os.Stat(dir + "/status"); err != nil {
 		return true // not mounted: unknown
 	}
+	return binfmtHandles(os.DirFS(dir), entries, arch)
+}
+
+// binfmtHandles reports whether one of the enabled binfmt_misc entries matches the ELF header
+// of a 64-bit little-endian executable for arch: its magic, under its mask, equals that
+// header's first 20 bytes.
+func binfmtHandles(fsys fs.FS, entries []fs.DirEntry, arch string) bool {
+	m, ok := elfMachine[arch]
+	if !ok {
+		return false
+	}
+	// e_ident (64-bit, little endian, version 1), e_type ET_EXEC, e_machine.
+	header := []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, byte(m), byte(m >> 8)}
 	for _, e := range entries {
 		if e.Name() == "status" || e.Name() == "register" {
 			continue
 		}
-		data, err := os.ReadFile(dir + "/" + e.Name())
-		if err != nil {
+		data, err := fs.ReadFile(fsys, e.Name())
+		if err != nil || !strings.HasPrefix(string(data), "enabled") {
 			continue
 		}
-		// The ELF header of an x86-64 executable: e_machine 0x3e at offset 18.
-		if strings.HasPrefix(string(data), "enabled") && strings.Contains(string(data), "7f454c4602010100000000000000000002003e00") {
+		var magic, mask []byte
+		offset := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, _ := strings.Cut(line, " ")
+			switch k {
+			case "offset":
+				offset, _ = strconv.Atoi(v)
+			case "magic":
+				magic, _ = hex.DecodeString(v)
+			case "mask":
+				mask, _ = hex.DecodeString(v)
+			}
+		}
+		if offset != 0 || len(magic) == 0 || len(magic) > len(header) {
+			continue
+		}
+		match := true
+		for i := range magic {
+			mk := byte(0xff)
+			if i < len(mask) {
+				mk = mask[i]
+			}
+			if header[i]&mk != magic[i]&mk {
+				match = false
+				break
+			}
+		}
+		if match {
 			return true
 		}
 	}

@@ -162,8 +162,9 @@ func (b *Builder) debootstrapUnavailable(arch string) string {
 		return "debootstrap is not installed (apt-get install debootstrap)"
 	case !h.root:
 		return "debootstrap needs root (run the image build as root once)"
-	case arch != h.goarch:
-		return fmt.Sprintf("the engine runs linux/%s and debootstrap here only builds for this host's linux/%s", arch, h.goarch)
+	case arch != h.goarch && !h.emulates(arch):
+		return fmt.Sprintf("the image is for linux/%s and this host is linux/%s without %s emulation for debootstrap "+
+			"(qemu-user-static with binfmt_misc)", arch, h.goarch, arch)
 	}
 	return ""
 }
@@ -173,12 +174,17 @@ type hostInfo struct {
 	goos, goarch    string
 	root            bool
 	haveDebootstrap func() bool
+	emulates        func(arch string) bool // this host runs linux/arch binaries (binfmt_misc)
 }
 
 func realHost() hostInfo {
 	return hostInfo{
 		goos: runtime.GOOS, goarch: runtime.GOARCH, root: os.Geteuid() == 0,
 		haveDebootstrap: func() bool { _, err := exec.LookPath("debootstrap"); return err == nil },
+		emulates: func(arch string) bool {
+			_, err := os.Stat("/proc/sys/fs/binfmt_misc/status")
+			return err == nil && hostEmulates(arch) // unknown is no here: debootstrap runs on this host
+		},
 	}
 }
 

@@ -119,11 +119,14 @@ type Config struct {
 	// BaseSource says how the standard base is obtained ("" = $CUBICLE_BASE_SOURCE, else
 	// BaseAuto).
 	BaseSource BaseSource
-	// Arch is the engine's architecture in GOARCH terms ("" = what the engine reports).
+	// Arch is the standard image's architecture in GOARCH terms ("" = the engine's own, what
+	// Info reports). Another architecture needs an engine that emulates it.
 	Arch string
-	// EmulatesAMD64 reports whether a non-amd64 host can run amd64 images (nil: look for a
-	// qemu/box64 binfmt_misc handler).
-	EmulatesAMD64 func() bool
+	// Emulates reports whether the engine can run images of a foreign architecture arch
+	// (nil: look for a binfmt_misc handler on this host — qemu-user, box64, Rosetta — and
+	// answer true where that cannot be seen, as with an engine in a VM: the engine then
+	// reports the failure itself). The debootstrap path asks it about this host.
+	Emulates func(arch string) bool
 	// LockPath is the file that serialises builds across processes on this host
 	// ("" = cubicle-images-<uid>.lock in os.TempDir()).
 	LockPath string
@@ -166,8 +169,8 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.BaseSource, err = ParseBaseSource(string(src)); err != nil {
 		return nil, fault.Invalid("images: %s: %v", EnvBaseSource, err)
 	}
-	if cfg.EmulatesAMD64 == nil {
-		cfg.EmulatesAMD64 = hostEmulatesAMD64
+	if cfg.Emulates == nil {
+		cfg.Emulates = hostEmulates
 	}
 	if cfg.LockPath == "" {
 		cfg.LockPath = filepath.Join(os.TempDir(), fmt.Sprintf("cubicle-images-%d.lock", os.Getuid()))
@@ -226,10 +229,8 @@ func (b *Builder) Ensure(ctx context.Context, key Key, progress func(Progress)) 
 	if err != nil {
 		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	}
-	if key == Cursor {
-		if err := b.checkPlatform(tg.engineArch); err != nil {
-			return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
-		}
+	if err := b.checkPlatform(key, tg); err != nil {
+		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	}
 	// Reuse needs no lock. Otherwise take the host's build lock and look again: another
 	// process may have built the image meanwhile.
@@ -261,31 +262,33 @@ func (b *Builder) Ensure(ctx context.Context, key Key, progress func(Progress)) 
 	return res, nil
 }
 
-// target is what one Ensure or List builds for: the engine's architecture and the pins in
-// force.
+// target is what one Ensure or List builds for: the engine's architecture, the standard
+// image's, and the pins in force.
 type target struct {
 	engineArch string
+	stdArch    string
 	pins       Pins
 }
 
-// target asks the engine for its architecture (unless Config.Arch says it) and reads the pins.
+// target asks the engine for its architecture and reads the pins.
 func (b *Builder) target(ctx context.Context) (target, error) {
-	arch := b.cfg.Arch
-	if arch == "" {
-		info, err := b.cfg.Engine.Info(ctx)
-		if err != nil {
-			return target{}, fmt.Errorf("ask the engine for its architecture: %w", err)
-		}
-		arch = normalizeArch(info.Arch)
+	info, err := b.cfg.Engine.Info(ctx)
+	if err != nil {
+		return target{}, fmt.Errorf("ask the engine for its architecture: %w", err)
 	}
-	if err := supportedArch(arch); err != nil {
+	tg := target{engineArch: normalizeArch(info.Arch), stdArch: b.cfg.Arch}
+	if tg.stdArch == "" {
+		if err := supportedArch(tg.engineArch); err != nil {
+			return target{}, err
+		}
+		tg.stdArch = tg.engineArch
+	} else if err := supportedArch(tg.stdArch); err != nil {
 		return target{}, err
 	}
-	pins, err := b.cfg.Pins()
-	if err != nil {
+	if tg.pins, err = b.cfg.Pins(); err != nil {
 		return target{}, fmt.Errorf("image sources: %w", err)
 	}
-	return target{engineArch: arch, pins: pins}, nil
+	return tg, nil
 }
 
 // normalizeArch turns the architecture names engines report into GOARCH terms.
@@ -409,15 +412,24 @@ func (b *Builder) pullCursorBase(ctx context.Context, rep *reporter, pin Pin) (e
 	return base, nil
 }
 
-// checkPlatform refuses the amd64-only cursor image on engines that cannot run amd64.
-func (b *Builder) checkPlatform(engineArch string) error {
-	if engineArch == cursorArch || b.cfg.EmulatesAMD64() {
+// checkPlatform refuses an image the engine cannot run: the amd64-only cursor image, or a
+// standard image for another architecture, on an engine that does not emulate it.
+func (b *Builder) checkPlatform(key Key, tg target) error {
+	arch := tg.stdArch
+	if key == Cursor {
+		arch = cursorArch
+	}
+	if arch == tg.engineArch || b.cfg.Emulates(arch) {
 		return nil
 	}
-	return fault.Unavailable(
-		"the cursor image exists only for linux/amd64 and this %s engine host cannot run amd64 images; "+
-			"install amd64 emulation (qemu-user-static with binfmt_misc, or enable Rosetta in Podman/Docker Desktop) or use the standard image",
-		engineArch)
+	if key == Cursor {
+		return fault.Unavailable(
+			"the cursor image exists only for linux/amd64 and this %s engine cannot run amd64 images; "+
+				"install amd64 emulation (qemu-user-static with binfmt_misc, or enable Rosetta in Podman/Docker Desktop) or use the standard image",
+			tg.engineArch)
+	}
+	return fault.Unavailable("the standard image for linux/%s cannot run on this linux/%s engine: install %s emulation "+
+		"(qemu-user-static with binfmt_misc) or build for the engine's own architecture", arch, tg.engineArch, arch)
 }
 
 // build assembles layer l's context (with the driver binary when driver is not nil) and

@@ -498,7 +498,8 @@ func (f *fakeEngine) count() int {
 
 // testHost is a Linux host of arch that can run debootstrap.
 func testHost(arch string) hostInfo {
-	return hostInfo{goos: "linux", goarch: arch, root: true, haveDebootstrap: func() bool { return true }}
+	return hostInfo{goos: "linux", goarch: arch, root: true, haveDebootstrap: func() bool { return true },
+		emulates: func(string) bool { return false }}
 }
 
 func TestEnsureDecisions(t *testing.T) {
@@ -607,7 +608,7 @@ func TestEnsureDecisions(t *testing.T) {
 	})
 	t.Run("cursor on arm64 without emulation", func(t *testing.T) {
 		fe := &fakeEngine{arch: "arm64"}
-		b := newB(t, fe, func(c *Config) { c.EmulatesAMD64 = func() bool { return false } })
+		b := newB(t, fe, func(c *Config) { c.Emulates = func(string) bool { return false } })
 		_, err := b.Ensure(ctx, Cursor, nil)
 		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "amd64 emulation") {
 			t.Fatalf("error %v: want fault.ErrUnavailable about amd64 emulation", err)
@@ -618,7 +619,7 @@ func TestEnsureDecisions(t *testing.T) {
 	})
 	t.Run("cursor on arm64 with emulation is amd64", func(t *testing.T) {
 		fe := &fakeEngine{arch: "arm64"}
-		b := newB(t, fe, func(c *Config) { c.EmulatesAMD64 = func() bool { return true } })
+		b := newB(t, fe, func(c *Config) { c.Emulates = func(a string) bool { return a == "amd64" } })
 		res, err := b.Ensure(ctx, Cursor, nil)
 		if err != nil || res.Arch != "amd64" {
 			t.Fatalf("Ensure = %+v, %v", res, err)
@@ -715,8 +716,8 @@ func TestEnsureDecisions(t *testing.T) {
 		}{
 			{"not linux", hostInfo{goos: "darwin", goarch: "arm64", root: true, haveDebootstrap: func() bool { return true }}, "arm64", BaseAuto, "only on Linux hosts"},
 			{"no debootstrap", hostInfo{goos: "linux", goarch: "amd64", root: true, haveDebootstrap: func() bool { return false }}, "amd64", BaseAuto, "apt-get install debootstrap"},
-			{"not root", hostInfo{goos: "linux", goarch: "amd64", haveDebootstrap: func() bool { return true }}, "amd64", BaseAuto, "needs root"},
-			{"foreign engine", testHost("amd64"), "arm64", BaseAuto, "only builds for this host's linux/amd64"},
+			{"not root", hostInfo{goos: "linux", goarch: "amd64", haveDebootstrap: func() bool { return true }, emulates: func(string) bool { return false }}, "amd64", BaseAuto, "needs root"},
+			{"foreign engine", testHost("amd64"), "arm64", BaseAuto, "this host is linux/amd64 without arm64 emulation for debootstrap"},
 			{"turned off", testHost("amd64"), "amd64", BasePull, "turned off (CUBICLE_BASE_SOURCE=pull)"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -753,6 +754,39 @@ func TestEnsureDecisions(t *testing.T) {
 		fe.put(b.offlineBaseRef("amd64"), engine.Image{ID: "offline"})
 		if _, err := b.Ensure(ctx, Standard, nil); err != nil || fe.builds[0].BuildArgs["BASE"] != "offline" {
 			t.Fatalf("with an offline base present: %v", err)
+		}
+	})
+	t.Run("a standard image for a foreign architecture needs emulation", func(t *testing.T) {
+		fe := &fakeEngine{}
+		b := newB(t, fe, func(c *Config) { c.Arch = "arm64"; c.Emulates = func(string) bool { return false } })
+		_, err := b.Ensure(ctx, Standard, nil)
+		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "linux/arm64 cannot run on this linux/amd64 engine") {
+			t.Fatalf("Ensure = %v", err)
+		}
+		if len(fe.pulls)+len(fe.builds) != 0 {
+			t.Fatal("work done for an image the engine cannot run")
+		}
+	})
+	t.Run("an emulated architecture is built with its platform", func(t *testing.T) {
+		fe := &fakeEngine{}
+		b := newB(t, fe, func(c *Config) { c.Arch = "arm64"; c.Emulates = func(a string) bool { return a == "arm64" } })
+		res, err := b.Ensure(ctx, Standard, nil)
+		if err != nil || res.Arch != "arm64" {
+			t.Fatalf("Ensure = %+v, %v", res, err)
+		}
+		if fe.platf[0] != "linux/arm64" || fe.builds[0].Platform != "linux/arm64" || fe.builds[1].Platform != "linux/arm64" {
+			t.Fatalf("pull %q, builds %q %q: want linux/arm64", fe.platf[0], fe.builds[0].Platform, fe.builds[1].Platform)
+		}
+		if !bytes.Equal(fe.driverCtx[0], fakeDriver("arm64", "d")) {
+			t.Fatal("the arm64 image did not get the arm64 driver")
+		}
+	})
+	t.Run("debootstrap for an emulated architecture", func(t *testing.T) {
+		fe := &fakeEngine{arch: "arm64", pullErr: fault.Unavailable("offline")}
+		b := newB(t, fe, nil)
+		b.host.emulates = func(a string) bool { return a == "arm64" }
+		if why := b.debootstrapUnavailable("arm64"); why != "" {
+			t.Fatalf("debootstrap for arm64 on an amd64 host with arm64 emulation: %q", why)
 		}
 	})
 	t.Run("no driver for the engine's architecture", func(t *testing.T) {

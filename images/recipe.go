@@ -59,7 +59,8 @@ type layer struct {
 }
 
 // recipe assembles key's layers for tg and computes their tags. The standard image is built
-// for the engine's architecture, the cursor image always for amd64. The system layer's hash
+// for tg.stdArch (the engine's unless Config.Arch says otherwise), the cursor image always for
+// amd64. The system layer's hash
 // covers the base by digest only: a mirror serving the same digest gives the same image.
 func (b *Builder) recipe(key Key, tg target) (recipe, error) {
 	sys, err := layerFiles(recipes, string(key), "")
@@ -76,7 +77,7 @@ func (b *Builder) recipe(key Key, tg target) (recipe, error) {
 	var arch, base string
 	switch key {
 	case Standard:
-		arch = tg.engineArch
+		arch = tg.stdArch
 		base = fmt.Sprintf("debian bookworm linux/%s: pinned %s, or debootstrap %s", arch, tg.pins.Base.Digest, b.baseHash(arch))
 	case Cursor:
 		arch = cursorArch

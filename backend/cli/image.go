@@ -19,8 +19,8 @@ import (
 // image" also verifies it with a probe desktop and records it as ready.
 func runImage(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stdout, `Usage: cubicle image build standard|cursor [--engine podman|docker] [--work-dir DIR]
-       cubicle image list [--engine podman|docker]
+		fmt.Fprint(e.stdout, `Usage: cubicle image build standard|cursor [--engine podman|docker] [--arch amd64|arm64] [--work-dir DIR]
+       cubicle image list [--engine podman|docker] [--arch amd64|arm64]
 
 build  builds the desktop image (or reuses it when its recipe and driver are unchanged)
 list   shows each image key, the reference its current recipe builds and whether it exists
@@ -40,6 +40,7 @@ pulled, or built offline with debootstrap on a Linux host without a registry (au
 	fs := newFlags(e, "image "+sub, "cubicle image "+sub+" [flags]")
 	eng := fs.String("engine", "", "podman or docker (default: $CUBICLE_ENGINE, else the one found)")
 	workDir := fs.String("work-dir", filepath.Join(defaultDataDir(e.getenv), "images"), "scratch space for the offline base build")
+	arch := fs.String("arch", "", "the standard image's architecture, amd64 or arm64 (default: the engine's own; another needs emulation)")
 	var key images.Key
 	switch sub {
 	case "build":
@@ -66,7 +67,10 @@ pulled, or built offline with debootstrap on a Linux host without a registry (au
 		return err
 	}
 	defer ce.Close()
-	b, err := images.New(images.Config{Engine: ce.Client, Logger: log, WorkDir: *workDir})
+	if *arch != "" && *arch != "amd64" && *arch != "arm64" {
+		return fault.Invalid("--arch %q: use amd64 or arm64", *arch)
+	}
+	b, err := images.New(images.Config{Engine: ce.Client, Logger: log, WorkDir: *workDir, Arch: *arch})
 	if err != nil {
 		return err
 	}
