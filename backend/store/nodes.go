@@ -15,6 +15,11 @@ type NodeSettings struct {
 	Isolation           string `json:"isolation"`                     // "shared" | "per-agent"; default "per-agent"
 	MaxInstances        int    `json:"maxInstances"`                  // 1..4, default 2
 	IdlePolicyRequestID string `json:"idlePolicyRequestId,omitempty"` // last applied requestId
+	// HostScreenControl lets "host" computers on this node see and control its screen (the
+	// admin's "Host screen control"; off by default).
+	HostScreenControl bool `json:"hostScreenControl,omitempty"`
+	// HostRequestID is the last applied requestId of a host setting change.
+	HostRequestID string `json:"hostRequestId,omitempty"`
 	// The desktop images' base sources an admin saved (Settings → Local VM); "" inherits the
 	// environment's (CUBICLE_BASE_IMAGE, …) or the built-in pin. Validated by backend/vm.
 	BaseImage    string `json:"baseImage,omitempty"`    // the standard image's Debian base
