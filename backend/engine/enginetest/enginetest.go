@@ -153,7 +153,10 @@ func (s *suite) cleanup(t *testing.T) {
 			break
 		}
 		for _, img := range imgs {
+			// Tags, then digest references (Docker refuses to delete by id an image that
+			// registry pulls left referenced in several repositories), then the id.
 			refs := append([]string{}, img.Names...)
+			refs = append(refs, img.Digests...)
 			refs = append(refs, img.ID)
 			for _, r := range refs {
 				_ = s.e.RemoveImage(ctx, r)
