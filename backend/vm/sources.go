@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
@@ -70,7 +71,7 @@ type resolved struct {
 func resolveSource(def images.Pin, getenv func(string) string, imageVar, digestVar, savedImage, savedDigest string) resolved {
 	r := resolved{view: SourceView{SavedImage: savedImage, SavedDigest: savedDigest, ImageFrom: FromDefault, DigestFrom: FromDefault}}
 	inherited := def
-	if v := getenv(imageVar); v != "" {
+	if v := strings.TrimSpace(getenv(imageVar)); v != "" {
 		img, err := images.ParseImage(v)
 		if err != nil {
 			r.err = fault.Invalid("%s: %v", imageVar, err)
@@ -78,7 +79,7 @@ func resolveSource(def images.Pin, getenv func(string) string, imageVar, digestV
 			inherited.Image, r.view.ImageFrom = img, FromEnvironment
 		}
 	}
-	if v := getenv(digestVar); v != "" {
+	if v := strings.TrimSpace(getenv(digestVar)); v != "" {
 		if err := images.ValidDigest(v); err != nil {
 			r.err = fault.Invalid("%s: %v", digestVar, err)
 		} else {

@@ -48,6 +48,13 @@ func TestImageSources(t *testing.T) {
 			{"cursor digest upper case", ImageSourcesUpdate{Cursor: &SourceUpdate{Digest: strings.ToUpper(d1)}}, "cursor.digest"},
 			{"cursor image with digest", ImageSourcesUpdate{Cursor: &SourceUpdate{Image: "mirror.example/u@" + d1}}, "cursor.image: image \"mirror.example/u@" + d1 + "\" contains a digest"},
 			{"standard image not a reference", ImageSourcesUpdate{Standard: &SourceUpdate{Image: "http://mirror/debian"}}, "standard.image: image \"http://mirror/debian\" is not a valid image reference"},
+			{"newline injection", ImageSourcesUpdate{Cursor: &SourceUpdate{Image: "mirror.example/u\nLABEL x=y"}}, "cursor.image"},
+			{"shell metacharacters", ImageSourcesUpdate{Standard: &SourceUpdate{Image: "debian;rm -rf /"}}, "standard.image"},
+			{"option-like", ImageSourcesUpdate{Standard: &SourceUpdate{Image: "--privileged"}}, "standard.image"},
+			{"path traversal", ImageSourcesUpdate{Cursor: &SourceUpdate{Image: "localhost:5000/../etc/passwd"}}, "cursor.image"},
+			{"name too long", ImageSourcesUpdate{Cursor: &SourceUpdate{Image: "mirror.example/" + strings.Repeat("a", 300)}}, "cursor.image"},
+			{"digest with trailing newline", ImageSourcesUpdate{Cursor: &SourceUpdate{Digest: d1 + "\n"}}, "cursor.digest"},
+			{"digest of another algorithm", ImageSourcesUpdate{Standard: &SourceUpdate{Digest: "sha512:" + strings.Repeat("a", 128)}}, "standard.digest"},
 			// A valid part does not get saved when another part is invalid.
 			{"one of two invalid", ImageSourcesUpdate{Standard: &SourceUpdate{Digest: d1}, Cursor: &SourceUpdate{Digest: "md5:00"}}, "cursor.digest"},
 		} {
