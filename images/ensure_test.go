@@ -319,4 +319,3 @@ func TestEnsureDecisions(t *testing.T) {
 		}
 	})
 }
-
