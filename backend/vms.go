@@ -51,7 +51,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
-			WorkDir: filepath.Join(b.cfg.DataDir, "images")})
+			WorkDir: filepath.Join(b.cfg.DataDir, "images"), Pins: vm.PinSource(b.Store, cfg.NodeID, os.Getenv)})
 		if err != nil {
 			log.Warn("image preparation unavailable", "err", err)
 		} else {

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs every test: Go unit + integration tests (real Podman, real Xvfb, real images), the web
-# UI's unit tests, and the browser tests against a real `cubicle serve`. Installs what is
-# missing first. No test may skip here (CUBICLE_REQUIRE_ALL=1 turns a skip into a failure).
+# Runs every test: Go unit + integration tests (real Podman and a real Docker Engine, real Xvfb,
+# real images), the web UI's unit tests, and the browser tests against a real `cubicle serve`.
+# Installs what is missing first. No test may skip here (CUBICLE_REQUIRE_ALL=1 turns a skip into a failure).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 install_deps
 ensure_podman_service
+# A real Docker Engine next to Podman: the Docker adapter's conformance suite and the
+# real-desktop lifecycle run against it too (CUBICLE_DOCKER_SOCKET; a missing one fails).
+ensure_docker_engine
+export CUBICLE_REQUIRE_DOCKER=1
 bash "$ROOT/scripts/build.sh"
 cd "$ROOT"
 export CUBICLE_REQUIRE_ALL=1

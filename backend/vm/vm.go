@@ -191,7 +191,7 @@ type Config struct {
 	EngineProblem string
 	Images        ImageBuilder
 	Dial          Dialer // nil = DialGuest
-	NodeID        string // "" = "local"
+	NodeID        string // "" = DefaultNodeID
 	// DataDir holds the per-instance run directories (<DataDir>/run/<instance>).
 	DataDir  string
 	Logger   *slog.Logger
@@ -284,7 +284,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("vm: Config.Store and Config.DataDir are required")
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "local"
+		cfg.NodeID = DefaultNodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
