@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"cubicle/backend/fault"
@@ -275,11 +276,7 @@ func (c *Client) readLoop(br *bufio.Reader) {
 		var env wire.Envelope
 		blob, err := wire.ReadMessage(br, &env)
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				c.fail(fault.Unavailable("desktop driver: %s closed the connection (the desktop stopped, or its driver or link ended)", c.name))
-			} else {
-				c.fail(fault.Unavailable("desktop driver: connection to %s lost: %v", c.name, err))
-			}
+			c.fail(c.lost(err))
 			return
 		}
 		c.mu.Lock()
@@ -290,6 +287,14 @@ func (c *Client) readLoop(br *bufio.Reader) {
 			ch <- response{env: env, blob: blob} // buffered: never blocks
 		}
 	}
+}
+
+// lost is the error of a connection whose stream failed.
+func (c *Client) lost(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fault.Unavailable("desktop driver: the link to %s ended (the desktop stopped, or its driver or link went away)", c.name)
+	}
+	return fault.Unavailable("desktop driver: the link to %s ended: %v", c.name, err)
 }
 
 // heartbeat pings the driver every Options.Heartbeat and ends the connection when a ping
@@ -331,7 +336,7 @@ func (c *Client) write(ctx context.Context, env *wire.Envelope, blob []byte) err
 	defer func() { <-c.wsem }()
 	err := wire.WriteMessage(tracked{c.rw, &c.lastIO}, env, blob)
 	if err != nil && !errors.Is(err, wire.ErrTooLarge) {
-		c.fail(fault.Unavailable("desktop driver: connection to %s lost while writing: %v", c.name, err))
+		c.fail(c.lost(err))
 	}
 	return err
 }

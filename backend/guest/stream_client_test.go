@@ -259,11 +259,11 @@ func TestClosedStreamEndsCalls(t *testing.T) {
 			close(got)
 		}
 	})
-	c := connectPipe(t, host, Options{Name: "the exec link to desk"})
+	c := connectPipe(t, host, Options{Name: "desktop d (exec link)"})
 	go func() { <-got; d.conn.Close() }()
 	var err error
 	within(t, 10*time.Second, "an exec whose stream ended", func() { _, err = c.Exec(context.Background(), ExecRequest{Shell: "sleep 100"}) })
-	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "the exec link to desk closed the connection") {
+	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "the link to desktop d (exec link) ended") {
 		t.Fatalf("exec: %v", err)
 	}
 }

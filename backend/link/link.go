@@ -389,9 +389,9 @@ func (l *Links) transport(name string) Transport {
 // try opens tr and does the handshake, retrying until ctx ends when wait is set. A protocol
 // mismatch is returned at once: retrying cannot fix it.
 func (l *Links) try(ctx context.Context, tr Transport, t Target, wait bool) (*guest.Client, error) {
-	name := t.Socket
-	if tr.Name() != NameSocket || name == "" {
-		name = "the " + tr.Name() + " link to desktop " + t.InstanceID
+	name := "desktop " + t.InstanceID + " (" + tr.Name() + " link)"
+	if tr.Name() == NameSocket && t.Socket != "" {
+		name = "desktop " + t.InstanceID + " (socket " + t.Socket + ")"
 	}
 	opts := guest.Options{Name: name, Heartbeat: l.cfg.Heartbeat, Timeout: l.cfg.Timeout, CallTimeout: l.cfg.CallTimeout}
 	for {

@@ -173,7 +173,7 @@ func TestDeadDriverIsUnhealthyUntilReconnected(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	st := l.State("d1")
-	if st.Healthy || st.Connected || !strings.Contains(st.LastError, "closed the connection") {
+	if st.Healthy || st.Connected || !strings.Contains(st.LastError, "the link to desktop d1 (socket ") {
 		t.Fatalf("state after the driver died: %+v", st)
 	}
 	// Without a driver a connect fails fast, and a second one within retryQuiet does not
