@@ -277,6 +277,14 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 			}
 			m.armIdle(in.ID)
 		}
+		// Running, but is its driver reachable? A dead or unreachable one is repaired here:
+		// Start (and an agent's next call) is what repairs a desktop.
+		if err := m.ensureLink(ctx, in); err != nil {
+			if errors.Is(err, fault.ErrConflict) {
+				return err // another protocol: a restart cannot fix it
+			}
+			return m.repairLocked(ctx, eng, &in, err)
+		}
 		return nil
 	}
 
@@ -321,7 +329,7 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 		m.setState(&in, stateStopped, err.Error())
 		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
 	}
-	if err := m.waitDriver(ctx, in.ID); err != nil {
+	if err := m.linkReady(ctx, in); err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout)
 		eng.StopContainer(sctx, in.ContainerID, m.cfg.StopTimeout)
 		cancel()
@@ -354,19 +362,6 @@ func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 	}
 }
 
-// waitDriver waits for the desktop's driver handshake.
-func (m *Manager) waitDriver(ctx context.Context, id string) error {
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
-	defer cancel()
-	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
-	if err != nil {
-		return fault.Unavailable("the desktop started but its driver did not answer within %s (%v); "+
-			"recreate the desktop, or prepare the image again", m.cfg.ReadyTimeout, err)
-	}
-	g.Close()
-	return nil
-}
-
 // createContainer creates in's volumes and container (not started).
 func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMInstance) (engine.ContainerState, error) {
 	for vol, kind := range map[string]string{in.WorkspaceVol: "workspace", in.ProfileVol: "browser-profile"} {
@@ -386,7 +381,7 @@ func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMIn
 		Labels:   m.labels(in.ID, "desktop"),
 		Env:      map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname: "cubicle",
-		Mounts:   []engine.Mount{{Source: dir, Target: RunDirTarget}},
+		Mounts:   m.runMounts(dir),
 		Volumes: []engine.VolumeMount{
 			{Name: in.WorkspaceVol, Target: WorkspaceTarget},
 			{Name: in.ProfileVol, Target: BrowserTarget},
@@ -543,6 +538,9 @@ func (m *Manager) removeLocked(ctx context.Context, in store.VMInstance) error {
 
 // setState records in's new state (and its other fields) in the store.
 func (m *Manager) setState(in *store.VMInstance, state, lastErr string) error {
+	if state != stateRunning {
+		m.links.Drop(in.ID) // a desktop that does not run has no link (and nothing unhealthy)
+	}
 	in.State, in.LastError = state, lastErr
 	in.UpdatedAt = m.clock.Now().UTC()
 	if err := m.st.PutVMInstance(*in); err != nil {

@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 	"cubicle/images/guest/wire"
@@ -227,7 +228,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 		Labels:      m.labels(id, "probe"),
 		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
+		Mounts:      m.runMounts(dir),
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
 	})
@@ -247,7 +248,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 	m.progress(j, "verify", "waiting for the desktop driver", 90)
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
+	g, err := m.links.Open(wctx, link.Target{InstanceID: id, ContainerID: ctr.ID, Socket: m.SocketPath(id)}, true)
 	if err != nil {
 		return guest.Hello{}, fault.Unavailable("the desktop driver did not answer (%v); the image is not usable", err)
 	}
@@ -274,7 +275,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 }
 
 // screenColours takes a PNG screenshot and counts its distinct colours (up to minColours).
-func screenColours(ctx context.Context, g Guest) (int, error) {
+func screenColours(ctx context.Context, g *guest.Client) (int, error) {
 	f, err := g.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
 	if err != nil {
 		return 0, err

@@ -156,7 +156,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		Labels:      labels,
 		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
+		Mounts:      m.runMounts(dir),
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
 	})
@@ -170,7 +170,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
 		return fail(fmt.Errorf("start the task desktop: %w", err))
 	}
-	if err := m.waitDriver(ctx, id); err != nil {
+	if err := m.linkReady(ctx, in); err != nil {
 		return fail(err)
 	}
 	in.StartedAt = m.clock.Now().UTC()
@@ -202,6 +202,7 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 		return fault.Conflict("desktop %s is not a task desktop; it is never removed with a task", id)
 	}
 	m.clearIdle(id)
+	m.links.Drop(id)
 	if eng := m.cfg.Engine; eng != nil {
 		start := time.Now()
 		ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
