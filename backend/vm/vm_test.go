@@ -18,7 +18,6 @@ import (
 	"cubicle/backend/vm/vmtest"
 )
 
-
 // waitFor polls cond (real time) for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
