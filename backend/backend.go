@@ -57,6 +57,9 @@ type Config struct {
 	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
 	// $CUBICLE_COMPOSE_DESKTOPS, a comma-separated list of names (see compose.desktops.yaml).
 	ComposeDesktops []vm.ComposeDesktop
+	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
+	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
+	GuestLink string
 }
 
 // Backend is the running set of services.
@@ -77,9 +80,8 @@ type Backend struct {
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
-	engine  *ConnectedEngine // nil when no engine was found
-	drivers drivers          // driver connections of the screen channel
-	bg      sync.WaitGroup   // background stops started by control changes
+	engine *ConnectedEngine // nil when no engine was found
+	bg     sync.WaitGroup   // background stops started by control changes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,7 +136,7 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
-	dk := desktops{vms: b.VMs, drivers: &b.drivers}
+	dk := desktops{vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
@@ -195,7 +197,6 @@ func (b *Backend) Close() error {
 		if b.Binder != nil {
 			errs = append(errs, b.Binder.Close())
 		}
-		b.drivers.close()
 		if b.Control != nil {
 			errs = append(errs, b.Control.Close())
 		}

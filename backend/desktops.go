@@ -3,71 +3,34 @@ package backend
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"cubicle/backend/api"
 	"cubicle/backend/binding"
 	"cubicle/backend/control"
-	"cubicle/backend/guest"
 	"cubicle/backend/vm"
 )
-
-// drivers keeps one driver connection per running desktop for the screen channel, redialled
-// when the desktop restarted.
-type drivers struct {
-	mu    sync.Mutex
-	conns map[string]*guest.Client // instance id → connection; guarded by mu
-}
-
-func (d *drivers) get(ctx context.Context, id, socket string) (*guest.Client, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c := d.conns[id]; c != nil {
-		select {
-		case <-c.Done():
-		default:
-			return c, nil
-		}
-		c.Close()
-		delete(d.conns, id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c, err := guest.Dial(ctx, socket)
-	if err != nil {
-		return nil, err
-	}
-	if d.conns == nil {
-		d.conns = map[string]*guest.Client{}
-	}
-	d.conns[id] = c
-	return c, nil
-}
-
-func (d *drivers) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, c := range d.conns {
-		c.Close()
-		delete(d.conns, id)
-	}
-}
 
 // desktops adapts the VM manager to the binding (which may start a desktop) and to the screen
 // channel (which only looks).
 type desktops struct {
-	vms     *vm.Manager
-	drivers *drivers
+	vms *vm.Manager
 }
+
+// viewLinkTimeout bounds connecting to a running desktop's driver for a viewer.
+const viewLinkTimeout = 3 * time.Second
 
 // Ensure implements binding.VMs: the agent's desktop, started (or created) when needed.
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
-	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart)
+	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart) // starts it, or repairs its driver link
 	if err != nil {
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: v.Desktop.ID, Socket: d.vms.SocketPath(v.Desktop.ID)}, nil
+	c, err := d.vms.Link(ctx, v.Desktop.ID)
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	return binding.Desktop{InstanceID: v.Desktop.ID, Computer: c}, nil
 }
 
 // CreateTask implements binding.VMs: a helper's task-isolated desktop, created when needed.
@@ -77,7 +40,11 @@ func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.D
 	if err != nil {
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil
+	c, err := d.vms.Link(ctx, id)
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	return binding.Desktop{InstanceID: id, Computer: c}, nil
 }
 
 // RemoveTask implements binding.VMs: removes a helper's task desktop.
@@ -93,8 +60,14 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 	}
 	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt}
 	if v.Desktop.State == "running" {
-		if c, err := d.drivers.get(ctx, v.Desktop.ID, d.vms.SocketPath(v.Desktop.ID)); err == nil {
+		// The desktop's shared link; a viewer never repairs a desktop (Start does).
+		lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
+		c, err := d.vms.Link(lctx, v.Desktop.ID)
+		cancel()
+		if err == nil {
 			out.Client = c
+		} else if out.Message == "" {
+			out.Message = err.Error()
 		}
 	}
 	return out, nil

@@ -22,17 +22,20 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 )
 
 // Desktop is a running desktop a thread can drive.
 type Desktop struct {
 	InstanceID string
-	Socket     string // the driver's unix socket on this host
+	// Computer is the desktop's driver: its one shared link, owned by the VM manager (the
+	// binder never closes it). A link that ends fails its calls at once; the next Acquire
+	// gets the repaired desktop's new link.
+	Computer tools.Computer
 }
 
 // VMs makes sure an agent's desktop runs (the VM manager). Ensure starts a stopped one
-// (capacity permitting) and never changes which desktop an agent has.
+// (capacity permitting), repairs one whose driver cannot be reached, and never changes which
+// desktop an agent has.
 type VMs interface {
 	Ensure(ctx context.Context, accountID, agentID string) (Desktop, error)
 	// CreateTask returns the running task-isolated desktop of spec.TaskID, creating it
@@ -59,8 +62,7 @@ type Tasks interface {
 type Config struct {
 	VMs    VMs
 	Tasks  Tasks
-	Dial   func(ctx context.Context, socket string) (*guest.Client, error) // default guest.WaitReady
-	Names  func(agentID string) string                                     // agent names for messages
+	Names  func(agentID string) string // agent names for messages
 	Logger *slog.Logger
 }
 
@@ -78,7 +80,6 @@ type Binder struct {
 type thread struct {
 	mu         sync.Mutex // serialises acquire and release of this thread
 	instanceID string
-	client     *guest.Client
 	task       string // turn id holding the desktop as a task, "" when none
 	ended      bool   // a helper's task ended and its desktop was removed
 }
@@ -87,9 +88,6 @@ type thread struct {
 func New(cfg Config) (*Binder, error) {
 	if cfg.VMs == nil || cfg.Tasks == nil {
 		return nil, errors.New("binding: Config.VMs and Config.Tasks are required")
-	}
-	if cfg.Dial == nil {
-		cfg.Dial = guest.WaitReady
 	}
 	if cfg.Names == nil {
 		cfg.Names = func(id string) string { return id }
@@ -144,20 +142,12 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 	if err != nil {
 		return nil, fmt.Errorf("the agent's desktop: %w", err)
 	}
-	if th.instanceID != d.InstanceID || th.client == nil || dead(th.client) {
-		if th.client != nil {
-			th.client.Close()
-			th.client = nil
-		}
-		if th.task != "" && th.instanceID != d.InstanceID {
+	if th.instanceID != d.InstanceID {
+		if th.task != "" {
 			b.cfg.Tasks.EndTask(th.instanceID, th.task)
 			th.task = ""
 		}
-		c, err := b.cfg.Dial(ctx, d.Socket)
-		if err != nil {
-			return nil, fmt.Errorf("the agent's desktop: %w", err)
-		}
-		th.instanceID, th.client = d.InstanceID, c
+		th.instanceID = d.InstanceID
 	}
 	if th.task != t.TurnID {
 		if th.task != "" {
@@ -169,7 +159,7 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 		}
 		th.task = t.TurnID
 	}
-	return th.client, nil
+	return d.Computer, nil
 }
 
 // acquireTask binds a helper's task to its task-isolated desktop, creating it on the task's
@@ -185,22 +175,13 @@ func (b *Binder) acquireTask(ctx context.Context, t agent.TurnInfo) (tools.Compu
 	if th.ended {
 		return nil, fault.Conflict("the helper's task has ended and its task desktop was removed")
 	}
-	if th.client == nil || dead(th.client) {
-		d, err := b.cfg.VMs.CreateTask(ctx, TaskSpec{AccountID: t.UserID, AgentID: t.AgentID, SessionID: t.SessionID,
-			TaskID: t.TaskID, Helper: t.Helper})
-		if err != nil {
-			return nil, fmt.Errorf("the helper's task desktop: %w", err)
-		}
-		if th.client != nil {
-			th.client.Close()
-			th.client = nil
-		}
-		c, err := b.cfg.Dial(ctx, d.Socket)
-		if err != nil {
-			return nil, fmt.Errorf("the helper's task desktop: %w", err)
-		}
-		th.instanceID, th.client = d.InstanceID, c
+	// CreateTask returns the task's running desktop (creating it on the first call).
+	d, err := b.cfg.VMs.CreateTask(ctx, TaskSpec{AccountID: t.UserID, AgentID: t.AgentID, SessionID: t.SessionID,
+		TaskID: t.TaskID, Helper: t.Helper})
+	if err != nil {
+		return nil, fmt.Errorf("the helper's task desktop: %w", err)
 	}
+	th.instanceID = d.InstanceID
 	if th.task == "" {
 		a := control.Agent{AgentID: t.AgentID, AgentName: b.cfg.Names(t.AgentID) + " (helper " + t.Helper + ")", TaskID: t.TaskID}
 		if err := b.cfg.Tasks.BeginTask(th.instanceID, a); err != nil {
@@ -208,7 +189,7 @@ func (b *Binder) acquireTask(ctx context.Context, t agent.TurnInfo) (tools.Compu
 		}
 		th.task = t.TaskID
 	}
-	return th.client, nil
+	return d.Computer, nil
 }
 
 // TaskEnded ends a helper's task (t.TaskID): the task releases its desktop, which is removed
@@ -235,24 +216,11 @@ func (b *Binder) TaskEnded(t agent.TurnInfo) {
 		}
 		th.task = ""
 	}
-	if th.client != nil {
-		th.client.Close()
-		th.client = nil
-	}
 	// Cleanup runs after a stop or a timeout too, so it has its own deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := b.cfg.VMs.RemoveTask(ctx, t.TaskID); err != nil {
 		b.log.Error("remove the task desktop of a helper", "task", t.TaskID, "helper", t.Helper, "err", err)
-	}
-}
-
-func dead(c *guest.Client) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
 	}
 }
 
@@ -275,7 +243,8 @@ func (b *Binder) TurnEnded(t agent.TurnInfo) {
 	}
 }
 
-// Close drops every binding and closes the driver connections.
+// Close drops every binding and ends the tasks they hold (the driver links are the VM
+// manager's).
 func (b *Binder) Close() error {
 	b.mu.Lock()
 	b.closed = true
@@ -286,9 +255,6 @@ func (b *Binder) Close() error {
 		th.mu.Lock()
 		if th.task != "" {
 			b.cfg.Tasks.EndTask(th.instanceID, th.task)
-		}
-		if th.client != nil {
-			th.client.Close()
 		}
 		th.mu.Unlock()
 	}

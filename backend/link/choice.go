@@ -82,5 +82,5 @@ func Choose(mode Mode, e Engine) Choice {
 		}
 	}
 	return Choice{Mode: Auto, Primary: NameSocket, Fallback: NameExec, Mount: true,
-		Reason: "a local Linux engine: the driver's socket (fast), the exec link if a desktop's socket does not answer"}
+		Reason: "a local Linux engine: its containers share this host's files"}
 }

@@ -100,6 +100,9 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 	unlock := m.lock(id)
 	defer unlock()
 	if in, err := m.st.VMInstance(id); err == nil {
+		if _, ok := m.links.Get(id); ok && in.State == stateRunning {
+			return id, nil // running, and its driver answers
+		}
 		if in.State == stateRunning {
 			ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
 			if err == nil && slices.ContainsFunc(ctrs, func(c engine.ContainerState) bool { return c.Running }) {
