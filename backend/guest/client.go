@@ -240,7 +240,7 @@ func (c *Client) Name() string { return c.name }
 // client's goroutines and is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.fail(fault.Unavailable("desktop driver: the connection to %s was closed", c.name))
+		c.fail(fault.Unavailable("the link to %s was closed", c.name))
 		close(c.stop)
 	})
 	c.wg.Wait()
@@ -292,9 +292,9 @@ func (c *Client) readLoop(br *bufio.Reader) {
 // lost is the error of a connection whose stream failed.
 func (c *Client) lost(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return fault.Unavailable("desktop driver: the link to %s ended (the desktop stopped, or its driver or link went away)", c.name)
+		return fault.Unavailable("the link to %s ended (the desktop stopped, or its driver or link went away)", c.name)
 	}
-	return fault.Unavailable("desktop driver: the link to %s ended: %v", c.name, err)
+	return fault.Unavailable("the link to %s ended: %v", c.name, err)
 }
 
 // heartbeat pings the driver every Options.Heartbeat and ends the connection when a ping
@@ -316,8 +316,7 @@ func (c *Client) heartbeat() {
 			continue // answered (an old driver answers an unknown op with an error), or the connection ended
 		}
 		if idle := time.Since(time.Unix(0, c.lastIO.Load())); idle >= c.opts.Timeout {
-			c.fail(fault.Unavailable("desktop driver: %s stopped answering (no reply to a heartbeat for %s); "+
-				"the desktop is unhealthy: start it again to repair it", c.name, c.opts.Timeout))
+			c.fail(fault.Unavailable("%s stopped answering (no reply to a heartbeat for %s)", c.name, c.opts.Timeout))
 			return
 		}
 	}

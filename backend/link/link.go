@@ -83,14 +83,19 @@ type Exec struct{ Engine Execer }
 // Name is "exec".
 func (Exec) Name() string { return NameExec }
 
-// Open starts the relay. A container that is not running is fault.ErrConflict.
+// Open starts the relay. Any failure — the container is not running or gone, the engine does
+// not answer — is fault.ErrUnavailable: the driver cannot be reached now (fault.ErrConflict
+// is kept for a driver that speaks another protocol).
 func (e Exec) Open(ctx context.Context, t Target) (io.ReadWriteCloser, error) {
 	if t.ContainerID == "" {
 		return nil, fault.Unavailable("desktop %s has no container to run the exec link in", t.InstanceID)
 	}
 	st, err := e.Engine.ExecAttach(ctx, t.ContainerID, engine.ExecSpec{Command: wire.RelayCommand()})
 	if err != nil {
-		return nil, fmt.Errorf("open the exec link: %w", err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("open the exec link: %w", err)
+		}
+		return nil, fault.Unavailable("open the exec link: %v", err)
 	}
 	return st, nil
 }

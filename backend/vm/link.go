@@ -103,27 +103,69 @@ func (m *Manager) repairLocked(ctx context.Context, eng Engine, in *store.VMInst
 		"instance", in.ID, "container", in.ContainerName, "cause", cause)
 	m.links.Drop(in.ID)
 	began := time.Now()
-	if err := eng.StopContainer(ctx, in.ContainerID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
-		return fmt.Errorf("repair: stop container %s: %w", in.ContainerName, err)
+	var err error
+	for attempt := 1; attempt <= 2; attempt++ {
+		if err = m.restartContainer(ctx, eng, *in); err != nil {
+			break
+		}
+		if err = m.linkReady(ctx, *in); err == nil {
+			break
+		}
+		// A driver killed just before (kill -9 of PID 1) is reported running until the engine
+		// has cleaned up after it, and that clean-up can stop the container again right after
+		// our start: when it is not running now, start it once more.
+		if st, ierr := eng.InspectContainer(ctx, in.ContainerID); ierr != nil || st.Running {
+			break
+		}
+		m.log.Info("the desktop stopped again right after its restart (the engine finished an earlier exit); starting it once more",
+			"instance", in.ID)
 	}
-	if _, err := m.makeRunDir(in.ID); err != nil {
-		return err
-	}
-	if err := eng.StartContainer(ctx, in.ContainerID); err != nil {
-		m.setState(in, stateStopped, "the driver could not be reached and a restart failed: "+err.Error())
-		return fmt.Errorf("repair: start container %s: %w", in.ContainerName, err)
-	}
-	if err := m.linkReady(ctx, *in); err != nil {
+	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout)
 		eng.StopContainer(sctx, in.ContainerID, m.cfg.StopTimeout)
 		cancel()
-		m.setState(in, stateStopped, err.Error())
-		return err
+		m.setState(in, stateStopped, "the driver could not be reached and a restart did not help: "+err.Error())
+		return fmt.Errorf("repair %s: %w", m.describe(*in), err)
 	}
 	in.StartedAt = m.clock.Now().UTC()
 	if err := m.setState(in, stateRunning, ""); err != nil {
 		return err
 	}
 	m.log.Info("desktop repaired", "instance", in.ID, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// restartContainer stops in's container, waits until the engine reports it stopped, and
+// starts it again (with a fresh socket directory).
+func (m *Manager) restartContainer(ctx context.Context, eng Engine, in store.VMInstance) error {
+	if err := eng.StopContainer(ctx, in.ContainerID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
+		return fmt.Errorf("stop container %s: %w", in.ContainerName, err)
+	}
+	deadline := time.Now().Add(2*m.cfg.StopTimeout + time.Second)
+	for {
+		st, err := eng.InspectContainer(ctx, in.ContainerID)
+		if err != nil {
+			return fmt.Errorf("inspect container %s: %w", in.ContainerName, err)
+		}
+		if !st.Running && st.Status != "stopping" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := m.makeRunDir(in.ID); err != nil {
+		return err
+	}
+	err := eng.StartContainer(ctx, in.ContainerID)
+	if errors.Is(err, fault.ErrConflict) {
+		m.settle(ctx, eng, in.ContainerID)
+		err = eng.StartContainer(ctx, in.ContainerID)
+	}
+	if err != nil {
+		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
+	}
 	return nil
 }

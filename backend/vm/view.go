@@ -197,7 +197,7 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 		case !ls.Healthy:
 			v.Health = HealthUnhealthy
 			if v.LastError == "" {
-				v.LastError = "the desktop's driver cannot be reached (" + ls.LastError + "); start the desktop to repair it"
+				v.LastError = "the desktop's driver cannot be reached: " + ls.LastError + "; start the desktop to repair it"
 			}
 		case ls.Connected:
 			v.Health = HealthOK
