@@ -217,7 +217,9 @@ func wantRepaired(t *testing.T, d *linkDesktop) {
 	}
 }
 
-func execShell(s string) guest.ExecRequest { return guest.ExecRequest{Shell: s, Timeout: 30 * time.Second} }
+func execShell(s string) guest.ExecRequest {
+	return guest.ExecRequest{Shell: s, Timeout: 30 * time.Second}
+}
 
 func TestLinkDriverKilled(t *testing.T) {
 	d := newLinkDesktop(t)
