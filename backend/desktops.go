@@ -3,17 +3,24 @@ package backend
 import (
 	"context"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"cubicle/backend/api"
 	"cubicle/backend/binding"
+	"cubicle/backend/computer"
 	"cubicle/backend/control"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/hostdesk"
 	"cubicle/backend/vm"
 )
 
 // desktops adapts the VM manager to the binding (which may start a desktop) and to the screen
 // channel (which only looks).
 type desktops struct {
+	b   *Backend
 	vms *vm.Manager
 }
 
@@ -26,11 +33,7 @@ func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (bindin
 	if err != nil {
 		return binding.Desktop{}, err
 	}
-	c, err := d.vms.Link(ctx, v.Desktop.ID)
-	if err != nil {
-		return binding.Desktop{}, err
-	}
-	return binding.Desktop{InstanceID: v.Desktop.ID, Computer: c}, nil
+	return d.bound(ctx, v.Desktop.ID)
 }
 
 // CreateTask implements binding.VMs: a helper's task-isolated desktop, created when needed.
@@ -40,11 +43,19 @@ func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.D
 	if err != nil {
 		return binding.Desktop{}, err
 	}
+	return d.bound(ctx, id)
+}
+
+// bound is running desktop id as the binding drives it: its shared driver link, and tunnels
+// opened over the same transport.
+func (d desktops) bound(ctx context.Context, id string) (binding.Desktop, error) {
 	c, err := d.vms.Link(ctx, id)
 	if err != nil {
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: id, Computer: c}, nil
+	return binding.Desktop{InstanceID: id, Computer: c, Tunnel: func(ctx context.Context, address string) (net.Conn, error) {
+		return d.vms.Tunnel(ctx, id, address)
+	}}, nil
 }
 
 // RemoveTask implements binding.VMs: removes a helper's task desktop.
@@ -52,25 +63,62 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 	return d.vms.RemoveTask(ctx, taskID)
 }
 
-// Desktop implements api.Desktops: the agent's desktop as it is; never creates or starts one.
+// EnsureBrowser implements binding.VMs: the agent's own browser, started when needed.
+func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
+	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	return d.bound(ctx, id)
+}
+
+// Desktop implements api.Desktops: the screen the agent's computer panel shows, as it is —
+// the Local VM's desktop, the agent's browser, or the host's own screen (SPEC §7; for auto
+// what its latest turn chose) — never creating or starting anything.
 func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	a, err := d.b.Store.Agent(agentID)
+	if err != nil || a.AccountID != accountID {
+		return api.Desktop{}, fault.NotFound("agent %q not found", agentID)
+	}
+	kind, _ := computer.Parse(a.Computer)
+	if kind == computer.Auto {
+		kind = computer.VM
+		if p, ok := d.b.computers.Last(agentID); ok && p.Kind == computer.Browser {
+			kind = computer.Browser
+		}
+	}
+	switch kind {
+	case computer.Host:
+		return d.hostDesktop()
+	case computer.Browser:
+		return d.browserDesktop(ctx, accountID, agentID)
+	case computer.None, computer.Cloud:
+		return api.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
+	}
 	v, err := d.vms.Agent(ctx, accountID, agentID)
 	if err != nil {
 		return api.Desktop{}, err
 	}
 	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt}
 	if v.Desktop.State == "running" {
-		// The desktop's shared link; a viewer never repairs a desktop (Start does).
-		lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
-		c, err := d.vms.Link(lctx, v.Desktop.ID)
-		cancel()
-		if err == nil {
-			out.Client = c
-		} else if out.Message == "" {
-			out.Message = err.Error()
-		}
+		d.viewLink(ctx, &out)
 	}
 	return out, nil
+}
+
+// viewLink puts running desktop out's shared link into out (or says why there is none). A
+// viewer never repairs a desktop: Start does.
+func (d desktops) viewLink(ctx context.Context, out *api.Desktop) {
+	lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
+	defer cancel()
+	c, err := d.vms.Link(lctx, out.ID)
+	if err != nil {
+		if out.Message == "" {
+			out.Message = err.Error()
+		}
+		return
+	}
+	out.Client = c
 }
 
 // activity tells the VM manager who uses a desktop (vm.Activity).
@@ -102,7 +150,7 @@ func (a activity) StopAll(ctx context.Context, reason string) error {
 // the control leases (SPEC §1.5): taking over or running a task ends the idle timer, handing
 // back or finishing restarts it, and a lease that expires stops the desktop.
 func (b *Backend) controlChanged(c control.Change) {
-	if b.VMs != nil {
+	if b.VMs != nil && !strings.HasPrefix(c.DesktopID, "host-") { // the host screen has no instance
 		switch c.Kind {
 		case control.ChangeTaken, control.ChangeTaskStarted:
 			b.VMs.MarkBusy(c.DesktopID, c.Holder.Activity())
@@ -129,5 +177,55 @@ func (b *Backend) controlChanged(c control.Change) {
 var (
 	_ binding.VMs  = desktops{}
 	_ api.Desktops = desktops{}
+	_ api.Driver   = hostDriver{}
 	_ vm.Activity  = activity{}
 )
+
+// browserDesktop is the agent's browser as the panel sees it.
+func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	v, err := d.vms.Browser(accountID, agentID)
+	if err != nil {
+		return api.Desktop{}, err
+	}
+	out := api.Desktop{ID: v.ID, State: v.State, IdleStopAt: v.IdleStopAt, Kind: "browser"}
+	if v.State == "absent" {
+		out.ID = ""
+		out.Message = "the agent's browser starts with its first browser tool call"
+	}
+	if v.State == "running" {
+		d.viewLink(ctx, &out)
+	}
+	return out, nil
+}
+
+// hostDesktop is the execution node's own screen: shown only when the admin enabled "Host
+// screen control" and the OS allows it; otherwise the message says what is missing.
+func (d desktops) hostDesktop() (api.Desktop, error) {
+	node := d.vms.NodeID()
+	out := api.Desktop{ID: hostDesktopID(node), Kind: "host", State: "unavailable"}
+	ns, err := d.b.Store.NodeSettings(node)
+	if err != nil {
+		return api.Desktop{}, err
+	}
+	if !ns.HostScreenControl {
+		out.Message = "\"Host screen control\" is off for this execution node: an admin turns it on in Settings → Host. " +
+			"Host command and file tools still work."
+		return out, nil
+	}
+	if p := d.b.HostDesk.Permission(); !p.Granted {
+		out.Message = "the host's screen cannot be used: " + p.Missing + "; " + p.HowToGrant +
+			". Host command and file tools still work."
+		return out, nil
+	}
+	out.State, out.Client = "running", hostDriver{d.b.HostDesk}
+	return out, nil
+}
+
+// hostDriver is the host screen as the computer channel drives it: the primary display.
+type hostDriver struct{ d *hostdesk.Desktop }
+
+func (h hostDriver) Frames(ctx context.Context, o guest.StreamOptions) (guest.FrameStream, error) {
+	return h.d.Frames(ctx, o)
+}
+
+func (h hostDriver) Input(ctx context.Context, in guest.Input) error { return h.d.Input(ctx, 0, in) }

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,14 +26,20 @@ import (
 	"cubicle/backend/fault"
 )
 
-// Desktop is a running desktop a thread can drive.
+// Desktop is a running desktop (or an agent's browser) a thread can drive.
 type Desktop struct {
 	InstanceID string
 	// Computer is the desktop's driver: its one shared link, owned by the VM manager (the
 	// binder never closes it). A link that ends fails its calls at once; the next Acquire
 	// gets the repaired desktop's new link.
 	Computer tools.Computer
+	// Tunnel opens a byte stream to a loopback address inside the desktop (through the
+	// driver, over the desktop's transport); browsers reach their DevTools port with it.
+	Tunnel Tunnel
 }
+
+// Tunnel opens a byte stream to address (host:port on the desktop's loopback interface).
+type Tunnel func(ctx context.Context, address string) (net.Conn, error)
 
 // VMs makes sure an agent's desktop runs (the VM manager). Ensure starts a stopped one
 // (capacity permitting), repairs one whose driver cannot be reached, and never changes which
@@ -43,6 +51,8 @@ type VMs interface {
 	CreateTask(ctx context.Context, spec TaskSpec) (Desktop, error)
 	// RemoveTask removes task taskID's desktop entirely; removing none succeeds.
 	RemoveTask(ctx context.Context, taskID string) error
+	// EnsureBrowser makes sure the agent's own browser (computer "Browser only") runs.
+	EnsureBrowser(ctx context.Context, accountID, agentID string) (Desktop, error)
 }
 
 // TaskSpec names the task a task-isolated desktop is created for.
@@ -60,9 +70,15 @@ type Tasks interface {
 
 // Config configures a Binder. VMs and Tasks are required.
 type Config struct {
-	VMs    VMs
-	Tasks  Tasks
-	Names  func(agentID string) string // agent names for messages
+	VMs   VMs
+	Tasks Tasks
+	Names func(agentID string) string // agent names for messages
+	// Connect attaches to a browser through a tunnel to its DevTools port (default:
+	// ConnectBrowser).
+	Connect func(ctx context.Context, tunnel Tunnel) (BrowserSession, error)
+	// Fence stops a desktop or browser that a turn held when a person stopped the turn, so
+	// late operations of the cancelled task are fenced off (SPEC §1.5); nil does nothing.
+	Fence  func(instanceID, reason string)
 	Logger *slog.Logger
 }
 
@@ -79,9 +95,11 @@ type Binder struct {
 
 type thread struct {
 	mu         sync.Mutex // serialises acquire and release of this thread
+	agentID    string
 	instanceID string
-	task       string // turn id holding the desktop as a task, "" when none
-	ended      bool   // a helper's task ended and its desktop was removed
+	task       string         // turn id holding the desktop as a task, "" when none
+	ended      bool           // a helper's task ended and its desktop was removed
+	browser    BrowserSession // browser threads: the connection to the agent's browser
 }
 
 // New returns a Binder.
@@ -91,6 +109,9 @@ func New(cfg Config) (*Binder, error) {
 	}
 	if cfg.Names == nil {
 		cfg.Names = func(id string) string { return id }
+	}
+	if cfg.Connect == nil {
+		cfg.Connect = ConnectBrowser
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -114,7 +135,7 @@ func (b *Binder) thread(t agent.TurnInfo) (*thread, error) {
 	}
 	th := b.threads[key(t)]
 	if th == nil {
-		th = &thread{}
+		th = &thread{agentID: t.AgentID}
 		b.threads[key(t)] = th
 	}
 	return th, nil
@@ -224,22 +245,68 @@ func (b *Binder) TaskEnded(t agent.TurnInfo) {
 	}
 }
 
-// TurnEnded releases the task the turn held; the desktop stays bound to the thread (and
-// becomes idle, so its idle timer starts).
+// TurnEnded releases the task the turn held on its desktop and on its browser; they stay
+// bound to the thread (and become idle, so their idle timers start). When a person stopped the
+// turn (t.Stopped) while it held one, that desktop or browser is stopped (Config.Fence): a
+// cancel fences off the old task's late operations whatever the idle policy (SPEC §1.5).
 func (b *Binder) TurnEnded(t agent.TurnInfo) {
-	b.mu.Lock()
-	th := b.threads[key(t)]
-	b.mu.Unlock()
-	if th == nil {
-		return
-	}
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if th.task != "" {
-		if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
-			b.log.Warn("end agent task", "desktop", th.instanceID, "err", err)
+	for _, k := range []string{key(t), browserKey(t)} {
+		b.mu.Lock()
+		th := b.threads[k]
+		b.mu.Unlock()
+		if th == nil {
+			continue
 		}
-		th.task = ""
+		th.mu.Lock()
+		held := th.task != ""
+		if held {
+			if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
+				b.log.Warn("end agent task", "desktop", th.instanceID, "err", err)
+			}
+			th.task = ""
+		}
+		id := th.instanceID
+		if held && t.Stopped && b.cfg.Fence != nil {
+			// The connection of the old task goes with the instance.
+			th.drop()
+		}
+		th.mu.Unlock()
+		if held && t.Stopped && b.cfg.Fence != nil {
+			b.log.Info("a person stopped a turn that held its desktop: stopping it", "desktop", id, "agent", t.AgentID)
+			b.cfg.Fence(id, "the chat was stopped while its task held the desktop")
+		}
+	}
+}
+
+// drop forgets the thread's browser connection (desktop links are the VM manager's). th.mu
+// is held.
+func (th *thread) drop() {
+	if th.browser != nil {
+		th.browser.Close()
+		th.browser = nil
+	}
+}
+
+// Forget drops every binding of agentID's threads (its computer changed): their next
+// computer call binds afresh. Tasks they hold are ended.
+func (b *Binder) Forget(agentID string) {
+	b.mu.Lock()
+	var drop []*thread
+	for k, th := range b.threads {
+		if th.agentID == agentID && !strings.HasPrefix(k, "task\x00") {
+			drop = append(drop, th)
+			delete(b.threads, k)
+		}
+	}
+	b.mu.Unlock()
+	for _, th := range drop {
+		th.mu.Lock()
+		if th.task != "" {
+			b.cfg.Tasks.EndTask(th.instanceID, th.task)
+			th.task = ""
+		}
+		th.drop()
+		th.mu.Unlock()
 	}
 }
 
@@ -256,6 +323,7 @@ func (b *Binder) Close() error {
 		if th.task != "" {
 			b.cfg.Tasks.EndTask(th.instanceID, th.task)
 		}
+		th.drop()
 		th.mu.Unlock()
 	}
 	return nil

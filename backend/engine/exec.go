@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // ExecSpec describes a process started in a running container with its stdin and stdout
@@ -125,6 +126,16 @@ func (s *ExecStream) CloseWrite() error {
 // Close ends the session's connection. The engine then ends the attach; the process sees
 // its stdin close.
 func (s *ExecStream) Close() error { return s.conn.Close() }
+
+// LocalAddr, RemoteAddr and the deadlines are those of the session's connection: an
+// ExecStream is a net.Conn whose bytes are the process's stdin and stdout.
+func (s *ExecStream) LocalAddr() net.Addr                { return s.conn.LocalAddr() }
+func (s *ExecStream) RemoteAddr() net.Addr               { return s.conn.RemoteAddr() }
+func (s *ExecStream) SetDeadline(t time.Time) error      { return s.conn.SetDeadline(t) }
+func (s *ExecStream) SetReadDeadline(t time.Time) error  { return s.conn.SetReadDeadline(t) }
+func (s *ExecStream) SetWriteDeadline(t time.Time) error { return s.conn.SetWriteDeadline(t) }
+
+var _ net.Conn = (*ExecStream)(nil)
 
 // Stderr returns the tail (at most 4 KiB) of what the process wrote to stderr so far.
 func (s *ExecStream) Stderr() string {

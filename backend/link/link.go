@@ -22,8 +22,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -48,11 +48,12 @@ type Target struct {
 }
 
 // Transport opens a byte stream to a desktop's driver; the caller speaks the protocol over
-// it and closes it. Open honours ctx (a driver that is still starting may make it wait).
+// it (or turns it into a tunnel) and closes it. The stream is a net.Conn, so deadlines work
+// on every transport. Open honours ctx (a driver that is still starting may make it wait).
 // Implementations are safe for concurrent use.
 type Transport interface {
 	Name() string
-	Open(ctx context.Context, t Target) (io.ReadWriteCloser, error)
+	Open(ctx context.Context, t Target) (net.Conn, error)
 }
 
 // Socket is the unix-socket transport: the run directory on this host is bind-mounted into
@@ -63,7 +64,7 @@ type Socket struct{}
 func (Socket) Name() string { return NameSocket }
 
 // Open connects to the socket; nothing listening is fault.ErrUnavailable.
-func (Socket) Open(ctx context.Context, t Target) (io.ReadWriteCloser, error) {
+func (Socket) Open(ctx context.Context, t Target) (net.Conn, error) {
 	if t.Socket == "" {
 		return nil, fault.Unavailable("desktop %s has no driver socket on this host (it was created for the exec link)", t.InstanceID)
 	}
@@ -86,7 +87,7 @@ func (Exec) Name() string { return NameExec }
 // Open starts the relay. Any failure — the container is not running or gone, the engine does
 // not answer — is fault.ErrUnavailable: the driver cannot be reached now (fault.ErrConflict
 // is kept for a driver that speaks another protocol).
-func (e Exec) Open(ctx context.Context, t Target) (io.ReadWriteCloser, error) {
+func (e Exec) Open(ctx context.Context, t Target) (net.Conn, error) {
 	if t.ContainerID == "" {
 		return nil, fault.Unavailable("desktop %s has no container to run the exec link in", t.InstanceID)
 	}
@@ -281,6 +282,34 @@ func (l *Links) watch(id string, e *entry, c *guest.Client, tr string) {
 		l.log.Warn("desktop driver link ended; the desktop is unhealthy until it is reconnected or restarted",
 			"instance", id, "transport", tr, "err", c.Err())
 	}
+}
+
+// Stream opens a new byte stream to desktop t's driver (a tunnel needs a stream of its own)
+// over the transport its link uses, else the chosen one (with the fallback in auto mode).
+func (l *Links) Stream(ctx context.Context, t Target) (net.Conn, error) {
+	choice := l.Choice()
+	names := []string{choice.Primary, choice.Fallback}
+	l.mu.Lock()
+	if e := l.entries[t.InstanceID]; e != nil && e.transport != "" {
+		names = []string{e.transport}
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, n := range names {
+		tr := l.transport(n)
+		if tr == nil {
+			continue
+		}
+		conn, err := tr.Open(ctx, t)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fault.Unavailable("the %s link is not available with this engine: set CUBICLE_GUEST_LINK=socket or auto", choice.Primary)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // State reports desktop id's link.

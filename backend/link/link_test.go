@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,15 +41,27 @@ type relayExec struct {
 
 func (r *relayExec) Name() string { return NameExec }
 
-func (r *relayExec) Open(ctx context.Context, t Target) (io.ReadWriteCloser, error) {
+func (r *relayExec) Open(ctx context.Context, t Target) (net.Conn, error) {
 	r.opens.Add(1)
+	// A socket pair stands in for the exec session: one end is the relay's stdin and stdout.
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "relay")
+	defer theirs.Close()
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(r.bin, wire.RelayFlag, "--relay-wait", "2s")
 	cmd.Env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(t.ContainerID)) // the test's "container" is the socket's directory
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	st := &childStream{ReadCloser: out, w: in, exited: make(chan struct{})}
+	cmd.Stdin, cmd.Stdout = theirs, theirs
+	st := &childStream{Conn: conn, exited: make(chan struct{})}
 	cmd.Stderr = &st.stderr
 	if err := cmd.Start(); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	go func() { cmd.Wait(); close(st.exited) }()
@@ -73,22 +86,13 @@ func (r *relayExec) running() int {
 	return n
 }
 
+// childStream is the host's end of a relay child's stdin/stdout.
 type childStream struct {
-	io.ReadCloser
-	w      io.WriteCloser
+	net.Conn
 	exited chan struct{}
 	stderr bytes.Buffer
-	once   sync.Once
 }
 
-func (c *childStream) Write(p []byte) (int, error) { return c.w.Write(p) }
-func (c *childStream) Close() error {
-	c.once.Do(func() {
-		c.w.Close()
-		c.ReadCloser.Close()
-	})
-	return nil
-}
 func (c *childStream) Stderr() string { <-c.exited; return c.stderr.String() }
 
 func testLinks(t *testing.T, choice Choice, ex Transport) *Links {
@@ -253,16 +257,19 @@ func TestAutoFallsBackToExec(t *testing.T) {
 type eofExec struct{}
 
 func (eofExec) Name() string { return NameExec }
-func (eofExec) Open(ctx context.Context, t Target) (io.ReadWriteCloser, error) {
-	return &deadStream{msg: "flag provided but not defined: -relay"}, nil
+func (eofExec) Open(ctx context.Context, t Target) (net.Conn, error) {
+	host, relay := net.Pipe()
+	relay.Close()
+	return &deadStream{Conn: host, msg: "flag provided but not defined: -relay"}, nil
 }
 
-type deadStream struct{ msg string }
+// deadStream is a session whose far end is gone, with what it said on stderr.
+type deadStream struct {
+	net.Conn
+	msg string
+}
 
-func (d *deadStream) Read([]byte) (int, error)    { return 0, io.EOF }
-func (d *deadStream) Write(p []byte) (int, error) { return len(p), nil }
-func (d *deadStream) Close() error                { return nil }
-func (d *deadStream) Stderr() string              { return d.msg }
+func (d *deadStream) Stderr() string { return d.msg }
 
 func TestExecLinkToAnOldImage(t *testing.T) {
 	l := testLinks(t, Choose(ExecMode, Engine{}), eofExec{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"cubicle/backend/engine"
@@ -46,6 +47,23 @@ func (m *Manager) Link(ctx context.Context, id string) (*guest.Client, error) {
 		return nil, fmt.Errorf("%s: %w", m.describe(in), err)
 	}
 	return c, nil
+}
+
+// Tunnel opens a byte stream to address (a loopback host:port) inside running desktop id,
+// through its driver and over its transport (guest.OpenTunnel); the caller closes it.
+func (m *Manager) Tunnel(ctx context.Context, id, address string) (net.Conn, error) {
+	in, err := m.st.VMInstance(id)
+	if err != nil {
+		return nil, err
+	}
+	if in.State != stateRunning {
+		return nil, fault.Conflict("%s is %s, not running: start it first", m.describe(in), in.State)
+	}
+	conn, err := m.links.Stream(ctx, m.target(in))
+	if err != nil {
+		return nil, fmt.Errorf("tunnel to %s in %s: %w", address, m.describe(in), err)
+	}
+	return guest.OpenTunnel(ctx, conn, address)
 }
 
 // LinkState reports the link of desktop id (see link.State).

@@ -3,7 +3,7 @@ package vm
 import (
 	"context"
 	"errors"
-	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -150,7 +150,7 @@ func TestAutoLinkFallsBackToExec(t *testing.T) {
 type deadSocket struct{}
 
 func (deadSocket) Name() string { return link.NameSocket }
-func (deadSocket) Open(ctx context.Context, t link.Target) (io.ReadWriteCloser, error) {
+func (deadSocket) Open(ctx context.Context, t link.Target) (net.Conn, error) {
 	return nil, fault.Unavailable("nothing answers at %s", t.Socket)
 }
 

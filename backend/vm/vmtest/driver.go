@@ -81,7 +81,7 @@ type socketTransport struct{ f *Engine }
 
 func (socketTransport) Name() string { return link.NameSocket }
 
-func (s socketTransport) Open(ctx context.Context, t link.Target) (io.ReadWriteCloser, error) {
+func (s socketTransport) Open(ctx context.Context, t link.Target) (net.Conn, error) {
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
