@@ -45,6 +45,8 @@ type Engine interface {
 	InspectImage(ctx context.Context, ref string) (engine.Image, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
 	RemoveImage(ctx context.Context, ref string) error
+	// ExecAttach starts an attached exec session (the exec link's rows).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 }
 
 // ImageBuilder prepares the standard image (*images.Builder satisfies it).
@@ -236,6 +238,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		{"exec round trips", r.execs},
 		{"agent steps", r.agentSteps},
 		{"live view", r.liveView},
+		{"the exec link", r.execLink},
 		{"memory of this process", r.selfMemory},
 	}
 	for _, s := range steps {
