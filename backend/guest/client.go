@@ -257,6 +257,16 @@ func (c *Client) fail(err error) {
 	c.rw.Close()
 }
 
+// reason is why the connection ended, as soon as it is decided (before the reader is done).
+func (c *Client) reason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		return fault.Unavailable("the link to %s ended", c.name)
+	}
+	return c.err
+}
+
 // Err returns why the connection ended (fault.ErrUnavailable), or nil while it is up.
 func (c *Client) Err() error {
 	select {
@@ -330,7 +340,7 @@ func (c *Client) write(ctx context.Context, env *wire.Envelope, blob []byte) err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
-		return c.Err()
+		return c.reason()
 	}
 	defer func() { <-c.wsem }()
 	err := wire.WriteMessage(tracked{c.rw, &c.lastIO}, env, blob)
@@ -367,7 +377,7 @@ func (c *Client) call(ctx context.Context, op string, args any, blob []byte, res
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("desktop driver: %s: %w", op, ctx.Err())
 		}
-		return nil, fmt.Errorf("desktop driver: %s: %w", op, c.Err())
+		return nil, fmt.Errorf("desktop driver: %s: %w", op, c.reason())
 	}
 	select {
 	case r := <-ch:
@@ -383,7 +393,7 @@ func (c *Client) call(ctx context.Context, op string, args any, blob []byte, res
 			return c.reply(op, r, result)
 		default:
 		}
-		return nil, fmt.Errorf("desktop driver: %s: %w", op, c.Err())
+		return nil, fmt.Errorf("desktop driver: %s: %w", op, c.reason())
 	}
 }
 
