@@ -31,6 +31,12 @@ const viewLinkTimeout = 3 * time.Second
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
 	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart) // starts it, or repairs its driver link
 	if err != nil {
+		if ctx.Err() != nil {
+			// The start goes on without the caller: name the desktop (binding.VMs).
+			if v, verr := d.vms.Agent(context.WithoutCancel(ctx), accountID, agentID); verr == nil {
+				return binding.Desktop{InstanceID: v.Desktop.ID}, err
+			}
+		}
 		return binding.Desktop{}, err
 	}
 	return d.bound(ctx, v.Desktop.ID)
@@ -51,7 +57,7 @@ func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.D
 func (d desktops) bound(ctx context.Context, id string) (binding.Desktop, error) {
 	c, err := d.vms.Link(ctx, id)
 	if err != nil {
-		return binding.Desktop{}, err
+		return binding.Desktop{InstanceID: id}, err
 	}
 	return binding.Desktop{InstanceID: id, Computer: c, Tunnel: func(ctx context.Context, address string) (net.Conn, error) {
 		return d.vms.Tunnel(ctx, id, address)
@@ -67,6 +73,9 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
 	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return binding.Desktop{InstanceID: d.vms.BrowserInstanceID(accountID, agentID)}, err
+		}
 		return binding.Desktop{}, err
 	}
 	return d.bound(ctx, id)

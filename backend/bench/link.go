@@ -41,7 +41,10 @@ func (r *runner) execLink(ctx context.Context, d *desktop) error {
 		return err
 	}
 	defer x.Close()
+	// The peer is the desktop's own link: the socket link wherever the app uses it (a local
+	// Linux engine); with an engine that only the exec link reaches, both sides are exec links.
 	sock := d.client
+	peerName := r.fleet.m.LinkState(d.instance).Transport + " link"
 	execTrue := func(c *guest.Client) func() error {
 		return func() error {
 			res, err := c.Exec(ctx, guest.ExecRequest{Command: []string{"true"}})
@@ -82,8 +85,8 @@ func (r *runner) execLink(ctx context.Context, d *desktop) error {
 		Ours: Side{Method: "driver exec over an exec session of the engine API (cubicle-guest --relay in the container, " +
 			"its stdin/stdout carrying the protocol): fork+exec of true, exit code back", Samples: ex},
 		PeerName: r.cfg.ExecCLI + " exec", Peer: &Side{Method: r.cfg.ExecCLI + " exec CONTAINER true, forked on the host", Samples: pe},
-		Note: fmt.Sprintf("the socket link in the same run: p50 %.3g ms, so the exec link takes %.2f× the socket link and is %.0f× faster than %s exec",
-			soP50, ratio(exP50, soP50), ratio(peP50, exP50), r.cfg.ExecCLI)})
+		Note: fmt.Sprintf("the %s in the same run: p50 %.3g ms, so the exec link takes %.2f× the %s and is %.0f× faster than %s exec",
+			peerName, soP50, ratio(exP50, soP50), peerName, ratio(peP50, exP50), r.cfg.ExecCLI)})
 
 	// JPEG screenshot: the agent's format, over each link in turn.
 	shot := func(c *guest.Client) func() error {
@@ -120,7 +123,7 @@ func (r *runner) execLink(ctx context.Context, d *desktop) error {
 	r.add(Row{ID: "exec_link_screenshot_jpeg", Title: "screenshot 1280x800, JPEG q75, over the exec link, screen changing", Unit: UnitMS, Better: "lower",
 		Ours: Side{Method: "driver screenshot (capture + JPEG encode of a changed screen) through the exec session: relay → engine → host; " +
 			fmt.Sprintf("%v runs meanwhile", animation), Samples: xs},
-		PeerName: "socket link", Peer: &Side{Method: "the same screenshot over the run directory's unix socket, interleaved", Samples: ss}})
+		PeerName: peerName, Peer: &Side{Method: "the same screenshot over the desktop's own link (the run directory's unix socket), interleaved", Samples: ss}})
 
 	// Live view: input → changed frame, the channel fed by each link in turn.
 	liveLat := func(c *guest.Client, db string) ([]float64, error) {
@@ -146,7 +149,7 @@ func (r *runner) execLink(ctx context.Context, d *desktop) error {
 	}
 	r.add(Row{ID: "exec_link_live_input", Title: "live view: input → changed frame, over the exec link", Unit: UnitMS, Better: "lower",
 		Ours:     Side{Method: "as live_input, the computer channel's input and frame stream going through the exec session", Samples: xl},
-		PeerName: "socket link", Peer: &Side{Method: "as live_input over the unix socket, measured right after", Samples: sl}})
+		PeerName: peerName, Peer: &Side{Method: "as live_input over the desktop's own link (the unix socket), measured right after", Samples: sl}})
 	return nil
 }
 

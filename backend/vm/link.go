@@ -37,7 +37,7 @@ func (m *Manager) Link(ctx context.Context, id string) (*guest.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.State != stateRunning {
+	if in.State != StateRunning {
 		return nil, fault.Conflict("%s is %s, not running: start it first", m.describe(in), in.State)
 	}
 	cctx, cancel := context.WithTimeout(ctx, linkConnectTimeout)
@@ -56,7 +56,7 @@ func (m *Manager) Tunnel(ctx context.Context, id, address string) (net.Conn, err
 	if err != nil {
 		return nil, err
 	}
-	if in.State != stateRunning {
+	if in.State != StateRunning {
 		return nil, fault.Conflict("%s is %s, not running: start it first", m.describe(in), in.State)
 	}
 	conn, err := m.links.Stream(ctx, m.target(in))
@@ -113,6 +113,17 @@ func (m *Manager) ensureLink(ctx context.Context, in store.VMInstance) error {
 	return err
 }
 
+// linkOrRepair checks that running desktop in (just adopted or resumed) has a driver that
+// answers, and repairs it when not: Start (and an agent's next call, which starts its
+// desktop) is what repairs a desktop. A driver of another protocol cannot be repaired.
+func (m *Manager) linkOrRepair(ctx context.Context, eng Engine, in *store.VMInstance) error {
+	err := m.ensureLink(ctx, *in)
+	if err == nil || errors.Is(err, fault.ErrConflict) {
+		return err
+	}
+	return m.repairLocked(ctx, eng, in, err)
+}
+
 // repairLocked restarts running desktop in whose driver cannot be reached (cause): the
 // container is stopped and started again — same container, same volumes — and its driver
 // awaited. The instance lock is held.
@@ -139,14 +150,15 @@ func (m *Manager) repairLocked(ctx context.Context, eng Engine, in *store.VMInst
 			"instance", in.ID)
 	}
 	if err != nil {
+		err = fmt.Errorf("repair %s: the driver could not be reached and a restart did not help: %w", m.describe(*in), err)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout)
 		eng.StopContainer(sctx, in.ContainerID, m.cfg.StopTimeout)
 		cancel()
-		m.setState(in, stateStopped, "the driver could not be reached and a restart did not help: "+err.Error())
-		return fmt.Errorf("repair %s: %w", m.describe(*in), err)
+		m.syncAfter(ctx, in.ID, err) // records what the engine now reports, with the error
+		return err
 	}
 	in.StartedAt = m.clock.Now().UTC()
-	if err := m.setState(in, stateRunning, ""); err != nil {
+	if err := m.setState(in, StateRunning, ""); err != nil {
 		return err
 	}
 	m.log.Info("desktop repaired", "instance", in.ID, "took", time.Since(began).Round(time.Millisecond))

@@ -102,7 +102,7 @@ func TestDeadDriverMarksUnhealthyAndStartRepairs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if av.Desktop.State != stateRunning || av.Desktop.Health != HealthUnhealthy ||
+		if av.Desktop.State != StateRunning || av.Desktop.Health != HealthUnhealthy ||
 			!strings.Contains(av.Desktop.LastError, "cannot be reached") || !strings.Contains(av.Desktop.LastError, "start the desktop") {
 			t.Fatalf("view of a desktop with a dead driver: %+v", av.Desktop)
 		}
@@ -113,7 +113,7 @@ func TestDeadDriverMarksUnhealthyAndStartRepairs(t *testing.T) {
 		calls := len(f.eng.Calls())
 		v = f.act("acc1", "g1", ActionStart)
 		after := f.eng.Calls()[calls:]
-		if v.Desktop.Health != HealthOK || v.Desktop.LastError != "" || v.Desktop.State != stateRunning {
+		if v.Desktop.Health != HealthOK || v.Desktop.LastError != "" || v.Desktop.State != StateRunning {
 			t.Fatalf("after repair: %+v", v.Desktop)
 		}
 		if !slices.Contains(after, "stop") || !slices.Contains(after, "start") || slices.Contains(after, "create") || slices.Contains(after, "remove") {

@@ -144,7 +144,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	st.Instances = []InstanceView{}
 	for _, in := range m.instancesOrNil() {
 		v := m.instanceView(in)
-		if v.State == stateRunning && !v.Fixed {
+		if v.State == StateRunning && !v.Fixed {
 			st.Running++
 		}
 		st.Instances = append(st.Instances, v)
@@ -187,7 +187,7 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	if who, ok := m.busyWho(in.ID); ok {
 		v.BusyBy = who
 	}
-	if in.State == stateRunning {
+	if in.State == StateRunning {
 		ls := m.links.State(in.ID)
 		v.GuestLink = ls.Transport
 		if v.GuestLink == "" {
@@ -206,7 +206,7 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	m.mu.Lock()
 	dl, ok := m.idleDeadlineLocked(in.ID)
 	m.mu.Unlock()
-	if ok && in.State == stateRunning {
+	if ok && (in.State == StateRunning || in.State == StatePaused) {
 		secs := dl.Sub(m.clock.Now()).Seconds()
 		secs = max(secs, 0)
 		v.IdleStopAt, v.IdleStopInSeconds = dl.UTC(), &secs

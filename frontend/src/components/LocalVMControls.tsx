@@ -146,7 +146,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
           )}
           {exists && (state !== 'running' || desk.health === 'unhealthy') && (
             <button class="btn primary small" type="button" id="vm-start" onClick={() => void act('start')} disabled={busy !== ''}>
-              {busy === 'start' ? 'Starting…' : state === 'running' ? 'Repair' : 'Start'}
+              {busy === 'start' ? 'Starting…' : state === 'paused' ? 'Resume' : state === 'running' ? 'Repair' : 'Start'}
             </button>
           )}
           {state === 'running' && (
@@ -154,7 +154,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
               Open desktop
             </button>
           )}
-          {state === 'running' && (
+          {(state === 'running' || state === 'paused') && (
             <button class="btn small" type="button" id="vm-stop" onClick={() => void act('stop')} disabled={busy !== ''}>
               {busy === 'stop' ? 'Stopping…' : 'Stop'}
             </button>
