@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/backend/vm/vmtest"
 )
@@ -20,16 +21,9 @@ func newVMFixture(t *testing.T) (*fixture, *vm.Manager) {
 	t.Helper()
 	f := newFixture(t)
 	eng := vmtest.NewEngine()
-	dial := eng.Dial(false)
 	m, err := vm.New(vm.Config{
 		Store: f.store, Engine: eng, Images: &vmtest.Builder{}, DataDir: filepath.Join(t.TempDir(), "data"),
-		Dial: func(ctx context.Context, p string) (vm.Guest, error) {
-			g, err := dial(ctx, p)
-			if err != nil {
-				return nil, err
-			}
-			return g, nil
-		},
+		Link:  link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: eng.SocketTransport()},
 		Clock: vmtest.NewClock(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), ReadyTimeout: time.Second,
 	})
 	if err != nil {

@@ -127,6 +127,19 @@ export interface InstanceView {
   idleStopInSeconds?: number;
   startedAt?: string;
   lastError?: string;
+  /** How the running desktop's driver is reached: "socket" or "exec". */
+  guestLink?: string;
+  /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it). */
+  health?: string;
+}
+
+/** How new desktops' drivers are reached (CUBICLE_GUEST_LINK), and why. */
+export interface GuestLinkChoice {
+  mode: string;
+  transport: string;
+  fallback?: string;
+  mount: boolean;
+  reason: string;
 }
 
 /** The node's policies. */
@@ -187,6 +200,7 @@ export interface LocalVMStatus {
   running: number;
   instances: InstanceView[] | null;
   strays?: string[];
+  guestLink?: GuestLinkChoice;
 }
 
 /** GET /api/app/agents/:id/local-vm. */

@@ -5,12 +5,15 @@ package guesttest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +25,9 @@ import (
 type Driver struct {
 	Socket    string // the bridge socket
 	Workspace string // the driver's workspace directory on the host
+	display   string
+	bin       string
+	env       []string
 	cmd       *exec.Cmd
 }
 
@@ -105,20 +111,55 @@ func Start(t *testing.T, display, screen string) *Driver {
 	}
 	bin := Binary(t)
 	dir := t.TempDir()
-	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace")}
+	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace"),
+		display: display, bin: bin}
 	os.MkdirAll(d.Workspace, 0o755)
 	os.MkdirAll(filepath.Dir(d.Socket), 0o755)
-	d.cmd = exec.Command(bin)
-	d.cmd.Env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(d.Socket), wire.EnvDisplay+"="+display,
+	d.env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(d.Socket), wire.EnvDisplay+"="+display,
 		wire.EnvSession+"=none", wire.EnvWorkspace+"="+d.Workspace, wire.EnvScreen+"="+screen, wire.EnvLogLevel+"=warn")
+	t.Cleanup(d.stop)
+	d.start(t)
+	return d
+}
+
+func (d *Driver) start(t *testing.T) {
+	t.Helper()
+	d.cmd = exec.Command(d.bin)
+	d.cmd.Env = d.env
 	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.stop)
 	c := d.Dial(t)
 	c.Close()
-	return d
+}
+
+// Kill kills the driver with SIGKILL, as a crash would (no clean-up: its socket file stays),
+// and the X server it started.
+func (d *Driver) Kill() {
+	if d.cmd.ProcessState != nil || d.cmd.Process == nil {
+		return
+	}
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	// The X server outlives its killed parent: end it so the display is free again.
+	lock := fmt.Sprintf("/tmp/.X%s-lock", strings.TrimPrefix(d.display, ":"))
+	if b, err := os.ReadFile(lock); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
+			for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// Restart starts the driver again after Kill or Stop, with the same socket and workspace,
+// and returns once it answers.
+func (d *Driver) Restart(t *testing.T) {
+	t.Helper()
+	d.stop()
+	d.start(t)
 }
 
 // Dial connects a new client; it is closed when the test ends.

@@ -122,6 +122,13 @@ function EngineCard({ client, status, onForbidden }: { client: Client; status: L
             : `No container engine: ${engine.problem ?? 'install and start Podman or Docker.'}`}
         </p>
       )}
+      {engine?.found && status?.guestLink && (
+        <p class="muted small" id="guest-link-line">
+          Desktops are reached over the {status.guestLink.transport} link
+          {status.guestLink.fallback ? ` (the ${status.guestLink.fallback} link if a desktop's socket does not answer)` : ''}:{' '}
+          {status.guestLink.reason}.
+        </p>
+      )}
       {error !== '' && (
         <p class="form-error" role="alert">
           Could not check the engine: {error}
@@ -466,6 +473,8 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                     </td>
                     <td>
                       <span class={`badge ${stateTone(i.state)}`}>{i.state}</span>
+                      {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
+                      {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>
                     <td class="idle-left">{left === null ? <span class="muted">—</span> : formatCountdown(left)}</td>
                     <td class="row-actions">
