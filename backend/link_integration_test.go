@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -138,14 +139,16 @@ func (d *linkDesktop) startAgain(t *testing.T) vm.InstanceView {
 // channel gets its result.
 func (d *linkDesktop) shellInFlight(t *testing.T, session string) <-chan [2]string {
 	t.Helper()
-	marker := "inflight-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	// The sleep's own argument marks it: "sleep 100.<n>" is found by its exact command line, which
+	// neither the shell running it nor the search itself has.
+	secs := fmt.Sprintf("100.%06d", time.Now().UnixNano()%1000000)
 	out := make(chan [2]string, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var evs []agent.Event
 		d.b.Chat.Run(ctx, agent.Turn{SessionID: session, UserID: d.account, AgentID: d.agent, AgentName: "Ada",
-			Input: "/shell sleep 100; echo " + marker}, func(e agent.Event) { evs = append(evs, e) })
+			Input: "/shell sleep " + secs + "; echo done"}, func(e agent.Event) { evs = append(evs, e) })
 		for _, r := range results(evs) {
 			out <- r
 			return
@@ -158,8 +161,8 @@ func (d *linkDesktop) shellInFlight(t *testing.T, session string) <-chan [2]stri
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		res, err := c.Exec(context.Background(), execShell("pgrep -f 'sleep 100; echo "+marker+"' || true"))
-		if err == nil && len(strings.TrimSpace(string(res.Stdout))) > 0 {
+		res, err := c.Exec(context.Background(), execShell("ps -eo args | grep -cx 'sleep "+strings.ReplaceAll(secs, ".", "[.]")+"' || true"))
+		if err == nil && strings.TrimSpace(string(res.Stdout)) == "1" {
 			return out
 		}
 		if time.Now().After(deadline) {

@@ -73,7 +73,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		cfg.ImagesProblem = b.engine.ImagesProblem
 		if b.engine.Client != nil {
 			ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
-				WorkDir: filepath.Join(b.cfg.DataDir, "images")})
+				WorkDir: filepath.Join(b.cfg.DataDir, "images"), Pins: vm.PinSource(b.Store, cfg.NodeID, os.Getenv)})
 			switch {
 			case err != nil:
 				log.Warn("image preparation unavailable", "err", err)

@@ -87,15 +87,17 @@ type Policy struct {
 
 // Status is GET /api/app/admin/local-vm.
 type Status struct {
-	NodeID    string         `json:"nodeId"`
-	Engine    EngineView     `json:"engine"`
-	Compose   bool           `json:"compose"` // fixed desktops from compose.desktops.yaml
-	Images    []ImageView    `json:"images"`
-	Preparing bool           `json:"preparing"`
-	Policy    Policy         `json:"policy"`
-	Running   int            `json:"running"`
-	Instances []InstanceView `json:"instances"`
-	Strays    []string       `json:"strays,omitempty"` // containers with our labels no record knows
+	NodeID    string      `json:"nodeId"`
+	Engine    EngineView  `json:"engine"`
+	Compose   bool        `json:"compose"` // fixed desktops from compose.desktops.yaml
+	Images    []ImageView `json:"images"`
+	Preparing bool        `json:"preparing"`
+	Policy    Policy      `json:"policy"`
+	// ImageSources are the images' pinned bases and where each value comes from.
+	ImageSources ImageSources   `json:"imageSources"`
+	Running      int            `json:"running"`
+	Instances    []InstanceView `json:"instances"`
+	Strays       []string       `json:"strays,omitempty"` // containers with our labels no record knows
 	// GuestLink is how new desktops' drivers are reached, and why (CUBICLE_GUEST_LINK).
 	GuestLink link.Choice `json:"guestLink"`
 }
@@ -120,6 +122,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: m.node, Compose: len(m.cfg.Compose) > 0,
 		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes}}
 	st.Engine = m.engineView(ctx)
+	st.ImageSources = m.sourcesView(ns)
 	st.GuestLink = m.links.Choice()
 	prepared, err := m.st.VMImages(m.node)
 	if err != nil {

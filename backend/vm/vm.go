@@ -168,7 +168,7 @@ type Config struct {
 	// and the engine (link.Choose); the zero Choice is auto on a local Linux engine. Nil
 	// transports are the real ones: the socket, and the exec link through Engine.
 	Link   link.Config
-	NodeID string // "" = "local"
+	NodeID string // "" = DefaultNodeID
 	// DataDir holds the per-instance run directories (<DataDir>/run/<instance>).
 	DataDir  string
 	Logger   *slog.Logger
@@ -266,7 +266,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("vm: Config.Store and Config.DataDir are required")
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "local"
+		cfg.NodeID = DefaultNodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -5,7 +5,8 @@
 // change-driven frame stream, input through XTEST, exec and files. SIGTERM or SIGINT stop
 // everything within 2 s and exit 0.
 //
-// Build it static: CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+// Build it static, per architecture (scripts/build.sh does both):
+// CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest-arm64 ./images/guest
 package main
 
 import (

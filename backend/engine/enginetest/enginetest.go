@@ -164,6 +164,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)
 	t.Run("Registry", s.testRegistry)
+	t.Run("RegistryIndex", s.testRegistryIndex)
 }
 
 func (s *suite) testInfo(t *testing.T) {
@@ -205,7 +206,10 @@ func (s *suite) cleanup(t *testing.T) {
 			break
 		}
 		for _, img := range imgs {
+			// Tags, then digest references (Docker refuses to delete by id an image that
+			// registry pulls left referenced in several repositories), then the id.
 			refs := append([]string{}, img.Names...)
+			refs = append(refs, img.Digests...)
 			refs = append(refs, img.ID)
 			for _, r := range refs {
 				_ = s.images.RemoveImage(ctx, r)

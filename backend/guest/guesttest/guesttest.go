@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,52 +32,65 @@ type Driver struct {
 }
 
 var build struct {
-	mu  sync.Mutex
-	dir string // temp dir holding the binary; "" until built
-	err error
-	out []byte
+	mu   sync.Mutex
+	dir  string            // temp dir holding the binaries; "" until the first build
+	bins map[string]string // GOARCH → path of its binary
+	errs map[string]error
+	outs map[string][]byte
 }
 
 // Binary builds ./images/guest once per test process the way scripts/build.sh does (static,
-// CGO-free, trimmed) and returns its path. Call Cleanup from TestMain to remove it.
+// CGO-free, trimmed) for this machine's architecture and returns its path. Call Cleanup from
+// TestMain to remove it.
 func Binary(t testing.TB) string {
+	t.Helper()
+	return BinaryFor(t, runtime.GOARCH)
+}
+
+// BinaryFor is Binary for linux/goarch (the driver is pure Go: any architecture cross-builds).
+func BinaryFor(t testing.TB, goarch string) string {
 	t.Helper()
 	build.mu.Lock()
 	defer build.mu.Unlock()
-	if build.dir == "" && build.err == nil {
-		build.err = func() error {
+	if build.bins == nil {
+		build.bins, build.errs, build.outs = map[string]string{}, map[string]error{}, map[string][]byte{}
+	}
+	if _, ok := build.bins[goarch]; !ok && build.errs[goarch] == nil {
+		build.errs[goarch] = func() error {
 			root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 			if err != nil {
 				return err
 			}
-			dir, err := os.MkdirTemp("", "cubicle-guesttest-")
-			if err != nil {
-				return err
+			if build.dir == "" {
+				if build.dir, err = os.MkdirTemp("", "cubicle-guesttest-"); err != nil {
+					return err
+				}
 			}
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "cubicle-guest"), "./images/guest")
+			out := filepath.Join(build.dir, "cubicle-guest-"+goarch)
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./images/guest")
 			cmd.Dir = strings.TrimSpace(string(root))
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-			if build.out, err = cmd.CombinedOutput(); err != nil {
-				os.RemoveAll(dir)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+			if build.outs[goarch], err = cmd.CombinedOutput(); err != nil {
 				return err
 			}
-			build.dir = dir
+			build.bins[goarch] = out
 			return nil
 		}()
 	}
-	if build.err != nil {
-		t.Fatalf("build the driver: %v\n%s", build.err, build.out)
+	if err := build.errs[goarch]; err != nil {
+		t.Fatalf("build the driver for linux/%s: %v\n%s", goarch, err, build.outs[goarch])
 	}
-	return filepath.Join(build.dir, "cubicle-guest")
+	return build.bins[goarch]
 }
 
-// Cleanup removes the binary Binary built; call it from TestMain after m.Run.
+// Cleanup removes the binaries Binary and BinaryFor built; call it from TestMain after m.Run.
 func Cleanup() {
 	build.mu.Lock()
 	defer build.mu.Unlock()
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 		build.dir = ""
+		build.bins = nil
 	}
 }
 

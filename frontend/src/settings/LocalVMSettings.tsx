@@ -1,5 +1,5 @@
 // Settings → Local VM (admin only, SPEC §1.2–§1.5): the engine report with fix hints, image
-// preparation with live progress, the isolation policy and capacity, idle auto-stop, and
+// preparation with live progress, the images' sources (ImageSourcesCard), the isolation policy and capacity, idle auto-stop, and
 // the instance list. The server's answers are shown as they are; nothing is decided here.
 
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -8,6 +8,7 @@ import { randomId } from '../chat';
 import { messageFor } from '../errors';
 import { EngineChoiceCard } from './EngineChoice';
 import { Forbidden } from './Forbidden';
+import { ImageSourcesCard } from './ImageSourcesCard';
 import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
@@ -73,6 +74,7 @@ export function LocalVMSettings({ client }: { client: Client }) {
       {status !== null && (
         <>
           <PrepareCard client={client} status={status} onChanged={loadStatus} />
+          <ImageSourcesCard client={client} status={status} onChanged={loadStatus} />
           <PolicyCard client={client} status={status} onChanged={loadStatus} />
           <IdleCard client={client} status={status} onChanged={loadStatus} />
           <InstancesCard client={client} status={status} elapsed={(now - fetchedAt) / 1000} onChanged={loadStatus} />
