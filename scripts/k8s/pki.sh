@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A minimal PKI for the single-node test cluster (openssl only): a CA, the API server's serving
 # certificate, client certificates for the components, the cluster admin and Cubicle (an
-# ordinary user bound only by the namespaced Role in rbac.yaml), the service-account key, and
+# ordinary user bound only by the namespaced Role in docs/kubernetes-rbac.yaml), the service-account key, and
 # kubeconfigs with embedded certificates (no kubectl needed).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
