@@ -294,7 +294,7 @@ func TestKubernetesAPIServerDown(t *testing.T) {
 		cl.APIServer(t, "start")
 		stopped = false
 		waitFor(t, "the node to reconcile", 2*time.Minute, func() bool { return b.VMs.Unreachable() == "" })
-		if r := shell(t, "k5", "cat kept.txt typed.txt"); r[0] != agent.StateSuccess || !strings.Contains(r[1], "kept") {
+		if r := shell(t, "k5", "cat kept.txt"); r[0] != agent.StateSuccess || !strings.Contains(r[1], "kept") {
 			t.Fatalf("after the API server returned: %v", r)
 		}
 	}
