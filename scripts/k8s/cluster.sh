@@ -9,9 +9,10 @@ source "$HERE/env.sh"
 case "${1:-}" in
 build)
   "$HERE/build.sh"
-  # the volume provisioner is this repository's code: rebuilt (from the Go build cache) every time
+  # the volume provisioner is this repository's code: rebuilt every time, from the Go build cache
+  # the tests fill (same GOFLAGS and cgo setting as theirs, so it is only linked)
   mkdir -p "$K8S_CACHE"
-  (cd "$ROOT" && CGO_ENABLED=0 go build -o "$K8S_CACHE/provisioner" ./scripts/k8s/provisioner) ;;
+  (cd "$ROOT" && go build -o "$K8S_CACHE/provisioner" ./scripts/k8s/provisioner) ;;
 up) "$HERE/up.sh" ;;
 down) "$HERE/down.sh" ;;
 env) cat "$K8S_WORK/cluster.env" ;;

@@ -83,7 +83,7 @@ lap control-plane
 for k in kernel.panic kernel.panic_on_oops vm.overcommit_memory; do echo "$k $(sysctl -n $k)"; done > "$K8S_WORK/sysctl.saved"
 start kubelet "$K8S_BIN/kubelet" --config="$K8S_WORK/kubelet.yaml" --kubeconfig="$K8S_WORK/kubelet.kubeconfig" \
   --root-dir="$K8S_WORK/kubelet-root" --hostname-override="$K8S_NODE" --v=1
-node_ready() { k8s_api GET "/api/v1/nodes/$K8S_NODE" | grep -q '"type":"Ready","status":"True"'; }
+node_ready() { k8s_api GET "/api/v1/nodes/$K8S_NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; } # the API server pretty-prints for curl
 wait_for "the node" 120 node_ready
 lap node-ready
 

@@ -33,10 +33,18 @@ func (c *Client) EnsureVolume(ctx context.Context, name string, labels map[strin
 		pvc.Spec.StorageClassName = ptr(c.opts.StorageClass)
 	}
 	_, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).Create(ctx, pvc, metav1.CreateOptions{})
-	if err = c.wrap(op, err); errors.Is(err, fault.ErrExists) {
-		return nil
+	if err = c.wrap(op, err); !errors.Is(err, fault.ErrExists) {
+		return err
 	}
-	return err
+	// a claim being deleted (its finalizer waits for the last Pod) cannot be used again
+	cur, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return c.wrap(op, err)
+	}
+	if cur.DeletionTimestamp != nil {
+		return &engine.Error{Op: op, Class: fault.ErrConflict, Err: errors.New("the claim is being deleted; try again once it is gone")}
+	}
+	return nil
 }
 
 // RemoveVolume deletes claim name, and with it (under the usual reclaim policy) its data.
@@ -44,8 +52,13 @@ func (c *Client) EnsureVolume(ctx context.Context, name string, labels map[strin
 // fault.ErrNotFound.
 func (c *Client) RemoveVolume(ctx context.Context, name string) error {
 	op := fmt.Sprintf("remove volume %q", name)
-	if _, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	pvc, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return c.wrap(op, err)
+	}
+	if pvc.DeletionTimestamp != nil {
+		// removed already: the cluster finishes deleting it (as ListVolumes no longer lists it)
+		return &engine.Error{Op: op, Class: fault.ErrNotFound, Err: errors.New("the claim is being deleted already")}
 	}
 	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: labelContainer})
 	if err != nil {
