@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command cubicle-guest is the in-guest driver of Cubicle's desktops. It runs as the
 // container's PID 1 (as the unprivileged desktop user): it starts Xvfb and the desktop
 // session, reaps every child, restarts a crashed X server, and serves the bridge protocol
@@ -6,6 +8,10 @@
 // everything within 2 s and exit 0.
 //
 // Build it static: CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+//
+// It is a Linux program (an init for Linux containers): every file of this package carries
+// the linux build constraint, so that `go build ./...` on macOS and Windows skips it; the
+// app cross-builds it with GOOS=linux. Its x11 and jpegenc packages build everywhere.
 package main
 
 import (

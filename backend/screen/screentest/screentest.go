@@ -63,7 +63,7 @@ func Start(t testing.TB, display, width, height int) *Desktop {
 		"CUBICLE_NO_XSERVER=1", "CUBICLE_WORKSPACE="+ws, fmt.Sprintf("CUBICLE_SCREEN=%dx%d", width, height),
 		"CUBICLE_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = xvfbtest.OwnProcessGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start driver: %v", err)
 	}

@@ -43,7 +43,7 @@ func Start(t testing.TB, display, width, height int) string {
 	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display))
 	os.Remove(filepath.Join("/tmp/.X11-unix", fmt.Sprintf("X%d", display)))
 	cmd := exec.Command(xvfb, name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = OwnProcessGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start Xvfb %s: %v", name, err)
 	}
