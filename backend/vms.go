@@ -93,7 +93,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 	if err != nil {
 		return nil, fault.Invalid("%v", err)
 	}
-	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: pref})
+	eps, _ := DiscoverEngines(ctx, engine.DiscoverOptions{Prefer: pref})
 	ep, ok := engine.Pick(eps)
 	var owned *engine.OwnedService
 	if !ok && pref != engine.Docker {
@@ -104,7 +104,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 					return nil, fault.Unavailable("podman is installed but its service could not be started: %v", err)
 				}
 				owned = svc
-				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: "unix://" + svc.Socket()}, true
+				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: svc.Socket(), Source: engine.SourceOwned, Rootless: os.Getuid() != 0}, true
 				break
 			}
 		}
@@ -118,19 +118,14 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 		}
 		return nil, fault.Unavailable("%s", msg)
 	}
-	var c EngineClient
-	switch ep.Kind {
-	case engine.Docker:
-		c, err = docker.Connect(ctx, ep.Socket, docker.Options{Logger: log})
-	default:
-		c, err = podman.Connect(ctx, ep.Socket, podman.Options{Logger: log})
-	}
+	c, err := connectEndpoint(ctx, ep, log)
 	if err != nil {
 		if owned != nil {
 			owned.Close()
 		}
 		return nil, err
 	}
-	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "version", ep.Version)
+	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "source", ep.Source,
+		"version", ep.Version, "remote", ep.Remote, "vm", ep.VM)
 	return &ConnectedEngine{Client: c, Endpoint: ep, owned: owned}, nil
 }

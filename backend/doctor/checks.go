@@ -13,8 +13,17 @@ import (
 	"cubicle/backend/engine"
 )
 
-// Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" = any).
-func Engine(prefer string, getenv func(string) string) Checker {
+// Discover lists the engines of this machine (backend.DiscoverEngines, which also probes
+// ssh:// endpoints; engine.Discover otherwise).
+type Discover func(ctx context.Context, opts engine.DiscoverOptions) ([]engine.Endpoint, error)
+
+// Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" =
+// any); discover nil means engine.Discover. The check carries every endpoint it probed
+// (Check.Engines), which Run lists in the report.
+func Engine(prefer string, getenv func(string) string, discover Discover) Checker {
+	if discover == nil {
+		discover = engine.Discover
+	}
 	return func(ctx context.Context) []Check {
 		c := Check{Name: "container engine", Required: true}
 		kind, err := engine.ParseKind(prefer)
@@ -22,7 +31,8 @@ func Engine(prefer string, getenv func(string) string) Checker {
 			c.Status, c.Detail, c.Fix = Fail, "CUBICLE_ENGINE: "+err.Error(), "set CUBICLE_ENGINE to podman or docker, or unset it"
 			return []Check{c}
 		}
-		eps, err := engine.Discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		eps, err := discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		c.Engines = eps
 		if err != nil {
 			c.Status, c.Detail = Fail, "checking engines: "+err.Error()
 			return []Check{c}
@@ -32,11 +42,18 @@ func Engine(prefer string, getenv func(string) string) Checker {
 			if ep.Rootless {
 				mode = "rootless"
 			}
-			c.Status, c.Detail = OK, fmt.Sprintf("%s %s running, %s, socket %s", ep.Kind, ep.Version, mode, ep.Socket)
+			where := ""
+			switch {
+			case ep.Remote:
+				where = ", on another machine"
+			case ep.VM:
+				where = ", in a VM"
+			}
+			c.Status, c.Detail = OK, fmt.Sprintf("%s %s running, %s%s, socket %s (%s)", ep.Kind, ep.Version, mode, where, ep.Socket, ep.Source)
 			return []Check{c}
 		}
 		for _, ep := range eps {
-			if ep.Kind == engine.Podman && ep.CLI != "" {
+			if ep.Kind == engine.Podman && ep.CLI != "" && runtime.GOOS == "linux" {
 				c.Status = Warn
 				c.Detail = fmt.Sprintf("podman is installed (%s) but its API service does not answer (%s); Cubicle starts and owns one when it needs it", ep.CLI, ep.Err)
 				c.Fix = ep.Fix

@@ -71,7 +71,7 @@ func TestDisplay(t *testing.T) {
 }
 
 func TestEngineUnknownPreference(t *testing.T) {
-	c := Engine("lxc", env(nil))(context.Background())[0]
+	c := Engine("lxc", env(nil), nil)(context.Background())[0]
 	if c.Status != Fail || !c.Required {
 		t.Fatalf("bad CUBICLE_ENGINE: %+v", c)
 	}
@@ -84,7 +84,7 @@ func TestEngineRealPodman(t *testing.T) {
 		}
 		t.Skip("no rootful Podman service")
 	}
-	c := Engine("podman", os.Getenv)(context.Background())[0]
+	c := Engine("podman", os.Getenv, nil)(context.Background())[0]
 	if c.Status != OK {
 		t.Fatalf("podman: %+v", c)
 	}

@@ -27,6 +27,7 @@ const (
 	SourceRancherDesktop   = "rancher-desktop"   // ~/.rd/docker.sock
 	SourceRootless         = "rootless"          // $XDG_RUNTIME_DIR/podman/podman.sock, $XDG_RUNTIME_DIR/docker.sock
 	SourceRootful          = "rootful"           // /run/podman/podman.sock, /var/run/docker.sock (Linux)
+	SourceOwned            = "cubicle"           // a Podman service Cubicle started itself (StartPodmanService)
 )
 
 // DiscoverOptions tune Discover. The zero value probes the real environment.
@@ -108,6 +109,17 @@ type TLSFiles struct {
 func (ep Endpoint) Scheme() string {
 	s, _, _ := strings.Cut(ep.Socket, "://")
 	return s
+}
+
+// SSHClient names the engine client whose ssh support reaches an ssh:// endpoint: Docker's
+// (`ssh … docker system dial-stdio`) for addresses from DOCKER_HOST or a docker context,
+// which name a Docker host, whatever engine answers there; Podman's (a unix-socket channel
+// to the socket in the address's path) for the rest.
+func (ep Endpoint) SSHClient() Kind {
+	if ep.Source == SourceDockerHost || ep.Source == SourceDockerContext {
+		return Docker
+	}
+	return Podman
 }
 
 // ParseKind reads an engine name as given in CUBICLE_ENGINE or a setting ("" is allowed and

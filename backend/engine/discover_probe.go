@@ -74,7 +74,7 @@ func probe(ctx context.Context, ep Endpoint, dial DialFunc, timeout time.Duratio
 	scheme := "http"
 	var tlsConf *tls.Config
 	if ep.TLS != nil {
-		c, err := ep.TLS.config()
+		c, err := ep.TLS.Config()
 		if err != nil {
 			return r, err
 		}
@@ -161,8 +161,8 @@ func pingHTTP(ctx context.Context, hc *http.Client, base string) (probeResult, e
 	return r, nil
 }
 
-// config builds the TLS client configuration from the PEM files.
-func (t *TLSFiles) config() (*tls.Config, error) {
+// Config builds the TLS client configuration from the PEM files.
+func (t *TLSFiles) Config() (*tls.Config, error) {
 	c := &tls.Config{InsecureSkipVerify: t.SkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
