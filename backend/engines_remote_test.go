@@ -315,3 +315,63 @@ func TestEnginesOverSSH(t *testing.T) {
 		t.Errorf("podman ssh probe without a key: %v", err)
 	}
 }
+
+// TestConnectEngineTCP drives a real Podman service listening on loopback TCP through both
+// adapters, as CONTAINER_HOST=tcp://… and DOCKER_HOST=tcp://… (Podman's Docker-compatible
+// API) name it.
+func TestConnectEngineTCP(t *testing.T) {
+	podman, err := exec.LookPath("podman")
+	if err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("podman is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := "tcp://" + ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(podman, "system", "service", "--time=0", uri)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		if _, _, _, err := engine.Ping(ctx, uri, time.Second); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatal("the podman service exited")
+		case <-ctx.Done():
+			t.Fatalf("no answer on %s", uri)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct{ env, prefer string }{{"CONTAINER_HOST", "podman"}, {"DOCKER_HOST", "docker"}} {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv("CONTAINER_HOST", "")
+			t.Setenv("DOCKER_HOST", "")
+			t.Setenv(tt.env, uri)
+			ce, err := ConnectEngine(ctx, tt.prefer, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ce.Close()
+			info, err := ce.Client.Info(ctx)
+			if err != nil || info.Version == "" || ce.Endpoint.Socket != uri || !ce.Endpoint.Remote || ce.Endpoint.Source != tt.env {
+				t.Fatalf("over tcp: %+v, %v (endpoint %+v)", info, err, ce.Endpoint)
+			}
+		})
+	}
+}
