@@ -36,7 +36,7 @@ if grep -q -- '--- FAIL\|^FAIL' test-artifacts/wine-tests.log || ! grep -q '^ok 
   echo "Windows tests under Wine failed: test-artifacts/wine-tests.log"; exit 1
 fi
 echo "under Wine: $(grep -c -- '^--- PASS' test-artifacts/wine-tests.log) passed, $(grep -c -- '^--- SKIP' test-artifacts/wine-tests.log) skipped:"
-grep -A1 -- '^--- SKIP' test-artifacts/wine-tests.log | grep -v -- '^--$' || true
+grep -B1 -- '^--- SKIP' test-artifacts/wine-tests.log | grep -v -- '^--$' || true
 
 say "the Windows build under Wine"
 "$ROOT/scripts/wine/exec.sh" bin/cubicle.exe version

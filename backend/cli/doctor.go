@@ -69,7 +69,11 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		tw.Flush()
 	}
 	if !r.OK() {
-		fmt.Fprintln(e.stderr, "cubicle doctor: something required is missing (see FIX above)")
+		where := "see FIX above"
+		if *asJSON {
+			where = `see the checks' "fix"`
+		}
+		fmt.Fprintf(e.stderr, "cubicle doctor: something required is missing (%s)\n", where)
 		return exitError{code: 1}
 	}
 	return nil
