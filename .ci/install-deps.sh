@@ -14,7 +14,7 @@ pkgs=(
   busybox-static                                 # tiny static rootfs for the engine conformance suite
   ca-certificates git curl procps psmisc
   wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
-  nsis icnsutils                                # Windows installer, macOS icon check (scripts/package.sh)
+  nsis                                          # the Windows installer (scripts/package.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs a Windows program under Wine in Cubicle's own Wine prefix: the -exec of
-# `GOOS=windows go test -exec scripts/wine/exec.sh …`, and how scripts/ports.sh runs the
-# Windows build. The prefix ($CUBICLE_WINEPREFIX, default .cache/wine-prefix in the
-# repository) is made on first use, under a lock:
+# Runs a Windows program under Wine in Cubicle's own Wine prefix: exec.sh [--wait] PROGRAM
+# ARGS… It is the -exec of `GOOS=windows go test -exec scripts/wine/exec.sh …`, and how
+# scripts/ports.sh runs the Windows build and its installer. The prefix ($CUBICLE_WINEPREFIX,
+# default .cache/wine-prefix in the repository) is made on first use, under a lock:
 #   - wineboot creates it;
 #   - bcryptprimitives.dll (bcryptprimitives.c, built with mingw-w64) goes into system32:
 #     Wine 8 has none and Go 1.24+ programs need its ProcessPrng;
 #   - crashes end the crashing program instead of starting winedbg (Wine's chcp.com crashes
-#     now and then without a console; cmd.exe carries on without it).
+#     now and then without a console; cmd.exe carries on without it);
+#   - the prefix reports Windows 10 (Debian's Wine 8 makes Windows 7 prefixes; Go programs
+#     and the installer want 10).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -22,8 +24,8 @@ setup() {
   mkdir -p "$(dirname "$WINEPREFIX")"
   exec 9>"$WINEPREFIX.lock"
   flock 9
-  [ -f "$WINEPREFIX/.cubicle-ready" ] && return
-  "$wine" wineboot --init >/dev/null 2>&1 || true
+  [ -f "$WINEPREFIX/.cubicle-ready-2" ] && return
+  [ -f "$WINEPREFIX/system.reg" ] || "$wine" wineboot --init >/dev/null 2>&1 || true
   local dll
   dll=$(mktemp -d)
   x86_64-w64-mingw32-gcc -shared -O2 -o "$dll/bcryptprimitives.dll" "$here/bcryptprimitives.c" -ladvapi32
@@ -31,8 +33,18 @@ setup() {
   rm -rf "$dll"
   "$wine" reg add 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' /v Auto /t REG_SZ /d 0 /f >/dev/null 2>&1
   "$wine" reg delete 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' /v Debugger /f >/dev/null 2>&1 || true
-  touch "$WINEPREFIX/.cubicle-ready"
+  "$wine" winecfg -v win10 >/dev/null 2>&1
+  touch "$WINEPREFIX/.cubicle-ready-2"
 }
 setup
 exec 9>&-
+if [ "${1:-}" = "--wait" ]; then
+  # For programs that hand their work to another process (an NSIS uninstaller copies itself
+  # away and runs from there): wait until every program of the prefix has ended.
+  shift
+  code=0
+  "$wine" "$@" || code=$?
+  "$(dirname "$wine")/wineserver" -w || true
+  exit $code
+fi
 exec "$wine" "$@"
