@@ -14,7 +14,7 @@ pkgs=(
   busybox-static                                 # tiny static rootfs for the engine conformance suite
   ca-certificates git curl procps psmisc
   wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
-  nsis                                          # the Windows installer (scripts/package.sh)
+  nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

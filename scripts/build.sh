@@ -10,7 +10,7 @@ say "building the web UI"
 (cd frontend && npm run build --silent)
 
 say "building the in-guest driver"
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+GOOS=linux CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest # a Linux program on every host
 
 mkdir -p bin
 LDFLAGS="-X cubicle/backend/cli.Version=$VERSION"
