@@ -21,11 +21,15 @@ func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 }
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--json]")
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--json] [--check-store]")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
 	asJSON := fs.Bool("json", false, `print {"engines": […], "checks": […], "ok": bool} instead of tables`)
+	storeOnly := fs.Bool("check-store", false, "only check the data file fully, every page and record (stop Cubicle first)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *storeOnly {
+		return checkStore(e, *dataDir)
 	}
 	r := doctor.Run(ctx, checkers(*dataDir, e.getenv)...)
 	if *asJSON {
