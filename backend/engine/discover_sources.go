@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -464,9 +465,19 @@ func (e *environ) podmanConnections(ctx context.Context) []Endpoint {
 	for _, n := range order {
 		c := byName[n]
 		out = append(out, Endpoint{Kind: Podman, Source: SourcePodmanConnection, Name: n, Socket: normalizeHost(c.URI),
-			Identity: expandHome(c.Identity, e.home), VM: c.IsMachine, Rootless: !strings.HasPrefix(c.URI, "ssh://root@")})
+			Identity: expandHome(c.Identity, e.home), VM: c.IsMachine, Rootless: rootlessURI(c.URI)})
 	}
 	return out
+}
+
+// rootlessURI guesses whether a Podman connection reaches a rootless service: ssh as a user
+// other than root, or a socket outside the system's /run/podman.
+func rootlessURI(uri string) bool {
+	if u, err := url.Parse(uri); err == nil && u.Scheme == "ssh" {
+		return u.User == nil || u.User.Username() != "root"
+	}
+	p := SocketPath(uri)
+	return !strings.HasPrefix(p, "/run/podman/") && !strings.HasPrefix(p, "/var/run/podman/")
 }
 
 // connectionFiles reads the connections Podman keeps in containers.conf files (the system
