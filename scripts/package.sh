@@ -10,7 +10,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-if [ ! -f frontend/dist/index.html ] || [ ! -x images/bin/cubicle-guest ]; then
+if [ ! -f frontend/dist/index.html ] || [ ! -x images/bin/cubicle-guest-amd64 ]; then
   bash "$ROOT/scripts/build.sh"
 fi
 out="$ROOT/build/bin"

@@ -9,11 +9,13 @@ import (
 
 	"cubicle/backend"
 	"cubicle/backend/doctor"
+	"cubicle/backend/link"
 )
 
 func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 	return []doctor.Checker{
 		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv, backend.DiscoverEngines),
+		doctor.GuestLink(getenv(link.EnvVar), getenv, backend.DiscoverEngines),
 		doctor.Display(getenv),
 		doctor.DataDir(dataDir),
 		doctor.Version(Version),
