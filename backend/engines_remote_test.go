@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"cubicle/backend/engine"
+	"cubicle/backend/link"
 	"cubicle/internal/testenv"
 )
 
@@ -373,5 +374,47 @@ func TestConnectEngineTCP(t *testing.T) {
 				t.Fatalf("over tcp: %+v, %v (endpoint %+v)", info, err, ce.Endpoint)
 			}
 		})
+	}
+}
+
+// TestGuestLinkChoiceFollowsDiscovery checks that the guest link follows what discovery says
+// of the connected engine: the real local Podman service gets the socket link, and the same
+// engine described as VM-backed or remote (as discovery marks Docker Desktop, Podman machine,
+// Colima… and tcp/ssh endpoints) gets the exec link.
+func TestGuestLinkChoiceFollowsDiscovery(t *testing.T) {
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("the rootful Podman service is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("no rootful Podman service")
+	}
+	t.Setenv("CONTAINER_HOST", "unix:///run/podman/podman.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ce, err := ConnectEngine(ctx, "podman", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ce.Close()
+	if ce.Endpoint.VM || ce.Endpoint.Remote {
+		t.Fatalf("the local rootful service is marked VM or remote: %+v", ce.Endpoint)
+	}
+	if c := GuestLinkChoice(ctx, link.Auto, ce); c.Primary != link.NameSocket || !c.Mount {
+		t.Fatalf("local engine: %+v", c)
+	}
+	for _, tt := range []struct {
+		name       string
+		vm, remote bool
+		because    string
+	}{{"vm", true, false, "VM"}, {"remote", false, true, "remote"}} {
+		marked := *ce
+		marked.Endpoint.VM, marked.Endpoint.Remote = tt.vm, tt.remote
+		c := GuestLinkChoice(ctx, link.Auto, &marked)
+		if c.Primary != link.NameExec || c.Fallback != "" || c.Mount || !strings.Contains(c.Reason, tt.because) {
+			t.Errorf("%s endpoint: %+v", tt.name, c)
+		}
+		if c := GuestLinkChoice(ctx, link.SocketMode, &marked); c.Primary != link.NameSocket {
+			t.Errorf("%s endpoint, forced socket: %+v", tt.name, c)
+		}
 	}
 }
