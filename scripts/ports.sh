@@ -30,7 +30,9 @@ GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./...
 say "Windows tests under Wine"
 WINE_TESTS='^(TestLocalHost.*|TestHelperSleeper|TestWindowsShellChoice|TestPowerShellArgs|TestCmdLine|TestProcessUsage|TestCandidates|TestParseKind|TestFixFor|TestDiscoverNamedPipes|TestDiscoverTLS|TestDiscoverRealNamedPipe|TestStartPodmanServiceRefused|TestClampRlimits)$'
 WINE_PKGS=(./backend/agent/tools ./backend/history ./backend/engine)
-GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go test -count=1 -timeout 15m -exec "$wine" \
+# One test binary at a time (-p 1), each followed by the end of every program it left in the
+# prefix (CUBICLE_WINE_END_ALL, see scripts/wine/exec.sh).
+CUBICLE_WINE_END_ALL=1 GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go test -p 1 -count=1 -timeout 15m -exec "$wine" \
   -run "$WINE_TESTS" -v "${WINE_PKGS[@]}" >test-artifacts/wine-tests.log 2>&1 || true
 grep -E '^(--- |ok|FAIL)' test-artifacts/wine-tests.log || true
 if grep -q -- '--- FAIL\|^FAIL' test-artifacts/wine-tests.log ||

@@ -52,46 +52,67 @@ func TestDiscoverRealNamedPipe(t *testing.T) {
 
 // pipeListener serves a named pipe with plain blocking calls: go-winio's own listener waits
 // for completions Wine does not deliver, and this is only the test's server side; the code
-// under test dials with go-winio.
+// under test dials with go-winio. One pipe instance always waits for a client while the
+// listener is open (the first is made before listenPipe returns, the next before Accept
+// hands a connection out), so a client never finds the name missing.
 type pipeListener struct {
 	name string
 	mu   sync.Mutex
-	done bool
+	next windows.Handle // the instance waiting for the next client; guarded by mu
+	done bool           // guarded by mu
 }
 
 func listenPipe(t *testing.T, name string) *pipeListener {
+	t.Helper()
 	l := &pipeListener{name: name}
+	h, err := l.instance()
+	if err != nil {
+		t.Fatalf("create the named pipe %s: %v", name, err)
+	}
+	l.next = h
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
-func (l *pipeListener) Accept() (net.Conn, error) {
+// instance creates one more instance of the pipe.
+func (l *pipeListener) instance() (windows.Handle, error) {
 	p, err := windows.UTF16PtrFromString(l.name)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	h, err := windows.CreateNamedPipe(p, windows.PIPE_ACCESS_DUPLEX,
+	return windows.CreateNamedPipe(p, windows.PIPE_ACCESS_DUPLEX,
 		windows.PIPE_TYPE_BYTE|windows.PIPE_READMODE_BYTE|windows.PIPE_WAIT,
 		windows.PIPE_UNLIMITED_INSTANCES, 64<<10, 64<<10, 0, nil)
-	if err != nil {
-		return nil, err
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	h, done := l.next, l.done
+	l.mu.Unlock()
+	if done {
+		return nil, net.ErrClosed
 	}
 	if err := windows.ConnectNamedPipe(h, nil); err != nil && !errors.Is(err, windows.ERROR_PIPE_CONNECTED) {
+		return nil, err
+	}
+	next, err := l.instance()
+	if err != nil {
 		windows.CloseHandle(h)
 		return nil, err
 	}
 	l.mu.Lock()
-	done := l.done
-	l.mu.Unlock()
-	if done {
+	defer l.mu.Unlock()
+	l.next = next
+	if l.done {
 		windows.CloseHandle(h)
+		windows.CloseHandle(next)
 		return nil, net.ErrClosed
 	}
 	return pipeConn{os.NewFile(uintptr(h), l.name)}, nil
 }
 
-// Close stops Accept: it marks the listener closed and connects once to release the
-// blocked ConnectNamedPipe.
+// Close stops Accept: it marks the listener closed and connects once (waiting at most 5 s)
+// to release a blocked ConnectNamedPipe.
 func (l *pipeListener) Close() error {
 	l.mu.Lock()
 	if l.done {
@@ -100,7 +121,9 @@ func (l *pipeListener) Close() error {
 	}
 	l.done = true
 	l.mu.Unlock()
-	if c, err := dialPipe(context.Background(), l.name); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := dialPipe(ctx, l.name); err == nil {
 		c.Close()
 	}
 	return nil

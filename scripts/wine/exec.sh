@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs a Windows program under Wine in Cubicle's own Wine prefix: exec.sh [--wait] PROGRAM
-# ARGS… It is the -exec of `GOOS=windows go test -exec scripts/wine/exec.sh …`, and how
-# scripts/ports.sh runs the Windows build and its installer. The prefix ($CUBICLE_WINEPREFIX,
-# default .cache/wine-prefix in the repository) is made on first use, under a lock:
+# ARGS… (CUBICLE_WINE_END_ALL=1: end the prefix's programs after PROGRAM). It is the -exec of
+# `GOOS=windows go test -exec scripts/wine/exec.sh …`, and how scripts/ports.sh runs the
+# Windows build and its installer. The prefix ($CUBICLE_WINEPREFIX, default .cache/wine-prefix
+# in the repository) is made on first use, under a lock:
 #   - wineboot creates it;
 #   - bcryptprimitives.dll (bcryptprimitives.c, built with mingw-w64) goes into system32:
 #     Wine 8 has none and Go 1.24+ programs need its ProcessPrng;
@@ -45,6 +46,16 @@ if [ "${1:-}" = "--wait" ]; then
   code=0
   "$wine" "$@" || code=$?
   "$(dirname "$wine")/wineserver" -w || true
+  exit $code
+fi
+if [ "${CUBICLE_WINE_END_ALL:-}" = 1 ]; then
+  # For test binaries run one at a time (ports.sh: go test -p 1): end every program of the
+  # prefix once the test binary has exited. A child Wine left hanging (a crashed chcp.com
+  # waiting on its crash handler) would otherwise hold go test's output pipe open until it
+  # gives up ("Test I/O incomplete") and linger into the next steps.
+  code=0
+  "$wine" "$@" || code=$?
+  "$(dirname "$wine")/wineserver" -k 2>/dev/null || true
   exit $code
 fi
 exec "$wine" "$@"
