@@ -52,6 +52,8 @@ const pipes = r.engines.filter(e => e.socket.startsWith("npipe://") && e.vm === 
 for (const n of ["npipe:////./pipe/docker_engine", "npipe:////./pipe/dockerDesktopLinuxEngine"])
   if (!pipes.some(e => e.socket === n && e.source === "docker-desktop")) { console.error("doctor --json lacks " + n); process.exit(1); }
 if (r.ok !== false || !r.checks.some(c => c.name === "container engine" && c.status === "fail")) { console.error("want a failed engine check: no engine runs under Wine"); process.exit(1); }
+const gl = r.checks.find(c => c.name === "guest link");
+if (!gl || !/new desktops will use the exec link: Cubicle runs on windows/.test(gl.detail)) { console.error("want the exec guest link on Windows: " + JSON.stringify(gl)); process.exit(1); }
 console.log("cubicle.exe doctor --json: " + r.engines.length + " engine candidates, " + r.checks.length + " checks");
 ' test-artifacts/windows-doctor.json
 [ "$code" = 1 ] || { echo "cubicle.exe doctor exited $code, want 1 (no engine)"; exit 1; }

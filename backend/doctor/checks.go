@@ -188,6 +188,12 @@ func GuestLink(mode string, getenv func(string) string, discover Discover) Check
 		if !ok {
 			c.Status = Warn
 			c.Detail = fmt.Sprintf("%s=%s; no engine answers yet, so the link is chosen when one does", link.EnvVar, m)
+			if m != link.Auto || runtime.GOOS != "linux" {
+				// Forced, or off Linux where every engine runs its containers in a VM: the
+				// choice does not depend on which engine answers.
+				ch := link.Choose(m, link.Engine{GOOS: runtime.GOOS})
+				c.Detail = "no engine answers yet; new desktops will use the " + ch.Primary + " link: " + ch.Reason
+			}
 			return []Check{c}
 		}
 		le := link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket, Remote: ep.Remote, VM: ep.VM}
