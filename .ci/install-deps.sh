@@ -15,6 +15,8 @@ pkgs=(
   etcd-server containerd containernetworking-plugins iptables conntrack bc gcc libc6-dev openssl
                                                  # the single-node Kubernetes test cluster (scripts/k8s)
   ca-certificates git curl procps psmisc
+  wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
+  nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

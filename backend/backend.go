@@ -57,7 +57,7 @@ type Config struct {
 	// VM off: its routes say why).
 	Engine string
 	// Kubernetes configures the kubernetes engine (Kind is ignored: see Engine); non-empty
-	// fields override $CUBICLE_KUBE* and the saved settings (see engines.go).
+	// fields override $CUBICLE_KUBE* and the saved settings (see enginechoice.go).
 	Kubernetes store.EngineSettings
 	// ComposeDesktops, when set, puts the Local VM in Compose mode (SPEC §5): these fixed
 	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
@@ -89,7 +89,7 @@ type Backend struct {
 
 	engine *ConnectedEngine // nil when no engine was found
 	// engineInUse are the engine settings this process started with, engineProblem why no
-	// engine is connected (see engines.go).
+	// engine is connected (see enginechoice.go).
 	engineInUse   store.EngineSettings
 	engineProblem string
 	computers     *computers     // each turn's computer (the gate's plan)

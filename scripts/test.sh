@@ -19,6 +19,9 @@ mkdir -p test-artifacts
 say "go vet"
 go vet ./...
 
+say "ports: Windows and macOS builds, Windows tests under Wine"
+bash "$ROOT/scripts/ports.sh"
+
 say "Go tests (never from the test cache: many depend on the engine, images and displays)"
 # (the Kubernetes tests run below, with the cluster up only for them)
 go test -count=1 -timeout 40m -skip '^TestKubernetes' $(go list ./... | grep -v '/backend/engine/kubernetes$') 2>&1 | tee test-artifacts/go-test.log

@@ -7,7 +7,7 @@ import (
 )
 
 // engineFlags are the flags that choose the node's container engine (serve, runner): they
-// override the environment and the admin's saved choice (backend/engines.go).
+// override the environment and the admin's saved choice (backend/enginechoice.go).
 type engineFlags struct {
 	kind, kubeconfig, context, namespace, storageClass, volumeSize, registry *string
 	insecure                                                                 *bool
