@@ -230,7 +230,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 		t.Fatalf("after confirmed rm: %q", out)
 	}
 	// Every call is in the execution history.
-	runs, err := b.Store.ToolRuns("s1")
+	runs, err := b.Store.ToolRuns(admin.ID, "s1")
 	if err != nil || len(runs) < 10 {
 		t.Fatalf("history: %d runs, %v", len(runs), err)
 	}

@@ -182,7 +182,7 @@ func TestHelperOnTaskDesktop(t *testing.T) {
 		t.Fatal("task desktop record left")
 	}
 	// The calls the helper ran are in the execution history with their source.
-	runs, err := b.Store.ToolRuns("s1")
+	runs, err := b.Store.ToolRuns(admin.ID, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}

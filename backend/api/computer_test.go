@@ -92,7 +92,7 @@ func newComputerServer(tb testing.TB) *computerServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		tb.Fatal(err)
 	}
 	srv, err := New(Config{Auth: as, Profiles: profile.New(st, log), Logger: log, Version: "test",

@@ -144,7 +144,7 @@ func TestRevokeAndDeletedAccount(t *testing.T) {
 		t.Fatalf("revoking one session ended another: %v", err)
 	}
 	hash, _ := HashPassword("password-2")
-	if err := st.CreateAccount(store.Account{ID: "u", Username: "u", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := st.CreateAccount(store.Account{ID: "u", Username: "u", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := s.Issue(store.Account{ID: "ghost", Username: "ghost", Role: store.RoleAdmin})

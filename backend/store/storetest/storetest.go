@@ -87,11 +87,11 @@ func testAccounts(t *testing.T, open func(t *testing.T) *store.Store) {
 		class error
 	}{
 		{"admin", admin, nil},
-		{"user created earlier", store.Account{ID: "a3", Username: "bob", Role: store.RoleUser, CreatedAt: at(1)}, nil},
-		{"same time as admin, smaller id", store.Account{ID: "a0", Username: "carol", Role: store.RoleUser, CreatedAt: at(2)}, nil},
+		{"user created earlier", store.Account{ID: "a3", Username: "bob", Role: store.RoleMember, CreatedAt: at(1)}, nil},
+		{"same time as admin, smaller id", store.Account{ID: "a0", Username: "carol", Role: store.RoleMember, CreatedAt: at(2)}, nil},
 		{"duplicate id", store.Account{ID: "a1", Username: "other", CreatedAt: at(3)}, fault.ErrExists},
 		{"username taken, other case", store.Account{ID: "a9", Username: "ADMIN", CreatedAt: at(3)}, fault.ErrExists},
-		{"mixed-case name", store.Account{ID: "a4", Username: "Kim", Role: store.RoleUser, CreatedAt: at(4)}, nil},
+		{"mixed-case name", store.Account{ID: "a4", Username: "Kim", Role: store.RoleMember, CreatedAt: at(4)}, nil},
 		{"username taken, unicode fold", store.Account{ID: "a9", Username: "\u212aIM", CreatedAt: at(3)}, fault.ErrExists}, // Kelvin sign
 		{"empty id", store.Account{Username: "dave"}, fault.ErrInvalid},
 		{"empty username", store.Account{ID: "a8"}, fault.ErrInvalid},
@@ -144,8 +144,8 @@ func testAccounts(t *testing.T, open func(t *testing.T) *store.Store) {
 func testUpdateAccount(t *testing.T, open func(t *testing.T) *store.Store) {
 	s := open(t)
 	for _, a := range []store.Account{
-		{ID: "a1", Username: "alice", Role: store.RoleUser, CreatedAt: at(0)},
-		{ID: "a2", Username: "bob", Role: store.RoleUser, CreatedAt: at(1)},
+		{ID: "a1", Username: "alice", Role: store.RoleMember, CreatedAt: at(0)},
+		{ID: "a2", Username: "bob", Role: store.RoleMember, CreatedAt: at(1)},
 	} {
 		if err := s.CreateAccount(a); err != nil {
 			t.Fatal(err)
@@ -161,10 +161,10 @@ func testUpdateAccount(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"promote", "a1", func(a *store.Account) error { a.Role = store.RoleAdmin; return nil }, nil, false},
 		{"new password", "a1", func(a *store.Account) error { a.PasswordHash = "h2"; return nil }, nil, false},
 		{"recase own name", "a1", func(a *store.Account) error { a.Username = "Alice"; return nil }, nil, false},
-		{"rename to taken", "a1", func(a *store.Account) error { a.Username = "BOB"; a.Role = store.RoleUser; return nil }, fault.ErrExists, false},
+		{"rename to taken", "a1", func(a *store.Account) error { a.Username = "BOB"; a.Role = store.RoleMember; return nil }, fault.ErrExists, false},
 		{"change id", "a1", func(a *store.Account) error { a.ID = "zz"; return nil }, fault.ErrInvalid, false},
 		{"empty name", "a1", func(a *store.Account) error { a.Username = ""; return nil }, fault.ErrInvalid, false},
-		{"fn aborts", "a1", func(a *store.Account) error { a.Role = store.RoleUser; return errReject }, errReject, true},
+		{"fn aborts", "a1", func(a *store.Account) error { a.Role = store.RoleMember; return errReject }, errReject, true},
 		{"missing", "ghost", func(a *store.Account) error { return nil }, fault.ErrNotFound, false},
 	}
 	for _, tc := range tests {
