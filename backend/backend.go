@@ -121,13 +121,28 @@ func (b *Backend) build() error {
 	if err != nil {
 		return err
 	}
-	if b.cfg.RequireChosenAdmin && b.cfg.Admin.Password == "" {
-		if _, err := b.Auth.Admin(); err != nil {
-			return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and CUBICLE_ADMIN_PASSWORD for the first start")
+	if b.cfg.RequireChosenAdmin {
+		if _, err := b.Auth.Admin(); err != nil && errors.Is(err, fault.ErrNotFound) {
+			// Nothing is created for a network-facing first start without a strong password.
+			if b.cfg.Admin.Password == "" {
+				return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and a strong CUBICLE_ADMIN_PASSWORD for the first start")
+			}
+			user := b.cfg.Admin.Username
+			if user == "" {
+				user = "admin"
+			}
+			if err := auth.CheckPassword(b.cfg.Admin.Password, user); err != nil {
+				return fault.Forbidden("CUBICLE_ADMIN_PASSWORD is not strong enough for a server that faces a network: %v", err)
+			}
 		}
 	}
 	if b.Bootstrap, err = b.Auth.EnsureAdmin(b.cfg.Admin); err != nil {
 		return err
+	}
+	if b.cfg.RequireChosenAdmin {
+		if err := b.Auth.NetworkReady(); err != nil {
+			return err
+		}
 	}
 	b.Profiles = profile.New(b.Store, b.log.With("svc", "profile"))
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})

@@ -25,6 +25,8 @@ func status(err error) (int, string) {
 		return http.StatusUnauthorized, "unauthenticated"
 	case fault.ErrUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
+	case fault.ErrTooMany:
+		return http.StatusTooManyRequests, "rate_limited"
 	}
 	return http.StatusInternalServerError, "internal"
 }

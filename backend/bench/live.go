@@ -73,7 +73,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err 
 	if _, err := as.EnsureAdmin(auth.Bootstrap{Username: "bench", Password: hex.EncodeToString(pw)}); err != nil {
 		return nil, err
 	}
-	p, err := as.Login("bench", hex.EncodeToString(pw))
+	p, err := as.Login("bench", hex.EncodeToString(pw), "bench")
 	if err != nil {
 		return nil, err
 	}

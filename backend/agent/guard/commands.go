@@ -23,13 +23,29 @@ func (s *scope) call(c *syntax.CallExpr) {
 	if len(argv) == 0 {
 		return
 	}
+	prev := s.a.cur
+	defer func() { s.a.cur = prev }()
+	s.a.cur = s.simple[c]
+	if s.a.cur == "" {
+		s.a.cur = render(argv, "")
+	}
+	s.a.cmds = append(s.a.cmds, s.a.cur)
+	if target, ok := s.hashed[cmdName(argv[0])]; ok && !strings.Contains(argv[0], "/") {
+		// hash -p /bin/rm ls; ls -rf ~ runs rm.
+		argv = append([]string{target}, argv[1:]...)
+	}
+	if text, ok := s.aliases[argv[0]]; ok {
+		// alias ll='rm -rf'; ll ~ runs rm -rf ~.
+		s.nested(text+" "+render(argv[1:], ""), scriptCommand)
+	}
 	ex := s.text(c)
-	for _, a := range argv {
-		s.a.path(a)
-		for _, m := range wordMatches(a) {
-			m.Excerpt = excerpt(ex)
-			s.a.matches = append(s.a.matches, m)
-		}
+	for _, a := range argv[1:] {
+		s.file(a, false, false)
+		s.wordRules(a, ex)
+	}
+	for _, m := range wordMatches(argv[0]) {
+		m.Excerpt = excerpt(ex)
+		s.a.addMatch(m)
 	}
 	download, decode := s.substSources(c)
 	privileged := false
@@ -42,7 +58,7 @@ func (s *scope) call(c *syntax.CallExpr) {
 		case strings.Contains(name, dynamic) && download:
 			s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "runs the output of a download as a command", ex)
 		case strings.Contains(name, dynamic):
-			s.a.add("obfuscation.dynamic-name", FamilyObfuscation, Medium, "the command name is only known at run time", ex)
+			s.a.add("obfuscation.dynamic-name", FamilyObfuscation, High, "the command name is only known at run time", ex)
 		case strings.ContainsAny(name, "*?") || (strings.Contains(name, "[") && strings.Contains(name, "]") && name != "[" && name != "[["):
 			s.a.add("obfuscation.glob-name", FamilyObfuscation, High, "the command name is a wildcard pattern", ex)
 		}
@@ -53,21 +69,27 @@ func (s *scope) call(c *syntax.CallExpr) {
 				s.a.add("privilege."+cmdName(name), FamilyPrivilege, High, "runs a command with elevated privileges ("+cmdName(name)+")", ex)
 			}
 			privileged = true
-		case "shell", "eval", "watch", "remote":
+		case "shell", "eval", "watch", "remote", "runner":
 			switch {
 			case download:
 				s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
 			case decode:
 				s.a.add("encoded-exec.subst", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
 			case strings.Contains(st.script, dynamic):
-				s.a.add("obfuscation.dynamic-script", FamilyObfuscation, Medium, "runs a script that is only known at run time", ex)
+				s.a.add("obfuscation.dynamic-script", FamilyObfuscation, High, "runs a script that is only known at run time", ex)
 			}
+		}
+		if st.note != "" {
+			s.a.add("indirect."+cmdName(name), FamilyIndirect, st.sev(), st.note, ex)
 		}
 		if st.script != "" {
 			s.nested(st.script, scriptCommand)
 		}
 		if st.kind == "" {
 			s.downloads(argv, ex)
+			if networkCommand(argv) {
+				s.substExfil(c, ex)
+			}
 			if isInterpreter(name) && download {
 				s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
 			} else if isInterpreter(name) && decode {
@@ -109,18 +131,31 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 func (s *scope) command(argv []string, ex string) {
 	name := cmdName(argv[0])
 	args := argv[1:]
+	if s.system(name, args, ex) {
+		return
+	}
+	s.recursiveReads(name, args)
+	s.socketPaths(name, args)
+	if networkCommand(argv) {
+		s.exfiltration(argv, ex)
+	}
 	switch name {
 	case "rm", "unlink", "rmdir", "shred", "srm", "trash", "trash-put":
 		s.rm(name, args, ex)
+	case "rimraf", "del", "del-cli", "rimraf.cmd":
+		s.rm("rm", append([]string{"-rf"}, args...), ex)
 	case "mv":
 		s.mv(args, ex)
 	case "cp", "install", "ln", "tee", "truncate", "rsync":
 		for _, t := range writeOperands(name, args) {
 			s.writeTarget(t, name+" writes into", ex)
 		}
+		if name == "rsync" {
+			s.rsyncDelete(args, ex)
+		}
 	case "chmod", "chown", "chgrp":
 		s.perms(name, args, ex)
-	case "mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "mkdosfs", "zpool":
+	case "mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "mkdosfs":
 		if (name == "fdisk" || name == "sfdisk" || name == "parted") && hasAny(args, "-l", "--list", "print") {
 			return
 		}
@@ -177,8 +212,11 @@ func (s *scope) command(argv []string, ex string) {
 		s.find(args, ex)
 	case "alias":
 		for _, a := range args {
-			if _, v, ok := strings.Cut(a, "="); ok {
+			if k, v, ok := strings.Cut(a, "="); ok {
 				s.nested(v, scriptCommand)
+				if len(s.aliases) < 32 {
+					s.aliases[k] = v
+				}
 			}
 		}
 	default:
@@ -188,8 +226,12 @@ func (s *scope) command(argv []string, ex string) {
 		}
 		if strings.HasPrefix(name, "python") || otherInterps[name] {
 			for i, a := range args {
-				if (a == "-c" || a == "-e" || a == "-E" || a == "-r" || a == "--eval") && i+1 < len(args) {
+				codeFlag := a == "-c" || a == "-e" || a == "-E" || a == "-r" || a == "--eval" || a == "-p" || a == "--print" ||
+					len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, "c") && strings.HasPrefix(name, "python")
+				if codeFlag && i+1 < len(args) {
 					s.interpreterCode(args[i+1], ex)
+				} else if v, ok := strings.CutPrefix(a, "--eval="); ok {
+					s.interpreterCode(v, ex)
 				}
 			}
 		}
@@ -248,11 +290,18 @@ func (s *scope) rm(name string, args []string, ex string) {
 		}
 	}
 	for _, t := range operands(args) {
+		for _, f := range s.resolve(t) {
+			if isLogFile(f) || strings.HasSuffix(strings.TrimRight(f, "/*"), "/var/log") {
+				s.a.add("log-wipe.delete", FamilyLogWipe, High, "deletes a history or log file ("+f+")", ex)
+				break
+			}
+		}
 		if name == "shred" && isDevice(t) {
 			s.a.add("disk.shred", FamilyDisk, Critical, "overwrites a disk device", ex)
 			continue
 		}
-		c := classify(t)
+		s.file(t, true, recursive)
+		c, t := s.worst(t)
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
 			s.a.add("rm.root", FamilyDestructive, Critical, "recursively deletes "+describe(t, c), ex)
@@ -277,7 +326,9 @@ func (s *scope) mv(args []string, ex string) {
 		if i == len(ops)-1 && len(ops) > 1 {
 			break
 		}
-		switch c := classify(t); c {
+		s.file(t, true, false)
+		c, t := s.worst(t)
+		switch c {
 		case pathRoot, pathHome, pathSystemTop:
 			s.a.add("mv.root", FamilyDestructive, Critical, "moves away "+describe(t, c), ex)
 		case pathSystemSub, pathUserHome, pathDynamicRoot:
@@ -312,7 +363,7 @@ func (s *scope) perms(name string, args []string, ex string) {
 		worldWritable, setuid = modeRisk(mode)
 	}
 	for _, t := range targets {
-		c := classify(t)
+		c, t := s.worst(t)
 		system := c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathSystemDeep || c == pathUserHome
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
@@ -446,7 +497,7 @@ func (s *scope) find(args []string, ex string) {
 	}
 	filtered := slices.ContainsFunc(args[i:], func(a string) bool { return findFilters[a] })
 	dangerousRoot := func(r string) (pathClass, bool) {
-		c := classify(r)
+		c, _ := s.worst(r)
 		return c, c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathUserHome
 	}
 	for ; i < len(args); i++ {

@@ -2,11 +2,26 @@ package guard
 
 import (
 	"path"
+	"regexp"
 	"strings"
 )
 
-// writeTarget flags writes into devices and system paths.
+// writeTarget flags writes into devices and system paths, shell start-up and autostart files
+// (persistence), and history and log files (wiping them).
 func (s *scope) writeTarget(t, verb, ex string) {
+	s.file(t, true, false)
+	for _, f := range s.resolve(t) {
+		if m := persistenceFile.FindString(f); m != "" {
+			s.a.add("persistence.startup-file", FamilyPersistence, Medium, verb+" a file that runs at login or start-up ("+m+")", ex)
+			break
+		}
+	}
+	for _, f := range s.resolve(t) {
+		if isLogFile(f) {
+			s.a.add("log-wipe.overwrite", FamilyLogWipe, High, verb+" a history or log file ("+f+"), wiping it", ex)
+			break
+		}
+	}
 	switch {
 	case t == "/dev/null" || t == "/dev/stdout" || t == "/dev/stderr" || t == "/dev/tty" || strings.HasPrefix(t, "/dev/fd/") || strings.HasPrefix(t, "/dev/tcp/") || strings.HasPrefix(t, "/dev/udp/"):
 	case isDevice(t):
@@ -67,7 +82,23 @@ func classify(p string) pathClass {
 		return pathDynamic
 	}
 	if strings.HasPrefix(p, "~") {
-		rest := strings.TrimLeft(strings.TrimPrefix(p, "~"), "/")
+		tail := strings.TrimPrefix(p, "~")
+		if tail != "" && tail[0] != '/' {
+			// ~user/…: another account's home; ~+ and ~- are the current and previous directory.
+			user, sub, _ := strings.Cut(tail, "/")
+			if user == "+" || user == "-" {
+				return pathDynamic
+			}
+			if strings.Trim(sub, "/.*") == "" && !strings.Contains(sub, "..") {
+				return pathUserHome
+			}
+			return classify(path.Clean("/home/" + user + "/" + sub))
+		}
+		if strings.Contains(tail, "..") {
+			// ~/.. is the parent of the home directory: judge it as the path it is.
+			return classify(path.Clean("/home/user" + tail))
+		}
+		rest := strings.TrimLeft(tail, "/")
 		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
 			return pathHome
 		}
@@ -137,4 +168,28 @@ func describe(p string, c pathClass) string {
 		return "paths only known at run time"
 	}
 	return p
+}
+
+// persistenceFile matches files whose contents run by themselves: shell start-up files,
+// desktop autostart entries, X session scripts, rc.local, profile.d, ld.so.preload, git hooks
+// and the SSH client's command hooks.
+var persistenceFile = regexp.MustCompile(`(?:^|/)(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.cshrc|\.tcshrc|\.login|\.kshrc|\.mkshrc|\.xinitrc|\.xsession|\.xsessionrc|\.xprofile|\.Xresources|\.pam_environment|\.inputrc)$|\.config/fish/(?:config\.fish|conf\.d)|\.config/autostart(?:/|$)|/etc/xdg/autostart|\.config/autostart-scripts|\.config/plasma-workspace/env|\.config/openbox/autostart|\.config/lxsession/|/etc/profile(?:\.d)?(?:/|$)|/etc/bash\.bashrc|/etc/bashrc|/etc/zsh/|/etc/environment|/etc/rc\.local|/etc/init\.d/|/etc/ld\.so\.preload|/etc/update-motd\.d/|\.git/hooks/|\.ssh/(?:rc|config)$|/etc/ssh/sshrc|\.config/systemd/user/|\.local/share/systemd/user/`)
+
+// logFile matches shell histories and system logs.
+var logFile = regexp.MustCompile(`\.(?:bash|zsh|sh|python|mysql|psql|node_repl)_history$|\.histfile$|\.lesshst$|\.viminfo$|^/var/log(?:/|$)|/(?:wtmp|btmp|utmp|lastlog|faillog)$|/var/log/(?:journal|audit)`)
+
+func isLogFile(p string) bool {
+	return p != "/var/log" && logFile.MatchString(p) || p == "/var/log"
+}
+
+// worst classifies a path in every form the script may mean (as written and resolved against
+// the directory it changed to) and returns the worst class.
+func (s *scope) worst(t string) (pathClass, string) {
+	c, shown := classify(t), t
+	for _, r := range s.resolve(t) {
+		if rc := classify(r); rc > c {
+			c, shown = rc, r
+		}
+	}
+	return c, shown
 }
