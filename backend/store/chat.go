@@ -163,14 +163,14 @@ func (s *Store) ToolRuns(userID, sessionID string) ([]ToolRun, error) {
 // ModelSettings is the app's default chat model (an OpenAI-compatible endpoint). The API key
 // is stored encrypted by the caller (APIKeySealed); the store never sees it in clear.
 type ModelSettings struct {
-	BaseURL      string    `json:"baseUrl"`
-	Model        string    `json:"model"`
-	APIKeySealed []byte    `json:"apiKeySealed,omitempty"`
+	BaseURL      string `json:"baseUrl"`
+	Model        string `json:"model"`
+	APIKeySealed []byte `json:"apiKeySealed,omitempty"`
 	// KeyBaseURL is the base URL the key was saved with: the key is only ever sent there.
 	KeyBaseURL string `json:"keyBaseUrl,omitempty"`
 	// AllowPrivate lets the base URL resolve to loopback or private addresses (the admin's
 	// explicit allowance; otherwise such a model endpoint is refused at dial time).
-	AllowPrivate bool `json:"allowPrivate,omitempty"`
+	AllowPrivate bool      `json:"allowPrivate,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
 

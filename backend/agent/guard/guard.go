@@ -126,12 +126,12 @@ const (
 	FamilyLogWipe     Family = "log-wipe"       // shell history and system log wiping
 	FamilyFirewall    Family = "firewall"       // flushing or disabling the firewall
 	FamilyGit         Family = "git-destructive"
-	FamilyContainer   Family = "container"      // destructive engine commands, host-root mounts
-	FamilyIndirect    Family = "indirect-exec"  // programs that run a command for you
-	FamilyObfuscation Family = "obfuscation"    // dynamic command names, eval of unknown text
-	FamilyUnparsable  Family = "unparsable"     // input the shell parser rejects
-	FamilyDeniedTool  Family = "denied-tool"    // the tool is in denied_tools
-	FamilyCustom      Family = "custom"         // ExtraRules without a family
+	FamilyContainer   Family = "container"     // destructive engine commands, host-root mounts
+	FamilyIndirect    Family = "indirect-exec" // programs that run a command for you
+	FamilyObfuscation Family = "obfuscation"   // dynamic command names, eval of unknown text
+	FamilyUnparsable  Family = "unparsable"    // input the shell parser rejects
+	FamilyDeniedTool  Family = "denied-tool"   // the tool is in denied_tools
+	FamilyCustom      Family = "custom"        // ExtraRules without a family
 	FamilyInvalidArgs Family = "invalid-arguments"
 )
 

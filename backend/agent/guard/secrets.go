@@ -30,7 +30,7 @@ var credentialRules = []Rule{
 		Reason: "touches GnuPG keys or the password store", hints: []string{".gnupg", "password-store", "secring"}},
 	{ID: "credentials.tokens", Family: FamilyCredentials, Severity: High,
 		Pattern: `(?:^|[/=@~:])(?:\.npmrc|\.pypirc|\.vault-token|\.pgpass|\.my\.cnf|\.s3cfg|\.boto|\.gem/credentials|\.m2/settings-security\.xml)\b|\.terraform\.d/credentials|\.cargo/credentials|rclone/rclone\.conf|\.config/op/|\.local/share/keyrings|/etc/ssl/private|\.mozilla/firefox/[^\s]*(?:logins\.json|key[34]\.db|cookies\.sqlite)|/(?:google-chrome|chromium|BraveSoftware)/[^\s]*(?:Login Data|Cookies|Web Data)`,
-		Reason: "touches saved tokens, passwords or browser logins", hints: []string{".npmrc", ".pypirc", "vault-token", "pgpass", ".my.cnf", "s3cfg", ".boto", "credentials", "rclone", "/op/", "keyrings", "ssl/private", "firefox", "chrom", "brave", "settings-security"}},
+		Reason:  "touches saved tokens, passwords or browser logins", hints: []string{".npmrc", ".pypirc", "vault-token", "pgpass", ".my.cnf", "s3cfg", ".boto", "credentials", "rclone", "/op/", "keyrings", "ssl/private", "firefox", "chrom", "brave", "settings-security"}},
 	{ID: "secrets.key-file", Family: FamilySecrets, Severity: High, Pattern: `(?:^|/)[^/\s]+\.(?:key|p12|pfx|ppk|jks|keystore|kdbx)$`,
 		Reason: "touches a private key or key store", hints: []string{".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".kdbx"}},
 	{ID: "secrets.ssh-agent", Family: FamilySecrets, Severity: High, Pattern: `SSH_AUTH_SOCK|/ssh-[^/\s]+/agent\.\d+`,

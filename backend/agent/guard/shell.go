@@ -92,8 +92,8 @@ type scope struct {
 	// alias NAME=TEXT.
 	hashed  map[string]string
 	aliases map[string]string
-	skip  map[*syntax.BinaryCmd]bool // inner nodes of pipelines already analysed as a whole
-	cache map[*syntax.CallExpr][]string
+	skip    map[*syntax.BinaryCmd]bool // inner nodes of pipelines already analysed as a whole
+	cache   map[*syntax.CallExpr][]string
 	// downloaded are files a downloader of this script wrote (curl -o f, wget -O f, curl > f).
 	downloaded map[string]bool
 	// written are scripts this script wrote with constant text (echo … > f, cat <<EOF > f).

@@ -123,7 +123,9 @@ func (s *scope) system(name string, args []string, ex string) bool {
 		s.a.add("disk.lvm", FamilyDisk, Critical, "removes or shrinks LVM volumes ("+name+")", ex)
 		return true
 	case "lvresize", "lvextend":
-		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-L-") || strings.HasPrefix(a, "--size=-") || a == "-L" }) {
+		if slices.ContainsFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "-L-") || strings.HasPrefix(a, "--size=-") || a == "-L"
+		}) {
 			s.a.add("disk.lvm", FamilyDisk, High, "resizes an LVM volume ("+name+")", ex)
 		}
 		return true
