@@ -63,6 +63,15 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.a.add("obfuscation.glob-name", FamilyObfuscation, High, "the command name is a wildcard pattern", ex)
 		}
 		st := unwrap(argv)
+		if cmdName(name) == "env" {
+			for _, a := range argv[1:] {
+				if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(a, "-") {
+					s.envVar(k, v, ex)
+				} else if !strings.HasPrefix(a, "-") {
+					break
+				}
+			}
+		}
 		switch st.kind {
 		case "privilege":
 			if !privileged {
@@ -184,6 +193,37 @@ func (s *scope) command(argv []string, ex string) {
 			sev = High
 		}
 		s.a.add("kill."+name, FamilyKill, sev, "kills processes by name ("+name+")", ex)
+	case "setcap":
+		for _, a := range args {
+			if l := strings.ToLower(a); strings.Contains(l, "cap_setuid") || strings.Contains(l, "cap_setgid") || strings.Contains(l, "cap_sys_admin") ||
+				strings.Contains(l, "cap_dac_") || strings.Contains(l, "cap_sys_ptrace") || strings.Contains(l, "cap_sys_module") || l == "all+ep" || strings.HasPrefix(l, "=ep") {
+				s.a.add("privilege.setcap", FamilyPrivilege, High, "gives a program root powers through file capabilities ("+a+")", ex)
+				return
+			}
+		}
+	case "chattr":
+		for _, t := range operands(args) {
+			if c, t := s.worst(t); c >= pathSystemDeep {
+				s.a.add("chattr.system", FamilyPermissions, Medium, "changes file attributes of "+describe(t, c), ex)
+				return
+			}
+		}
+	case "sysctl":
+		if hasAny(args, "-w", "--write", "-p", "--load", "--system") || slices.ContainsFunc(operands(args), func(a string) bool { return strings.Contains(a, "=") }) {
+			s.a.add("privilege.sysctl", FamilyPrivilege, Medium, "changes kernel settings (sysctl)", ex)
+		}
+	case "insmod", "modprobe", "rmmod", "kmod":
+		if name == "modprobe" && hasAny(args, "-n", "--dry-run", "-c", "--showconfig", "--show-depends") {
+			return
+		}
+		s.a.add("privilege.kernel-module", FamilyPrivilege, High, "loads or unloads kernel modules ("+name+")", ex)
+	case "newgrp":
+		s.a.add("privilege.newgrp", FamilyPrivilege, Medium, "starts a shell with another group", ex)
+	case "mknod":
+		if slices.Contains(args, "p") {
+			return
+		}
+		s.a.add("disk.mknod", FamilyDisk, High, "creates a device file (mknod)", ex)
 	case "crontab":
 		if hasAny(args, "-l") && !hasAny(args, "-r", "-e", "-i") {
 			return
@@ -307,9 +347,9 @@ func (s *scope) rm(name string, args []string, ex string) {
 			s.a.add("rm.root", FamilyDestructive, Critical, "recursively deletes "+describe(t, c), ex)
 		case recursive && (c == pathSystemSub || c == pathUserHome || c == pathCwdAll || c == pathDynamicRoot):
 			s.a.add("rm.system", FamilyDestructive, High, "recursively deletes "+describe(t, c), ex)
-		case recursive && (c == pathSystemDeep || c == pathDynamic):
+		case recursive && (c == pathSystemDeep || c == pathDynamic || c == pathHomeTop):
 			s.a.add("rm.risky", FamilyDestructive, Medium, "recursively deletes "+describe(t, c), ex)
-		case !recursive && c != pathRelative && c != pathOther && c != pathDynamic && c != pathCwdAll:
+		case !recursive && c != pathRelative && c != pathOther && c != pathDynamic && c != pathCwdAll && c != pathHomeTop:
 			s.a.add("rm.system-file", FamilyDestructive, High, "deletes "+describe(t, c), ex)
 		case !recursive && (c == pathCwdAll || c == pathDynamic):
 			s.a.add("rm.unknown", FamilyDestructive, Low, "deletes "+describe(t, c), ex)
@@ -376,6 +416,8 @@ func (s *scope) perms(name string, args []string, ex string) {
 			s.a.add("chmod.world-writable-tree", FamilyPermissions, Medium, "makes a whole tree writable by everyone", ex)
 		case name != "chmod" && system:
 			s.a.add(name+".system", FamilyPermissions, Medium, name+" on "+describe(t, c), ex)
+		case name == "chmod" && (c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathUserHome):
+			s.a.add("chmod.system", FamilyPermissions, Medium, "changes the permissions of "+describe(t, c), ex)
 		}
 	}
 	if setuid {
@@ -435,6 +477,11 @@ func (s *scope) service(name string, args []string, ex string) {
 		s.a.add("power.systemctl", FamilyPower, High, "reboots, suspends or powers off the machine ("+name+" "+verb+")", ex)
 	case "restart", "stop", "disable", "mask", "kill", "isolate", "daemon-reexec", "try-restart", "reload-or-restart", "force-reload", "force-stop", "down":
 		s.a.add("service."+verb, FamilyService, Medium, "stops or restarts a system service ("+name+" "+verb+")", ex)
+		if l := strings.ToLower(strings.Join(ops[1:], " ")); containsAny(l, "firewalld", "ufw", "nftables", "iptables", "apparmor", "auditd", "fail2ban", "selinux") {
+			s.a.add("firewall.service", FamilyFirewall, High, "stops a firewall or a security service ("+name+" "+verb+" "+strings.Join(ops[1:], " ")+")", ex)
+		}
+	case "enable", "link", "reenable", "preset", "add-wants", "add-requires", "set-default", "edit", "revert":
+		s.a.add("persistence.systemctl-"+verb, FamilyPersistence, Medium, "makes a service start by itself ("+name+" "+verb+")", ex)
 	}
 }
 
@@ -496,6 +543,20 @@ func (s *scope) find(args []string, ex string) {
 		roots = []string{"."}
 	}
 	filtered := slices.ContainsFunc(args[i:], func(a string) bool { return findFilters[a] })
+	for j := i; j+1 < len(args); j++ {
+		if a := args[j]; a == "-name" || a == "-iname" || a == "-path" || a == "-ipath" || a == "-wholename" {
+			pat := args[j+1]
+			for _, c := range []string{"~/.ssh/" + pat, "~/.aws/" + pat, "~/.kube/" + pat, "~/" + pat, "/etc/" + pat, pat} {
+				for _, m := range wordMatches(c) {
+					if m.Family == FamilySecrets || m.Family == FamilyCredentials {
+						s.a.add("credentials.find", FamilyCredentials, High, "searches the disk for secret files ("+pat+")", ex)
+						goto searched
+					}
+				}
+			}
+		}
+	}
+searched:
 	dangerousRoot := func(r string) (pathClass, bool) {
 		c, _ := s.worst(r)
 		return c, c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathUserHome
@@ -585,17 +646,19 @@ func (s *scope) downloads(argv []string, ex string) {
 		for i, a := range argv[1:] {
 			if (a == "-o" || a == "-O" || a == "--output" || a == "--output-document") && i+2 < len(argv) && !(name == "curl" && a == "-O") {
 				s.downloaded[cleanFile(argv[i+2])] = true
+				s.writeTarget(argv[i+2], name+" downloads into", ex)
 			}
 			if v, ok := strings.CutPrefix(a, "--output="); ok {
 				s.downloaded[cleanFile(v)] = true
+				s.writeTarget(v, name+" downloads into", ex)
 			}
-			if strings.Contains(a, "://") && (name == "wget" || hasAny(argv, "-O", "--remote-name")) {
+			if !strings.HasPrefix(a, "-") && (name == "wget" || hasAny(argv, "-O", "--remote-name")) && (strings.Contains(a, "://") || strings.Contains(a, "/")) {
 				s.downloaded[cleanFile(path.Base(a))] = true
 			}
 		}
 		return
 	}
-	if len(s.downloaded) == 0 && len(s.written) == 0 {
+	if len(s.downloaded) == 0 && len(s.written) == 0 && len(s.decoded) == 0 {
 		return
 	}
 	// The file this command runs as a program, if any: ./f, or the script of sh f, python f…
@@ -613,6 +676,9 @@ func (s *scope) downloads(argv []string, ex string) {
 	}
 	if s.downloaded[file] {
 		s.a.add("remote-exec.downloaded-file", FamilyRemoteExec, Critical, "runs a file it has just downloaded", ex)
+	}
+	if s.decoded[file] {
+		s.a.add("encoded-exec.decoded-file", FamilyEncodedExec, Critical, "runs a file it has just decoded from hidden text", ex)
 	}
 	if text, ok := s.written[file]; ok {
 		delete(s.written, file) // analyse it once

@@ -121,6 +121,19 @@ func (s *scope) split(w *syntax.Word) []string {
 			unquoted(s.param(p))
 		case *syntax.CmdSubst:
 			unquoted(s.subst(p))
+		case *syntax.DblQuoted:
+			// "${a[@]}" is one field per element of the array a.
+			if len(p.Parts) == 1 {
+				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && pe.Index != nil && isAllIndex(pe.Index) {
+					flush()
+					for _, f := range strings.Fields(s.param(pe)) {
+						out = append(out, f)
+					}
+					continue
+				}
+			}
+			s.part(&cur, p, false)
+			started = true
 		default:
 			s.part(&cur, p, false)
 			started = true
@@ -128,6 +141,12 @@ func (s *scope) split(w *syntax.Word) []string {
 	}
 	flush()
 	return out
+}
+
+// isAllIndex reports whether an array index is @ or *.
+func isAllIndex(e syntax.ArithmExpr) bool {
+	w, ok := e.(*syntax.Word)
+	return ok && (w.Lit() == "@" || w.Lit() == "*")
 }
 
 // part writes the expansion of one word part without field splitting.
@@ -367,6 +386,20 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		if len(args) == 0 && hasInput {
 			return in, true
 		}
+	case "mktemp":
+		// A fresh name under the temporary directory (or the one given).
+		dir := "/tmp"
+		for i, a := range args {
+			if (a == "-p" || a == "--tmpdir") && i+1 < len(args) {
+				dir = args[i+1]
+			} else if v, ok := strings.CutPrefix(a, "--tmpdir="); ok {
+				dir = v
+			}
+		}
+		if !strings.HasPrefix(dir, "/") {
+			return "", false
+		}
+		return strings.TrimRight(dir, "/") + "/tmp.cubicle-guard\n", true
 	case "base64", "base32":
 		if !hasInput || !hasAny(args, "-d", "--decode", "-D", "-di", "-id") {
 			return "", false

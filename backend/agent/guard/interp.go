@@ -20,11 +20,11 @@ var (
 	// execCall finds calls that run a command; its group 1 is the function.
 	execCall = regexp.MustCompile(`(?:\bos\.(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?)|\bsubprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|\bcommands\.getoutput|\bpty\.spawn|\b(?:child_process|cp|require\(\s*['"]child_process['"]\s*\))\s*\.\s*(?:execSync|exec|spawnSync|spawn|execFileSync|execFile|fork)|\b(?:execSync|spawnSync|execFileSync|execFile|spawn)|\bIO\.popen|\bOpen3\.\w+|\bKernel\.(?:system|exec|spawn)|\bos\.execute|\bio\.popen|\b(?:system|exec|shell_exec|passthru|popen|proc_open|pcntl_exec)|\bRuntime\.getRuntime\(\)\.exec|\bDeno\.(?:run|Command))\s*\(`)
 	// deleteCall finds calls that delete files; group 1 is the function.
-	deleteCall = regexp.MustCompile(`(\bshutil\.rmtree|\bos\.(?:remove|unlink|rmdir|removedirs)|\.unlink|\.rmdir|\bfs(?:\.promises)?\.(?:rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)|\bfse?\.(?:removeSync|remove|emptyDirSync|emptyDir)|\brimraf(?:\.sync)?|\bdel(?:\.sync)?|\bFileUtils\.(?:rm_rf|rm_r|rm_f|rm|remove_dir|remove_entry|remove_entry_secure|rmtree|remove)|\bFile\.(?:delete|unlink)|\bDir\.(?:rmdir|delete|unlink)|\b(?:rmtree|remove_tree|unlink|rmdir)|\bos\.remove|\bDeno\.remove)\s*\(`)
+	deleteCall = regexp.MustCompile(`(\bshutil\.rmtree|\bos\.(?:remove|unlink|rmdir|removedirs)|\.unlink|\.rmdir|\.(?:rmSync|rmdirSync|unlinkSync|rm)|\bfs(?:\.promises)?\.(?:rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)|\bfse?\.(?:removeSync|remove|emptyDirSync|emptyDir)|\brimraf(?:\.sync)?|\bdel(?:\.sync)?|\bFileUtils\.(?:rm_rf|rm_r|rm_f|rm|remove_dir|remove_entry|remove_entry_secure|rmtree|remove)|\bFile\.(?:delete|unlink)|\bDir\.(?:rmdir|delete|unlink)|\b(?:rmtree|remove_tree|unlink|rmdir)|\bos\.remove|\bDeno\.remove)\s*\(`)
 	// writeCall finds calls that write a file named by their first argument.
 	writeCall  = regexp.MustCompile(`(\bopen|\bfs\.(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream)|\bFile\.(?:write|open)|\bIO\.write|\.write_(?:text|bytes)|\bfile_put_contents|\bfopen|\bio\.open)\s*\(`)
 	decodeExec = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bcompile|\bFunction|\bvm\.runIn\w+|\binstance_eval|\bclass_eval|\bassert)\s*\(.{0,200}?(?:b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|decompress|codecs\.decode|marshal\.loads|Buffer\.from|atob|decode64|unpack1?|decode_base64|base64_decode|gzinflate|gzuncompress|str_rot13|hex2bin|pack\s*\(\s*['"]H)`)
-	homeExpr   = regexp.MustCompile(`os\.path\.expanduser\(\s*['"]~['"]\s*\)|Path\.home\(\)|os\.environ\s*\[\s*['"]HOME['"]\s*\]|os\.environ\.get\(\s*['"]HOME['"][^)]*\)|os\.getenv\(\s*['"]HOME['"][^)]*\)|process\.env\.HOME|process\.env\[\s*['"]HOME['"]\s*\]|os\.homedir\(\)|ENV\[\s*['"]HOME['"]\s*\]|\$ENV\{\s*['"]?HOME['"]?\s*\}|Dir\.home|getenv\(\s*['"]HOME['"]\s*\)|expanduser\(\s*['"]~['"]\s*\)`)
+	homeExpr   = regexp.MustCompile(`os\.path\.expanduser\(\s*['"]~['"]\s*\)|Path\.home\(\)|os\.environ\s*\[\s*['"]HOME['"]\s*\]|os\.environ\.get\(\s*['"]HOME['"][^)]*\)|os\.getenv\(\s*['"]HOME['"][^)]*\)|process\.env\.HOME|process\.env\[\s*['"]HOME['"]\s*\]|os\.homedir\(\)|\.homedir\(\)|ENV\[\s*['"]HOME['"]\s*\]|\$ENV\{\s*['"]?HOME['"]?\s*\}|Dir\.home|getenv\(\s*['"]HOME['"]\s*\)|expanduser\(\s*['"]~['"]\s*\)`)
 	envDump    = regexp.MustCompile(`dict\(\s*os\.environ\s*\)|os\.environ\.copy\(\)|json\.dumps\(\s*(?:dict\()?os\.environ|str\(\s*os\.environ\s*\)|repr\(\s*os\.environ|JSON\.stringify\(\s*process\.env\s*\)|\{\s*\.\.\.process\.env\s*\}|ENV\.to_h|ENV\.to_hash|%ENV\b|Deno\.env\.toObject|getenv\(\s*\)|\bos\.environ\s*[,)]`)
 	netCode    = regexp.MustCompile(`\b(?:requests\.|urllib|http\.client|httplib|socket\.|fetch\s*\(|axios|https?\.request|https?\.get|Net::HTTP|LWP::|HTTP::Tiny|IO::Socket|curl_exec|fsockopen|file_get_contents\(\s*['"]https?:|smtplib|ftplib|aiohttp|httpx|websocket)`)
 	b64Lit     = regexp.MustCompile(`['"]([A-Za-z0-9+/=_-]{8,})['"]`)
@@ -34,6 +34,9 @@ var (
 	joinCall   = regexp.MustCompile(`^(?:Path|pathlib\.Path|os\.path\.join|path\.join|File\.join|path\.resolve)\s*\(`)
 	pathRecv   = regexp.MustCompile(`(?:Path|pathlib\.Path)\s*\(([^()]*(?:\([^()]*\))?[^()]*)\)\s*$`)
 	hexLit     = regexp.MustCompile(`['"]((?:[0-9a-fA-F]{2}){4,})['"]`)
+	// bareCall finds perl and ruby calls without parentheses: unlink "/x", system "cmd".
+	bareCall   = regexp.MustCompile(`\b(unlink|rmtree|remove_tree|rmdir|system|exec)\s+((?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:\s*,\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))*)`)
+	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
 )
 
 // interpreterCode analyses a program for an interpreter.
@@ -42,8 +45,27 @@ func (s *scope) interpreterCode(code, ex string) {
 		return
 	}
 	lower := strings.ToLower(code)
-	if strings.Contains(lower, "socket") && containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(") {
+	if containsAny(lower, "socket", "require(\"net\")", "require('net')", "net.connect", "net.createconnection", "fsockopen", "tcpsocket", "io::socket", "/inet/tcp") &&
+		containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(", "'sh'", "\"sh\"") {
 		s.a.add("reverse.script-socket", FamilyReverse, Critical, "opens a network socket and runs a shell through it", ex)
+	}
+	if remoteCode.MatchString(code) {
+		s.a.add("remote-exec.code", FamilyRemoteExec, Critical, "the program downloads code and runs it", ex)
+	}
+	for _, m := range bareCall.FindAllStringSubmatch(code, 8) {
+		lits := literals(m[2])
+		switch m[1] {
+		case "system", "exec":
+			s.execArgs(m[2], ex)
+		case "unlink", "rmdir":
+			for _, l := range lits {
+				s.rm("rm", []string{l}, ex+" ("+m[1]+")")
+			}
+		default:
+			for _, l := range lits {
+				s.rm("rm", []string{"-rf", l}, ex+" ("+m[1]+")")
+			}
+		}
 	}
 	if loc := decodeExec.FindStringIndex(code); loc != nil {
 		s.a.add("encoded-exec.code", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
@@ -60,6 +82,17 @@ func (s *scope) interpreterCode(code, ex string) {
 	for _, loc := range execCall.FindAllStringIndex(code, 16) {
 		args := callArgs(code, loc[1])
 		s.execArgs(args, ex)
+	}
+	// Code that can run commands at all: every string in it (pieces joined as the language
+	// joins them) is read as a command, however the call is spelled (getattr(os, "system"),
+	// cp['exec'+'Sync']).
+	if containsAny(lower, "system", "popen", "subprocess", "exec", "spawn", "shell", "`", "pty", "run(") {
+		for i, lit := range joinedLiterals(code) {
+			if i >= 24 {
+				break
+			}
+			s.nested(lit, scriptTyped)
+		}
 	}
 	for _, loc := range deleteCall.FindAllStringSubmatchIndex(code, 16) {
 		fn := code[loc[2]:loc[3]]
@@ -248,12 +281,12 @@ done:
 	if first == "" {
 		return ""
 	}
-	home := homeExpr.MatchString(first)
+	home := homeExpr.FindStringIndex(first)
 	lits := literals(first)
 	switch {
-	case home:
+	case home != nil:
 		p := "~"
-		for _, l := range lits {
+		for _, l := range literals(first[home[1]:]) {
 			if l == "~" || l == "HOME" {
 				continue
 			}
@@ -307,6 +340,50 @@ func quotedLiterals(code string) []string {
 			out = append(out, lit)
 		}
 		i = j
+	}
+	return out
+}
+
+// joinedLiterals returns the string literals of program text with literals that the language
+// concatenates merged: 'r' + 'm -rf ~', "a" . "b", 'a' 'b'.
+func joinedLiterals(code string) []string {
+	type lit struct {
+		text       string
+		start, end int
+	}
+	var lits []lit
+	for i := 0; i < len(code); i++ {
+		q := code[i]
+		if q != '\'' && q != '"' {
+			continue
+		}
+		j := i + 1
+		for j < len(code) && code[j] != q {
+			if code[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(code) {
+			break
+		}
+		lits = append(lits, lit{unescapeLiteral(code[i+1 : j]), i, j + 1})
+		i = j
+	}
+	var out []string
+	for i := 0; i < len(lits); i++ {
+		text := lits[i].text
+		for i+1 < len(lits) {
+			gap := strings.TrimSpace(code[lits[i].end:lits[i+1].start])
+			if gap != "" && gap != "+" && gap != "." && gap != ".." {
+				break
+			}
+			text += lits[i+1].text
+			i++
+		}
+		if strings.TrimSpace(text) != "" {
+			out = append(out, text)
+		}
 	}
 	return out
 }

@@ -56,6 +56,7 @@ const (
 	pathRelative    pathClass = iota // build/tmp.txt
 	pathOther                        // /tmp/x, /workspace/a, /home/u/project
 	pathDynamic                      // "$X" — unknown until run time
+	pathHomeTop                      // ~/Documents, ~/.config: a top-level folder of a home
 	pathSystemDeep                   // /etc/nginx/conf.d/x, /usr/lib/x/y
 	pathCwdAll                       // *, ., .., ./*
 	pathDynamicRoot                  // $X/… — becomes / when X is empty
@@ -67,6 +68,9 @@ const (
 )
 
 var systemTop = set("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "sbin", "srv", "sys", "usr", "var", "home", "snap", "mnt", "media", "run", "nix", "System", "Library", "Applications", "Users", "private")
+
+// disposableHome are top-level folders of a home that hold caches and scratch files only.
+var disposableHome = set(".cache", "tmp", ".tmp", ".npm", ".pnpm-store", ".yarn-cache", ".node-gyp", "scratch")
 
 // protectedDeep are top-level directories whose whole tree belongs to the system.
 var protectedDeep = set("bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr", "sys", "proc", "dev", "System", "Library")
@@ -102,6 +106,9 @@ func classify(p string) pathClass {
 		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
 			return pathHome
 		}
+		if top := strings.TrimRight(rest, "/"); !strings.Contains(top, "/") && !disposableHome[top] && !strings.Contains(top, dynamic) {
+			return pathHomeTop
+		}
 		return pathOther
 	}
 	if !strings.HasPrefix(p, "/") {
@@ -134,6 +141,8 @@ func classify(p string) pathClass {
 		return pathSystemTop
 	case (top == "home" || top == "Users") && len(parts) == 2, top == "root" && len(parts) == 2:
 		return pathUserHome
+	case (top == "home" || top == "Users") && len(parts) == 3 && !disposableHome[parts[2]]:
+		return pathHomeTop
 	case top == "home" || top == "Users" || top == "root":
 		return pathOther
 	case top == "usr" && parts[1] == "local" && len(parts) > 2:
@@ -164,6 +173,8 @@ func describe(p string, c pathClass) string {
 		return "everything in the current directory (" + p + ")"
 	case pathDynamicRoot:
 		return p + ", which is / when the variable is empty"
+	case pathHomeTop:
+		return "a top-level folder of a home directory (" + p + ")"
 	case pathDynamic:
 		return "paths only known at run time"
 	}

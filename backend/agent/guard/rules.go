@@ -100,11 +100,11 @@ var sensitiveWordRules = mustRules(append([]Rule{
 		Reason: "touches the system cron tables", hints: []string{"cron"}},
 	{ID: "persistence.systemd-unit", Family: FamilyPersistence, Severity: Medium, Pattern: `/etc/systemd/system/|/lib/systemd/system/|\.config/systemd/user/`,
 		Reason: "touches systemd unit files (services that start by themselves)", hints: []string{"systemd"}},
-	{ID: "reverse.dev-tcp", Family: FamilyReverse, Severity: Critical, Pattern: `/dev/(?:tcp|udp)/`,
-		Reason: "opens a raw network connection through /dev/tcp (typical of reverse shells)", hints: []string{"/dev/tcp", "/dev/udp"}},
+	{ID: "reverse.dev-tcp", Family: FamilyReverse, Severity: Critical, Pattern: `/dev/(?:tcp|udp)/|/inet6?/(?:tcp|udp)/`,
+		Reason: "opens a raw network connection through /dev/tcp (typical of reverse shells)", hints: []string{"/dev/tcp", "/dev/udp", "/inet"}},
 	{ID: "power.sysrq", Family: FamilyPower, Severity: Critical, Pattern: `/proc/sysrq-trigger`,
 		Reason: "writes to the magic SysRq trigger (instant reboot or crash)", hints: []string{"sysrq"}},
-	{ID: "secrets.proc-mem", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/(?:mem|maps|cmdline)\b|/dev/(?:k?mem)\b`,
+	{ID: "secrets.proc-mem", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/mem\b|/dev/k?mem\b`,
 		Reason: "reads another process's memory", hints: []string{"/mem", "/maps", "cmdline"}},
 }, credentialRules...))
 
@@ -164,8 +164,8 @@ var builtinRuleList = mustRules([]Rule{
 	{ID: "re.script-socket", Family: FamilyReverse, Severity: Critical,
 		Pattern: `\b(?:python[0-9.]*|perl|ruby|php|node|lua)\b[^\n]*\bsocket\b[^\n]*(?:\bsubprocess|\bpty\b|\bdup2|\bexec|\bspawn|\bpopen|/bin/(?:ba)?sh\b|\bsystem\()`,
 		Reason:  "opens a network socket and runs a shell through it", hints: []string{"socket"}},
-	{ID: "re.mkfifo-nc", Family: FamilyReverse, Severity: High, Pattern: `\bmkfifo\b[^\n]*\b(?:nc|ncat|netcat|telnet|openssl)\b`,
-		Reason: "wires a named pipe to a network tool (typical of reverse shells)", hints: []string{"mkfifo"}},
+	{ID: "re.mkfifo-nc", Family: FamilyReverse, Severity: High, Pattern: `\b(?:mkfifo|mknod)\b[^\n]*\b(?:nc|ncat|netcat|telnet|openssl)\b`,
+		Reason: "wires a named pipe to a network tool (typical of reverse shells)", hints: []string{"mkfifo", "mknod"}},
 })
 
 func mustRules(rs []Rule) []Rule {

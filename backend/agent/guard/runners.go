@@ -64,7 +64,7 @@ func unwrapRunner(name string, args []string) (step, bool) {
 		return step{kind: "privilege"}, true
 	case "script":
 		for i, a := range args {
-			if (a == "-c" || a == "--command") && i+1 < len(args) {
+			if (a == "-c" || a == "--command" || len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, "c")) && i+1 < len(args) {
 				return step{script: args[i+1], kind: "runner"}, true
 			}
 			if v, ok := strings.CutPrefix(a, "--command="); ok {
@@ -370,8 +370,9 @@ func gitCommand(args []string) string {
 				cmds = append(cmds, strings.TrimPrefix(strings.TrimSpace(ops[1]), "!"))
 			}
 		case "clone", "fetch", "ls-remote", "pull", "push", "archive":
+			uploadFlag := args[sub] != "push" && args[sub] != "archive" // push -u is --set-upstream
 			for i, a := range rest {
-				if (a == "--upload-pack" || a == "-u" || a == "--receive-pack" || a == "--exec") && i+1 < len(rest) {
+				if (a == "--upload-pack" || a == "-u" && uploadFlag || a == "--receive-pack" || a == "--exec") && i+1 < len(rest) {
 					cmds = append(cmds, rest[i+1])
 				}
 				for _, p := range []string{"--upload-pack=", "--receive-pack=", "--exec="} {

@@ -106,6 +106,12 @@ func rsyncRemote(args []string) bool {
 func (s *scope) exfiltration(argv []string, ex string) {
 	for _, a := range argv[1:] {
 		for _, f := range s.wordForms(a) {
+			if s.leaked[cleanFile(f)] {
+				s.a.add("exfiltration.leaked-file", FamilyExfiltrate, Critical, "sends a file holding the environment or a secret to the network ("+f+")", ex)
+				return
+			}
+		}
+		for _, f := range s.wordForms(a) {
 			for _, m := range wordMatches(f) {
 				if m.Family == FamilySecrets || m.Family == FamilyCredentials {
 					s.a.add("exfiltration.secret-file", FamilyExfiltrate, Critical, "sends a secret to the network ("+m.Reason+")", ex)
@@ -172,12 +178,15 @@ func (s *scope) substExfil(c *syntax.CallExpr, ex string) {
 
 // pipeExfil flags a pipeline in which a stage that dumps the environment or reads a secret
 // file feeds a later stage that talks to the network.
-func (s *scope) pipeExfil(finals [][]string, inputs []string, ex string) {
+func (s *scope) pipeExfil(finals, raws [][]string, inputs []string, ex string) {
 	leak := false
 	for i, f := range finals {
 		if len(f) > 0 && networkCommand(f) && leak {
 			s.a.add("exfiltration.pipe", FamilyExfiltrate, Critical, "sends the environment or a secret file to the network through a pipe", ex)
 			return
+		}
+		if len(f) == 0 {
+			f = raws[i] // env, export -p: wrappers or declarations with nothing to run
 		}
 		if len(f) == 0 {
 			continue
@@ -201,3 +210,106 @@ func (s *scope) pipeExfil(finals [][]string, inputs []string, ex string) {
 		}
 	}
 }
+
+// readsSecret reports whether a command names a secret file among its words.
+func (s *scope) readsSecret(argv []string) bool {
+	for _, a := range argv[1:] {
+		for _, f := range s.wordForms(a) {
+			for _, m := range wordMatches(f) {
+				if m.Family == FamilySecrets || m.Family == FamilyCredentials {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// procSubstProgram analyses sh < <(cmd): a download or a decoder inside runs hidden code; a
+// constant output is the program itself.
+func (s *scope) procSubstProgram(final []string, ps *syntax.ProcSubst, st *syntax.Stmt) {
+	ex := s.text(st)
+	download, decode := false, false
+	syntax.Walk(ps, func(n syntax.Node) bool {
+		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			if f := finalCommand(s.fields(ce.Args[0])); len(f) > 0 {
+				nm := cmdName(f[0])
+				download = download || downloaders[nm] || networkTools[nm]
+				decode = decode || decoders[nm]
+			}
+		}
+		return true
+	})
+	switch {
+	case download:
+		s.a.add("remote-exec.procsubst", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
+	case decode:
+		s.a.add("encoded-exec.procsubst", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
+	}
+	if len(ps.Stmts) == 1 {
+		if out, ok := s.static(ps.Stmts[0], "", false); ok {
+			s.fedToInterpreter(final, out, st)
+		}
+	}
+}
+
+// hdocSources checks what a here-document or here-string gives a command: a download or a
+// decoder in it feeding an interpreter runs hidden code; the environment or a secret file in
+// it fed to a network tool leaks.
+func (s *scope) hdocSources(final []string, body *syntax.Word, st *syntax.Stmt) {
+	ex := s.text(st)
+	download, decode, leak := false, false, false
+	syntax.Walk(body, func(n syntax.Node) bool {
+		ce, ok := n.(*syntax.CallExpr)
+		if !ok || len(ce.Args) == 0 {
+			return true
+		}
+		argv := s.argv(ce)
+		if len(argv) == 0 {
+			return true
+		}
+		f := finalCommand(argv)
+		if len(f) == 0 {
+			f = argv
+		}
+		nm := cmdName(f[0])
+		download = download || downloaders[nm] || networkTools[nm]
+		decode = decode || decoders[nm]
+		leak = leak || envDumpers[nm] || s.readsSecret(f)
+		return true
+	})
+	switch {
+	case readsProgramFromStdin(final) && download:
+		s.a.add("remote-exec.hdoc", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
+	case readsProgramFromStdin(final) && decode:
+		s.a.add("encoded-exec.hdoc", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
+	case networkCommand(final) && leak:
+		s.a.add("exfiltration.hdoc", FamilyExfiltrate, Critical, "sends the environment or a secret file to the network", ex)
+	}
+}
+
+// forLoop flags a loop that starts thousands of background processes.
+func (s *scope) forLoop(f *syntax.ForClause, it *syntax.WordIter) {
+	bg := false
+	for _, st := range f.Do {
+		bg = bg || st.Background
+	}
+	if !bg {
+		return
+	}
+	text := s.text(it.Items[0])
+	for _, m := range bigCount.FindAllStringSubmatch(strings.Join(func() []string {
+		var out []string
+		for _, w := range it.Items {
+			out = append(out, s.text(w))
+		}
+		return out
+	}(), " "), -1) {
+		if len(m[1]) >= 4 {
+			s.a.add("fork-bomb.for", FamilyForkBomb, High, "starts thousands of background processes in a loop", text)
+			return
+		}
+	}
+}
+
+var bigCount = regexp.MustCompile(`(?:seq\s+(?:\d+\s+)?|\.\.)(\d+)`)

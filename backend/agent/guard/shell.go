@@ -98,6 +98,9 @@ type scope struct {
 	downloaded map[string]bool
 	// written are scripts this script wrote with constant text (echo … > f, cat <<EOF > f).
 	written map[string]string
+	// decoded are files a decoder wrote (base64 -d > f); leaked are files that hold the
+	// environment or a secret (env > f, cat ~/.ssh/id_rsa > f).
+	decoded, leaked map[string]bool
 }
 
 // analyseScript runs every check on a command: text checks, the shell-aware analysis (also
@@ -171,7 +174,7 @@ func (a *analysis) script(src string, kind scriptKind, depth int, vars map[strin
 	s := &scope{a: a, kind: kind, src: src, depth: depth, ifs: " \t\n", cwd: cwd,
 		vars: maps.Clone(vars), skip: map[*syntax.BinaryCmd]bool{}, cache: map[*syntax.CallExpr][]string{},
 		downloaded: map[string]bool{}, written: map[string]string{}, simple: map[*syntax.CallExpr]string{},
-		hashed: map[string]string{}, aliases: map[string]string{}}
+		hashed: map[string]string{}, aliases: map[string]string{}, decoded: map[string]bool{}, leaked: map[string]bool{}}
 	if s.vars == nil {
 		s.vars = map[string]string{}
 	}
@@ -312,6 +315,7 @@ func (s *scope) visit(node syntax.Node) bool {
 	case *syntax.ForClause:
 		if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && len(it.Items) > 0 {
 			s.vars[it.Name.Value] = strings.Join(s.fields(it.Items[0]), " ")
+			s.forLoop(n, it)
 		}
 	case *syntax.ParamExp:
 		if n.Param != nil && n.Param.Value == "IFS" {
@@ -341,6 +345,7 @@ func (s *scope) assign(as *syntax.Assign, standalone bool, n syntax.Node) {
 		val = s.str(as.Value)
 	}
 	name := as.Name.Value
+	s.envVar(name, val, s.text(n))
 	if name == "IFS" {
 		if strings.Trim(val, " \t\n") != "" {
 			s.a.add("ifs.assign", FamilyIFS, Medium, "changes $IFS (how words are split), a known evasion trick", s.text(n))
@@ -360,11 +365,12 @@ func (s *scope) assign(as *syntax.Assign, standalone bool, n syntax.Node) {
 
 func (s *scope) stmt(st *syntax.Stmt) {
 	call, _ := st.Cmd.(*syntax.CallExpr)
-	var final []string
+	var final, raw []string
 	prev := s.a.cur
 	defer func() { s.a.cur = prev }()
 	if call != nil {
 		argv := s.argv(call)
+		raw = argv
 		final = finalCommand(argv)
 		simple := render(argv, s.redirs(st))
 		s.simple[call] = simple
@@ -381,11 +387,18 @@ func (s *scope) stmt(st *syntax.Stmt) {
 			}
 			if body != nil && final != nil {
 				s.fedToInterpreter(final, s.str(body), st)
+				s.hdocSources(final, body, st)
 			}
 			continue
 		}
 		if r.Word == nil {
 			continue
+		}
+		if r.Op == syntax.RdrIn && final != nil && len(r.Word.Parts) == 1 {
+			// sh < <(cmd): the process substitution's output is the program.
+			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && readsProgramFromStdin(final) {
+				s.procSubstProgram(final, ps, st)
+			}
 		}
 		target := s.str(r.Word)
 		s.wordRules(target, s.text(st))
@@ -398,6 +411,12 @@ func (s *scope) stmt(st *syntax.Stmt) {
 			s.writeTarget(target, "redirects output into", s.text(st))
 			if final != nil && downloaders[cmdName(final[0])] {
 				s.downloaded[cleanFile(target)] = true
+			}
+			if final != nil && decoders[cmdName(final[0])] {
+				s.decoded[cleanFile(target)] = true
+			}
+			if len(raw) > 0 && (envDumpers[cmdName(raw[0])] || s.readsSecret(raw)) {
+				s.leaked[cleanFile(target)] = true
 			}
 			if r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.ClbOut {
 				if out, ok := s.static(st, "", false); ok && len(s.written) < 16 {
@@ -519,11 +538,24 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 	names := make([]string, len(stages))
 	finals := make([][]string, len(stages))
 	inputs := make([]string, len(stages))
+	raws := make([][]string, len(stages))
 	for i, st := range stages {
 		if c, ok := st.Cmd.(*syntax.CallExpr); ok {
-			finals[i] = finalCommand(s.argv(c))
+			raws[i] = s.argv(c)
+			finals[i] = finalCommand(raws[i])
 			if len(finals[i]) > 0 {
 				names[i] = cmdName(finals[i][0])
+			}
+		}
+		if d, ok := st.Cmd.(*syntax.DeclClause); ok {
+			raws[i] = []string{d.Variant.Value}
+			for _, as := range d.Args {
+				switch {
+				case as.Name != nil:
+					raws[i] = append(raws[i], as.Name.Value)
+				case as.Value != nil:
+					raws[i] = append(raws[i], s.str(as.Value))
+				}
 			}
 		}
 		for _, r := range st.Redirs {
@@ -536,7 +568,26 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 	prev := s.a.cur
 	s.a.cur = ""
 	defer func() { s.a.cur = prev }()
-	s.pipeExfil(finals, inputs, ex)
+	s.pipeExfil(finals, raws, inputs, ex)
+	if finals[0] != nil && isShell(finals[0][0]) && unwrap(finals[0]).kind == "" && inputs[0] != "" {
+		for _, nm := range names[1:] {
+			if networkTools[nm] {
+				s.a.add("reverse.fifo-shell", FamilyReverse, Critical, "runs a shell fed from a pipe file and sends its output to the network (reverse shell)", ex)
+				break
+			}
+		}
+	}
+	if last := stages[len(stages)-1]; len(last.Redirs) > 0 {
+		out, ok := "", true
+		for i := 0; i < len(stages) && ok; i++ {
+			out, ok = s.static(stages[i], out, i > 0)
+		}
+		for _, r := range last.Redirs {
+			if (r.Op == syntax.RdrOut || r.Op == syntax.ClbOut) && r.Word != nil && ok && len(s.written) < 16 {
+				s.written[cleanFile(s.str(r.Word))] = out
+			}
+		}
+	}
 	for j := 1; j < len(stages); j++ {
 		if finals[j] == nil || !readsProgramFromStdin(finals[j]) {
 			continue

@@ -27,6 +27,14 @@ func (s *scope) system(name string, args []string, ex string) bool {
 			}
 		}
 		return true
+	case "trap":
+		if len(args) > 1 && args[0] != "-p" && args[0] != "-l" && args[0] != "-" {
+			s.nested(args[0], scriptCommand)
+		}
+		return true
+	case "sed", "gsed":
+		s.sedInPlace(args, ex)
+		return false
 	case "history":
 		if hasAny(args, "-c", "-cw", "-wc") || (hasAny(args, "-w", "-a") && slices.ContainsFunc(args, isNullDevice)) || hasAny(args, "-d") {
 			s.a.add("log-wipe.history", FamilyLogWipe, High, "clears the shell history", ex)
@@ -683,3 +691,58 @@ func (s *scope) socketPaths(name string, args []string) {
 		}
 	}
 }
+
+// sedInPlace: sed -i writes the files it edits.
+func (s *scope) sedInPlace(args []string, ex string) {
+	inPlace, script := false, false
+	for _, a := range args {
+		if a == "-i" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "--") || strings.HasPrefix(a, "--in-place") ||
+			len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'i') {
+			inPlace = true
+		}
+		if a == "-e" || a == "--expression" || a == "-f" || a == "--file" || strings.HasPrefix(a, "--expression=") {
+			script = true
+		}
+	}
+	if !inPlace {
+		return
+	}
+	ops := operands(args)
+	skipFirst := !script
+	for i, o := range ops {
+		if i == 0 && skipFirst {
+			continue
+		}
+		s.writeTarget(o, "sed -i edits", ex)
+	}
+}
+
+// cmdVars are environment variables whose value a program runs as a command, and codeVars
+// those that make it load code from a file.
+var (
+	cmdVars  = set("PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "SVN_EDITOR", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND", "BROWSER", "GIT_PROXY_COMMAND")
+	codeVars = set("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PERL5OPT", "NODE_OPTIONS", "RUBYOPT", "PYTHONSTARTUP", "PYTHONINSPECT", "ZDOTDIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_PARAMETERS", "DYLD_INSERT_LIBRARIES", "LD_LIBRARY_PATH", "PERL5LIB", "PYTHONPATH")
+)
+
+// envVar checks one environment variable a command is given (VAR=x cmd, env VAR=x cmd,
+// export VAR=x): a command or code it makes the program run, and the shell history.
+func (s *scope) envVar(name, val, ex string) {
+	switch {
+	case cmdVars[name] && val != "" && !strings.Contains(val, dynamic):
+		v := strings.TrimPrefix(strings.TrimSpace(val), "|")
+		if f := strings.Fields(v); len(f) > 0 && !safePagers[cmdName(f[0])] {
+			s.a.add("indirect.env-command", FamilyIndirect, Medium, "makes programs run a command through $"+name, ex)
+		}
+		s.nested(v, scriptTyped)
+	case codeVars[name] && val != "":
+		sev := High
+		if name == "LD_LIBRARY_PATH" || name == "PYTHONPATH" || name == "PERL5LIB" {
+			sev = Medium
+		}
+		s.a.add("indirect.env-code", FamilyIndirect, sev, "makes programs load code from "+excerpt(val)+" ($"+name+")", ex)
+	case histVars[name] && (val == "" || val == "0" || val == "/dev/null"):
+		s.a.add("log-wipe.histvar", FamilyLogWipe, High, "turns off the shell history ($"+name+")", ex)
+	}
+}
+
+var safePagers = set("less", "more", "cat", "most", "vim", "vi", "nvim", "nano", "emacs", "code", "subl", "delta", "bat", "true", "firefox", "chromium", "xdg-open")

@@ -189,6 +189,29 @@ func unwrap(argv []string) step {
 		if i := slices.Index(rest, ":::"); i >= 0 {
 			rest = rest[:i]
 		}
+		// -I R (or -i, --replace[=R]) puts each input in place of R.
+		repl := ""
+		for i, a := range args {
+			switch {
+			case a == "-I" && i+1 < len(args):
+				repl = args[i+1]
+			case strings.HasPrefix(a, "-I") && len(a) > 2:
+				repl = a[2:]
+			case a == "-i" || a == "--replace":
+				repl = "{}"
+			case strings.HasPrefix(a, "--replace="):
+				repl = strings.TrimPrefix(a, "--replace=")
+			}
+		}
+		if name == "parallel" {
+			repl = "{}"
+		}
+		if repl != "" {
+			rest = slices.Clone(rest)
+			for i := range rest {
+				rest[i] = strings.ReplaceAll(rest[i], repl, dynamic)
+			}
+		}
 		if len(rest) == 0 {
 			rest = []string{"echo"}
 		}
