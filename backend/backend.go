@@ -22,9 +22,11 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
+	"cubicle/backend/security"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -45,6 +47,10 @@ type Config struct {
 	AllowedHosts []string
 	// TrustedOrigins are foreign page origins (the desktop window) allowed to call the API.
 	TrustedOrigins []string
+	// TrustedProxies are reverse proxies whose X-Forwarded-For/-Proto are believed (see
+	// api.Config); SecureCookies marks the session cookie Secure (served over TLS).
+	TrustedProxies []string
+	SecureCookies  bool
 	// Doctor checks the environment for the settings page; nil disables the route.
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
@@ -69,11 +75,14 @@ type Backend struct {
 	VMs      *vm.Manager
 	Control  *control.Manager
 	Models   *models.Service
-	Chat     *agent.Runtime
-	Binder   *binding.Binder
-	Screens  *screen.Hubs
-	Computer *api.ComputerChannel
-	API      *api.Server
+	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
+	Security   *security.Service
+	HostAccess *hostaccess.Checker
+	Chat       *agent.Runtime
+	Binder     *binding.Binder
+	Screens    *screen.Hubs
+	Computer   *api.ComputerChannel
+	API        *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -153,6 +162,7 @@ func (b *Backend) build() error {
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
+	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
 	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
 	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
 		Logger: b.log.With("svc", "computer")})
@@ -161,9 +171,11 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
+		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
+		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
 	})
 	return err

@@ -401,7 +401,7 @@ func (askHelpers) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, str
 	}
 	return agent.Allow, ""
 }
-func (askHelpers) AllowRule(agent.TurnInfo, agent.ToolCall, string) {}
+func (askHelpers) AllowRule(agent.TurnInfo, agent.ToolCall, string) error { return nil }
 
 // TestConfirmedHelper: a task_helper call the person confirms runs when the conversation
 // resumes (before the resumed turn's model call).

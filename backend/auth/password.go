@@ -70,12 +70,15 @@ func CheckPassword(password, username string) error {
 	if u := strings.ToLower(strings.TrimSpace(username)); len(u) >= 3 && strings.Contains(low, u) {
 		return fault.Invalid("the password must not contain the username")
 	}
-	plain := leet.Replace(low)
-	for _, w := range commonWords {
-		for _, form := range []string{low, plain} {
-			if i := strings.Index(form, w); i >= 0 && utf8.RuneCountInString(form)-utf8.RuneCountInString(w) < 8 {
-				return fault.Invalid("the password is too close to a common password (%q); choose something less guessable", w)
+	for _, form := range []string{low, leet.Replace(low)} {
+		rest, found := form, ""
+		for _, w := range commonWords {
+			if strings.Contains(rest, w) {
+				rest, found = strings.ReplaceAll(rest, w, ""), w
 			}
+		}
+		if found != "" && utf8.RuneCountInString(strings.Trim(rest, "-_.!@#$%^&*0123456789 ")) < 6 {
+			return fault.Invalid("the password is too close to a common password (%q); choose something less guessable", found)
 		}
 	}
 	return nil

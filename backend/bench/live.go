@@ -98,7 +98,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err 
 		return nil, err
 	}
 	chp.Store(ls.ch)
-	srv, err := api.New(api.Config{Auth: as, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
+	srv, err := api.New(api.Config{Auth: as, Accounts: ls.st, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
 		AllowedHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		return nil, err

@@ -94,3 +94,9 @@ func (c *Checker) Grant(by, accountID, nodeID string, a Access) error {
 	return c.st.PutHostGrant(store.HostGrant{AccountID: accountID, NodeID: nodeID, HostTools: a.HostTools,
 		HostDesktop: a.HostDesktop, GrantedBy: by, UpdatedAt: c.now().UTC()})
 }
+
+// HostTools reports whether accountID may use host tools on nodeID (profile.HostAccess).
+func (c *Checker) HostTools(accountID, nodeID string) (bool, error) {
+	a, err := c.Check(accountID, nodeID)
+	return a.HostTools, err
+}

@@ -65,10 +65,25 @@ type Desktops interface {
 	Acquire(ctx context.Context, t agent.TurnInfo) (Computer, error)
 }
 
+// Names lists every tool the toolbox can offer (the access policy denies any other name).
+func Names() []string {
+	var out []string
+	for _, specs := range [][]agent.ToolSpec{computerSpecs, hostSpecs} {
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // Environment is what the tools need to know about an agent.
 type Environment struct {
-	AllowHost bool   // the person checked "Allow host environment"
-	WorkDir   string // the profile's terminal.cwd
+	// AllowHost: the person checked "Allow host environment" and an administrator granted the
+	// account host tools on this node.
+	AllowHost bool
+	// AllowHostDesktop: an administrator granted the account host desktop tools on this node.
+	AllowHostDesktop bool
+	WorkDir          string // the profile's terminal.cwd
 }
 
 // Environments looks up an agent's environment at each turn.
