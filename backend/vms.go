@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/engine/docker"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostwall"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -47,9 +48,16 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			}
 		}
 	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
+	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act,
+		HostWall: b.hostWall}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
+		// Desktops get their own user namespace where the engine maps per container (rootful
+		// Podman); CUBICLE_DESKTOP_USERNS=off keeps the engine's default.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		info, err := b.engine.Client.Info(ctx)
+		cancel()
+		cfg.MapUsers = err == nil && info.Kind == engine.Podman && !info.Rootless && os.Getenv("CUBICLE_DESKTOP_USERNS") != "off"
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
 			WorkDir: filepath.Join(b.cfg.DataDir, "images")})
 		if err != nil {
@@ -59,6 +67,20 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		}
 	}
 	return vm.New(cfg)
+}
+
+// hostWall walls a started desktop off from this machine's services, except the host ports
+// Settings → Security allows (vm.Config.HostWall).
+func (b *Backend) hostWall(ctx context.Context, pid int, runDir string) error {
+	var ports []int
+	if b.Security != nil {
+		ports = b.Security.DesktopHostPorts()
+	}
+	w, err := hostwall.Plan(pid, ports)
+	if err != nil {
+		return err
+	}
+	return hostwall.Apply(pid, runDir, vm.RunDirTarget, w)
 }
 
 // EngineClient is what a connected engine offers: both adapters implement it.

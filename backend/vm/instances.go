@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -87,11 +88,15 @@ func (m *Manager) resolve(accountID, agentID string) (store.VMInstance, store.Ag
 	}
 	now := m.clock.Now().UTC()
 	name := "cubicle-" + id
-	return store.VMInstance{
+	in = store.VMInstance{
 		ID: id, NodeID: m.node, AccountID: accountID, Scope: scope, AgentID: scopeAgentID,
 		ContainerName: name, WorkspaceVol: name + "-workspace", ProfileVol: name + "-browser",
 		State: stateAbsent, CreatedAt: now, UpdatedAt: now,
-	}, ag, nil
+	}
+	if m.cfg.MapUsers {
+		in.UserNSBase = userNSBase(id)
+	}
+	return in, ag, nil
 }
 
 // Agent returns the desktop agentID of accountID uses (which may have no container yet).
@@ -270,6 +275,9 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 	if found && ctr.Running {
 		in.ContainerID = ctr.ID
 		if in.State != stateRunning {
+			if err := m.wall(ctx, eng, &in); err != nil {
+				return err
+			}
 			in.StartedAt = m.clock.Now().UTC()
 			if err := m.setState(&in, stateRunning, ""); err != nil {
 				return err
@@ -319,6 +327,13 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 	if err != nil {
 		m.setState(&in, stateStopped, err.Error())
 		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
+	}
+	if err := m.wall(ctx, eng, &in); err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout)
+		eng.StopContainer(sctx, in.ContainerID, m.cfg.StopTimeout)
+		cancel()
+		m.setState(&in, stateStopped, err.Error())
+		return err
 	}
 	if err := m.waitDriver(ctx, in.ID); err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout)
@@ -392,6 +407,7 @@ func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMIn
 		},
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
+		IDMap:       idMap(in),
 	}
 	ctr, err := eng.CreateContainer(ctx, spec)
 	if errors.Is(err, fault.ErrExists) {
@@ -405,6 +421,30 @@ func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMIn
 		return engine.ContainerState{}, fmt.Errorf("create container %s: %w", in.ContainerName, err)
 	}
 	return ctr, nil
+}
+
+// wall walls in's started container off from this machine's services (Config.HostWall) and
+// records the outcome on in. Only errors other than "not possible here" are returned.
+func (m *Manager) wall(ctx context.Context, eng Engine, in *store.VMInstance) error {
+	if m.cfg.HostWall == nil {
+		in.HostWall = ""
+		return nil
+	}
+	st, err := eng.InspectContainer(ctx, in.ContainerID)
+	if err != nil {
+		return fmt.Errorf("inspect the started desktop: %w", err)
+	}
+	err = m.cfg.HostWall(ctx, st.PID, m.runDir(in.ID))
+	switch {
+	case err == nil:
+		in.HostWall = "on"
+		return nil
+	case errors.Is(err, fault.ErrUnavailable):
+		in.HostWall = "off: " + err.Error()
+		m.log.Warn("desktop not walled off from this machine", "instance", in.ID, "why", err)
+		return nil
+	}
+	return fmt.Errorf("wall the desktop off from this machine: %w", err)
 }
 
 func (m *Manager) engineLimits() engine.Limits {
@@ -578,4 +618,49 @@ func pastTense(action string) string {
 func (m *Manager) StopInstance(ctx context.Context, id, reason string) error {
 	m.log.Info("stopping desktop", "instance", id, "reason", reason)
 	return m.stopLocked(ctx, id, true)
+}
+
+// DeleteData deletes a desktop's retained work data — its workspace and browser-profile
+// volumes — with its container and record (an administrator's explicit act; nothing else ever
+// deletes them, SPEC §1.5). A desktop in use (a task, a person's control) is refused with
+// fault.ErrConflict; a Compose or task desktop too. The next create starts afresh.
+func (m *Manager) DeleteData(ctx context.Context, id string) error {
+	eng, err := m.needEngine()
+	if err != nil {
+		return err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	in, err := m.st.VMInstance(id)
+	if err != nil {
+		return err
+	}
+	switch in.Scope {
+	case scopeCompose:
+		return fault.Conflict("%s is managed by Compose: its data is the deployment's (compose.desktops.yaml)", m.describe(in))
+	case scopeTask:
+		return fault.Conflict("%s is removed with its task", m.describe(in))
+	}
+	if err := m.refuseBusy(in, "delete the data of"); err != nil {
+		return err
+	}
+	if err := m.removeLocked(ctx, in); err != nil {
+		return err
+	}
+	for _, vol := range []string{in.WorkspaceVol, in.ProfileVol} {
+		if vol == "" {
+			continue
+		}
+		if err := eng.RemoveVolume(ctx, vol); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			return fmt.Errorf("delete volume %s: %w", vol, err)
+		}
+	}
+	if err := m.st.DeleteVMInstance(id); err != nil && !errors.Is(err, fault.ErrNotFound) {
+		return err
+	}
+	if err := os.RemoveAll(m.runDir(id)); err != nil {
+		m.log.Warn("remove run directory", "instance", id, "err", err)
+	}
+	m.log.Info("desktop data deleted", "instance", id, "workspace", in.WorkspaceVol, "profile", in.ProfileVol)
+	return nil
 }

@@ -132,6 +132,9 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 	began, now := time.Now(), m.clock.Now().UTC()
 	in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
 		Name: spec.Helper, ImageKey: key, ImageRef: img.Ref, ContainerName: "cubicle-" + id, CreatedAt: now}
+	if m.cfg.MapUsers {
+		in.UserNSBase = userNSBase(id)
+	}
 	if err := m.setState(&in, stateCreating, ""); err != nil {
 		return "", err
 	}
@@ -158,6 +161,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
+		IDMap:       idMap(in),
 	})
 	if err != nil {
 		return fail(fmt.Errorf("create the task desktop: %w", err))
@@ -168,6 +172,9 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 	}
 	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
 		return fail(fmt.Errorf("start the task desktop: %w", err))
+	}
+	if err := m.wall(ctx, eng, &in); err != nil {
+		return fail(err)
 	}
 	if err := m.waitDriver(ctx, id); err != nil {
 		return fail(err)
