@@ -134,7 +134,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 	model := &scriptedModel{}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -290,3 +290,6 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 	}
 	return b, dir, ctx
 }
+
+// allowLoopback is the administrator's allowance for the scripted model on 127.0.0.1.
+var allowLoopback = true

@@ -98,7 +98,7 @@ func TestHelperOnTaskDesktop(t *testing.T) {
 		model.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 

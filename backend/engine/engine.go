@@ -82,14 +82,14 @@ type ContainerSpec struct {
 	// Hardening. Adapters always set no-new-privileges and drop every capability except CapAdd.
 	CapAdd         []string
 	ReadOnlyRootfs bool
-	NetworkMode    string        // "" = engine default bridge; "none" disables networking
+	NetworkMode    string // "" = engine default bridge; "none" disables networking
 	// IDMap runs the container in its own user namespace: container IDs 0..Size-1 are host
 	// IDs HostID..HostID+Size-1 (uid and gid alike), so no process of the container is a real
 	// user of the host. nil = the engine's default. Only Podman maps per container (Docker
 	// only daemon-wide, with userns-remap): the Docker adapter refuses it (fault.ErrInvalid).
-	IDMap *IDMap
-	StopTimeout    time.Duration // grace period before SIGKILL on stop
-	Platform       string        // "linux/amd64" when an image needs it; "" = native
+	IDMap       *IDMap
+	StopTimeout time.Duration // grace period before SIGKILL on stop
+	Platform    string        // "linux/amd64" when an image needs it; "" = native
 }
 
 // IDMap is a container's user-namespace mapping (see ContainerSpec.IDMap).

@@ -63,8 +63,8 @@ type VMInstance struct {
 	// State is the last known state: "creating", "running", "stopping", "stopped", "removing".
 	// The transitional states are written before the engine is touched, so a crash leaves an
 	// intent that the next start reconciles against the engine.
-	State     string    `json:"state"`
-	LastError string    `json:"lastError,omitempty"`
+	State     string `json:"state"`
+	LastError string `json:"lastError,omitempty"`
 	// HostWall says whether the running desktop is walled off from the host's services:
 	// "on", or why not ("off: …").
 	HostWall  string    `json:"hostWall,omitempty"`
