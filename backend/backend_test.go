@@ -92,7 +92,7 @@ func TestWiring(t *testing.T) {
 // Host tools need an administrator's grant on the node (issue 15, item 2): an agent whose
 // record says "Allow host environment" (ticked before grants existed) gets no host tools
 // until the grant, and none again after it is withdrawn (the toolbox offers and runs host
-// tools only when Environment says AllowHost).
+// tools only when the turn's plan offers them).
 func TestHostToolsNeedTheGrant(t *testing.T) {
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -119,14 +119,13 @@ func TestHostToolsNeedTheGrant(t *testing.T) {
 	if _, err := b.Store.UpdateAgent(ag.ID, func(a *store.Agent) error { a.AllowHostEnvironment = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	envs := environments{st: b.Store, host: b.HostAccess}
 	turn := agent.TurnInfo{UserID: member.ID, AgentID: ag.ID, SessionID: "s"}
 	hostTools := func() bool {
-		env, err := envs.Environment(context.Background(), turn)
+		env, err := b.computers.Environment(context.Background(), turn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return env.AllowHost
+		return env.Plan.Host && env.Plan.Offers("host_shell")
 	}
 	if hostTools() {
 		t.Fatal("host tools without a grant")
@@ -136,6 +135,14 @@ func TestHostToolsNeedTheGrant(t *testing.T) {
 	}
 	if !hostTools() {
 		t.Fatal("no host tools with the grant")
+	}
+	// The host computer: host tools with the grant, host desktop tools only with their own grant.
+	if _, err := b.Store.UpdateAgent(ag.ID, func(a *store.Agent) error { a.Computer = "host"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	env, err := b.computers.Environment(context.Background(), turn)
+	if err != nil || !env.Plan.Host || env.Plan.HostDesktop || !strings.Contains(env.Plan.HostDesktopProblem, "not granted") {
+		t.Fatalf("host computer with host tools only: %+v %v", env.Plan, err)
 	}
 	if err := b.HostAccess.Grant(root.ID, member.ID, hostaccess.LocalNode, hostaccess.Access{}); err != nil {
 		t.Fatal(err)

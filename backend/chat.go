@@ -12,13 +12,14 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
+	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/history"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/models"
-	"cubicle/backend/profile"
 	"cubicle/backend/security"
-	"cubicle/backend/store"
+	"cubicle/backend/vm"
+	"cubicle/images/guest/wire"
 )
 
 // systemPrompt tells the model where it works.
@@ -28,8 +29,8 @@ Your working directory is /home/cua/workspace; files there are kept across resta
 host_* tools, when offered, act on the person's own machine: use them only when the task needs it.
 Be concise; say what you did and what you found.`
 
-// buildChat wires the agent runtime: models, safety layers (Settings → Security), the toolbox
-// over the desktops, the thread↔desktop binding, history and saved conversations.
+// buildChat wires the agent runtime: models, safety layers (Settings → Security), the
+// toolbox over the desktops, the thread↔desktop binding, history and saved conversations.
 func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "model.key"))
 	if err != nil {
@@ -41,11 +42,24 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	}
 	home, _ := os.UserHomeDir()
 	b.HostAccess = hostaccess.New(b.Store)
-	envs := environments{st: b.Store, host: b.HostAccess}
+	b.computers = newComputers(b)
+	// Host access is granted by an administrator per account and node (SPEC §3): the gate
+	// asks the grants for every turn.
+	b.computers.grant = func(accountID, nodeID string) computer.Grant {
+		a, err := b.HostAccess.Check(accountID, nodeID)
+		if err != nil {
+			return computer.Grant{Denied: true, DesktopDenied: true, Reason: "host access could not be checked: " + err.Error()}
+		}
+		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
+		if g.Denied {
+			g.Reason = "host access is not granted to this account on this execution node: an administrator grants it in Settings → Users"
+		}
+		return g
+	}
 	b.Security, err = security.New(security.Config{
-		Store: b.Store, DataDir: b.cfg.DataDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
+		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
 		LocalTools: func() []string { return append(tools.Names(), agent.HelperTool) },
-		WorkDir:    envs.workDir(home), Logger: b.log.With("svc", "security"),
+		WorkDir:    b.workDir(home), Logger: b.log.With("svc", "security"),
 	})
 	if err != nil {
 		return err
@@ -59,66 +73,79 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		return agentID
 	}
-	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Logger: b.log.With("svc", "binding")})
+	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.fence,
+		Logger: b.log.With("svc", "binding")})
 	if err != nil {
 		return err
 	}
-	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: envs, Files: hostFiles{b.Security},
-		NodeCaps: []string{tools.CapHostTools}, Logger: b.log.With("svc", "tools")})
+	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles{b.Security},
+		HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}
 	b.Chat, err = agent.New(agent.Config{
-		Tools: box, Models: b.Models.Resolve, Guard: b.Security,
+		Tools: box, Models: b.Models.Resolve, Guard: turnGuard{gate: b.computers, sec: b.Security},
 		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
-		TurnEnded: b.Binder.TurnEnded, Logger: b.log.With("svc", "agent"), System: systemPrompt,
+		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
+		Logger: b.log.With("svc", "agent"), System: systemPrompt,
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
 		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
 	})
 	return err
 }
 
-// environments reads an agent's environment from its profile (SPEC §1.6): host tools only
-// next to a VM or a cloud computer with "Allow host environment" checked, and only while an
-// administrator grants the account host access on this node (SPEC §3).
-type environments struct {
-	st   *store.Store
-	host *hostaccess.Checker
+// turnGuard is the runtime's Guard: the computer gate first (a tool this turn's computer does
+// not offer is refused, never asked about), then Settings → Security's layers.
+type turnGuard struct {
+	gate tools.Environments
+	sec  *security.Service
 }
 
-func (e environments) Environment(ctx context.Context, t agent.TurnInfo) (tools.Environment, error) {
-	if t.AgentID == "" {
-		return tools.Environment{}, nil
+func (g turnGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
+	if env, err := g.gate.Environment(context.Background(), t); err == nil {
+		plan := env.Plan
+		if t.TaskID != "" {
+			plan = plan.ForHelper()
+		}
+		if why := plan.Check(c.Name); why != "" {
+			return agent.Deny, why
+		}
 	}
-	a, err := e.st.Agent(t.AgentID)
-	if err != nil {
-		return tools.Environment{}, err
-	}
-	if a.AccountID != t.UserID {
-		return tools.Environment{}, fmt.Errorf("agent %s belongs to another account", t.AgentID)
-	}
-	access, err := e.host.Check(a.AccountID, hostaccess.LocalNode)
-	if err != nil {
-		return tools.Environment{}, err
-	}
-	return tools.Environment{
-		AllowHost:        a.AllowHostEnvironment && profile.AllowsHostEnvironment(a.Computer) && access.HostTools,
-		AllowHostDesktop: access.HostDesktop,
-		WorkDir:          a.WorkDir,
-	}, nil
+	return g.sec.Check(t, c)
 }
 
-// workDir is where relative paths of a call start: the desktop's workspace, or for host tools
-// the agent's working directory (default the runner user's home).
-func (e environments) workDir(home string) func(t agent.TurnInfo, tool string) string {
+func (g turnGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) error {
+	return g.sec.AllowRule(t, c, rule)
+}
+
+// Confirmed records every answer a person gives (agent.ConfirmRecorder).
+func (g turnGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason string) {
+	g.sec.Confirmed(t, r, reason)
+}
+
+var _ agent.ConfirmRecorder = turnGuard{}
+
+// workDir is where relative paths of a call start: the agent's desktop working directory, or
+// for host tools its working directory on the host (default the runner user's home).
+func (b *Backend) workDir(home string) func(t agent.TurnInfo, tool string) string {
 	return func(t agent.TurnInfo, tool string) string {
-		if !strings.HasPrefix(tool, "host_") {
-			return tools.Workspace
+		dir := tools.Workspace
+		env, err := b.computers.Environment(context.Background(), t)
+		if err == nil {
+			if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
+				dir = d
+			}
 		}
-		if a, err := e.st.Agent(t.AgentID); err == nil && filepath.IsAbs(a.WorkDir) {
-			return a.WorkDir
+		if strings.HasPrefix(tool, "host_") {
+			dir = home
+			switch {
+			case err == nil && filepath.IsAbs(env.WorkDir):
+				dir = env.WorkDir
+			case err == nil && vm.ResolveWorkDir(env.WorkDir) != "":
+				dir = filepath.Join(home, env.WorkDir)
+			}
 		}
-		return home
+		return dir
 	}
 }
 

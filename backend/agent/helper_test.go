@@ -95,7 +95,7 @@ func newHelperHarness(t *testing.T, hc agent.HelperConfig) *helperHarness {
 	}
 	rt, err := agent.New(agent.Config{Tools: h.tools, Guard: &askGuard{}, Recorder: h.rec, System: "MAIN PROMPT", Helpers: &hc,
 		Models: func(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
-			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestConfirmedHelper(t *testing.T) {
 	ended := 0
 	rt, err := agent.New(agent.Config{Tools: tb, Guard: askHelpers{}, Helpers: &agent.HelperConfig{Ended: func(agent.TurnInfo) { ended++ }},
 		Models: func(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
-			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 		}})
 	if err != nil {
 		t.Fatal(err)

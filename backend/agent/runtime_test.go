@@ -168,7 +168,7 @@ func newHarness(t *testing.T, withModel bool, maxIters int) *harness {
 		if !withModel {
 			return nil, agent.ErrNoModel
 		}
-		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 	}
 	rt, err := agent.New(agent.Config{Tools: h.tools, Models: resolve, Guard: h.guard, MaxIters: maxIters})
 	if err != nil {

@@ -41,6 +41,9 @@ type Desktop struct {
 	IdleStopAt time.Time
 	// Message says more about the state for people (e.g. the last error); optional.
 	Message string
+	// Kind is what the screen is: "" or "vm" for a desktop, "browser" for the agent's own
+	// browser, "host" for the execution node's own screen.
+	Kind string
 }
 
 // Driver is what the channel uses of a desktop's in-guest driver; *guest.Client satisfies
@@ -372,6 +375,7 @@ type statusJSON struct {
 	AgentID    string       `json:"agentId"`
 	DesktopID  string       `json:"desktopId,omitempty"`
 	State      string       `json:"state"`
+	Kind       string       `json:"kind"` // vm | browser | host
 	Shared     bool         `json:"shared"`
 	Streaming  bool         `json:"streaming"`
 	Message    string       `json:"message,omitempty"`
@@ -397,7 +401,10 @@ func (k *computerConn) status() (statusJSON, string) {
 	d, derr, serr := k.desk, k.deskErr, k.streamErr
 	k.mu.Unlock()
 	st := statusJSON{Type: "status", AgentID: k.agentID, DesktopID: d.ID, State: d.State, Shared: d.Shared,
-		Message: d.Message}
+		Message: d.Message, Kind: d.Kind}
+	if st.Kind == "" {
+		st.Kind = "vm"
+	}
 	if st.State == "" {
 		st.State = "absent"
 	}
@@ -405,7 +412,9 @@ func (k *computerConn) status() (statusJSON, string) {
 	case derr != nil:
 		st.Message = "cannot look up this agent's desktop: " + derr.Error()
 	case d.ID == "" || st.State == "absent":
-		st.Message = "this agent has no desktop yet; create one from the computer panel"
+		if st.Message == "" {
+			st.Message = "this agent has no desktop yet; create one from the computer panel"
+		}
 	case st.State != "running":
 		if st.Message == "" {
 			st.Message = "the desktop is " + st.State + "; viewing does not start it"

@@ -42,6 +42,7 @@ type Config struct {
 	Chats      ChatStore                               // saved conversations and tool history
 	Models     Models                                  // chat model settings; nil answers 503
 	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
+	Computers  Computers                               // agents' computer settings; nil answers 503
 	Logger     *slog.Logger
 	Version    string
 
@@ -148,6 +149,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
+	s.computerRoutes(mux)
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 

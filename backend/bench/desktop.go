@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // Container names and labels: everything a run creates is recognisable and removable.
@@ -23,11 +24,11 @@ const (
 	// NamePrefix starts the name of every container a run creates.
 	NamePrefix = "cubicle-bench-"
 	// LabelRun carries the run's id on every container the run creates.
-	LabelRun = "io.cubicle.bench-run"
+	LabelRun = wire.LabelBenchRun
 	// runDirTarget is where the driver expects its run directory (images' contract).
-	runDirTarget = "/run/cubicle"
+	runDirTarget = wire.RunDir
 	// socketName is the driver's socket in the run directory.
-	socketName = "guest.sock"
+	socketName = wire.SocketName
 	// minColours: a drawn desktop has at least this many distinct colours (as the image
 	// preparation's probe checks); a blank or half-drawn screen has fewer.
 	minColours = 16
@@ -61,7 +62,7 @@ func (r *runner) create(ctx context.Context, image string) (*desktop, error) {
 		Name:     name,
 		Image:    image,
 		Labels:   map[string]string{LabelRun: r.id},
-		Env:      map[string]string{"CUBICLE_RUN_DIR": runDirTarget},
+		Env:      map[string]string{wire.EnvRunDir: runDirTarget},
 		Hostname: "cubicle",
 		Mounts:   []engine.Mount{{Source: dir, Target: runDirTarget}},
 		Limits: engine.Limits{

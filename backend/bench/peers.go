@@ -15,6 +15,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // PeersRepo is the repository of the derived image holding the peer tools; its tag is a hash
@@ -23,7 +24,7 @@ import (
 const PeersRepo = "localhost/cubicle-bench-peers"
 
 // labelPeersOf on a peers image names the standard image it was derived from.
-const labelPeersOf = "io.cubicle.bench-peers-of"
+const labelPeersOf = wire.LabelBenchPeersOf
 
 // PeerPackages are the tools other agent desktops use (the Anthropic computer-use demo takes
 // screenshots with scrot + ImageMagick and sends input with xdotool). They are installed only

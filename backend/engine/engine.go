@@ -12,6 +12,8 @@ package engine
 import (
 	"io"
 	"time"
+
+	"cubicle/images/guest/wire"
 )
 
 // Kind names an engine implementation.
@@ -25,10 +27,10 @@ const (
 
 // Labels every object Cubicle creates carries, so that a restart can find its own objects.
 const (
-	LabelManaged  = "io.cubicle.managed"  // "true" on every container, volume and image we create
-	LabelInstance = "io.cubicle.instance" // the instance id a container or volume belongs to
-	LabelImageKey = "io.cubicle.image-key"
-	LabelRecipe   = "io.cubicle.recipe-hash" // content hash of recipe + driver an image was built from
+	LabelManaged  = wire.LabelManaged  // "true" on every container, volume and image we create
+	LabelInstance = wire.LabelInstance // the instance id a container or volume belongs to
+	LabelImageKey = wire.LabelImageKey
+	LabelRecipe   = wire.LabelRecipe // content hash of recipe + driver an image was built from
 )
 
 // Info describes a reachable engine.

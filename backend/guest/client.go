@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // Client is a connection to one driver. It is safe for concurrent use: requests are
@@ -33,7 +34,7 @@ type Client struct {
 }
 
 type response struct {
-	env  Envelope
+	env  wire.Envelope
 	blob []byte
 }
 
@@ -55,14 +56,14 @@ func Dial(ctx context.Context, socketPath string) (*Client, error) {
 	} else {
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
 	}
-	args, _ := json.Marshal(HelloArgs{Protocol: ProtocolVersion, Client: "cubicle"})
-	if err := WriteMessage(conn, &Envelope{ID: 0, Op: OpHello, Args: args}, nil); err != nil {
+	args, _ := json.Marshal(wire.HelloArgs{Protocol: wire.ProtocolVersion, Client: "cubicle"})
+	if err := wire.WriteMessage(conn, &wire.Envelope{ID: 0, Op: wire.OpHello, Args: args}, nil); err != nil {
 		conn.Close()
 		return nil, fault.Unavailable("desktop driver: handshake with %s: %v", socketPath, err)
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
-	var env Envelope
-	if _, err := ReadMessage(br, &env); err != nil {
+	var env wire.Envelope
+	if _, err := wire.ReadMessage(br, &env); err != nil {
 		conn.Close()
 		return nil, fault.Unavailable("desktop driver: handshake with %s: %v", socketPath, err)
 	}
@@ -73,14 +74,14 @@ func Dial(ctx context.Context, socketPath string) (*Client, error) {
 			return nil, fault.Unavailable("desktop driver: handshake with %s: bad reply: %v", socketPath, err)
 		}
 	}
-	if h.Protocol != ProtocolVersion {
+	if h.Protocol != wire.ProtocolVersion {
 		conn.Close()
 		return nil, fault.Conflict("desktop driver at %s speaks bridge protocol %d (driver %s), this Cubicle speaks %d: update the desktop image (prepare it again) or Cubicle so both match",
-			socketPath, h.Protocol, h.Driver, ProtocolVersion)
+			socketPath, h.Protocol, h.Driver, wire.ProtocolVersion)
 	}
 	if env.Error != nil {
 		conn.Close()
-		return nil, ErrorFor(OpHello, env.Error)
+		return nil, ErrorFor(wire.OpHello, env.Error)
 	}
 	conn.SetDeadline(time.Time{})
 	c.hello = h
@@ -126,8 +127,8 @@ func (c *Client) readLoop(br *bufio.Reader) {
 	defer c.wg.Done()
 	defer close(c.done)
 	for {
-		var env Envelope
-		blob, err := ReadMessage(br, &env)
+		var env wire.Envelope
+		blob, err := wire.ReadMessage(br, &env)
 		if err != nil {
 			c.mu.Lock()
 			c.err = fault.Unavailable("desktop driver: connection lost: %v", err)
@@ -165,12 +166,12 @@ func (c *Client) call(ctx context.Context, op string, args any, blob []byte, res
 	c.mu.Unlock()
 
 	c.wmu.Lock()
-	err = WriteMessage(c.conn, &Envelope{ID: id, Op: op, Args: raw}, blob)
+	err = wire.WriteMessage(c.conn, &wire.Envelope{ID: id, Op: op, Args: raw}, blob)
 	c.wmu.Unlock()
 	if err != nil {
 		c.forget(id)
-		if fault.Class(err) != nil {
-			return nil, fmt.Errorf("desktop driver: %s: %w", op, err)
+		if errors.Is(err, wire.ErrTooLarge) {
+			return nil, fault.Invalid("desktop driver: %s: %v", op, err)
 		}
 		return nil, fault.Unavailable("desktop driver: %s: %v", op, err)
 	}
@@ -187,12 +188,10 @@ func (c *Client) call(ctx context.Context, op string, args any, blob []byte, res
 		return r.blob, nil
 	case <-ctx.Done():
 		c.forget(id)
-		cargs, _ := json.Marshal(struct {
-			ID uint64 `json:"id"`
-		}{id})
+		cargs, _ := json.Marshal(wire.CancelArgs{ID: id})
 		c.wmu.Lock()
 		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		WriteMessage(c.conn, &Envelope{ID: 0, Op: OpCancel, Args: cargs}, nil)
+		wire.WriteMessage(c.conn, &wire.Envelope{ID: 0, Op: wire.OpCancel, Args: cargs}, nil)
 		c.conn.SetWriteDeadline(time.Time{})
 		c.wmu.Unlock()
 		return nil, fmt.Errorf("desktop driver: %s: %w", op, ctx.Err())
@@ -225,14 +224,14 @@ func (c *Client) forget(id uint64) {
 // Health reports whether the X server and session are up.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	_, err := c.call(ctx, OpHealth, struct{}{}, nil, &h)
+	_, err := c.call(ctx, wire.OpHealth, struct{}{}, nil, &h)
 	return h, err
 }
 
 // Screenshot captures and encodes the screen now.
 func (c *Client) Screenshot(ctx context.Context, o ScreenshotOptions) (Frame, error) {
 	var f Frame
-	blob, err := c.call(ctx, OpScreenshot, o, nil, &f)
+	blob, err := c.call(ctx, wire.OpScreenshot, o, nil, &f)
 	f.Data = blob
 	return f, err
 }
@@ -241,14 +240,14 @@ func (c *Client) Screenshot(ctx context.Context, o ScreenshotOptions) (Frame, er
 // the effect of an action just sent is awaited), at most o.Max, and returns a screenshot.
 func (c *Client) WaitSettled(ctx context.Context, o SettleOptions) (Frame, error) {
 	var f Frame
-	blob, err := c.call(ctx, OpWaitSettled, o, nil, &f)
+	blob, err := c.call(ctx, wire.OpWaitSettled, o, nil, &f)
 	f.Data = blob
 	return f, err
 }
 
 // Input performs one input action; it returns once the X server has processed it.
 func (c *Client) Input(ctx context.Context, in Input) error {
-	_, err := c.call(ctx, OpInput, in, nil, nil)
+	_, err := c.call(ctx, wire.OpInput, in, nil, nil)
 	return err
 }
 
@@ -256,7 +255,7 @@ func (c *Client) Input(ctx context.Context, in Input) error {
 // result, not an error.
 func (c *Client) Exec(ctx context.Context, r ExecRequest) (ExecResult, error) {
 	var res ExecResult
-	blob, err := c.call(ctx, OpExec, r, r.Stdin, &res)
+	blob, err := c.call(ctx, wire.OpExec, r, r.Stdin, &res)
 	if err != nil {
 		return res, err
 	}
@@ -270,7 +269,7 @@ func (c *Client) Exec(ctx context.Context, r ExecRequest) (ExecResult, error) {
 // ReadFile returns a file's contents. maxBytes caps the size (0 or above MaxFileSize means
 // MaxFileSize); a larger file is fault.Invalid.
 func (c *Client) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
-	blob, err := c.call(ctx, OpReadFile, FileArgs{Path: path, MaxBytes: maxBytes}, nil, nil)
+	blob, err := c.call(ctx, wire.OpReadFile, wire.FileArgs{Path: path, MaxBytes: maxBytes}, nil, nil)
 	if err == nil && blob == nil {
 		blob = []byte{}
 	}
@@ -283,27 +282,27 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode o
 	if len(data) > MaxFileSize {
 		return fault.Invalid("desktop driver: write %s: %d bytes is over the %d MiB limit per file", path, len(data), MaxFileSize>>20)
 	}
-	_, err := c.call(ctx, OpWriteFile, FileArgs{Path: path, Mode: mode}, data, nil)
+	_, err := c.call(ctx, wire.OpWriteFile, wire.FileArgs{Path: path, Mode: mode}, data, nil)
 	return err
 }
 
 // Stat describes one path (symlinks are not followed).
 func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
 	var fi FileInfo
-	_, err := c.call(ctx, OpStat, FileArgs{Path: path}, nil, &fi)
+	_, err := c.call(ctx, wire.OpStat, wire.FileArgs{Path: path}, nil, &fi)
 	return fi, err
 }
 
 // ListDir lists a directory, sorted by name.
 func (c *Client) ListDir(ctx context.Context, path string) ([]FileInfo, error) {
 	var list []FileInfo
-	_, err := c.call(ctx, OpListDir, FileArgs{Path: path}, nil, &list)
+	_, err := c.call(ctx, wire.OpListDir, wire.FileArgs{Path: path}, nil, &list)
 	return list, err
 }
 
 // Mkdir creates a directory (with parents: like mkdir -p, and no error if it exists).
 func (c *Client) Mkdir(ctx context.Context, path string, parents bool) error {
-	_, err := c.call(ctx, OpMkdir, FileArgs{Path: path, Parents: parents}, nil, nil)
+	_, err := c.call(ctx, wire.OpMkdir, wire.FileArgs{Path: path, Parents: parents}, nil, nil)
 	return err
 }
 

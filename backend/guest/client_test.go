@@ -2,7 +2,6 @@ package guest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // fakeDriver is an in-process peer speaking the wire format, with a scripted handler.
@@ -21,7 +21,7 @@ type fakeDriver struct {
 	ln      net.Listener
 	path    string
 	hello   Hello
-	handle  func(env Envelope, blob []byte) (result any, out []byte, werr *WireError)
+	handle  func(env wire.Envelope, blob []byte) (result any, out []byte, werr *wire.WireError)
 	mu      sync.Mutex
 	ops     []string // every op received, cancel included
 	wg      sync.WaitGroup
@@ -61,29 +61,29 @@ func (f *fakeDriver) accept() {
 func (f *fakeDriver) serve(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
-	var env Envelope
-	if _, err := ReadMessage(br, &env); err != nil {
+	var env wire.Envelope
+	if _, err := wire.ReadMessage(br, &env); err != nil {
 		return
 	}
 	raw, _ := json.Marshal(f.hello)
-	WriteMessage(c, &Envelope{ID: env.ID, Result: raw}, nil)
-	var held *Envelope
+	wire.WriteMessage(c, &wire.Envelope{ID: env.ID, Result: raw}, nil)
+	var held *wire.Envelope
 	for {
-		var env Envelope
-		blob, err := ReadMessage(br, &env)
+		var env wire.Envelope
+		blob, err := wire.ReadMessage(br, &env)
 		if err != nil {
 			return
 		}
 		f.mu.Lock()
 		f.ops = append(f.ops, env.Op)
 		f.mu.Unlock()
-		if env.Op == OpCancel {
+		if env.Op == wire.OpCancel {
 			continue
 		}
-		reply := func(env Envelope, blob []byte) {
+		reply := func(env wire.Envelope, blob []byte) {
 			res, out, werr := f.handle(env, blob)
 			raw, _ := json.Marshal(res)
-			WriteMessage(c, &Envelope{ID: env.ID, Result: raw, Error: werr}, out)
+			wire.WriteMessage(c, &wire.Envelope{ID: env.ID, Result: raw, Error: werr}, out)
 		}
 		if f.reverse {
 			if held == nil {
@@ -134,16 +134,16 @@ func TestHandshakeVersionMismatch(t *testing.T) {
 
 func TestErrorClasses(t *testing.T) {
 	f := newFake(t, ProtocolVersion, func(f *fakeDriver) {
-		f.handle = func(env Envelope, _ []byte) (any, []byte, *WireError) {
-			var a FileArgs
+		f.handle = func(env wire.Envelope, _ []byte) (any, []byte, *wire.WireError) {
+			var a wire.FileArgs
 			json.Unmarshal(env.Args, &a)
-			return nil, nil, &WireError{Code: a.Path, Message: "boom " + a.Path}
+			return nil, nil, &wire.WireError{Code: a.Path, Message: "boom " + a.Path}
 		}
 	})
 	codes := map[string]error{
-		CodeNotFound: fault.ErrNotFound, CodeExists: fault.ErrExists, CodeConflict: fault.ErrConflict,
-		CodeInvalid: fault.ErrInvalid, CodeForbidden: fault.ErrForbidden, CodeUnavailable: fault.ErrUnavailable,
-		CodeInternal: nil,
+		wire.CodeNotFound: fault.ErrNotFound, wire.CodeExists: fault.ErrExists, wire.CodeConflict: fault.ErrConflict,
+		wire.CodeInvalid: fault.ErrInvalid, wire.CodeForbidden: fault.ErrForbidden, wire.CodeUnavailable: fault.ErrUnavailable,
+		wire.CodeInternal: nil,
 	}
 	c, err := Dial(context.Background(), f.path)
 	if err != nil {
@@ -166,8 +166,8 @@ func TestErrorClasses(t *testing.T) {
 func TestMultiplexAndCancel(t *testing.T) {
 	f := newFake(t, ProtocolVersion, func(f *fakeDriver) {
 		f.reverse = true
-		f.handle = func(env Envelope, blob []byte) (any, []byte, *WireError) {
-			var a FileArgs
+		f.handle = func(env wire.Envelope, blob []byte) (any, []byte, *wire.WireError) {
+			var a wire.FileArgs
 			json.Unmarshal(env.Args, &a)
 			return nil, []byte("content of " + a.Path), nil
 		}
@@ -201,28 +201,11 @@ func TestMultiplexAndCancel(t *testing.T) {
 	f.mu.Lock()
 	ops := strings.Join(f.ops, ",")
 	f.mu.Unlock()
-	if !strings.HasSuffix(ops, OpReadFile+","+OpCancel) {
+	if !strings.HasSuffix(ops, wire.OpReadFile+","+wire.OpCancel) {
 		t.Errorf("driver saw %s, want a cancel after the read", ops)
 	}
 	c.Close()
 	if _, err := c.Health(context.Background()); !errors.Is(err, fault.ErrUnavailable) {
 		t.Errorf("after Close: %v, want unavailable", err)
-	}
-}
-
-func TestFraming(t *testing.T) {
-	var buf bytes.Buffer
-	blob := []byte{0, 1, 2, 255}
-	if err := WriteMessage(&buf, &Envelope{ID: 7, Op: OpExec, Args: json.RawMessage(`{"shell":"x"}`)}, blob); err != nil {
-		t.Fatal(err)
-	}
-	var env Envelope
-	got, err := ReadMessage(bufio.NewReader(&buf), &env)
-	if err != nil || env.ID != 7 || env.Op != OpExec || !bytes.Equal(got, blob) {
-		t.Fatalf("round trip: %+v %v %v", env, got, err)
-	}
-	tooBig := []byte{0x7f, 0, 0, 0, 0, 0, 0, 0}
-	if _, err := ReadMessage(bufio.NewReader(bytes.NewReader(tooBig)), &env); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("oversized header: %v", err)
 	}
 }

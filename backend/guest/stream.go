@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/images/guest/wire"
 )
 
 // Stream delivers frames as the screen changes. It pulls: each Next asks the driver for the
@@ -63,7 +64,7 @@ func (s *Stream) Next(ctx context.Context) (Frame, error) {
 	// encoding take a good part of a frame interval, and counting them twice halves the rate.
 	start := time.Now()
 	var f Frame
-	blob, err := s.c.call(ctx, OpNextFrame, NextFrameArgs{After: s.after, Screenshot: s.opts.ScreenshotOptions}, nil, &f)
+	blob, err := s.c.call(ctx, wire.OpNextFrame, wire.NextFrameArgs{After: s.after, Screenshot: s.opts.ScreenshotOptions}, nil, &f)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Frame{}, s.ctxErr(ctx)
@@ -86,4 +87,21 @@ func (s *Stream) ctxErr(ctx context.Context) error {
 func (s *Stream) Close() error {
 	s.once.Do(s.cancel)
 	return nil
+}
+
+// FrameStream is a stream of changed frames: *Stream, and the host screen's stream of package
+// hostdesk. Next is not safe for concurrent use; Close is.
+type FrameStream interface {
+	Next(ctx context.Context) (Frame, error)
+	Close() error
+}
+
+// Frames starts a frame stream as a FrameStream (for consumers that take frames from
+// several kinds of screens, such as the screen hubs).
+func (c *Client) Frames(ctx context.Context, o StreamOptions) (FrameStream, error) {
+	s, err := c.Stream(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

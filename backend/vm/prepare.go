@@ -18,6 +18,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 )
 
 // minColours is how many distinct colours a real desktop screenshot has at least; a blank or
@@ -224,7 +225,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 		Name:        "cubicle-" + id,
 		Image:       ref,
 		Labels:      m.labels(id, "probe"),
-		Env:         map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
 		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
 		Limits:      m.engineLimits(),

@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+	"cubicle/images/guest/wire"
 )
 
 // Task desktops (SPEC §1.3): a temporary task helper works on a task-isolated desktop that is
@@ -33,10 +34,10 @@ const RoleTask = "task"
 
 // Labels of a task desktop's container, next to the instance, node and role labels.
 const (
-	LabelAccount = "io.cubicle.account"
-	LabelAgent   = "io.cubicle.agent"
-	LabelSession = "io.cubicle.session"
-	LabelTask    = "io.cubicle.task"
+	LabelAccount = wire.LabelAccount
+	LabelAgent   = wire.LabelAgent
+	LabelSession = wire.LabelSession
+	LabelTask    = wire.LabelTask
 )
 
 // TaskSpec names the task a task desktop is created for. AccountID, AgentID and TaskID are
@@ -156,7 +157,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		Name:        in.ContainerName,
 		Image:       in.ImageRef,
 		Labels:      labels,
-		Env:         map[string]string{"CUBICLE_RUN_DIR": RunDirTarget},
+		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
 		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
 		Limits:      m.engineLimits(),
@@ -244,7 +245,7 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 func (m *Manager) runningDesktops(except string) []string {
 	var running []string
 	for _, in := range m.instancesOrNil() {
-		if in.ID == except || in.Scope == scopeCompose {
+		if in.ID == except || in.Scope == scopeCompose || in.Scope == scopeBrowser {
 			continue
 		}
 		if in.State == stateRunning || in.State == stateCreating || in.State == stateStopping {

@@ -42,6 +42,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 )
 
 // Engine is what the manager needs from a container engine adapter (engine/podman and
@@ -126,18 +127,18 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // Labels the manager puts on its containers and volumes, next to engine.LabelManaged and
 // engine.LabelInstance.
 const (
-	LabelNode    = "io.cubicle.node"
-	LabelRole    = "io.cubicle.role"   // "desktop" | "probe" | "task"
-	LabelVolume  = "io.cubicle.volume" // "workspace" | "browser-profile"
-	LabelCompose = "io.cubicle.compose-desktop"
+	LabelNode    = wire.LabelNode
+	LabelRole    = wire.LabelRole   // "desktop" | "probe" | "task"
+	LabelVolume  = wire.LabelVolume // "workspace" | "browser-profile"
+	LabelCompose = wire.LabelCompose
 )
 
 // Mount points inside a desktop (fixed by the images' contract).
 const (
-	RunDirTarget     = "/run/cubicle"
-	WorkspaceTarget  = "/home/cua/workspace"
-	BrowserTarget    = "/home/cua/.config/chromium"
-	guestSocketName  = "guest.sock"
+	RunDirTarget     = wire.RunDir
+	WorkspaceTarget  = wire.WorkspaceDir
+	BrowserTarget    = wire.BrowserProfileDir
+	guestSocketName  = wire.SocketName
 	defaultStopGrace = 5 * time.Second
 )
 
@@ -242,6 +243,7 @@ type Manager struct {
 	locks     map[string]*sync.Mutex // per-instance operation locks (never removed)
 	busy      map[string]string      // instance → who uses it (MarkBusy)
 	idleSince map[string]time.Time   // running, idle instances → when they became idle
+	rebuild   map[string]bool        // instances to rebuild for a new working directory once idle
 	idleMins  int                    // the node's idleStopMinutes
 	preps     map[string]*prepJob    // image key → running or last finished preparation
 	preparing int                    // preparations running
@@ -302,7 +304,8 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		locks: map[string]*sync.Mutex{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
-		preps: map[string]*prepJob{},
+		rebuild: map[string]bool{},
+		preps:   map[string]*prepJob{},
 	}, nil
 }
 

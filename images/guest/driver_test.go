@@ -24,6 +24,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11"
 	"cubicle/images/guest/x11/xvfbtest"
 
@@ -659,12 +660,12 @@ func TestHandshakeRefusesOtherProtocol(t *testing.T) {
 	h := startDriver(t, 65, 320, 240)
 	tests := []struct {
 		name string
-		env  guest.Envelope
+		env  wire.Envelope
 		code string
 		want string
 	}{
-		{"newer client", guest.Envelope{Op: guest.OpHello, Args: []byte(`{"protocol":99}`)}, guest.CodeConflict, "client speaks bridge protocol 99, this driver (test) speaks 1"},
-		{"no hello", guest.Envelope{Op: guest.OpHealth}, guest.CodeInvalid, "the first message must be hello"},
+		{"newer client", wire.Envelope{Op: wire.OpHello, Args: []byte(`{"protocol":99}`)}, wire.CodeConflict, "client speaks bridge protocol 99, this driver (test) speaks 1"},
+		{"no hello", wire.Envelope{Op: wire.OpHealth}, wire.CodeInvalid, "the first message must be hello"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -673,13 +674,13 @@ func TestHandshakeRefusesOtherProtocol(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			if err := guest.WriteMessage(conn, &tt.env, nil); err != nil {
+			if err := wire.WriteMessage(conn, &tt.env, nil); err != nil {
 				t.Fatal(err)
 			}
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			br := bufio.NewReader(conn)
-			var env guest.Envelope
-			if _, err := guest.ReadMessage(br, &env); err != nil {
+			var env wire.Envelope
+			if _, err := wire.ReadMessage(br, &env); err != nil {
 				t.Fatal(err)
 			}
 			var hello guest.Hello
@@ -687,7 +688,7 @@ func TestHandshakeRefusesOtherProtocol(t *testing.T) {
 			if env.Error == nil || env.Error.Code != tt.code || !strings.Contains(env.Error.Message, tt.want) || hello.Protocol != guest.ProtocolVersion {
 				t.Fatalf("reply %+v %+v, want %s %q", env.Error, hello, tt.code, tt.want)
 			}
-			if _, err := guest.ReadMessage(br, &env); err == nil {
+			if _, err := wire.ReadMessage(br, &env); err == nil {
 				t.Fatalf("connection still open after a refused handshake")
 			}
 		})

@@ -7,13 +7,12 @@ import (
 	"image"
 	"image/png"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 	"cubicle/images/guest/jpegenc"
+	"cubicle/images/guest/wire"
 )
 
 // normalize fills in defaults and checks screenshot options.
-func normalize(o guest.ScreenshotOptions) (guest.ScreenshotOptions, error) {
+func normalize(o wire.ScreenshotOptions) (wire.ScreenshotOptions, error) {
 	switch o.Format {
 	case "":
 		o.Format = "jpeg"
@@ -21,16 +20,16 @@ func normalize(o guest.ScreenshotOptions) (guest.ScreenshotOptions, error) {
 		o.Format = "jpeg"
 	case "png":
 	default:
-		return o, fault.Invalid("unknown image format %q (use jpeg or png)", o.Format)
+		return o, wire.Invalid("unknown image format %q (use jpeg or png)", o.Format)
 	}
 	if o.Quality == 0 {
 		o.Quality = 80
 	}
 	if o.Quality < 1 || o.Quality > 100 {
-		return o, fault.Invalid("jpeg quality %d is outside 1–100", o.Quality)
+		return o, wire.Invalid("jpeg quality %d is outside 1–100", o.Quality)
 	}
 	if o.MaxWidth < 0 {
-		return o, fault.Invalid("max width %d is negative", o.MaxWidth)
+		return o, wire.Invalid("max width %d is negative", o.MaxWidth)
 	}
 	return o, nil
 }
@@ -48,7 +47,7 @@ type encoder struct {
 
 // encode appends the encoding of the w×h BGRX pixels raw (downscaled to o.MaxWidth when
 // that is smaller) to dst.
-func (e *encoder) encode(dst []byte, raw []byte, w, h int, o guest.ScreenshotOptions) (out []byte, ow, oh int, err error) {
+func (e *encoder) encode(dst []byte, raw []byte, w, h int, o wire.ScreenshotOptions) (out []byte, ow, oh int, err error) {
 	if o.MaxWidth > 0 && o.MaxWidth < w {
 		var sw, sh int
 		e.scaled, sw, sh = scale(e.scaled, raw, w, h, o.MaxWidth)

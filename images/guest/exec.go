@@ -10,8 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // drainGrace is how long output is still read after the command exited: a background
@@ -26,36 +25,36 @@ type execer struct {
 	env       []string // the base environment (DISPLAY, HOME, …)
 }
 
-func (e *execer) run(ctx context.Context, r guest.ExecRequest) (guest.ExecResult, error) {
+func (e *execer) run(ctx context.Context, r wire.ExecRequest) (wire.ExecResult, error) {
 	var argv []string
 	switch {
 	case r.Shell != "" && len(r.Command) > 0:
-		return guest.ExecResult{}, fault.Invalid("exec takes either command or shell, not both")
+		return wire.ExecResult{}, wire.Invalid("exec takes either command or shell, not both")
 	case r.Shell != "":
 		argv = []string{"/bin/sh", "-c", r.Shell}
 	case len(r.Command) > 0:
 		argv = r.Command
 	default:
-		return guest.ExecResult{}, fault.Invalid("exec needs a command or a shell line")
+		return wire.ExecResult{}, wire.Invalid("exec needs a command or a shell line")
 	}
 	if r.MaxOutput == 0 {
-		r.MaxOutput = guest.DefaultExecOutput
+		r.MaxOutput = wire.DefaultExecOutput
 	}
-	if r.MaxOutput < 0 || r.MaxOutput > guest.MaxExecOutput {
-		return guest.ExecResult{}, fault.Invalid("max output %d is outside 0–%d", r.MaxOutput, guest.MaxExecOutput)
+	if r.MaxOutput < 0 || r.MaxOutput > wire.MaxExecOutput {
+		return wire.ExecResult{}, wire.Invalid("max output %d is outside 0–%d", r.MaxOutput, wire.MaxExecOutput)
 	}
 	if r.Timeout < 0 {
-		return guest.ExecResult{}, fault.Invalid("timeout %v is negative", r.Timeout)
+		return wire.ExecResult{}, wire.Invalid("timeout %v is negative", r.Timeout)
 	}
 	cwd := resolve(e.workspace, r.Cwd)
 	if fi, err := os.Stat(cwd); err != nil {
-		return guest.ExecResult{}, fileErr("exec: working directory", cwd, err)
+		return wire.ExecResult{}, fileErr("exec: working directory", cwd, err)
 	} else if !fi.IsDir() {
-		return guest.ExecResult{}, fault.Invalid("exec: working directory %s is not a directory", cwd)
+		return wire.ExecResult{}, wire.Invalid("exec: working directory %s is not a directory", cwd)
 	}
 	path, err := lookPath(argv[0], cwd)
 	if err != nil {
-		return guest.ExecResult{}, err
+		return wire.ExecResult{}, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: cwd, Env: e.env}
 	for k, v := range r.Env {
@@ -67,13 +66,13 @@ func (e *execer) run(ctx context.Context, r guest.ExecRequest) (guest.ExecResult
 	// can own the waiting.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return guest.ExecResult{}, err
+		return wire.ExecResult{}, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return guest.ExecResult{}, err
+		return wire.ExecResult{}, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -81,7 +80,7 @@ func (e *execer) run(ctx context.Context, r guest.ExecRequest) (guest.ExecResult
 		inW.Close()
 		outR.Close()
 		outW.Close()
-		return guest.ExecResult{}, err
+		return wire.ExecResult{}, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	start := time.Now()
@@ -93,7 +92,7 @@ func (e *execer) run(ctx context.Context, r guest.ExecRequest) (guest.ExecResult
 		inW.Close()
 		outR.Close()
 		errR.Close()
-		return guest.ExecResult{}, fault.Invalid("exec %s: %v", argv[0], err)
+		return wire.ExecResult{}, wire.Invalid("exec %s: %v", argv[0], err)
 	}
 
 	var wg sync.WaitGroup
@@ -114,7 +113,7 @@ func (e *execer) run(ctx context.Context, r guest.ExecRequest) (guest.ExecResult
 		defer t.Stop()
 		timeout = t.C
 	}
-	res := guest.ExecResult{}
+	res := wire.ExecResult{}
 	select {
 	case <-pr.done:
 	case <-timeout:
@@ -169,7 +168,7 @@ func lookPath(name, cwd string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fault.NotFound("exec: program %q not found in PATH", name)
+		return "", wire.NotFound("exec: program %q not found in PATH", name)
 	}
 	return p, nil
 }

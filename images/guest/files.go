@@ -10,8 +10,7 @@ import (
 	"sort"
 	"syscall"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // resolve makes p absolute: relative paths (and "") resolve against the workspace.
@@ -32,30 +31,30 @@ func fileErr(op, path string, err error) error {
 	errors.As(err, &errno)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fault.NotFound("%s: %s does not exist", op, path)
+		return wire.NotFound("%s: %s does not exist", op, path)
 	case errors.Is(err, fs.ErrPermission):
-		return fault.Forbidden("%s: permission denied for %s (the desktop user cannot access it)", op, path)
+		return wire.Forbidden("%s: permission denied for %s (the desktop user cannot access it)", op, path)
 	case errors.Is(err, fs.ErrExist):
-		return fault.Exists("%s: %s already exists", op, path)
+		return wire.Exists("%s: %s already exists", op, path)
 	case errno == syscall.ENOTDIR:
-		return fault.Invalid("%s: a parent of %s is not a directory", op, path)
+		return wire.Invalid("%s: a parent of %s is not a directory", op, path)
 	case errno == syscall.EISDIR:
-		return fault.Invalid("%s: %s is a directory", op, path)
+		return wire.Invalid("%s: %s is a directory", op, path)
 	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
-		return fault.Unavailable("%s: %s: the disk is full", op, path)
+		return wire.Unavailable("%s: %s: the disk is full", op, path)
 	case errno == syscall.EROFS:
-		return fault.Forbidden("%s: %s is on a read-only file system", op, path)
+		return wire.Forbidden("%s: %s is on a read-only file system", op, path)
 	}
 	return fmt.Errorf("%s: %s: %w", op, path, err)
 }
 
 type files struct{ workspace string }
 
-func (f files) read(a guest.FileArgs) ([]byte, error) {
+func (f files) read(a wire.FileArgs) ([]byte, error) {
 	p := resolve(f.workspace, a.Path)
 	limit := a.MaxBytes
-	if limit <= 0 || limit > guest.MaxFileSize {
-		limit = guest.MaxFileSize
+	if limit <= 0 || limit > wire.MaxFileSize {
+		limit = wire.MaxFileSize
 	}
 	fh, err := os.Open(p)
 	if err != nil {
@@ -67,10 +66,10 @@ func (f files) read(a guest.FileArgs) ([]byte, error) {
 		return nil, fileErr("read", p, err)
 	}
 	if fi.IsDir() {
-		return nil, fault.Invalid("read: %s is a directory", p)
+		return nil, wire.Invalid("read: %s is a directory", p)
 	}
 	if fi.Size() > limit {
-		return nil, fault.Invalid("read: %s is %d bytes, over the limit of %d", p, fi.Size(), limit)
+		return nil, wire.Invalid("read: %s is %d bytes, over the limit of %d", p, fi.Size(), limit)
 	}
 	// Read one byte past the limit: the size may have grown since Stat (or the file is
 	// special and reports 0).
@@ -79,24 +78,24 @@ func (f files) read(a guest.FileArgs) ([]byte, error) {
 		return nil, fileErr("read", p, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fault.Invalid("read: %s is over the limit of %d bytes", p, limit)
+		return nil, wire.Invalid("read: %s is over the limit of %d bytes", p, limit)
 	}
 	return data, nil
 }
 
 // write replaces the file atomically: a temporary file in the same directory, synced, then
 // renamed over the target, so readers see the old or the new content, never a mix.
-func (f files) write(a guest.FileArgs, data []byte) error {
+func (f files) write(a wire.FileArgs, data []byte) error {
 	p := resolve(f.workspace, a.Path)
-	if len(data) > guest.MaxFileSize {
-		return fault.Invalid("write: %d bytes is over the limit of %d", len(data), guest.MaxFileSize)
+	if len(data) > wire.MaxFileSize {
+		return wire.Invalid("write: %d bytes is over the limit of %d", len(data), wire.MaxFileSize)
 	}
 	mode := a.Mode.Perm()
 	if mode == 0 {
 		mode = 0o644
 	}
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return fault.Invalid("write: %s is a directory", p)
+		return wire.Invalid("write: %s is a directory", p)
 	}
 	dir := filepath.Dir(p)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".cubicle-*")
@@ -125,19 +124,19 @@ func (f files) write(a guest.FileArgs, data []byte) error {
 	return nil
 }
 
-func info(p string, fi os.FileInfo) guest.FileInfo {
-	out := guest.FileInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+func info(p string, fi os.FileInfo) wire.FileInfo {
+	out := wire.FileInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime(), IsDir: fi.IsDir()}
 	if fi.Mode()&os.ModeSymlink != 0 {
 		out.Link, _ = os.Readlink(p)
 	}
 	return out
 }
 
-func (f files) stat(a guest.FileArgs) (guest.FileInfo, error) {
+func (f files) stat(a wire.FileArgs) (wire.FileInfo, error) {
 	p := resolve(f.workspace, a.Path)
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return guest.FileInfo{}, fileErr("stat", p, err)
+		return wire.FileInfo{}, fileErr("stat", p, err)
 	}
 	return info(p, fi), nil
 }
@@ -145,16 +144,16 @@ func (f files) stat(a guest.FileArgs) (guest.FileInfo, error) {
 // maxList caps one directory listing.
 const maxList = 10000
 
-func (f files) list(a guest.FileArgs) ([]guest.FileInfo, error) {
+func (f files) list(a wire.FileArgs) ([]wire.FileInfo, error) {
 	p := resolve(f.workspace, a.Path)
 	entries, err := os.ReadDir(p)
 	if err != nil {
 		return nil, fileErr("list", p, err)
 	}
 	if len(entries) > maxList {
-		return nil, fault.Invalid("list: %s has %d entries, over the limit of %d", p, len(entries), maxList)
+		return nil, wire.Invalid("list: %s has %d entries, over the limit of %d", p, len(entries), maxList)
 	}
-	out := make([]guest.FileInfo, 0, len(entries))
+	out := make([]wire.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		fi, err := e.Info()
 		if err != nil {
@@ -166,7 +165,7 @@ func (f files) list(a guest.FileArgs) ([]guest.FileInfo, error) {
 	return out, nil
 }
 
-func (f files) mkdir(a guest.FileArgs) error {
+func (f files) mkdir(a wire.FileArgs) error {
 	p := resolve(f.workspace, a.Path)
 	var err error
 	if a.Parents {

@@ -1,7 +1,7 @@
 // Command cubicle-guest is the in-guest driver of Cubicle's desktops. It runs as the
 // container's PID 1 (as the unprivileged desktop user): it starts Xvfb and the desktop
 // session, reaps every child, restarts a crashed X server, and serves the bridge protocol
-// (backend/guest, docs/guest-protocol.md) on $CUBICLE_RUN_DIR/guest.sock — screenshots, a
+// (images/guest/wire, docs/guest-protocol.md) on $CUBICLE_RUN_DIR/guest.sock — screenshots, a
 // change-driven frame stream, input through XTEST, exec and files. SIGTERM or SIGINT stop
 // everything within 2 s and exit 0.
 //
@@ -22,7 +22,7 @@ import (
 	"strings"
 	"syscall"
 
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 
 	"github.com/jezek/xgb"
 	"golang.org/x/sys/unix"
@@ -68,14 +68,14 @@ func env(key, def string) string {
 // configure reads the environment, then the flags.
 func configure(args []string) (Config, error) {
 	fs := flag.NewFlagSet("cubicle-guest", flag.ContinueOnError)
-	runDir := fs.String("run-dir", env("CUBICLE_RUN_DIR", "/run/cubicle"), "directory of the bridge socket guest.sock (CUBICLE_RUN_DIR)")
-	screen := fs.String("screen", env("CUBICLE_SCREEN", "1280x800"), "screen size WxH (CUBICLE_SCREEN)")
-	display := fs.String("display", env("CUBICLE_DISPLAY", ":0"), "X display (CUBICLE_DISPLAY)")
-	session := fs.String("session", env("CUBICLE_SESSION", "/usr/local/bin/cubicle-session"), "desktop session command line; \"none\" for none (CUBICLE_SESSION)")
-	workspace := fs.String("workspace", env("CUBICLE_WORKSPACE", "/home/cua/workspace"), "default directory of exec and relative paths (CUBICLE_WORKSPACE)")
-	noX := fs.Bool("no-xserver", os.Getenv("CUBICLE_NO_XSERVER") == "1", "attach to an existing display instead of starting Xvfb (CUBICLE_NO_XSERVER=1)")
-	xvfb := fs.String("xvfb", env("CUBICLE_XVFB", "Xvfb"), "X server program (CUBICLE_XVFB)")
-	level := fs.String("log-level", env("CUBICLE_LOG_LEVEL", "info"), "debug, info, warn or error (CUBICLE_LOG_LEVEL)")
+	runDir := fs.String("run-dir", env(wire.EnvRunDir, wire.RunDir), "directory of the bridge socket "+wire.SocketName+" ("+wire.EnvRunDir+")")
+	screen := fs.String("screen", env(wire.EnvScreen, "1280x800"), "screen size WxH ("+wire.EnvScreen+")")
+	display := fs.String("display", env(wire.EnvDisplay, ":0"), "X display ("+wire.EnvDisplay+")")
+	session := fs.String("session", env(wire.EnvSession, "/usr/local/bin/cubicle-session"), "desktop session command line; \"none\" for none ("+wire.EnvSession+")")
+	workspace := fs.String("workspace", env(wire.EnvWorkspace, wire.WorkspaceDir), "default directory of exec and relative paths ("+wire.EnvWorkspace+")")
+	noX := fs.Bool("no-xserver", os.Getenv(wire.EnvNoXServer) == "1", "attach to an existing display instead of starting Xvfb ("+wire.EnvNoXServer+"=1)")
+	xvfb := fs.String("xvfb", env(wire.EnvXvfb, "Xvfb"), "X server program ("+wire.EnvXvfb+")")
+	level := fs.String("log-level", env(wire.EnvLogLevel, "info"), "debug, info, warn or error ("+wire.EnvLogLevel+")")
 	version := fs.Bool("version", false, "print the driver and protocol version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -135,4 +135,4 @@ func buildVersion() string {
 	return "dev"
 }
 
-func protocolVersion() int { return guest.ProtocolVersion }
+func protocolVersion() int { return wire.ProtocolVersion }

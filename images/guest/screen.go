@@ -7,8 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11"
 )
 
@@ -17,7 +16,7 @@ import (
 const epochShift = 40
 
 // screen holds the current X connection. The supervisor replaces it when the X server
-// restarts; operations in between fail with fault.Unavailable.
+// restarts; operations in between fail with wire.Unavailable.
 type screen struct {
 	log *slog.Logger
 
@@ -33,10 +32,10 @@ type screen struct {
 
 // cached is an encoded frame with what it was made from.
 type cached struct {
-	frame guest.Frame
+	frame wire.Frame
 	epoch uint64
 	gen   uint64
-	opts  guest.ScreenshotOptions
+	opts  wire.ScreenshotOptions
 }
 
 func newScreen(log *slog.Logger) *screen {
@@ -83,7 +82,7 @@ func (s *screen) get(ctx context.Context) (*x11.Display, uint64, error) {
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
 		case <-t.C:
-			return nil, 0, fault.Unavailable("the X server is not running (it is being restarted); try again in a moment")
+			return nil, 0, wire.Unavailable("the X server is not running (it is being restarted); try again in a moment")
 		case <-ready:
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -100,32 +99,32 @@ func (s *screen) get(ctx context.Context) (*x11.Display, uint64, error) {
 	}
 }
 
-// unavailable turns an error of a dead connection into fault.Unavailable.
+// unavailable turns an error of a dead connection into wire.Unavailable.
 func unavailable(err error) error {
 	if errors.Is(err, x11.ErrClosed) {
-		return fault.Unavailable("the X server went away (it is being restarted); try again in a moment")
+		return wire.Unavailable("the X server went away (it is being restarted); try again in a moment")
 	}
 	return err
 }
 
 // shoot captures and encodes one frame.
-func (s *screen) shoot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error) {
+func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions) (wire.Frame, error) {
 	o, err := normalize(o)
 	if err != nil {
-		return guest.Frame{}, err
+		return wire.Frame{}, err
 	}
 	d, ep, err := s.get(ctx)
 	if err != nil {
-		return guest.Frame{}, err
+		return wire.Frame{}, err
 	}
 	// Make sure damage from drawing that already happened has been counted; then an
 	// unchanged generation means unchanged pixels and the last encoding can be reused (a
 	// second viewer, or a screenshot right after a settle wait, costs no encode).
 	if err := d.SyncEvents(ctx); err != nil {
 		if ctx.Err() != nil {
-			return guest.Frame{}, ctx.Err()
+			return wire.Frame{}, ctx.Err()
 		}
-		return guest.Frame{}, unavailable(err)
+		return wire.Frame{}, unavailable(err)
 	}
 	s.encMu.Lock()
 	defer s.encMu.Unlock()
@@ -146,34 +145,34 @@ func (s *screen) shoot(ctx context.Context, o guest.ScreenshotOptions) (guest.Fr
 		return err
 	})
 	if err != nil {
-		return guest.Frame{}, unavailable(err)
+		return wire.Frame{}, unavailable(err)
 	}
-	f := guest.Frame{ID: ep<<epochShift | gen, Width: w, Height: h, Format: o.Format, Data: data, Captured: captured}
+	f := wire.Frame{ID: ep<<epochShift | gen, Width: w, Height: h, Format: o.Format, Data: data, Captured: captured}
 	s.last = cached{frame: f, epoch: ep, gen: gen, opts: o}
 	return f, nil
 }
 
 // next waits for a frame newer than after (a frame id) and returns it.
-func (s *screen) next(ctx context.Context, after uint64, o guest.ScreenshotOptions) (guest.Frame, error) {
+func (s *screen) next(ctx context.Context, after uint64, o wire.ScreenshotOptions) (wire.Frame, error) {
 	if _, err := normalize(o); err != nil {
-		return guest.Frame{}, err
+		return wire.Frame{}, err
 	}
 	for {
 		d, ep, err := s.get(ctx)
 		if err != nil {
-			return guest.Frame{}, err
+			return wire.Frame{}, err
 		}
 		if after != 0 && after>>epochShift == ep {
 			gen := after & (1<<epochShift - 1)
 			if _, err := d.WaitChange(ctx, gen); err != nil {
 				if ctx.Err() != nil {
-					return guest.Frame{}, ctx.Err()
+					return wire.Frame{}, ctx.Err()
 				}
 				continue // the display went away: wait for the next one
 			}
 		}
 		f, err := s.shoot(ctx, o)
-		if err != nil && fault.Class(err) == fault.ErrUnavailable && ctx.Err() == nil {
+		if err != nil && wire.CodeOf(err) == wire.CodeUnavailable && ctx.Err() == nil {
 			continue
 		}
 		return f, err
@@ -181,7 +180,7 @@ func (s *screen) next(ctx context.Context, after uint64, o guest.ScreenshotOptio
 }
 
 // settle waits until the screen is quiet and returns a frame.
-func (s *screen) settle(ctx context.Context, o guest.SettleOptions) (guest.Frame, error) {
+func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, error) {
 	if o.Quiet <= 0 {
 		o.Quiet = 300 * time.Millisecond
 	}
@@ -189,26 +188,26 @@ func (s *screen) settle(ctx context.Context, o guest.SettleOptions) (guest.Frame
 		o.Max = 5 * time.Second
 	}
 	if o.Quiet > time.Minute || o.Max > 5*time.Minute {
-		return guest.Frame{}, fault.Invalid("settle wait too long (quiet %v, max %v; limits 1m and 5m)", o.Quiet, o.Max)
+		return wire.Frame{}, wire.Invalid("settle wait too long (quiet %v, max %v; limits 1m and 5m)", o.Quiet, o.Max)
 	}
 	if _, err := normalize(o.Screenshot); err != nil {
-		return guest.Frame{}, err
+		return wire.Frame{}, err
 	}
 	d, _, err := s.get(ctx)
 	if err != nil {
-		return guest.Frame{}, err
+		return wire.Frame{}, err
 	}
 	if _, _, err := d.WaitQuiet(ctx, o.Quiet, o.Max); err != nil {
 		if ctx.Err() != nil {
-			return guest.Frame{}, ctx.Err()
+			return wire.Frame{}, ctx.Err()
 		}
-		return guest.Frame{}, unavailable(err)
+		return wire.Frame{}, unavailable(err)
 	}
 	return s.shoot(ctx, o.Screenshot)
 }
 
 // input performs one input action.
-func (s *screen) input(ctx context.Context, in guest.Input) error {
+func (s *screen) input(ctx context.Context, in wire.Input) error {
 	d, _, err := s.get(ctx)
 	if err != nil {
 		return err
@@ -216,7 +215,7 @@ func (s *screen) input(ctx context.Context, in guest.Input) error {
 	w, h := d.Size()
 	inside := func(x, y int) error {
 		if x < 0 || y < 0 || x >= w || y >= h {
-			return fault.Invalid("point %d,%d is outside the %dx%d screen", x, y, w, h)
+			return wire.Invalid("point %d,%d is outside the %dx%d screen", x, y, w, h)
 		}
 		return nil
 	}
@@ -225,7 +224,7 @@ func (s *screen) input(ctx context.Context, in guest.Input) error {
 		button = 1
 	}
 	if button < 1 || button > 9 {
-		return fault.Invalid("mouse button %d is not 1–9", in.Button)
+		return wire.Invalid("mouse button %d is not 1–9", in.Button)
 	}
 	switch in.Action {
 	case "move", "click", "double_click", "right_click", "middle_click", "mouse_down", "mouse_up", "drag", "scroll":
@@ -255,28 +254,28 @@ func (s *screen) input(ctx context.Context, in guest.Input) error {
 		err = d.Drag(in.X, in.Y, in.ToX, in.ToY, button)
 	case "scroll":
 		if in.DeltaX == 0 && in.DeltaY == 0 {
-			return fault.Invalid("scroll needs delta_x or delta_y")
+			return wire.Invalid("scroll needs delta_x or delta_y")
 		}
 		if abs(in.DeltaX) > 100 || abs(in.DeltaY) > 100 {
-			return fault.Invalid("scroll of %d,%d clicks is over the limit of 100", in.DeltaX, in.DeltaY)
+			return wire.Invalid("scroll of %d,%d clicks is over the limit of 100", in.DeltaX, in.DeltaY)
 		}
 		err = d.Scroll(in.X, in.Y, in.DeltaX, in.DeltaY)
 	case "key":
 		if in.Keys == "" {
-			return fault.Invalid("key needs keys, e.g. \"ctrl+l\" or \"Return\"")
+			return wire.Invalid("key needs keys, e.g. \"ctrl+l\" or \"Return\"")
 		}
 		err = d.Keys(in.Keys)
 		var bad x11.ErrBadKey
 		if errors.As(err, &bad) {
-			return fault.Invalid("%s", bad.Error())
+			return wire.Invalid("%s", bad.Error())
 		}
 	case "type":
 		if len(in.Text) > 64<<10 {
-			return fault.Invalid("text of %d bytes is over the 64 KiB limit", len(in.Text))
+			return wire.Invalid("text of %d bytes is over the 64 KiB limit", len(in.Text))
 		}
 		err = d.Type(in.Text)
 	default:
-		return fault.Invalid("unknown input action %q", in.Action)
+		return wire.Invalid("unknown input action %q", in.Action)
 	}
 	return unavailable(err)
 }

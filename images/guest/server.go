@@ -12,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // server serves the bridge protocol on a listener: a handshake per connection, then
@@ -24,7 +23,7 @@ type server struct {
 	screen  *screen
 	exec    *execer
 	files   files
-	health  func() guest.Health
+	health  func() wire.Health
 
 	mu    sync.Mutex // guards conns
 	conns map[net.Conn]struct{}
@@ -86,20 +85,20 @@ type conn struct {
 }
 
 func (cn *conn) reply(id uint64, result any, blob []byte, err error) {
-	env := &guest.Envelope{ID: id}
+	env := &wire.Envelope{ID: id}
 	if err != nil {
-		env.Error = &guest.WireError{Code: guest.CodeOf(err), Message: err.Error()}
+		env.Error = &wire.WireError{Code: wire.CodeOf(err), Message: err.Error()}
 		blob = nil
 	} else if result != nil {
 		raw, merr := json.Marshal(result)
 		if merr != nil {
-			env.Error = &guest.WireError{Code: guest.CodeInternal, Message: merr.Error()}
+			env.Error = &wire.WireError{Code: wire.CodeInternal, Message: merr.Error()}
 		}
 		env.Result = raw
 	}
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	guest.WriteMessage(cn.c, env, blob) // a failed write shows up as a read error in the loop
+	wire.WriteMessage(cn.c, env, blob) // a failed write shows up as a read error in the loop
 }
 
 func (s *server) handleConn(ctx context.Context, c net.Conn) {
@@ -108,20 +107,20 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 	cn := &conn{c: c, cancels: map[uint64]context.CancelFunc{}}
 
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var env guest.Envelope
-	if _, err := guest.ReadMessage(br, &env); err != nil {
+	var env wire.Envelope
+	if _, err := wire.ReadMessage(br, &env); err != nil {
 		return
 	}
-	var ha guest.HelloArgs
+	var ha wire.HelloArgs
 	hello := s.hello()
-	if env.Op != guest.OpHello || json.Unmarshal(env.Args, &ha) != nil {
-		cn.replyHello(env.ID, hello, fault.Invalid("the first message must be hello"))
+	if env.Op != wire.OpHello || json.Unmarshal(env.Args, &ha) != nil {
+		cn.replyHello(env.ID, hello, wire.Invalid("the first message must be hello"))
 		return
 	}
-	if ha.Protocol != guest.ProtocolVersion {
-		s.log.Warn("refusing client with another protocol", "client_protocol", ha.Protocol, "driver_protocol", guest.ProtocolVersion)
-		cn.replyHello(env.ID, hello, fault.Conflict("client speaks bridge protocol %d, this driver (%s) speaks %d: update the desktop image or Cubicle so both match",
-			ha.Protocol, s.version, guest.ProtocolVersion))
+	if ha.Protocol != wire.ProtocolVersion {
+		s.log.Warn("refusing client with another protocol", "client_protocol", ha.Protocol, "driver_protocol", wire.ProtocolVersion)
+		cn.replyHello(env.ID, hello, wire.Conflict("client speaks bridge protocol %d, this driver (%s) speaks %d: update the desktop image or Cubicle so both match",
+			ha.Protocol, s.version, wire.ProtocolVersion))
 		return
 	}
 	cn.reply(env.ID, hello, nil, nil)
@@ -132,15 +131,28 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 	cctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 	for {
-		var env guest.Envelope
-		blob, err := guest.ReadMessage(br, &env)
+		var env wire.Envelope
+		blob, err := wire.ReadMessage(br, &env)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("connection ended", "err", err)
 			}
 			return
 		}
-		if env.Op == guest.OpCancel {
+		if env.Op == wire.OpTunnel {
+			// The connection becomes the tunnel's byte stream: nothing else may be in flight.
+			cn.mu.Lock()
+			busy := len(cn.cancels) > 0
+			cn.mu.Unlock()
+			if busy {
+				cn.reply(env.ID, nil, nil, wire.Conflict("a tunnel must be the only request of its connection"))
+				continue
+			}
+			wg.Wait()
+			s.tunnel(cctx, cn, br, env)
+			return
+		}
+		if env.Op == wire.OpCancel {
 			var a struct {
 				ID uint64 `json:"id"`
 			}
@@ -157,7 +169,7 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 		cn.cancels[env.ID] = cancel
 		cn.mu.Unlock()
 		wg.Add(1)
-		go func(env guest.Envelope, blob []byte) {
+		go func(env wire.Envelope, blob []byte) {
 			defer wg.Done()
 			defer func() {
 				cn.mu.Lock()
@@ -169,7 +181,7 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 			if rctx.Err() != nil && err != nil {
 				return // cancelled: the client stopped waiting
 			}
-			if err != nil && fault.Class(err) == nil {
+			if err != nil && wire.CodeOf(err) == wire.CodeInternal {
 				s.log.Warn("operation failed", "op", env.Op, "err", err)
 			}
 			cn.reply(env.ID, result, out, err)
@@ -177,16 +189,16 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 	}
 }
 
-func (cn *conn) replyHello(id uint64, h guest.Hello, err error) {
+func (cn *conn) replyHello(id uint64, h wire.Hello, err error) {
 	raw, _ := json.Marshal(h)
-	env := &guest.Envelope{ID: id, Result: raw, Error: &guest.WireError{Code: guest.CodeOf(err), Message: err.Error()}}
+	env := &wire.Envelope{ID: id, Result: raw, Error: &wire.WireError{Code: wire.CodeOf(err), Message: err.Error()}}
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	guest.WriteMessage(cn.c, env, nil)
+	wire.WriteMessage(cn.c, env, nil)
 }
 
-func (s *server) hello() guest.Hello {
-	h := guest.Hello{Protocol: guest.ProtocolVersion, Driver: s.version}
+func (s *server) hello() wire.Hello {
+	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version, Features: []string{wire.FeatureTunnel}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
 	}
@@ -205,7 +217,7 @@ func decode(raw json.RawMessage, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fault.Invalid("malformed arguments: %v", err)
+		return wire.Invalid("malformed arguments: %v", err)
 	}
 	return nil
 }
@@ -213,37 +225,37 @@ func decode(raw json.RawMessage, v any) error {
 // dispatch runs one operation.
 func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, blob []byte) (any, []byte, error) {
 	switch op {
-	case guest.OpHealth:
+	case wire.OpHealth:
 		return s.health(), nil, nil
-	case guest.OpScreenshot:
-		var o guest.ScreenshotOptions
+	case wire.OpScreenshot:
+		var o wire.ScreenshotOptions
 		if err := decode(raw, &o); err != nil {
 			return nil, nil, err
 		}
 		f, err := s.screen.shoot(ctx, o)
 		return f, f.Data, err
-	case guest.OpWaitSettled:
-		var o guest.SettleOptions
+	case wire.OpWaitSettled:
+		var o wire.SettleOptions
 		if err := decode(raw, &o); err != nil {
 			return nil, nil, err
 		}
 		f, err := s.screen.settle(ctx, o)
 		return f, f.Data, err
-	case guest.OpNextFrame:
-		var a guest.NextFrameArgs
+	case wire.OpNextFrame:
+		var a wire.NextFrameArgs
 		if err := decode(raw, &a); err != nil {
 			return nil, nil, err
 		}
 		f, err := s.screen.next(ctx, a.After, a.Screenshot)
 		return f, f.Data, err
-	case guest.OpInput:
-		var in guest.Input
+	case wire.OpInput:
+		var in wire.Input
 		if err := decode(raw, &in); err != nil {
 			return nil, nil, err
 		}
 		return nil, nil, s.screen.input(ctx, in)
-	case guest.OpExec:
-		var r guest.ExecRequest
+	case wire.OpExec:
+		var r wire.ExecRequest
 		if err := decode(raw, &r); err != nil {
 			return nil, nil, err
 		}
@@ -255,26 +267,26 @@ func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, b
 		out := make([]byte, 0, len(res.Stdout)+len(res.Stderr))
 		out = append(append(out, res.Stdout...), res.Stderr...)
 		return res, out, nil
-	case guest.OpReadFile, guest.OpWriteFile, guest.OpStat, guest.OpListDir, guest.OpMkdir:
-		var a guest.FileArgs
+	case wire.OpReadFile, wire.OpWriteFile, wire.OpStat, wire.OpListDir, wire.OpMkdir:
+		var a wire.FileArgs
 		if err := decode(raw, &a); err != nil {
 			return nil, nil, err
 		}
 		switch op {
-		case guest.OpReadFile:
+		case wire.OpReadFile:
 			data, err := s.files.read(a)
 			return nil, data, err
-		case guest.OpWriteFile:
+		case wire.OpWriteFile:
 			return nil, nil, s.files.write(a, blob)
-		case guest.OpStat:
+		case wire.OpStat:
 			fi, err := s.files.stat(a)
 			return fi, nil, err
-		case guest.OpListDir:
+		case wire.OpListDir:
 			l, err := s.files.list(a)
 			return l, nil, err
 		default:
 			return nil, nil, s.files.mkdir(a)
 		}
 	}
-	return nil, nil, fault.Invalid("unknown operation %q (this driver speaks protocol %d)", op, guest.ProtocolVersion)
+	return nil, nil, wire.Invalid("unknown operation %q (this driver speaks protocol %d)", op, wire.ProtocolVersion)
 }

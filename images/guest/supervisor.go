@@ -13,13 +13,13 @@ import (
 	"syscall"
 	"time"
 
-	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11"
 )
 
 // Config is the driver's configuration (from the environment, overridden by flags).
 type Config struct {
-	RunDir    string // the socket is RunDir/guest.sock
+	RunDir    string // the socket is RunDir/guest.sock (wire.SocketName)
 	Display   string // ":0"
 	Width     int
 	Height    int
@@ -91,7 +91,7 @@ func (s *supervisor) Run(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.RunDir, 0o755); err != nil {
 		return fmt.Errorf("run dir %s: %w", s.cfg.RunDir, err)
 	}
-	sock := filepath.Join(s.cfg.RunDir, "guest.sock")
+	sock := filepath.Join(s.cfg.RunDir, wire.SocketName)
 	os.Remove(sock) // a stale socket from a previous run
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -111,7 +111,7 @@ func (s *supervisor) Run(ctx context.Context) error {
 		files:  files{workspace: s.cfg.Workspace},
 		health: s.health,
 	}
-	s.log.Info("serving", "socket", sock, "display", s.cfg.Display, "protocol", guest.ProtocolVersion)
+	s.log.Info("serving", "socket", sock, "display", s.cfg.Display, "protocol", wire.ProtocolVersion)
 	return srv.serve(ctx, ln)
 }
 
@@ -347,9 +347,9 @@ func (s *supervisor) shutdown() {
 	}
 }
 
-func (s *supervisor) health() guest.Health {
+func (s *supervisor) health() wire.Health {
 	s.mu.Lock()
-	h := guest.Health{
+	h := wire.Health{
 		Session:   s.sessProc != nil,
 		Uptime:    time.Since(s.start),
 		XRestarts: s.xRestarts,

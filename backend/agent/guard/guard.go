@@ -133,6 +133,7 @@ const (
 	FamilyDeniedTool  Family = "denied-tool"   // the tool is in denied_tools
 	FamilyCustom      Family = "custom"        // ExtraRules without a family
 	FamilyInvalidArgs Family = "invalid-arguments"
+	FamilyHostDesktop Family = "host-desktop" // sees or drives the person's real screen (host_screenshot, host input)
 )
 
 // ToolCall is one call the model asked for.
@@ -472,8 +473,22 @@ var pathKeys = []string{"path", "source", "target", "destination", "src", "dst",
 // are written).
 func isSourceKey(k string) bool { return k == "source" || k == "src" || k == "from" }
 
-// analyse returns every rule match of a call and what it touches.
+// hostDesktopTools see or drive the execution node's own screen.
+var hostDesktopTools = []string{"host_screenshot", "host_click", "host_type", "host_key", "host_scroll"}
+
+// analyse returns every rule match of a call and what it touches. A host desktop action
+// always matches a HIGH rule: it sees or drives the person's real screen, so SMART and STRICT
+// (and AUTO) ask unless a person allowed the tool.
 func (g *Guard) analyse(call ToolCall, workDir string) ([]Match, Inspection) {
+	matches, in := g.analyseArgs(call, workDir)
+	if slices.Contains(hostDesktopTools, call.Name) {
+		matches = append(matches, Match{RuleID: "host.desktop", Family: FamilyHostDesktop, Severity: High,
+			Reason: "this acts on the host's own screen (the person's real desktop), not on the agent's VM"})
+	}
+	return matches, in
+}
+
+func (g *Guard) analyseArgs(call ToolCall, workDir string) ([]Match, Inspection) {
 	name := call.Name
 	switch {
 	case strings.HasSuffix(name, "_shell"):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // Driver is a running driver.
@@ -90,12 +91,12 @@ func Start(t *testing.T, display, screen string) *Driver {
 	}
 	bin := Binary(t)
 	dir := t.TempDir()
-	d := &Driver{Socket: filepath.Join(dir, "run", "guest.sock"), Workspace: filepath.Join(dir, "workspace")}
+	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace")}
 	os.MkdirAll(d.Workspace, 0o755)
 	os.MkdirAll(filepath.Dir(d.Socket), 0o755)
 	d.cmd = exec.Command(bin)
-	d.cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+filepath.Dir(d.Socket), "CUBICLE_DISPLAY="+display,
-		"CUBICLE_SESSION=none", "CUBICLE_WORKSPACE="+d.Workspace, "CUBICLE_SCREEN="+screen, "CUBICLE_LOG_LEVEL=warn")
+	d.cmd.Env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(d.Socket), wire.EnvDisplay+"="+display,
+		wire.EnvSession+"=none", wire.EnvWorkspace+"="+d.Workspace, wire.EnvScreen+"="+screen, wire.EnvLogLevel+"=warn")
 	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
+	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11/xvfbtest"
 )
 
@@ -59,9 +60,9 @@ func Start(t testing.TB, display, width, height int) *Desktop {
 		}
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+run, "CUBICLE_DISPLAY="+name, "CUBICLE_SESSION=none",
-		"CUBICLE_NO_XSERVER=1", "CUBICLE_WORKSPACE="+ws, fmt.Sprintf("CUBICLE_SCREEN=%dx%d", width, height),
-		"CUBICLE_LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), wire.EnvRunDir+"="+run, wire.EnvDisplay+"="+name, wire.EnvSession+"=none",
+		wire.EnvNoXServer+"=1", wire.EnvWorkspace+"="+ws, fmt.Sprintf("%s=%dx%d", wire.EnvScreen, width, height),
+		wire.EnvLogLevel+"=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 )
 
 // Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
@@ -240,7 +241,7 @@ func (f *Engine) Dial(blank bool) func(ctx context.Context, socketPath string) (
 			ok := false
 			for _, c := range f.ctrs {
 				for _, mt := range c.Spec.Mounts {
-					if mt.Source == filepath.Dir(socketPath) && mt.Target == "/run/cubicle" && c.State.Running {
+					if mt.Source == filepath.Dir(socketPath) && mt.Target == wire.RunDir && c.State.Running {
 						ok = true
 					}
 				}
