@@ -151,6 +151,32 @@ describe('accounts and roles', { skip: skip || false }, () => {
     await m.context.close();
   });
 
+  test("the computer panel lists the agent's always-allowed commands, each removable", async () => {
+    const { page, context } = admin;
+    const agents = (await (await apiAs(context, 'GET', '/api/app/agents')).json()).agents;
+    const bot = agents.find((a) => a.name === 'Admin private bot');
+    const res = await apiAs(context, 'POST', '/api/app/admin/security/allow-rules', {
+      agentId: bot.id,
+      tool: 'computer_shell',
+      command: 'make test',
+    });
+    assert.equal(res.status(), 201, await res.text());
+    const rule = await res.json();
+    await page.goto(`${server.url}/#/agents/${bot.id}`);
+    await page.locator('#chat-title', { hasText: 'Admin private bot' }).waitFor();
+    const toggle = page.locator('#computer-toggle');
+    if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    const item = page.locator(`#agent-rules li[data-rule="${rule.id}"]`);
+    await item.waitFor();
+    assert.match(await item.textContent(), /computer_shell\s*make test/);
+    await screenshot(page, 'computer-panel-allow-rules');
+    await item.locator('button').click();
+    await page.locator('#agent-rules').waitFor({ state: 'detached' });
+    const left = await (await apiAs(context, 'GET', `/api/app/agents/${bot.id}/allow-rules`)).json();
+    assert.deepEqual(left.rules ?? [], []);
+    assert.deepEqual(admin.problems.filter((p) => !/status of 40[034]/.test(p)), []);
+  });
+
   test('Settings → Security saves the level and shows the confirmations', async () => {
     const { page } = admin;
     await page.goto(`${server.url}/#/settings/security`);

@@ -341,6 +341,22 @@ describe('Client routes', () => {
       result: undefined,
     },
     {
+      name: "an agent's own rules",
+      call: (c) => c.agentAllowRules('ag/1'),
+      response: json(200, { rules: null }),
+      method: 'GET',
+      path: '/api/app/agents/ag%2F1/allow-rules',
+      result: [],
+    },
+    {
+      name: "delete an agent's rule",
+      call: (c) => c.deleteAgentAllowRule('ag1', 'r/2'),
+      response: new Response(null, { status: 204 }),
+      method: 'DELETE',
+      path: '/api/app/agents/ag1/allow-rules/r%2F2',
+      result: undefined,
+    },
+    {
       name: 'delete desktop data',
       call: (c) => c.deleteDesktopData('i1'),
       response: new Response(null, { status: 204 }),
