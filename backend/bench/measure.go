@@ -11,6 +11,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/tools"
+	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 )
@@ -260,11 +261,11 @@ func (b benchDesktops) Acquire(context.Context, agent.TurnInfo) (tools.Computer,
 	return b.c, nil
 }
 
-// benchEnv says the agent has no host tools (tools.Environments).
+// benchEnv says the agent works on its Local VM without host tools (tools.Environments).
 type benchEnv struct{}
 
 func (benchEnv) Environment(context.Context, agent.TurnInfo) (tools.Environment, error) {
-	return tools.Environment{}, nil
+	return tools.Environment{Plan: computer.Decide(computer.Input{Selected: string(computer.VM)})}, nil
 }
 
 // agentSteps: the agent's computer_click tool (input, then the screenshot once the screen

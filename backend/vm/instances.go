@@ -269,6 +269,11 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 		if err := m.setState(&in, stateRemoving, ""); err != nil {
 			return err
 		}
+		// Stopped first: a force removal of a running container in its own user namespace
+		// (Config.MapUsers) can find its /dev/shm still mounted (Podman 4: EBUSY).
+		if err := eng.StopContainer(ctx, ctr.ID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			return fmt.Errorf("stop the old container: %w", err)
+		}
 		if err := eng.RemoveContainer(ctx, ctr.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			return fmt.Errorf("remove the old container: %w", err)
 		}
