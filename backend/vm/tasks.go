@@ -220,6 +220,10 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 			names = append(names, c.ID)
 		}
 		for _, n := range names {
+			// Stopped first, as a rebuilt desktop (its own user namespace: see ensureRunning).
+			if err := eng.StopContainer(ctx, n, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				m.log.Warn("stop a task desktop before removing it", "instance", id, "container", n, "err", err)
+			}
 			if err := eng.RemoveContainer(ctx, n, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 				return fmt.Errorf("remove task desktop %s: %w", id, err)
 			}
