@@ -69,8 +69,9 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	env := newRealEnv(t)
 	seedAgents(t, env.store)
 	blocked, allowed := listen(t), listen(t)
-	m := env.manager(func(c *vm.Config) {
+	wall := func(c *vm.Config) {
 		c.MapUsers = true
+		c.KeepRunningOnClose = true
 		c.HostWall = func(ctx context.Context, pid int, runDir string) error {
 			w, err := hostwall.Plan(pid, []int{allowed})
 			if err != nil {
@@ -78,7 +79,8 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 			}
 			return hostwall.Apply(pid, runDir, vm.RunDirTarget, w)
 		}
-	})
+	}
+	m := env.manager(wall)
 	defer m.Close()
 	env.prepare(m)
 	ctx := context.Background()
@@ -88,7 +90,7 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	}
 	c := dialDesktop(t, m, v.Desktop.ID)
 
-	var hosts []string
+	var hosts []string // this machine's addresses
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
 		ip := a.(*net.IPNet).IP
@@ -96,26 +98,7 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 			hosts = append(hosts, ip.String())
 		}
 	}
-	res, err := c.Exec(ctx, guest.ExecRequest{Command: append([]string{"python3", "-c", probeScript, strconv.Itoa(blocked), strconv.Itoa(allowed)}, hosts...),
-		Timeout: 2 * time.Minute})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("probe: %v %d %s", err, res.ExitCode, res.Stderr)
-	}
-	out := string(res.Stdout)
-	t.Logf("from inside the desktop:\n%s", out)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) < 2*(1+len(hosts)) {
-		t.Fatalf("probe printed %d lines for %d addresses", len(lines), 1+len(hosts))
-	}
-	for _, l := range lines {
-		f := strings.Fields(l)
-		switch {
-		case f[1] == strconv.Itoa(blocked) && f[2] != "closed":
-			t.Errorf("the desktop reached a host service: %s", l)
-		case f[1] == strconv.Itoa(allowed) && f[2] != "open":
-			t.Errorf("the allowed host port is not reachable: %s", l)
-		}
-	}
+	probeHost(t, c, blocked, allowed, hosts)
 	// The internet: as reachable from the desktop as from this machine.
 	if hc, err := net.DialTimeout("tcp", "deb.debian.org:80", 5*time.Second); err == nil {
 		hc.Close()
@@ -140,7 +123,7 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	if users := passwdUIDs(t); users[uid] {
 		t.Fatalf("host uid %d of the desktop is a real user", uid)
 	}
-	res, err = c.Exec(ctx, guest.ExecRequest{Shell: "id -u; echo hi > /home/cua/workspace/userns-ok && cat /home/cua/workspace/userns-ok"})
+	res, err := c.Exec(ctx, guest.ExecRequest{Shell: "id -u; echo hi > /home/cua/workspace/userns-ok && cat /home/cua/workspace/userns-ok"})
 	if err != nil || !strings.Contains(string(res.Stdout), "1000") || !strings.Contains(string(res.Stdout), "hi") {
 		t.Fatalf("inside the desktop: %v %q %q", err, res.Stdout, res.Stderr)
 	}
@@ -167,6 +150,28 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Stdout), "writable") {
 		t.Fatalf("the workspace after a restart: %v %q %q", err, res.Stdout, res.Stderr)
 	}
+	// Started outside Cubicle (a new network namespace): walled again as soon as the manager
+	// sees it run.
+	c.Close()
+	podmanCLI(t, "stop", "-t", "5", v.Desktop.Container)
+	waitDesktop(t, m, "g1", vm.StateStopped)
+	podmanCLI(t, "start", v.Desktop.Container)
+	waitDesktop(t, m, "g1", vm.StateRunning)
+	c = dialDesktop(t, m, v.Desktop.ID)
+	probeHost(t, c, blocked, allowed, hosts)
+	c.Close()
+
+	// Restarted outside while no manager runs, then adopted at start-up: walled again.
+	m.Close()
+	podmanCLI(t, "restart", "-t", "5", v.Desktop.Container)
+	m = env.manager(wall)
+	defer m.Close()
+	if v, err = m.Agent(ctx, "a1", "g1"); err != nil || v.Desktop.State != vm.StateRunning || v.Desktop.HostWall != "on" {
+		t.Fatalf("adopted at start-up: %+v, %v", v.Desktop, err)
+	}
+	c = dialDesktop(t, m, v.Desktop.ID)
+	probeHost(t, c, blocked, allowed, hosts)
+
 	// The administrator deletes the retained data: container, volumes and record go.
 	c.Close()
 	if err := m.DeleteData(ctx, v.Desktop.ID); err != nil {
@@ -183,6 +188,32 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	}
 	if _, err := env.store.VMInstance(v.Desktop.ID); err == nil {
 		t.Fatal("the record is left")
+	}
+}
+
+// probeHost checks from inside desktop c that the host's services are refused on the
+// container network's gateway and on every address in hosts, except port allowed.
+func probeHost(t *testing.T, c *guest.Client, blocked, allowed int, hosts []string) {
+	t.Helper()
+	res, err := c.Exec(context.Background(), guest.ExecRequest{Command: append([]string{"python3", "-c", probeScript,
+		strconv.Itoa(blocked), strconv.Itoa(allowed)}, hosts...), Timeout: 2 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("probe: %v %d %s", err, res.ExitCode, res.Stderr)
+	}
+	out := string(res.Stdout)
+	t.Logf("from inside the desktop:\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2*(1+len(hosts)) {
+		t.Fatalf("probe printed %d lines for %d addresses", len(lines), 1+len(hosts))
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case f[1] == strconv.Itoa(blocked) && f[2] != "closed":
+			t.Errorf("the desktop reached a host service: %s", l)
+		case f[1] == strconv.Itoa(allowed) && f[2] != "open":
+			t.Errorf("the allowed host port is not reachable: %s", l)
+		}
 	}
 }
 
