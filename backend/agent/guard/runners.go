@@ -266,6 +266,9 @@ var (
 	awkSystem   = regexp.MustCompile(`\bsystem\s*\(([^)]*)\)`)
 	awkPipe     = regexp.MustCompile(`("[^"]*"(?:\s*"[^"]*")*)\s*\|&?\s*getline|\|&?\s*("[^"]*"(?:\s*"[^"]*")*)`)
 	awkLiterals = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+	// awkComputed finds a command awk runs that is computed: system(var), var | getline,
+	// print | var.
+	awkComputed = regexp.MustCompile(`\bsystem\s*\(\s*[^")\s]|[A-Za-z_]\w*\s*\|&?\s*getline|\|&?\s*([A-Za-z_]\w*)`)
 )
 
 // awkCommands are the shell commands an awk program runs: the arguments of system() and the
@@ -294,6 +297,19 @@ func awkCommands(prog string) []string {
 				out = append(out, join(g))
 			}
 		}
+	}
+	// A computed command may be any string of the program: each is read as one.
+	for _, m := range awkComputed.FindAllStringSubmatch(strings.ReplaceAll(prog, "||", " "), -1) {
+		if m[1] == "getline" {
+			continue
+		}
+		for i, l := range awkLiterals.FindAllStringSubmatch(prog, -1) {
+			if i >= 24 {
+				break
+			}
+			out = append(out, ansiC(l[1]))
+		}
+		break
 	}
 	return out
 }
