@@ -52,12 +52,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		HostWall: b.hostWall}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
-		// Desktops get their own user namespace where the engine maps per container (rootful
-		// Podman); CUBICLE_DESKTOP_USERNS=off keeps the engine's default.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		info, err := b.engine.Client.Info(ctx)
-		cancel()
-		cfg.MapUsers = err == nil && info.Kind == engine.Podman && !info.Rootless && os.Getenv("CUBICLE_DESKTOP_USERNS") != "off"
+		cfg.MapUsers = b.engine.mapsUsers()
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
 			WorkDir: filepath.Join(b.cfg.DataDir, "images")})
 		if err != nil {
@@ -95,6 +90,25 @@ type ConnectedEngine struct {
 	Client   EngineClient
 	Endpoint engine.Endpoint
 	owned    *engine.OwnedService // a Podman service Cubicle started itself
+}
+
+// mapsUsers reports whether desktops get their own user namespace: only where the engine maps
+// per container (rootful Podman), unless CUBICLE_DESKTOP_USERNS=off keeps the engine's
+// default. The engine is asked only when its socket does not tell.
+func (e *ConnectedEngine) mapsUsers() bool {
+	if e.Endpoint.Kind != engine.Podman || os.Getenv("CUBICLE_DESKTOP_USERNS") == "off" {
+		return false
+	}
+	switch e.Endpoint.Source {
+	case "rootful":
+		return true
+	case "rootless":
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.Client.Info(ctx)
+	return err == nil && info.Kind == engine.Podman && !info.Rootless
 }
 
 // Close releases the client and stops a Podman service Cubicle started.

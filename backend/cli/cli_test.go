@@ -315,9 +315,11 @@ func TestDesktopRunsShellWithLoopbackSession(t *testing.T) {
 	}
 }
 
+// waitFor waits for s in b; a start talks to the container engine, which a loaded machine
+// may answer slowly.
 func waitFor(t *testing.T, b *syncBuffer, s string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if out := b.String(); strings.Contains(out, s) {
 			return out
