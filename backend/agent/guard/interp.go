@@ -35,7 +35,7 @@ var (
 	pathRecv   = regexp.MustCompile(`(?:Path|pathlib\.Path)\s*\(([^()]*(?:\([^()]*\))?[^()]*)\)\s*$`)
 	hexLit     = regexp.MustCompile(`['"]((?:[0-9a-fA-F]{2}){4,})['"]`)
 	// bareCall finds perl and ruby calls without parentheses: unlink "/x", system "cmd".
-	bareCall   = regexp.MustCompile(`\b(unlink|rmtree|remove_tree|rmdir|system|exec)\s+((?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:\s*,\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))*)`)
+	bareCall = regexp.MustCompile(`\b(unlink|rmtree|remove_tree|rmdir|system|exec)\s+((?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:\s*,\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))*)`)
 	// decodeFn finds a decoding call in the arguments of a call that runs a command.
 	decodeFn   = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
 	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
