@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -15,6 +16,12 @@ import (
 // escapes are removed, known variables and $IFS are substituted and split, brace expansion is
 // done, and command substitutions made of echo/printf/base64 -d are evaluated. Whatever is
 // only known at run time becomes the dynamic marker.
+//
+// Escapes ($'…', echo -e) and printf formats are mvdan.cc/sh/v3/expand's (expand.Format).
+// Words are not expanded with expand.Fields: it has no notion of a value known only at run
+// time (an unset variable is empty to it, so `rm -rf $DIR/` would read as `rm -rf /`), and it
+// expands {1..999999999} in full; here unknowns stay visible as the dynamic marker and a
+// sequence stands for its ends.
 
 // argv expands a simple command's words to its argument list.
 func (s *scope) argv(c *syntax.CallExpr) []string {
@@ -351,34 +358,18 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		if len(args) == 0 {
 			return "", false
 		}
-		format := ansiC(args[0])
-		if !strings.Contains(format, "%") {
-			return format, true
-		}
-		// Only %s (and %b, %%) are understood; the format is reused while arguments remain.
-		rest := args[1:]
+		// printf(1) as the shell library formats it; the format is reused while arguments
+		// remain.
+		format, rest := args[0], append([]string{}, args[1:]...)
 		var b strings.Builder
 		for {
-			before := len(rest)
-			for i := 0; i < len(format); i++ {
-				if format[i] != '%' || i+1 >= len(format) {
-					b.WriteByte(format[i])
-					continue
-				}
-				i++
-				switch format[i] {
-				case '%':
-					b.WriteByte('%')
-				case 's', 'b':
-					if len(rest) > 0 {
-						b.WriteString(rest[0])
-						rest = rest[1:]
-					}
-				default:
-					return "", false
-				}
+			out, n, err := expand.Format(nil, format, rest)
+			if err != nil {
+				return "", false
 			}
-			if len(rest) == 0 || len(rest) == before || b.Len() > maxStatic {
+			b.WriteString(out)
+			rest = rest[n:]
+			if n == 0 || len(rest) == 0 || b.Len() > maxStatic {
 				return b.String(), true
 			}
 		}
@@ -474,72 +465,16 @@ func unescape(v string, inDouble bool) string {
 	return b.String()
 }
 
-// ansiC decodes the escapes of $'…' strings (and of echo -e / printf formats).
+// ansiC decodes the escapes of $'…' strings (and of echo -e, awk strings) as the shell
+// library does for $'…': printf's escapes without its % directives, cut at a NUL.
 func ansiC(v string) string {
 	if !strings.Contains(v, `\`) {
 		return v
 	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] != '\\' || i+1 >= len(v) {
-			b.WriteByte(v[i])
-			continue
-		}
-		i++
-		switch c := v[i]; c {
-		case 'a':
-			b.WriteByte('\a')
-		case 'b':
-			b.WriteByte('\b')
-		case 'e', 'E':
-			b.WriteByte(0x1b)
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'v':
-			b.WriteByte('\v')
-		case 'x', 'u', 'U', '0', '1', '2', '3', '4', '5', '6', '7':
-			base, max := 16, map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
-			start := i + 1
-			if c >= '0' && c <= '7' {
-				base, max, start = 8, 3, i
-			}
-			j := start
-			for j < len(v) && j-start < max && isDigitIn(v[j], base) {
-				j++
-			}
-			n, err := strconv.ParseUint(v[start:j], base, 32)
-			if err != nil {
-				b.WriteByte('\\')
-				b.WriteByte(c)
-				continue
-			}
-			if c == 'x' || base == 8 {
-				b.WriteByte(byte(n))
-			} else {
-				b.WriteRune(rune(n))
-			}
-			i = j - 1
-		default:
-			b.WriteByte(c)
-		}
+	out, _, err := expand.Format(nil, v, nil)
+	if err != nil {
+		return v
 	}
-	return b.String()
-}
-
-func isDigitIn(c byte, base int) bool {
-	switch {
-	case c >= '0' && c <= '7':
-		return true
-	case c == '8' || c == '9':
-		return base == 16
-	case c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		return base == 16
-	}
-	return false
+	out, _, _ = strings.Cut(out, "\x00")
+	return out
 }
