@@ -31,6 +31,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -45,6 +46,8 @@ type Engine interface {
 	InspectImage(ctx context.Context, ref string) (engine.Image, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
 	RemoveImage(ctx context.Context, ref string) error
+	// ExecAttach starts an attached exec session (the exec link's rows).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 }
 
 // ImageBuilder prepares the standard image (*images.Builder satisfies it).
@@ -87,6 +90,10 @@ type Config struct {
 	WorkDir string
 	// ReadyTimeout bounds the wait for a desktop's driver and first drawn screen (0 = 90 s).
 	ReadyTimeout time.Duration
+	// GuestLink is how the run's desktops' drivers are reached, as the app would reach them
+	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
+	// rows open an exec link next to it.
+	GuestLink link.Choice
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
@@ -269,6 +276,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		{"exec round trips", r.execs},
 		{"agent steps", r.agentSteps},
 		{"live view", r.liveView},
+		{"the exec link", r.execLink},
 		{"memory of this process", r.selfMemory},
 	}
 	for _, s := range steps {

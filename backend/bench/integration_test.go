@@ -158,6 +158,8 @@ func TestQuickRun(t *testing.T) {
 	peers := map[string]string{ // rows the issue pairs with a peer → the peer's name
 		"screenshot_jpeg": "scrot + convert", "screenshot_png": "scrot + convert", "click": "xdotool",
 		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot",
+		// The exec link next to the socket link, in the same run.
+		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
 	}
 	solo := []string{"cold_start", "restart", "stop", "live_input", "live_fps", "live_frame_size", "live_idle",
 		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss"}

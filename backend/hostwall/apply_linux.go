@@ -17,26 +17,15 @@ import (
 )
 
 // Apply builds the wall w in the network namespace of process pid, replacing a wall already
-// there. runDir is the desktop's run directory on this host, which the process's root must
-// show at containerRunDir (proof that pid is that desktop). Errors: fault.ErrUnavailable when
+// there, once pid is proven to be the desktop (see Proof). Errors: fault.ErrUnavailable when
 // the namespace cannot be entered here (not root, an engine in a VM, a remote engine);
 // fault.ErrConflict when pid is not the desktop or shares the host's network.
-func Apply(pid int, runDir, containerRunDir string, w Wall) error {
+func Apply(pid int, proof Proof, w Wall) error {
 	if pid <= 0 {
 		return fault.Unavailable("the engine reports no process for the desktop (an engine in a VM or on another machine?): its network cannot be walled off from here")
 	}
-	mine, err := os.Stat(runDir)
-	if err != nil {
-		return fmt.Errorf("host wall: %w", err)
-	}
-	theirs, err := os.Stat(procPath(pid, "root"+filepath.Clean("/"+containerRunDir)))
-	switch {
-	case os.IsPermission(err):
-		return fault.Unavailable("host wall: cannot look into the desktop's process (run Cubicle as root with a rootful engine to wall the desktop off from this machine): %v", err)
-	case err != nil:
-		return fault.Unavailable("host wall: process %d is not on this machine or not the desktop (%v): its network cannot be walled off from here", pid, err)
-	case !os.SameFile(mine, theirs):
-		return fault.Conflict("host wall: process %d is not this desktop (its run directory differs); refusing to touch its network", pid)
+	if err := proof.check(pid); err != nil {
+		return err
 	}
 	self, err := os.Stat("/proc/self/ns/net")
 	if err != nil {
@@ -120,4 +109,32 @@ func l4(proto byte, port uint16) []expr.Any {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p},
 	}
+}
+
+// check proves that process pid is the desktop: its cgroup names the container's id (Podman
+// and Docker, cgroupfs or systemd), else its root shows the desktop's run directory (a bind
+// mount of this host's directory).
+func (p Proof) check(pid int) error {
+	if p.ContainerID != "" {
+		if b, err := os.ReadFile(procPath(pid, "cgroup")); err == nil && cgroupNames(string(b), p.ContainerID) {
+			return nil
+		}
+	}
+	if p.RunDir == "" {
+		return fault.Unavailable("host wall: process %d is not on this machine or not the desktop (its cgroup does not name container %s): its network cannot be walled off from here", pid, p.ContainerID)
+	}
+	mine, err := os.Stat(p.RunDir)
+	if err != nil {
+		return fmt.Errorf("host wall: %w", err)
+	}
+	theirs, err := os.Stat(procPath(pid, "root"+filepath.Clean("/"+p.ContainerRunDir)))
+	switch {
+	case os.IsPermission(err):
+		return fault.Unavailable("host wall: cannot look into the desktop's process (run Cubicle as root with a rootful engine to wall the desktop off from this machine): %v", err)
+	case err != nil:
+		return fault.Unavailable("host wall: process %d is not on this machine or not the desktop (%v): its network cannot be walled off from here", pid, err)
+	case !os.SameFile(mine, theirs):
+		return fault.Conflict("host wall: process %d is not this desktop (its run directory differs); refusing to touch its network", pid)
+	}
+	return nil
 }

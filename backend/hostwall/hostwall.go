@@ -12,9 +12,10 @@
 // root). Where it cannot — an engine in a VM (macOS, Windows), a remote engine, a rootless
 // engine — Apply returns a fault.ErrUnavailable error saying why, and the caller decides.
 //
-// Before touching a namespace, Apply proves the process is the desktop's: its root directory
-// must contain the desktop's run directory (the bind mount Cubicle made), and its network
-// namespace must not be the host's own. A PID reported by a remote engine therefore never
+// Before touching a namespace, Apply proves the process is the desktop's: its cgroup must name
+// the container's id, or (when it does not) its root directory must contain the desktop's run
+// directory (the bind mount Cubicle made for the socket link; the exec link has none), and its
+// network namespace must not be the host's own. A PID reported by a remote engine therefore never
 // firewalls a process of this machine.
 package hostwall
 
@@ -25,6 +26,43 @@ import (
 	"os"
 	"strings"
 )
+
+// Proof is what proves that a process is the desktop to wall off.
+type Proof struct {
+	// ContainerID is the container's full id as the engine reports it; the process's cgroup
+	// (read from /proc on this host) must name it.
+	ContainerID string
+	// RunDir is the desktop's run directory on this host and ContainerRunDir where the
+	// container sees it: the process's root must show the same directory there. Used when
+	// the cgroup does not prove it; empty when the desktop has no such mount.
+	RunDir, ContainerRunDir string
+}
+
+// cgroupNames reports whether the /proc/PID/cgroup text names container id: a path element
+// that is the id or ends in it after "-" (libpod-ID, docker-ID.scope) or begins with it
+// before "." (ID.scope). Short or non-hex ids never match.
+func cgroupNames(cgroup, id string) bool {
+	if len(id) < 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return false
+	}
+	for _, line := range strings.Split(cgroup, "\n") {
+		_, path, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		_, path, _ = strings.Cut(path, ":")
+		for _, el := range strings.Split(path, "/") {
+			el = strings.TrimSuffix(el, ".scope")
+			if i := strings.LastIndexByte(el, '-'); i >= 0 {
+				el = el[i+1:]
+			}
+			if el == id {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Table is the name of the nftables table holding the wall.
 const Table = "cubicle_hostwall"

@@ -72,12 +72,12 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	wall := func(c *vm.Config) {
 		c.MapUsers = true
 		c.KeepRunningOnClose = true
-		c.HostWall = func(ctx context.Context, pid int, runDir string) error {
+		c.HostWall = func(ctx context.Context, pid int, containerID, runDir string) error {
 			w, err := hostwall.Plan(pid, []int{allowed})
 			if err != nil {
 				return err
 			}
-			return hostwall.Apply(pid, runDir, vm.RunDirTarget, w)
+			return hostwall.Apply(pid, hostwall.Proof{ContainerID: containerID, RunDir: runDir, ContainerRunDir: vm.RunDirTarget}, w)
 		}
 	}
 	m := env.manager(wall)
@@ -152,14 +152,12 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	}
 	// Started outside Cubicle (a new network namespace): walled again as soon as the manager
 	// sees it run.
-	c.Close()
 	podmanCLI(t, "stop", "-t", "5", v.Desktop.Container)
 	waitDesktop(t, m, "g1", vm.StateStopped)
 	podmanCLI(t, "start", v.Desktop.Container)
 	waitDesktop(t, m, "g1", vm.StateRunning)
 	c = dialDesktop(t, m, v.Desktop.ID)
 	probeHost(t, c, blocked, allowed, hosts)
-	c.Close()
 
 	// Restarted outside while no manager runs, then adopted at start-up: walled again.
 	m.Close()
@@ -173,7 +171,6 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	probeHost(t, c, blocked, allowed, hosts)
 
 	// The administrator deletes the retained data: container, volumes and record go.
-	c.Close()
 	if err := m.DeleteData(ctx, v.Desktop.ID); err != nil {
 		t.Fatal(err)
 	}
