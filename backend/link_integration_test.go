@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -220,6 +221,53 @@ func wantRepaired(t *testing.T, d *linkDesktop) {
 	}
 }
 
+// wantWalled checks, when the desktop runs walled off from this machine (root, a rootful
+// engine), that it still is: a repair restarts the container, which gets a new network
+// namespace, so the wall must be raised again (issue 15, item 12).
+func wantWalled(t *testing.T, d *linkDesktop) {
+	t.Helper()
+	v := d.view(t)
+	if os.Geteuid() != 0 {
+		t.Logf("not root: host wall %q not checked", v.HostWall)
+		return
+	}
+	if v.HostWall != "on" {
+		t.Fatalf("host wall after repair: %q", v.HostWall)
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	c, err := d.b.VMs.Link(context.Background(), d.inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := `import socket, sys
+gw = [l.split()[2] for l in open("/proc/net/route") if l.split()[1] == "00000000"][0]
+h = socket.inet_ntoa(bytes.fromhex(gw)[::-1])
+try:
+    socket.create_connection((h, int(sys.argv[1])), timeout=4); print(h, "open")
+except Exception as e:
+    print(h, "closed", type(e).__name__)
+`
+	res, err := c.Exec(context.Background(), guest.ExecRequest{Command: []string{"python3", "-c", probe,
+		strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}, Timeout: time.Minute})
+	if err != nil || !strings.Contains(string(res.Stdout), "closed") {
+		t.Fatalf("after repair the desktop reaches this machine's services: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	t.Logf("after repair, from inside the desktop: %s", strings.TrimSpace(string(res.Stdout)))
+}
+
 func execShell(s string) guest.ExecRequest {
 	return guest.ExecRequest{Shell: s, Timeout: 30 * time.Second}
 }
@@ -234,6 +282,7 @@ func TestLinkDriverKilled(t *testing.T) {
 	wantErrorResult(t, res, time.Minute, "desktop driver")
 	wantUnhealthy(t, d)
 	wantRepaired(t, d)
+	wantWalled(t, d)
 }
 
 func TestLinkDriverHung(t *testing.T) {

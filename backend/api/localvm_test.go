@@ -127,6 +127,7 @@ func TestLocalVMAgentRoutes(t *testing.T) {
 		{"view needs login", req{method: "GET", path: path(mine, "")}, 401, ""},
 		{"another account's agent", req{method: "GET", path: path(admins, ""), cookie: f.user}, 404, ""},
 		{"another account's agent action", req{method: "POST", path: path(admins, "/create"), cookie: f.user}, 404, ""},
+		{"another account's agent image", req{method: "PUT", path: path(admins, "/image"), cookie: f.user, body: `{"imageKey":"standard"}`}, 404, ""},
 		{"unknown action", req{method: "POST", path: path(mine, "/reboot"), cookie: f.user}, 400, "create, start, stop, recreate, remove"},
 		{"image not prepared", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"cursor"}`}, 400, "not prepared"},
 		{"image id refused", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"sha256:0123"}`}, 400, ""},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/computer"
 	"cubicle/backend/store"
 )
 
@@ -100,6 +102,8 @@ func TestMembersSeeOnlyTheirOwn(t *testing.T) {
 	f := newFixture(t)
 	withModels(t, f)
 	withChat(t, f)
+	spy := &computersSpy{}
+	f.srv.cfg.Computers = spy
 	theirs := decodeBody[agentJSON](t, f.do(req{method: "POST", path: "/api/app/agents", cookie: f.admin, body: `{"name":"AdminBot"}`}))
 	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.user})).User
 	admin := []req{
@@ -117,6 +121,11 @@ func TestMembersSeeOnlyTheirOwn(t *testing.T) {
 		{method: "POST", path: "/api/app/admin/security/allow-rules", body: `{"tool":"*"}`},
 		{method: "DELETE", path: "/api/app/admin/security/allow-rules/x"},
 		{method: "GET", path: "/api/app/admin/security/confirmations"},
+		{method: "GET", path: "/api/app/admin/host"},
+		{method: "PUT", path: "/api/app/admin/host", body: `{"hostScreenControl":true}`},
+		{method: "DELETE", path: "/api/app/admin/local-vm/instances/x/data"},
+		{method: "PUT", path: "/api/app/admin/local-vm/image-sources", body: `{"cursor":{"image":"","digest":""}}`},
+		{method: "PUT", path: "/api/app/admin/users/user1/host-access", body: `{"hostTools":true}`},
 	}
 	for _, r := range admin {
 		r.cookie = f.user
@@ -135,6 +144,9 @@ func TestMembersSeeOnlyTheirOwn(t *testing.T) {
 		{method: "PUT", path: a + "/model", body: `{"model":"x"}`},
 		{method: "GET", path: a + "/allow-rules"},
 		{method: "DELETE", path: a + "/allow-rules/x"},
+		{method: "PUT", path: a + "/workdir", body: `{"workDir":"/tmp"}`},
+		{method: "PUT", path: a + "/lazy-init", body: `{"lazyInit":true}`},
+		{method: "GET", path: a + "/computer-plan"},
 		{method: "POST", path: "/api/app/chat", body: `{"sessionId":"s","userId":"` + me.ID + `","agentId":"` + theirs.ID + `","input":"hi"}`},
 	}
 	for _, r := range others {
@@ -143,7 +155,10 @@ func TestMembersSeeOnlyTheirOwn(t *testing.T) {
 			t.Errorf("member on another's agent %s %s: %d %s", r.method, r.path, rec.Code, rec.Body)
 		}
 	}
-	if cur, _ := f.store.Agent(theirs.ID); cur.Name != "AdminBot" || cur.Computer != "vm" {
+	if spy.calls != 0 {
+		t.Fatalf("another account's agent reached the computers service %d times", spy.calls)
+	}
+	if cur, _ := f.store.Agent(theirs.ID); cur.Name != "AdminBot" || cur.Computer != "vm" || cur.WorkDir != "" || cur.LazyInit != nil {
 		t.Fatalf("the member changed another's agent: %+v", cur)
 	}
 	if v := f.srv.cfg.Security.View(); v.GuardLevel != "" {
@@ -353,4 +368,24 @@ func TestBodyDeadline(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "part 5") {
 		t.Fatalf("the streamed answer was cut: %q %v", out, err)
 	}
+}
+
+// computersSpy counts what reaches the computers service (the routes' ownership checks come
+// first); the agent computer routes themselves are tested with the real service in backend.
+type computersSpy struct{ calls int }
+
+func (c *computersSpy) Busy(context.Context, string, string) string       { c.calls++; return "" }
+func (c *computersSpy) Changed(context.Context, store.Agent, store.Agent) { c.calls++ }
+func (c *computersSpy) WorkDirChanged(context.Context, string, string) (bool, error) {
+	c.calls++
+	return false, nil
+}
+func (c *computersSpy) Plan(context.Context, store.Agent) (computer.Plan, *computer.Plan) {
+	c.calls++
+	return computer.Plan{}, nil
+}
+func (c *computersSpy) Host(context.Context) (HostView, error) { c.calls++; return HostView{}, nil }
+func (c *computersSpy) SetHostScreenControl(context.Context, string, bool) (HostView, error) {
+	c.calls++
+	return HostView{}, nil
 }
