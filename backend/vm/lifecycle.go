@@ -343,6 +343,7 @@ func (m *Manager) startContainer(ctx context.Context, eng Engine, id, ctrID stri
 	if _, err := m.makeRunDir(id); err != nil {
 		return err
 	}
+	m.settle(ctx, eng, ctrID)
 	err := eng.StartContainer(ctx, ctrID)
 	if errors.Is(err, fault.ErrConflict) {
 		m.settle(ctx, eng, ctrID)
@@ -399,12 +400,14 @@ func (m *Manager) wallOrStop(ctx context.Context, in *store.VMInstance) error {
 }
 
 // settle waits (up to twice the stop timeout) while container id is between running and
-// stopped, e.g. finishing a stop that a crashed process began.
+// stopped, e.g. finishing a stop that a crashed process began, or exited but not yet cleaned
+// up (Podman's "stopped": its network not yet torn down, so a start now fails with its
+// address still allocated — seen when a desktop in its own user namespace lost its PID 1).
 func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 	deadline := time.Now().Add(2*m.cfg.StopTimeout + time.Second)
 	for time.Now().Before(deadline) {
 		st, err := eng.InspectContainer(ctx, id)
-		if err != nil || st.Running || st.Status != "stopping" {
+		if err != nil || !settling(st) {
 			return
 		}
 		select {
@@ -413,6 +416,12 @@ func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// settling reports whether a container is on its way from running to stopped: stopping, or
+// exited with the engine's clean-up still to come (Podman's "stopped", before "exited").
+func settling(st engine.ContainerState) bool {
+	return !st.Running && (st.Status == "stopping" || st.Status == "stopped")
 }
 
 func (m *Manager) engineLimits() engine.Limits {

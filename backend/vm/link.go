@@ -180,7 +180,7 @@ func (m *Manager) restartContainer(ctx context.Context, eng Engine, in store.VMI
 		if err != nil {
 			return fmt.Errorf("inspect container %s: %w", in.ContainerName, err)
 		}
-		if !st.Running && st.Status != "stopping" || time.Now().After(deadline) {
+		if !st.Running && !settling(st) || time.Now().After(deadline) {
 			break
 		}
 		select {
