@@ -1,9 +1,11 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"cubicle/backend/fault"
 )
@@ -37,5 +39,23 @@ func TestControl(t *testing.T) {
 	}
 	if err := Control("tcp", "8.8.8.8:443", nil); err != nil {
 		t.Fatalf("public: %v", err)
+	}
+}
+
+// A proxy from the environment would hide the real destination from the dial-time check: the
+// checked transport never uses one; the admin-allowed one does.
+func TestTransportIgnoresProxiesWhenChecking(t *testing.T) {
+	t.Setenv("HTTPS_PROXY", "http://8.8.8.8:3128")
+	t.Setenv("HTTP_PROXY", "http://8.8.8.8:3128")
+	if tr := Transport(false, time.Second); tr.Proxy != nil {
+		t.Fatal("the checked transport uses a proxy")
+	}
+	if tr := Transport(true, time.Second); tr.Proxy == nil {
+		t.Fatal("the admin-allowed transport ignores the environment's proxy")
+	}
+	// The checked transport refuses a private address however it is named.
+	_, err := Transport(false, time.Second).DialContext(context.Background(), "tcp", "localhost:1")
+	if !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("localhost through the checked transport: %v", err)
 	}
 }
