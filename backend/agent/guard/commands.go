@@ -145,6 +145,7 @@ func (s *scope) command(argv []string, ex string) {
 	}
 	s.recursiveReads(name, args)
 	s.socketPaths(name, args)
+	s.engineSocket(args, ex)
 	if networkCommand(argv) {
 		s.exfiltration(argv, ex)
 	}

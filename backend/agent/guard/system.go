@@ -692,6 +692,22 @@ func (s *scope) socketPaths(name string, args []string) {
 	}
 }
 
+// engineSocketPath matches the API sockets of container engines: whoever talks to one can
+// start a privileged container with the host's root mounted.
+var engineSocketPath = regexp.MustCompile(`(?:docker|podman|containerd|crio|cri-dockerd|buildkitd)\.sock\b`)
+
+// engineSocket flags a command that names a container engine's socket (curl --unix-socket,
+// socat, nc -U, docker -H unix://…, a copy or mount of it).
+func (s *scope) engineSocket(args []string, ex string) {
+	for _, a := range args {
+		if engineSocketPath.MatchString(a) {
+			s.a.add("container.engine-socket", FamilyContainer, High,
+				"talks to a container engine's socket (as good as root on this machine)", ex)
+			return
+		}
+	}
+}
+
 // sedInPlace: sed -i writes the files it edits.
 func (s *scope) sedInPlace(args []string, ex string) {
 	inPlace, script := false, false
