@@ -120,10 +120,12 @@ func (e *ConnectedEngine) mapsUsers() bool {
 		return false
 	}
 	switch e.Endpoint.Source {
-	case "rootful":
+	case engine.SourceRootful:
 		return true
-	case "rootless":
+	case engine.SourceRootless:
 		return false
+	case engine.SourceOwned: // a service Cubicle started: rootful when Cubicle runs as root
+		return !e.Endpoint.Rootless
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
