@@ -47,10 +47,10 @@ func TestEngineRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Store.CreateAccount(store.Account{ID: "u-member", Username: "member", Role: store.RoleUser}); err != nil {
+	if err := b.Store.CreateAccount(store.Account{ID: "u-member", Username: "member", Role: store.RoleMember}); err != nil {
 		t.Fatal(err)
 	}
-	member, err := b.Auth.Issue(store.Account{ID: "u-member", Username: "member", Role: store.RoleUser})
+	member, err := b.Auth.Issue(store.Account{ID: "u-member", Username: "member", Role: store.RoleMember})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/engine/kubernetes"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -64,9 +65,13 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 	cfg := vm.Config{Store: b.Store, EngineProblem: b.engineProblem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Desktops()
+		cfg.MapUsers = b.engine.mapsUsers()
 		if b.engine.Kube != nil {
+			// the desktops run on the cluster's nodes, not here: no host wall (walling
+			// desktops off from the cluster's services is a NetworkPolicy, docs/kubernetes.md)
 			cfg.Link.Choice = kubeLinkChoice(mode, b.engine.Kube.Host())
 		} else {
+			cfg.HostWall = b.hostWall
 			cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
 		}
 		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)
@@ -86,6 +91,20 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		}
 	}
 	return vm.New(cfg)
+}
+
+// hostWall walls a started desktop off from this machine's services, except the host ports
+// Settings → Security allows (vm.Config.HostWall).
+func (b *Backend) hostWall(ctx context.Context, pid int, containerID, runDir string) error {
+	var ports []int
+	if b.Security != nil {
+		ports = b.Security.DesktopHostPorts()
+	}
+	w, err := hostwall.Plan(pid, ports)
+	if err != nil {
+		return err
+	}
+	return hostwall.Apply(pid, hostwall.Proof{ContainerID: containerID, RunDir: runDir, ContainerRunDir: vm.RunDirTarget}, w)
 }
 
 // GuestLinkChoice decides how desktops' drivers on engine e are reached under mode (see
@@ -131,6 +150,27 @@ func (e *ConnectedEngine) Desktops() vm.Engine {
 		return e.Kube
 	}
 	return e.Client
+}
+
+// mapsUsers reports whether desktops get their own user namespace: only where the engine maps
+// per container (rootful Podman), unless CUBICLE_DESKTOP_USERNS=off keeps the engine's
+// default. The engine is asked only when its socket does not tell.
+func (e *ConnectedEngine) mapsUsers() bool {
+	if e.Endpoint.Kind != engine.Podman || os.Getenv("CUBICLE_DESKTOP_USERNS") == "off" {
+		return false
+	}
+	switch e.Endpoint.Source {
+	case engine.SourceRootful:
+		return true
+	case engine.SourceRootless:
+		return false
+	case engine.SourceOwned: // a service Cubicle started: rootful when Cubicle runs as root
+		return !e.Endpoint.Rootless
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.Client.Info(ctx)
+	return err == nil && info.Kind == engine.Podman && !info.Rootless
 }
 
 // Close releases the clients and stops a Podman service Cubicle started.
