@@ -12,6 +12,8 @@ pkgs=(
   debootstrap                                    # offline base image build
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite
+  etcd-server containerd containernetworking-plugins iptables conntrack bc gcc libc6-dev openssl
+                                                 # the single-node Kubernetes test cluster (scripts/k8s)
   ca-certificates git curl procps psmisc
   wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
   nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)

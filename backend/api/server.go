@@ -43,6 +43,7 @@ type Config struct {
 	Models     Models                                  // chat model settings; nil answers 503
 	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers  Computers                               // agents' computer settings; nil answers 503
+	Engines    Engines                                 // the node's engine choice; nil answers 503
 	Logger     *slog.Logger
 	Version    string
 
@@ -155,6 +156,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
+	s.engineRoutes(mux)
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	s.userRoutes(mux)

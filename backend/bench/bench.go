@@ -94,6 +94,10 @@ type Config struct {
 	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
 	// rows open an exec link next to it.
 	GuestLink link.Choice
+	// Kube is the cluster of the Kubernetes rows (kube.go); nil: those rows say why they
+	// were not measured (KubeMissing).
+	Kube        *Kube
+	KubeMissing string
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
@@ -277,6 +281,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		{"agent steps", r.agentSteps},
 		{"live view", r.liveView},
 		{"the exec link", r.execLink},
+		{"the kubernetes engine", r.kube},
 		{"memory of this process", r.selfMemory},
 	}
 	for _, s := range steps {

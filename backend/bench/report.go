@@ -185,10 +185,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if row.Ratio != nil {
 			ratio = num(*row.Ratio)
 		}
-		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Title, row.Unit,
-			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
+		op50, op95 := oursCells(row)
+		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Title, row.Unit, op50, op95, peer, pp50, pp95, ratio)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeNotMeasured(w, r.Rows)
 }
 
 // WriteMarkdown prints the rows as a Markdown table (the README's Performance section).
@@ -204,11 +207,34 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if row.Ratio != nil {
 			ratio = num(*row.Ratio)
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | %s | %s |\n", row.Title, row.Unit,
-			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
+		op50, op95 := oursCells(row)
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | %s | %s |\n", row.Title, row.Unit, op50, op95, peer, pp50, pp95, ratio)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return writeNotMeasured(w, r.Rows)
+}
+
+// oursCells are a row's p50 and p95 cells: "—" when it has no samples (not measured).
+func oursCells(row Row) (string, string) {
+	if len(row.Ours.Samples) == 0 {
+		return "—", "—"
+	}
+	return num(row.Ours.Summary.P50), num(row.Ours.Summary.P95)
+}
+
+// writeNotMeasured lists the rows without samples and why, under the table: a row never
+// vanishes silently.
+func writeNotMeasured(w io.Writer, rows []Row) error {
+	for _, row := range rows {
+		if len(row.Ours.Samples) == 0 {
+			if _, err := fmt.Fprintf(w, "— %s: %s\n", row.ID, row.Note); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // num formats a value with about three significant digits.
