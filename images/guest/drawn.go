@@ -12,9 +12,9 @@ import (
 // Until the desktop session has drawn, the screen is black (Xvfb's empty root window): a
 // screenshot then shows nothing and a model that pays for it learns nothing. Screenshots and
 // streams therefore wait until the screen looks drawn — at least drawnColours distinct
-// colours, then quiet for drawnQuiet so a half-painted desktop is not taken — once per X
-// server. Without a session (the driver attached to a display, or none configured) the
-// screen counts as drawn at once.
+// colours and less than half of it still black (XFCE draws its panel well before the
+// wallpaper), then quiet for drawnQuiet so a half-painted desktop is not taken — once per X
+// server. Without a session configured the screen counts as drawn at once.
 const (
 	drawnColours = 16
 	drawnQuiet   = 250 * time.Millisecond
@@ -97,15 +97,22 @@ func (s *screen) drawn(ctx context.Context) error {
 	}
 }
 
-// colourful reports whether the screen shows at least drawnColours distinct colours, from a
-// sample of its pixels.
+// colourful reports whether a sample of the screen's pixels shows at least drawnColours
+// distinct colours and is less than half black.
 func colourful(d *x11.Display) (bool, error) {
 	ok := false
 	err := d.WithCapture(func(raw []byte, _ uint64) error {
 		var seen [drawnColours]uint32
-		n := 0
+		n, black, total := 0, 0, 0
 		for i := 0; i+4 <= len(raw); i += 4 * 61 { // a prime stride samples every column
 			c := binary.LittleEndian.Uint32(raw[i:]) & 0xffffff
+			total++
+			if c == 0 {
+				black++
+			}
+			if n == drawnColours {
+				continue
+			}
 			found := false
 			for _, v := range seen[:n] {
 				if v == c {
@@ -116,12 +123,9 @@ func colourful(d *x11.Display) (bool, error) {
 			if !found {
 				seen[n] = c
 				n++
-				if n == drawnColours {
-					ok = true
-					return nil
-				}
 			}
 		}
+		ok = n == drawnColours && black*2 < total
 		return nil
 	})
 	return ok, err
