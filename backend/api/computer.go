@@ -47,6 +47,7 @@ type Desktop struct {
 // it. It must be safe for concurrent use.
 type Driver interface {
 	screen.Source
+	screen.RegionSource
 	Input(ctx context.Context, in guest.Input) error
 }
 
@@ -153,6 +154,7 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 		ReadBufferSize:   4 << 10,
 		WriteBufferSize:  32 << 10,
 		WriteBufferPool:  &sync.Pool{},
+		Subprotocols:     []string{subprotocolV2},
 		// The guard has already refused foreign origins (same origin or a trusted one only).
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
@@ -256,6 +258,7 @@ func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.P
 		return // the upgrader has answered
 	}
 	k.ws = ws
+	k.v2 = ws.Subprotocol() == subprotocolV2
 	// The connection's lifetime is its own: a hijacked connection outlives the request's
 	// context only until the handler returns, which is when this one ends.
 	k.ctx, k.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
@@ -266,7 +269,7 @@ func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.P
 	if closed {
 		k.cancel()
 	}
-	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID())
+	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID(), "v2", k.v2)
 	k.run()
 	c.mu.Lock()
 	delete(c.conns, k)
@@ -282,6 +285,7 @@ type computerConn struct {
 	p       auth.Principal
 	agentID string
 	owns    func(agentID string) error // nil when the caller owns that agent
+	v2      bool                       // the client speaks version 2 (regions, pointer)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -295,6 +299,7 @@ type computerConn struct {
 	deskErr   error   // guarded by mu; why the desktop could not be looked up
 	lastFrame uint64  // guarded by mu; newest frame id sent for desk.ID
 	streamErr error   // guarded by mu; why the screen stream ended, until it runs again
+	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
 }
 
 func (k *computerConn) wake() {
@@ -424,8 +429,10 @@ func (k *computerConn) status() (statusJSON, string) {
 	return st, string(b)
 }
 
-// writeLoop does every write: status, replies, frames, pings. It watches the desktop's
-// screen while the desktop runs.
+// writeLoop does every write: status, replies, frames or updates, pointer messages, pings.
+// It watches the desktop's screen while the desktop runs: as frames (version 1), or as
+// region updates under flow control (version 2; frames again when the desktop's driver is
+// too old for regions).
 func (k *computerConn) writeLoop() {
 	cfg := k.ch.cfg
 	ping := time.NewTicker(cfg.PingInterval)
@@ -433,33 +440,60 @@ func (k *computerConn) writeLoop() {
 	poll := time.NewTicker(cfg.StatePoll)
 	defer poll.Stop()
 	var (
-		viewer   *screen.Viewer
-		watching Desktop // the desktop viewer watches
-		lastSent string  // key of the last status sent
-		hdr      [frameHeaderLen]byte
+		viewer    *screen.Viewer       // version 1 frames
+		rviewer   *screen.RegionViewer // version 2 regions
+		watching  Desktop              // the desktop watched
+		lastSent  string               // key of the last status sent
+		hdr       [frameHeaderLen]byte
+		flow      screen.Flow
+		noRegions Driver // the driver found too old for regions (frames instead)
+		scratch   []region
+		held      = time.NewTimer(time.Hour) // while flow control holds updates back
+		heldOn    bool
 	)
-	defer func() {
+	held.Stop()
+	defer held.Stop()
+	stopWatching := func() {
 		if viewer != nil {
 			viewer.Close()
+			viewer = nil
 		}
-	}()
+		if rviewer != nil {
+			rviewer.Close()
+			rviewer = nil
+			k.mu.Lock()
+			k.rviewer = nil
+			k.mu.Unlock()
+		}
+	}
+	defer stopWatching()
 	// update (re)starts or stops watching to match the resolved desktop, then sends status if
 	// it changed. A viewer whose stream failed is only replaced at the next poll.
 	update := func(retry bool) error {
 		d := k.current()
 		want := d.ID != "" && d.State == "running" && d.Client != nil
-		if viewer != nil && (!want || d.ID != watching.ID || d.Client != watching.Client) {
-			viewer.Close()
-			viewer = nil
+		if (viewer != nil || rviewer != nil) && (!want || d.ID != watching.ID || d.Client != watching.Client) {
+			stopWatching()
 		}
-		if want && viewer == nil && retry {
-			v, err := cfg.Screens.Watch(d.ID, d.Client)
+		if want && viewer == nil && rviewer == nil && retry {
+			var err error
+			if k.v2 && d.Client != noRegions {
+				var v *screen.RegionViewer
+				if v, err = cfg.Screens.WatchRegions(d.ID, d.Client); err == nil {
+					rviewer, watching, flow = v, d, screen.Flow{}
+					k.mu.Lock()
+					k.rviewer = v
+					k.mu.Unlock()
+				}
+			} else {
+				var v *screen.Viewer
+				if v, err = cfg.Screens.Watch(d.ID, d.Client); err == nil {
+					viewer, watching = v, d
+				}
+			}
 			k.mu.Lock()
 			k.streamErr = err
 			k.mu.Unlock()
-			if err == nil {
-				viewer, watching = v, d
-			}
 		}
 		st, key := k.status()
 		if key == lastSent {
@@ -469,13 +503,44 @@ func (k *computerConn) writeLoop() {
 		st.ServerTime = time.Now().UTC()
 		return k.writeJSON(st)
 	}
+	// sendRegions writes what the region viewer holds, unless flow control says to wait.
+	sendRegions := func() error {
+		now := time.Now()
+		_, waiting := rviewer.Pending()
+		if waiting > 0 && !flow.Allow(now, unacked(k.ws.NetConn())) {
+			if !heldOn {
+				held.Reset(10 * time.Millisecond)
+				heldOn = true
+			}
+			// Updates wait (and merge); pointer messages are tiny and go anyway.
+			b, ok := rviewer.TakePointer()
+			if ok {
+				_, err := k.writeBatch(b, &scratch)
+				return err
+			}
+			return nil
+		}
+		b, ok := rviewer.Take()
+		if !ok {
+			return nil
+		}
+		n, err := k.writeBatch(b, &scratch)
+		if err == nil && n > 0 {
+			flow.Wrote(time.Now(), n, time.Since(now))
+			rviewer.SetLevel(flow.Level())
+		}
+		return err
+	}
 	if err := update(true); err != nil {
 		return
 	}
 	for {
 		var ready, ended <-chan struct{}
-		if viewer != nil {
+		switch {
+		case viewer != nil:
 			ready, ended = viewer.Ready(), viewer.Done()
+		case rviewer != nil:
+			ready, ended = rviewer.Ready(), rviewer.Done()
 		}
 		var err error
 		select {
@@ -486,16 +551,33 @@ func (k *computerConn) writeLoop() {
 		case m := <-k.replies:
 			err = k.writeJSON(m)
 		case <-ready:
-			if f, ok := viewer.Take(); ok {
-				err = k.writeFrame(&hdr, f)
+			if viewer != nil {
+				if f, ok := viewer.Take(); ok {
+					err = k.writeFrame(&hdr, f)
+				}
+			} else if rviewer != nil {
+				err = sendRegions()
+			}
+		case <-held.C:
+			heldOn = false
+			if rviewer != nil {
+				err = sendRegions()
 			}
 		case <-ended:
+			var verr error
+			if viewer != nil {
+				verr = viewer.Err()
+			} else {
+				verr = rviewer.Err()
+				if errors.Is(verr, screen.ErrNoRegions) {
+					noRegions, verr = watching.Client, nil // watch frames instead, at once
+				}
+			}
 			k.mu.Lock()
-			k.streamErr = viewer.Err()
+			k.streamErr = verr
 			k.mu.Unlock()
-			viewer.Close()
-			viewer = nil
-			err = update(false)
+			stopWatching()
+			err = update(verr == nil)
 		case <-k.poke:
 			err = update(false)
 		case <-k.look:
@@ -721,9 +803,19 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return leased(l)
 	case "input":
 		return k.input(m, d, refused, notRunning)
+	case "refresh":
+		// A version 2 client lost track of its screen: a keyframe comes (frames are whole
+		// anyway in version 1).
+		k.mu.Lock()
+		rv := k.rviewer
+		k.mu.Unlock()
+		if rv != nil {
+			rv.Refresh()
+		}
+		return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
 	}
 	return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonBadMessage, Code: "invalid",
-		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch or input", m.Type)}
+		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch, input or refresh", m.Type)}
 }
 
 // input checks one input against the lease and the frames this connection was sent, then

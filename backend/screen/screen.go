@@ -74,8 +74,9 @@ type Hubs struct {
 	wg     sync.WaitGroup // one per running hub goroutine
 
 	mu     sync.Mutex
-	hubs   map[string]*Hub // guarded by mu; the current hub of each watched desktop
-	closed bool            // guarded by mu
+	hubs   map[string]*Hub       // guarded by mu; the current frame hub of each watched desktop
+	rhubs  map[string]*RegionHub // guarded by mu; the current region hub of each watched desktop
+	closed bool                  // guarded by mu
 }
 
 // New returns an empty set of hubs.
@@ -93,7 +94,7 @@ func New(cfg Config) *Hubs {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hubs{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hubs: map[string]*Hub{}}
+	return &Hubs{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hubs: map[string]*Hub{}, rhubs: map[string]*RegionHub{}}
 }
 
 // Watch adds a viewer of desktopID's screen, served by src. The first viewer of a desktop
@@ -130,12 +131,26 @@ func (hs *Hubs) Viewers(desktopID string) int {
 	return len(h.viewers)
 }
 
-// Streaming reports whether a hub holds a driver stream open for desktopID.
+// Streaming reports whether a hub holds a driver stream (frames or regions) open for
+// desktopID.
 func (hs *Hubs) Streaming(desktopID string) bool {
 	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h := hs.hubs[desktopID]
-	return h != nil && !h.ended()
+	h, rh := hs.hubs[desktopID], hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	return (h != nil && !h.ended()) || (rh != nil && !rh.ended())
+}
+
+// RegionViewers returns how many region viewers watch desktopID through its current hub.
+func (hs *Hubs) RegionViewers(desktopID string) int {
+	hs.mu.Lock()
+	h := hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.viewers)
 }
 
 // Close ends every hub and viewer (viewers end with ErrClosed) and waits for the hubs'
@@ -143,11 +158,14 @@ func (hs *Hubs) Streaming(desktopID string) bool {
 func (hs *Hubs) Close() error {
 	hs.mu.Lock()
 	hs.closed = true
-	hubs := hs.hubs
-	hs.hubs = map[string]*Hub{}
+	hubs, rhubs := hs.hubs, hs.rhubs
+	hs.hubs, hs.rhubs = map[string]*Hub{}, map[string]*RegionHub{}
 	hs.mu.Unlock()
 	hs.cancel()
 	for _, h := range hubs {
+		h.end(ErrClosed)
+	}
+	for _, h := range rhubs {
 		h.end(ErrClosed)
 	}
 	hs.wg.Wait()

@@ -41,10 +41,14 @@ type stream struct {
 	enc      *regionEncoder
 	scroll   *scrollScratch
 	lastUsed time.Time
+
+	// kick (capacity 1) wakes a waiting next_update when a keyframe for a joining viewer
+	// marked tiles lossy: their refresh is now due at a time the wait did not know.
+	kick chan struct{}
 }
 
 func newStream(id uint64) *stream {
-	return &stream{id: id, enc: newRegionEncoder(), scroll: newScrollScratch(), lastUsed: time.Now()}
+	return &stream{id: id, enc: newRegionEncoder(), scroll: newScrollScratch(), lastUsed: time.Now(), kick: make(chan struct{}, 1)}
 }
 
 // qualities checks and defaults the JPEG qualities of a request.
@@ -124,13 +128,15 @@ func (s *screen) nextUpdate(ctx context.Context, st *stream, a wire.UpdateArgs) 
 				timer = time.NewTimer(max(time.Until(due), 0))
 				fire = timer.C
 			}
-			refreshNow := false
+			refreshNow, kicked := false, false
 			select {
 			case <-ctx.Done():
 			case <-d.Done():
 			case <-next:
 			case <-fire:
 				refreshNow = true
+			case <-st.kick:
+				kicked = true
 			}
 			if timer != nil {
 				timer.Stop()
@@ -149,6 +155,9 @@ func (s *screen) nextUpdate(ctx context.Context, st *stream, a wire.UpdateArgs) 
 				if err != nil || ok {
 					return u, err
 				}
+				continue
+			}
+			if kicked {
 				continue
 			}
 			select {
@@ -242,7 +251,12 @@ func (s *screen) keyframe(st *stream, a wire.KeyframeArgs) (wire.Update, error) 
 	}
 	u := wire.Update{Stream: st.id, Seq: st.seq, FrameID: frameID(st.epoch, st.gen), Width: st.g.w, Height: st.g.h, Key: true,
 		Captured: time.Now()}
-	return s.encodeDirty(st, u, qs, false, false)
+	u, err = s.encodeDirty(st, u, qs, false, false)
+	select {
+	case st.kick <- struct{}{}:
+	default:
+	}
+	return u, err
 }
 
 // deltaUpdate captures the screen, finds what changed against ref (a scroll first) and

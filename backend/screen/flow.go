@@ -1,0 +1,146 @@
+package screen
+
+import "time"
+
+// Flow is one region viewer's flow control: it decides when the next update may be written
+// to the viewer's connection and at which quality level, from what the connection reports —
+// the bytes written but not yet acknowledged by the viewer (its backlog; TCP's unacked bytes)
+// and how long writes take. A viewer whose link cannot carry the stream is held back (its
+// mailbox merges what arrives meanwhile, so it sees fewer, newer frames) and moved down a
+// quality level; when the link keeps up it moves back up, probing less often each time a
+// step up had to be undone. Other viewers are not affected: each has its own Flow.
+//
+// Flow is not safe for concurrent use (the connection's writer owns it); times are passed in
+// so tests need no clock.
+type Flow struct {
+	level int
+
+	bw       float64   // estimated link rate, bytes/s (0: unknown)
+	bwAt     time.Time // when bw was last sampled
+	written  int64     // total bytes written
+	acked    int64     // total bytes the peer has acknowledged (written − backlog)
+	heldAt   time.Time // start of the current hold (zero: not held)
+	held     time.Duration
+	windowAt time.Time // start of the current 1 s measuring window
+	downAt   time.Time // last step down
+	upAt     time.Time // last step up
+	upEvery  time.Duration
+	started  bool
+}
+
+// Flow's tuning.
+const (
+	// flowMinBudget is the backlog always allowed; flowDelay is how much queueing delay the
+	// budget allows on top of it at the estimated rate.
+	flowMinBudget = 64 << 10
+	flowDelay     = 100 * time.Millisecond
+	flowMaxBudget = 4 << 20
+	// A viewer held back for more than flowHeldShare of a window goes down a level (at most
+	// once per flowDownEvery); one not held for upEvery goes up.
+	flowHeldShare = 0.25
+	flowDownEvery = 700 * time.Millisecond
+	flowUpFirst   = 3 * time.Second
+	flowUpMax     = 30 * time.Second
+	// flowSlowWrite: without a backlog measurement, a write this slow means the socket
+	// buffer was full.
+	flowSlowWrite = 50 * time.Millisecond
+)
+
+// Level returns the quality level (an index into Levels) the viewer should be at.
+func (f *Flow) Level() int { return f.level }
+
+// Budget returns how many unacknowledged bytes may be outstanding before the viewer is held.
+func (f *Flow) Budget() int {
+	b := flowMinBudget + int(f.bw*flowDelay.Seconds())
+	return min(b, flowMaxBudget)
+}
+
+// Rate returns the estimated link rate in bytes per second (0 while unknown).
+func (f *Flow) Rate() float64 { return f.bw }
+
+func (f *Flow) start(now time.Time) {
+	if !f.started {
+		f.started = true
+		f.windowAt, f.bwAt, f.upAt, f.upEvery = now, now, now, flowUpFirst
+	}
+}
+
+// Allow reports whether an update waiting for the viewer may be written now, given backlog,
+// the connection's unacknowledged bytes (negative: unknown, then only write times count). A
+// false answer counts as time held back; ask again a little later.
+func (f *Flow) Allow(now time.Time, backlog int) bool {
+	f.start(now)
+	if backlog >= 0 {
+		f.sample(now, backlog)
+	}
+	ok := backlog < 0 || backlog <= f.Budget()
+	if !ok && f.heldAt.IsZero() {
+		f.heldAt = now
+	}
+	if ok && !f.heldAt.IsZero() {
+		f.held += now.Sub(f.heldAt)
+		f.heldAt = time.Time{}
+	}
+	f.adjust(now)
+	return ok
+}
+
+// sample updates the rate estimate from the acknowledged byte count.
+func (f *Flow) sample(now time.Time, backlog int) {
+	acked := f.written - int64(backlog)
+	dt := now.Sub(f.bwAt)
+	if dt < 50*time.Millisecond {
+		return
+	}
+	// Only a busy link measures its rate: with nothing outstanding the peer acked all there
+	// was, and the rate says nothing.
+	if backlog > 0 && acked > f.acked {
+		r := float64(acked-f.acked) / dt.Seconds()
+		if f.bw == 0 {
+			f.bw = r
+		} else {
+			f.bw = 0.7*f.bw + 0.3*r
+		}
+	}
+	f.acked, f.bwAt = acked, now
+}
+
+// Wrote records that n bytes were written to the connection, taking d.
+func (f *Flow) Wrote(now time.Time, n int, d time.Duration) {
+	f.start(now)
+	f.written += int64(n)
+	if d > flowSlowWrite {
+		f.held += d // the socket buffer was full: the link is behind
+	}
+	f.adjust(now)
+}
+
+// adjust moves the level at the end of each measuring window.
+func (f *Flow) adjust(now time.Time) {
+	win := now.Sub(f.windowAt)
+	if win < time.Second {
+		return
+	}
+	held := f.held
+	if !f.heldAt.IsZero() {
+		held += now.Sub(f.heldAt)
+		f.heldAt = now
+	}
+	f.held, f.windowAt = 0, now
+	switch {
+	case float64(held) > flowHeldShare*float64(win):
+		if f.level < len(Levels)-1 && now.Sub(f.downAt) >= flowDownEvery {
+			if now.Sub(f.upAt) < flowUpFirst {
+				// The last step up did not hold: probe less often.
+				f.upEvery = min(2*f.upEvery, flowUpMax)
+			}
+			f.level++
+			f.downAt = now
+		}
+	case held == 0:
+		if f.level > 0 && now.Sub(f.downAt) >= f.upEvery && now.Sub(f.upAt) >= f.upEvery {
+			f.level--
+			f.upAt = now
+		}
+	}
+}
