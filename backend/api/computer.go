@@ -295,10 +295,10 @@ type computerConn struct {
 	replies chan any      // replies to client messages, written in order
 
 	mu        sync.Mutex
-	desk      Desktop // guarded by mu; as last resolved
-	deskErr   error   // guarded by mu; why the desktop could not be looked up
-	lastFrame uint64  // guarded by mu; newest frame id sent for desk.ID
-	streamErr error   // guarded by mu; why the screen stream ended, until it runs again
+	desk      Desktop              // guarded by mu; as last resolved
+	deskErr   error                // guarded by mu; why the desktop could not be looked up
+	lastFrame uint64               // guarded by mu; newest frame id sent for desk.ID
+	streamErr error                // guarded by mu; why the screen stream ended, until it runs again
 	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
 }
 

@@ -402,15 +402,15 @@ type RegionViewer struct {
 	once  sync.Once
 
 	mu       sync.Mutex
-	level    int            // guarded by mu; index into Levels
+	level    int             // guarded by mu; index into Levels
 	pending  []*guest.Update // guarded by mu
-	bytes    int            // guarded by mu; of pending
-	awaitKey bool           // guarded by mu; only a keyframe may come next
-	cursor   *Cursor        // guarded by mu; not yet taken
-	pointer  *Pointer       // guarded by mu; not yet taken
-	restarts int            // guarded by mu; times the mailbox overflowed
-	err      error          // guarded by mu
-	closed   bool           // guarded by mu
+	bytes    int             // guarded by mu; of pending
+	awaitKey bool            // guarded by mu; only a keyframe may come next
+	cursor   *Cursor         // guarded by mu; not yet taken
+	pointer  *Pointer        // guarded by mu; not yet taken
+	restarts int             // guarded by mu; times the mailbox overflowed
+	err      error           // guarded by mu
+	closed   bool            // guarded by mu
 }
 
 func (v *RegionViewer) signal() {

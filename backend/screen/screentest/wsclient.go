@@ -2,10 +2,10 @@ package screentest
 
 import (
 	"context"
-	"image"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
 	"net"
 	"net/http"
 	"sync"
