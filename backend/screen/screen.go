@@ -11,9 +11,19 @@
 // slow it is. A quiet screen produces no frames at all (the driver only answers next_frame
 // when the screen changed), so an idle desktop costs its viewers no traffic.
 //
-// Goroutines: each Hub runs one goroutine (its stream loop), owned by Hubs: Close cancels
-// every hub and waits for them. Viewers own no goroutine. Hubs, Hub and Viewer are safe for
-// concurrent use.
+// Version 2 viewers (WatchRegions, regions.go) get the screen as region updates instead: a
+// RegionHub holds ONE region stream of the driver per desktop (guest.Client.NextUpdate) and
+// a pointer report loop. Updates build on each other, so a region viewer's mailbox queues
+// them (merged into one message when written) up to a limit, past which the viewer starts
+// over from a keyframe of what the others have (guest.Client.Keyframe). Each region viewer
+// has a quality level (Levels); the hub asks the driver to encode every JPEG region once per
+// level in use, so viewers at one level share one encoding. Flow (flow.go) is the per-viewer
+// flow control the computer channel runs to pick that level and to hold updates back while a
+// viewer's link is behind.
+//
+// Goroutines: each Hub runs one goroutine (its stream loop), each RegionHub three (updates,
+// pointer, keyframes), all owned by Hubs: Close cancels every hub and waits for them.
+// Viewers own no goroutine. Hubs, Hub, RegionHub and the viewers are safe for concurrent use.
 package screen
 
 import (
