@@ -228,13 +228,22 @@ export function ScreenView(props: ScreenViewProps) {
     e.preventDefault();
     send({ action: 'mouse_up', x: p.x, y: p.y, button: buttonFor(e.button) });
   };
+  // Moves go at most every 50 ms; the last one of a burst is sent when its turn comes, so the
+  // desktop's pointer ends where the person's did.
+  const trailingMove = useRef<ReturnType<typeof setTimeout> | null>(null);
   const onMouseMove = (e: MouseEvent) => {
     if (!mine) return;
-    const now = performance.now();
-    if (now - lastMove.current < 50) return;
-    lastMove.current = now;
     const p = point(e);
-    if (p) send({ action: 'move', x: p.x, y: p.y });
+    if (!p) return;
+    if (trailingMove.current) clearTimeout(trailingMove.current);
+    const wait = 50 - (performance.now() - lastMove.current);
+    const go = () => {
+      trailingMove.current = null;
+      lastMove.current = performance.now();
+      send({ action: 'move', x: p.x, y: p.y });
+    };
+    if (wait <= 0) go();
+    else trailingMove.current = setTimeout(go, wait);
   };
   const onWheel = (e: WheelEvent) => {
     if (!mine) return;
