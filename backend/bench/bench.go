@@ -7,8 +7,10 @@
 // screenshot over the driver's bridge against scrot + convert; a click against forking
 // xdotool; an exec round trip against `podman exec`; an agent step (the agent tool's action
 // + settled screenshot) against action + a fixed 2 s sleep + screenshot; the live view over
-// the real computer websocket (input → changed frame, sustained fps, idle bytes/s); and the
-// memory of an idle desktop and of this process. Every raw sample goes into the Report;
+// the real computer websocket (input → changed frame and pointer move → pointer message,
+// sustained fps, idle bytes/s, bytes per second for a terminal printing the time and for a
+// scrolling browser next to the version 1 stream and to x11vnc, the frame rate behind a
+// 10 Mbit/s link); and the memory of an idle desktop and of this process. Every raw sample goes into the Report;
 // docs/bench.md says what each row times and how to read it.
 //
 // Everything a run creates is named cubicle-bench-<run>-… and labelled LabelRun; it is
@@ -236,6 +238,8 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		{"exec round trips", r.execs},
 		{"agent steps", r.agentSteps},
 		{"live view", r.liveView},
+		{"live view bytes (terminal, scrolling) next to x11vnc", r.liveBytes},
+		{"live view through a 10 Mbit/s link", r.liveThrottled},
 		{"memory of this process", r.selfMemory},
 	}
 	for _, s := range steps {
