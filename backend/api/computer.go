@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -450,6 +451,10 @@ func (k *computerConn) writeLoop() {
 		scratch   []region
 		held      = time.NewTimer(time.Hour) // while flow control holds updates back
 		heldOn    bool
+		// skippedRefresh: lossless refreshes were skipped for this viewer (its link was
+		// behind); its picture is not exact until a keyframe.
+		skippedRefresh bool
+		askedKey       bool // a keyframe was asked for to end skippedRefresh
 	)
 	held.Stop()
 	defer held.Stop()
@@ -515,7 +520,7 @@ func (k *computerConn) writeLoop() {
 			// Updates wait (and merge); pointer messages are tiny and go anyway.
 			b, ok := rviewer.TakePointer()
 			if ok {
-				_, err := k.writeBatch(b, &scratch)
+				_, err := k.writeBatch(b, &scratch, skippedRefresh)
 				return err
 			}
 			return nil
@@ -524,10 +529,30 @@ func (k *computerConn) writeLoop() {
 		if !ok {
 			return nil
 		}
-		n, err := k.writeBatch(b, &scratch)
+		// A viewer whose link is behind skips lossless refreshes: they only repeat, exactly,
+		// pixels it has at its JPEG quality (its picture stays whole), and on a slow link a
+		// refresh of a photo costs seconds. Once the link keeps up at the best quality again,
+		// a keyframe brings the refreshes back.
+		if flow.Level() > 0 {
+			if n := len(b.Updates); n > 0 {
+				b.Updates = slices.DeleteFunc(b.Updates, func(u *guest.Update) bool { return u.Refresh && !u.Key })
+				skippedRefresh = skippedRefresh || len(b.Updates) < n
+			}
+		} else if skippedRefresh && !askedKey && !heldOn {
+			askedKey = true
+			rviewer.Refresh()
+		}
+		if len(b.Updates) > 0 && b.Updates[0].Key {
+			skippedRefresh, askedKey = false, false
+		}
+		n, err := k.writeBatch(b, &scratch, skippedRefresh)
 		if err == nil && n > 0 {
 			flow.Wrote(time.Now(), n, time.Since(now))
-			rviewer.SetLevel(flow.Level())
+			if lv := flow.Level(); lv != rviewer.Level() {
+				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
+					"quality", screen.Levels[lv], "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
+				rviewer.SetLevel(lv)
+			}
 		}
 		return err
 	}

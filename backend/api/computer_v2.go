@@ -126,14 +126,15 @@ func abs(n int) int {
 }
 
 // writeUpdate sends one version 2 update message made of regions (see the layout above) and
-// returns its size.
-func (k *computerConn) writeUpdate(us []*guest.Update, regions []region) (int, error) {
+// returns its size. lossy: the viewer skipped refreshes, so it is not exact whatever the last
+// update says.
+func (k *computerConn) writeUpdate(us []*guest.Update, regions []region, lossy bool) (int, error) {
 	last := us[len(us)-1]
 	var flags byte
 	if us[0].Key {
 		flags |= updateKey
 	}
-	if last.Lossless {
+	if last.Lossless && !lossy {
 		flags |= updateLossless
 	}
 	refresh := true
@@ -199,8 +200,9 @@ func (k *computerConn) writeUpdate(us []*guest.Update, regions []region) (int, e
 }
 
 // writeBatch writes what a region viewer took: the cursor image, the pointer position and
-// the updates merged into one message. It returns the bytes of the update message.
-func (k *computerConn) writeBatch(b screen.Batch, scratch *[]region) (int, error) {
+// the updates merged into one message. It returns the bytes of the update message. lossy: see
+// writeUpdate.
+func (k *computerConn) writeBatch(b screen.Batch, scratch *[]region, lossy bool) (int, error) {
 	if c := b.Cursor; c != nil {
 		if err := k.writeJSON(cursorJSON{Type: "cursor", Serial: c.Serial, Width: c.Width, Height: c.Height,
 			HotX: c.HotX, HotY: c.HotY, PNG: base64.StdEncoding.EncodeToString(c.PNG)}); err != nil {
@@ -216,5 +218,5 @@ func (k *computerConn) writeBatch(b screen.Batch, scratch *[]region) (int, error
 		return 0, nil
 	}
 	*scratch = mergeBatch(b.Updates, b.Level, *scratch)
-	return k.writeUpdate(b.Updates, *scratch)
+	return k.writeUpdate(b.Updates, *scratch, lossy)
 }

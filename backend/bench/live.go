@@ -60,7 +60,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err 
 			ls.close()
 		}
 	}()
-	if ls.st, err = store.Open(filepath.Join(r.runRoot, "live.db"), store.Options{Logger: r.log}); err != nil {
+	if ls.st, err = store.Open(filepath.Join(r.runRoot, "live-"+newID()+".db"), store.Options{Logger: r.log}); err != nil {
 		return nil, err
 	}
 	key := make([]byte, 32)

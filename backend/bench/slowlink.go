@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +21,7 @@ import (
 type slowLink struct {
 	ln     net.Listener
 	target string
-	rate   float64 // bytes per second, each direction
+	rate   atomic.Uint64 // bytes per second, each direction (math.Float64bits)
 	delay  time.Duration
 
 	ctx    context.Context
@@ -38,12 +40,17 @@ func newSlowLink(target string, bitsPerSecond float64, delay time.Duration) (*sl
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &slowLink{ln: ln, target: target, rate: bitsPerSecond / 8, delay: delay, ctx: ctx, cancel: cancel,
-		conns: map[net.Conn]struct{}{}}
+	l := &slowLink{ln: ln, target: target, delay: delay, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	l.setRate(bitsPerSecond)
 	l.wg.Add(1)
 	go l.accept() // owned: close ends it
 	return l, nil
 }
+
+// setRate changes the link's rate (bits per second) from now on.
+func (l *slowLink) setRate(bitsPerSecond float64) { l.rate.Store(math.Float64bits(bitsPerSecond / 8)) }
+
+func (l *slowLink) bytesPerSecond() float64 { return math.Float64frombits(l.rate.Load()) }
 
 // addr is where clients connect instead of the server.
 func (l *slowLink) addr() string { return l.ln.Addr().String() }
@@ -119,21 +126,31 @@ func (l *slowLink) pump(src, dst net.Conn) {
 	}()
 	defer func() { close(line); <-done }()
 	var free time.Time // when the link has sent everything taken so far
-	buf := make([]byte, 4096)
+	buf := make([]byte, 64<<10)
 	for {
-		// Take no more than the link can send now: the rest waits in the sender's socket.
-		if ahead := time.Until(free); ahead > time.Millisecond {
-			time.Sleep(ahead)
+		// Take no more than the link can send now: the rest waits in the sender's socket. A
+		// sleep that overshoots (a busy machine) is made up by taking more at once, within a
+		// few milliseconds' worth, so the link keeps its rate.
+		now := time.Now()
+		if lag := now.Add(-linkCatchUp); free.Before(lag) {
+			free = lag
 		}
-		n, err := src.Read(buf)
+		if ahead := free.Sub(now); ahead > time.Millisecond {
+			time.Sleep(ahead)
+			continue
+		}
+		rate := l.bytesPerSecond()
+		allow := int(now.Add(time.Millisecond).Sub(free).Seconds() * rate)
+		allow = min(max(allow, 1024), len(buf))
+		n, err := src.Read(buf[:allow])
 		if n > 0 {
-			now := time.Now()
-			if free.Before(now) {
-				free = now
+			free = free.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+			sent := free
+			if t := time.Now(); sent.Before(t) {
+				sent = t
 			}
-			free = free.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))
 			select {
-			case line <- chunk{data: append([]byte(nil), buf[:n]...), due: free.Add(l.delay)}:
+			case line <- chunk{data: append([]byte(nil), buf[:n]...), due: sent.Add(l.delay)}:
 			case <-l.ctx.Done():
 				return
 			}
@@ -143,6 +160,9 @@ func (l *slowLink) pump(src, dst net.Conn) {
 		}
 	}
 }
+
+// linkCatchUp is how far behind its schedule the link may fall and still catch up.
+const linkCatchUp = 20 * time.Millisecond
 
 // close stops the link and every connection through it, and waits for its goroutines.
 func (l *slowLink) close() error {

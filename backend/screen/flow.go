@@ -35,10 +35,13 @@ const (
 	flowMinBudget = 64 << 10
 	flowDelay     = 100 * time.Millisecond
 	flowMaxBudget = 4 << 20
-	// A viewer held back for more than flowHeldShare of a window goes down a level (at most
-	// once per flowDownEvery); one not held for upEvery goes up.
+	// Levels are judged every flowWindow: a viewer held back for more than flowHeldShare of
+	// it goes down a level (two when held most of it, at most once per flowDownEvery); one
+	// not held for upEvery goes up.
+	flowWindow    = 500 * time.Millisecond
 	flowHeldShare = 0.25
-	flowDownEvery = 700 * time.Millisecond
+	flowHeldMost  = 0.6
+	flowDownEvery = 400 * time.Millisecond
 	flowUpFirst   = 3 * time.Second
 	flowUpMax     = 30 * time.Second
 	// flowSlowWrite: without a backlog measurement, a write this slow means the socket
@@ -118,7 +121,7 @@ func (f *Flow) Wrote(now time.Time, n int, d time.Duration) {
 // adjust moves the level at the end of each measuring window.
 func (f *Flow) adjust(now time.Time) {
 	win := now.Sub(f.windowAt)
-	if win < time.Second {
+	if win < flowWindow {
 		return
 	}
 	held := f.held
@@ -135,6 +138,9 @@ func (f *Flow) adjust(now time.Time) {
 				f.upEvery = min(2*f.upEvery, flowUpMax)
 			}
 			f.level++
+			if float64(held) > flowHeldMost*float64(win) {
+				f.level = min(f.level+1, len(Levels)-1)
+			}
 			f.downAt = now
 		}
 	case held == 0:

@@ -150,6 +150,23 @@ func (hs *Hubs) Streaming(desktopID string) bool {
 	return (h != nil && !h.ended()) || (rh != nil && !rh.ended())
 }
 
+// RegionLevels returns the quality level of each region viewer of desktopID's current hub
+// (in no particular order), and how many updates the hub has published.
+func (hs *Hubs) RegionLevels(desktopID string) (levels []int, published uint64) {
+	hs.mu.Lock()
+	h := hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	if h == nil {
+		return nil, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v := range h.viewers {
+		levels = append(levels, v.Level())
+	}
+	return levels, h.published
+}
+
 // RegionViewers returns how many region viewers watch desktopID through its current hub.
 func (hs *Hubs) RegionViewers(desktopID string) int {
 	hs.mu.Lock()

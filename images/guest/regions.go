@@ -151,15 +151,22 @@ func (p *palette) add(c uint32) int {
 	}
 }
 
-// classify returns the class of the pixels of b (and the colour of a fill).
+// classify returns the class of the pixels of b (and the colour of a fill). Few colours are
+// not enough for lossless: a smooth gradient has few colours per tile too, yet compresses
+// far better as JPEG. Text and user interfaces also repeat a pixel along the row most of the
+// time; so beyond fewColours, a region counts as few only when most pixels equal their left
+// neighbour.
 func classify(pix []byte, stride int, b box, p *palette) (class int, fill uint32) {
 	p.reset()
+	same, total := 0, 0
 	for y := b.y0; y < b.y1; y++ {
 		row := pix[y*stride+b.x0*4 : y*stride+b.x1*4]
 		prev := uint32(1 << 31) // not a colour: forces the first lookup
 		for i := 0; i+4 <= len(row); i += 4 {
 			c := binary.LittleEndian.Uint32(row[i:]) & 0xffffff
+			total++
 			if c == prev {
+				same++
 				continue // runs are common; skip the hash
 			}
 			prev = c
@@ -168,12 +175,17 @@ func classify(pix []byte, stride int, b box, p *palette) (class int, fill uint32
 			}
 		}
 	}
-	if len(p.list) == 1 {
-		c := p.list[0] // BGRX little-endian read: 0x00RRGGBB
-		return classFill, c
+	switch {
+	case len(p.list) == 1:
+		return classFill, p.list[0] // BGRX read little-endian: 0x00RRGGBB
+	case len(p.list) > fewColours && same*2 < total:
+		return classMany, 0
 	}
 	return classFew, 0
 }
+
+// fewColours: a region with at most this many colours is lossless whatever its runs.
+const fewColours = 16
 
 // regionEncoder encodes rectangles of a BGRX image; it keeps its buffers between calls. Not
 // safe for concurrent use.

@@ -47,6 +47,11 @@ func findScroll(g grid, cur, ref []byte, area box, s *scrollScratch) (dst box, d
 		x0 := area.x0 + c*scrollChunk
 		return x0 * 4, min(x0+scrollChunk, area.x1) * 4
 	}
+	// A cheap look first: do rows of three columns (a quarter, half and three quarters across)
+	// reappear shifted? Most changes (video, a new window) are no scroll, and end here.
+	if !s.probe(cur, ref, stride, area, nr, []int{nc / 4, nc / 2, nc * 3 / 4}, chunk) {
+		return box{}, 0, false
+	}
 	for c := 0; c < nc; c++ {
 		a, b := chunk(c)
 		for r := 0; r < nr; r++ {
@@ -154,6 +159,37 @@ func findScroll(g grid, cur, ref []byte, area box, s *scrollScratch) (dst box, d
 	x0 := area.x0 + c0*scrollChunk
 	x1 := min(area.x0+c1*scrollChunk, area.x1)
 	return box{x0, area.y0 + y0, x1, area.y0 + y1}, dy, true
+}
+
+// probe reports whether rows of the chunk columns cs of cur appear elsewhere in the same
+// columns of ref often enough to look like a scroll.
+func (s *scrollScratch) probe(cur, ref []byte, stride int, area box, nr int, cs []int, chunk func(int) (int, int)) bool {
+	clear(s.votes)
+	for _, c := range cs {
+		a, b := chunk(c)
+		clear(s.rows)
+		for r := 0; r < nr; r++ {
+			o := (area.y0 + r) * stride
+			h := maphash.Bytes(s.seed, ref[o+a:o+b])
+			if _, seen := s.rows[h]; seen {
+				s.rows[h] = -1
+			} else {
+				s.rows[h] = int32(r)
+			}
+		}
+		for r := 0; r < nr; r += 2 {
+			o := (area.y0 + r) * stride
+			if rr, found := s.rows[maphash.Bytes(s.seed, cur[o+a:o+b])]; found && rr >= 0 && int(rr) != r {
+				s.votes[r-int(rr)]++
+			}
+		}
+	}
+	for _, n := range s.votes {
+		if n >= 4 {
+			return true
+		}
+	}
+	return false
 }
 
 // applyCopy moves the rows of ref that dst was copied from (dst shifted by −dy) into dst,

@@ -34,6 +34,11 @@ type stream struct {
 	seq      uint64
 	lossy    []bool      // per tile: the host's pixels are a JPEG's
 	lossyAt  []time.Time // per tile: when it last changed while lossy
+	// Per tile: when it was last refreshed, and how many times the refresh delay has been
+	// doubled because the tile changed again soon after a refresh (a video, an animation that
+	// stutters): refreshing such content costs much and shows little.
+	refreshedAt []time.Time
+	backoff     []uint8
 	dirty    []box
 	class    []int
 	fill     []uint32
@@ -76,6 +81,7 @@ func (st *stream) reset(ep uint64, w, h int) {
 	st.ref = st.ref[:w*h*4]
 	n := st.g.tiles()
 	st.lossy, st.lossyAt = make([]bool, n), make([]time.Time, n)
+	st.refreshedAt, st.backoff = make([]time.Time, n), make([]uint8, n)
 	st.dirty, st.class, st.fill = make([]box, n), make([]int, n), make([]uint32, n)
 }
 
@@ -194,15 +200,24 @@ func (st *stream) refreshDue(refresh time.Duration) time.Time {
 	}
 	var due time.Time
 	for i, l := range st.lossy {
-		if l && (due.IsZero() || st.lossyAt[i].Before(due)) {
-			due = st.lossyAt[i]
+		if !l {
+			continue
+		}
+		if at := st.lossyAt[i].Add(refresh << st.backoff[i]); due.IsZero() || at.Before(due) {
+			due = at
 		}
 	}
-	if due.IsZero() {
-		return due
-	}
-	return due.Add(refresh)
+	return due
 }
+
+// Refresh backoff: a tile that changes again within refreshChurn of its refresh waits twice as
+// long for the next one (up to 2^maxBackoff times); one that stayed unchanged for refreshCalm
+// before its refresh starts over.
+const (
+	refreshChurn = 2 * time.Second
+	refreshCalm  = 10 * time.Second
+	maxBackoff   = 4
+)
 
 // frameID is the frame id of generation gen on epoch ep.
 func frameID(ep, gen uint64) uint64 { return ep<<epochShift | gen }
@@ -268,36 +283,9 @@ func (s *screen) deltaUpdate(d *x11.Display, ep uint64, st *stream, qs []int) (u
 		copies   []wire.Region
 		changed  bool
 	)
-	stride := st.g.w * 4
 	err = d.WithCapture(func(raw []byte, g uint64) error {
 		gen, captured = g, time.Now()
-		cur := raw[:len(st.ref)]
-		if !diffTiles(st.g, cur, st.ref, st.dirty) {
-			return nil
-		}
-		changed = true
-		var area box
-		n := 0
-		for _, b := range st.dirty {
-			if !b.empty() {
-				area = area.union(b)
-				n++
-			}
-		}
-		if n >= 8 {
-			if dst, dy, found := findScroll(st.g, cur, st.ref, area, st.scroll); found {
-				copies = append(copies, wire.Region{X: dst.x0, Y: dst.y0, W: dst.w(), H: dst.h(), Enc: wire.EncCopy,
-					SrcX: dst.x0, SrcY: dst.y0 - dy})
-				st.copyLossy(dst, dy)
-				applyCopy(st.ref, stride, dst, dy)
-				diffTiles(st.g, cur, st.ref, st.dirty)
-			}
-		}
-		for _, b := range st.dirty {
-			if !b.empty() {
-				copyBox(st.ref, cur, stride, b)
-			}
-		}
+		copies, changed = st.absorb(raw[:len(st.ref)])
 		return nil
 	})
 	if err != nil {
@@ -312,12 +300,52 @@ func (s *screen) deltaUpdate(d *x11.Display, ep uint64, st *stream, qs []int) (u
 		Regions: copies}
 	now := time.Now()
 	for i, b := range st.dirty {
-		if !b.empty() && st.lossy[i] {
+		if b.empty() {
+			continue
+		}
+		if st.lossy[i] {
 			st.lossyAt[i] = now // changed again: its refresh waits
+		}
+		if r := st.refreshedAt[i]; !r.IsZero() && now.Sub(r) < refreshChurn {
+			st.backoff[i] = min(st.backoff[i]+1, maxBackoff)
+			st.refreshedAt[i] = time.Time{} // counted once per refresh
 		}
 	}
 	u, err = s.encodeDirty(st, u, qs, false, true)
 	return u, err == nil, err
+}
+
+// absorb compares a capture with ref: it finds a scroll (applied to ref, returned as a copy
+// region) and then the changed tiles (st.dirty), and brings ref up to date with cur. changed
+// is false when no pixel differs. st.mu held.
+func (st *stream) absorb(cur []byte) (copies []wire.Region, changed bool) {
+	stride := st.g.w * 4
+	if !diffTiles(st.g, cur, st.ref, st.dirty) {
+		return nil, false
+	}
+	var area box
+	n := 0
+	for _, b := range st.dirty {
+		if !b.empty() {
+			area = area.union(b)
+			n++
+		}
+	}
+	if n >= 8 {
+		if dst, dy, found := findScroll(st.g, cur, st.ref, area, st.scroll); found {
+			copies = append(copies, wire.Region{X: dst.x0, Y: dst.y0, W: dst.w(), H: dst.h(), Enc: wire.EncCopy,
+				SrcX: dst.x0, SrcY: dst.y0 - dy})
+			st.copyLossy(dst, dy)
+			applyCopy(st.ref, stride, dst, dy)
+			diffTiles(st.g, cur, st.ref, st.dirty)
+		}
+	}
+	for _, b := range st.dirty {
+		if !b.empty() {
+			copyBox(st.ref, cur, stride, b)
+		}
+	}
+	return copies, true
 }
 
 // copyLossy marks the tiles a copy lands on lossy when any tile it reads from was. st.mu held.
@@ -361,8 +389,12 @@ func (s *screen) refreshUpdate(st *stream, refresh time.Duration, ep uint64) (u 
 	any := false
 	for i := range st.dirty {
 		st.dirty[i] = box{}
-		if st.lossy[i] && now.Sub(st.lossyAt[i]) >= refresh {
+		if st.lossy[i] && now.Sub(st.lossyAt[i]) >= refresh<<st.backoff[i] {
 			st.dirty[i] = st.g.tile(i)
+			st.refreshedAt[i] = now
+			if now.Sub(st.lossyAt[i]) >= refreshCalm {
+				st.backoff[i] = 0 // it calmed down
+			}
 			any = true
 		}
 	}
