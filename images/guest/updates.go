@@ -26,26 +26,26 @@ const defaultRefresh = 250 * time.Millisecond
 type stream struct {
 	id uint64
 
-	mu       sync.Mutex
-	epoch    uint64 // the X connection ref belongs to (0: none yet)
-	g        grid
-	ref      []byte // BGRX, the screen as the host has it after seq (exact pixels)
-	gen      uint64 // the screen generation ref shows
-	seq      uint64
-	lossy    []bool      // per tile: the host's pixels are a JPEG's
-	lossyAt  []time.Time // per tile: when it last changed while lossy
+	mu      sync.Mutex
+	epoch   uint64 // the X connection ref belongs to (0: none yet)
+	g       grid
+	ref     []byte // BGRX, the screen as the host has it after seq (exact pixels)
+	gen     uint64 // the screen generation ref shows
+	seq     uint64
+	lossy   []bool      // per tile: the host's pixels are a JPEG's
+	lossyAt []time.Time // per tile: when it last changed while lossy
 	// Per tile: when it was last refreshed, and how many times the refresh delay has been
 	// doubled because the tile changed again soon after a refresh (a video, an animation that
 	// stutters): refreshing such content costs much and shows little.
 	refreshedAt []time.Time
 	backoff     []uint8
-	dirty    []box
-	class    []int
-	fill     []uint32
-	rects    []rect
-	enc      *regionEncoder
-	scroll   *scrollScratch
-	lastUsed time.Time
+	dirty       []box
+	class       []int
+	fill        []uint32
+	rects       []rect
+	enc         *regionEncoder
+	scroll      *scrollScratch
+	lastUsed    time.Time
 
 	// kick (capacity 1) wakes a waiting next_update when a keyframe for a joining viewer
 	// marked tiles lossy: their refresh is now due at a time the wait did not know.
