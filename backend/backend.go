@@ -22,6 +22,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostdesk"
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
@@ -71,15 +72,17 @@ type Backend struct {
 	Models   *models.Service
 	Chat     *agent.Runtime
 	Binder   *binding.Binder
+	HostDesk *hostdesk.Desktop // the execution node's own screen and input
 	Screens  *screen.Hubs
 	Computer *api.ComputerChannel
 	API      *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
-	engine  *ConnectedEngine // nil when no engine was found
-	drivers drivers          // driver connections of the screen channel
-	bg      sync.WaitGroup   // background stops started by control changes
+	engine    *ConnectedEngine // nil when no engine was found
+	computers *computers       // each turn's computer (the gate's plan)
+	drivers   drivers          // driver connections of the screen channel
+	bg        sync.WaitGroup   // background stops started by control changes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,7 +137,8 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
-	dk := desktops{vms: b.VMs, drivers: &b.drivers}
+	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
+	dk := desktops{b: b, vms: b.VMs, drivers: &b.drivers}
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
@@ -147,7 +151,7 @@ func (b *Backend) build() error {
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
-		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer,
+		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		Assets: assets, AssetsBuilt: built,
 	})
@@ -194,6 +198,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Binder != nil {
 			errs = append(errs, b.Binder.Close())
+		}
+		if b.HostDesk != nil {
+			errs = append(errs, b.HostDesk.Close())
 		}
 		b.drivers.close()
 		if b.Control != nil {

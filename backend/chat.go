@@ -15,8 +15,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/history"
 	"cubicle/backend/models"
-	"cubicle/backend/profile"
-	"cubicle/backend/store"
+	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
 )
 
@@ -66,57 +65,58 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		return agentID
 	}
-	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Logger: b.log.With("svc", "binding")})
+	b.computers = newComputers(b)
+	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.fence,
+		Logger: b.log.With("svc", "binding")})
 	if err != nil {
 		return err
 	}
-	envs := environments{st: b.Store}
-	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: envs, Files: hostFiles,
-		NodeCaps: []string{tools.CapHostTools}, Logger: b.log.With("svc", "tools")})
+	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles,
+		HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}
 	b.Chat, err = agent.New(agent.Config{
-		Tools: box, Models: b.Models.Resolve, Guard: safetyGuard{s: safety, envs: envs, home: home},
+		Tools: box, Models: b.Models.Resolve, Guard: safetyGuard{s: safety, envs: b.computers, home: home},
 		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
-		TurnEnded: b.Binder.TurnEnded, Logger: b.log.With("svc", "agent"), System: systemPrompt,
+		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
+		Logger: b.log.With("svc", "agent"), System: systemPrompt,
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
 		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
 	})
 	return err
 }
 
-// environments reads an agent's environment from its profile (SPEC §1.6): host tools only
-// next to a VM or a cloud computer with "Allow host environment" checked.
-type environments struct{ st *store.Store }
-
-func (e environments) Environment(ctx context.Context, t agent.TurnInfo) (tools.Environment, error) {
-	if t.AgentID == "" {
-		return tools.Environment{}, nil
-	}
-	a, err := e.st.Agent(t.AgentID)
-	if err != nil {
-		return tools.Environment{}, err
-	}
-	if a.AccountID != t.UserID {
-		return tools.Environment{}, fmt.Errorf("agent %s belongs to another account", t.AgentID)
-	}
-	return tools.Environment{AllowHost: a.AllowHostEnvironment && profile.AllowsHostEnvironment(a.Computer), WorkDir: a.WorkDir}, nil
-}
-
 // safetyGuard adapts the safety layers to the runtime's Guard.
 type safetyGuard struct {
 	s    *guard.Safety
-	envs environments
+	envs tools.Environments
 	home string
 }
 
 func (g safetyGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
 	workDir := tools.Workspace
+	env, envErr := g.envs.Environment(context.Background(), t)
+	if envErr == nil {
+		// The computer gate first: a tool this turn's computer does not offer is refused, never
+		// asked about.
+		plan := env.Plan
+		if t.TaskID != "" {
+			plan = plan.ForHelper()
+		}
+		if why := plan.Check(c.Name); why != "" {
+			return agent.Deny, why
+		}
+		if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
+			workDir = d
+		}
+	}
 	if strings.HasPrefix(c.Name, "host_") {
 		workDir = g.home
-		if env, err := g.envs.Environment(context.Background(), t); err == nil && filepath.IsAbs(env.WorkDir) {
+		if envErr == nil && filepath.IsAbs(env.WorkDir) {
 			workDir = env.WorkDir
+		} else if envErr == nil && !filepath.IsAbs(env.WorkDir) && vm.ResolveWorkDir(env.WorkDir) != "" {
+			workDir = filepath.Join(g.home, env.WorkDir)
 		}
 	}
 	d, reason, _ := g.s.Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, workDir)

@@ -3,13 +3,17 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"cubicle/backend/api"
 	"cubicle/backend/binding"
+	"cubicle/backend/computer"
 	"cubicle/backend/control"
+	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/hostdesk"
 	"cubicle/backend/vm"
 )
 
@@ -57,6 +61,7 @@ func (d *drivers) close() {
 // desktops adapts the VM manager to the binding (which may start a desktop) and to the screen
 // channel (which only looks).
 type desktops struct {
+	b       *Backend
 	vms     *vm.Manager
 	drivers *drivers
 }
@@ -85,8 +90,38 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 	return d.vms.RemoveTask(ctx, taskID)
 }
 
-// Desktop implements api.Desktops: the agent's desktop as it is; never creates or starts one.
+// EnsureBrowser implements binding.VMs: the agent's own browser, started when needed.
+func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
+	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil
+}
+
+// Desktop implements api.Desktops: the screen the agent's computer panel shows, as it is —
+// the Local VM's desktop, the agent's browser, or the host's own screen (SPEC §7; for auto
+// what its latest turn chose) — never creating or starting anything.
 func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	a, err := d.b.Store.Agent(agentID)
+	if err != nil || a.AccountID != accountID {
+		return api.Desktop{}, fault.NotFound("agent %q not found", agentID)
+	}
+	kind, _ := computer.Parse(a.Computer)
+	if kind == computer.Auto {
+		kind = computer.VM
+		if p, ok := d.b.computers.Last(agentID); ok && p.Kind == computer.Browser {
+			kind = computer.Browser
+		}
+	}
+	switch kind {
+	case computer.Host:
+		return d.hostDesktop()
+	case computer.Browser:
+		return d.browserDesktop(ctx, accountID, agentID)
+	case computer.None, computer.Cloud:
+		return api.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
+	}
 	v, err := d.vms.Agent(ctx, accountID, agentID)
 	if err != nil {
 		return api.Desktop{}, err
@@ -129,7 +164,7 @@ func (a activity) StopAll(ctx context.Context, reason string) error {
 // the control leases (SPEC §1.5): taking over or running a task ends the idle timer, handing
 // back or finishing restarts it, and a lease that expires stops the desktop.
 func (b *Backend) controlChanged(c control.Change) {
-	if b.VMs != nil {
+	if b.VMs != nil && !strings.HasPrefix(c.DesktopID, "host-") { // the host screen has no instance
 		switch c.Kind {
 		case control.ChangeTaken, control.ChangeTaskStarted:
 			b.VMs.MarkBusy(c.DesktopID, c.Holder.Activity())
@@ -156,5 +191,57 @@ func (b *Backend) controlChanged(c control.Change) {
 var (
 	_ binding.VMs  = desktops{}
 	_ api.Desktops = desktops{}
+	_ api.Driver   = hostDriver{}
 	_ vm.Activity  = activity{}
 )
+
+// browserDesktop is the agent's browser as the panel sees it.
+func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	v, err := d.vms.Browser(accountID, agentID)
+	if err != nil {
+		return api.Desktop{}, err
+	}
+	out := api.Desktop{ID: v.ID, State: v.State, IdleStopAt: v.IdleStopAt, Kind: "browser"}
+	if v.State == "absent" {
+		out.ID = ""
+		out.Message = "the agent's browser starts with its first browser tool call"
+	}
+	if v.State == "running" {
+		if c, err := d.drivers.get(ctx, v.ID, d.vms.SocketPath(v.ID)); err == nil {
+			out.Client = c
+		}
+	}
+	return out, nil
+}
+
+// hostDesktop is the execution node's own screen: shown only when the admin enabled "Host
+// screen control" and the OS allows it; otherwise the message says what is missing.
+func (d desktops) hostDesktop() (api.Desktop, error) {
+	node := d.vms.NodeID()
+	out := api.Desktop{ID: hostDesktopID(node), Kind: "host", State: "unavailable"}
+	ns, err := d.b.Store.NodeSettings(node)
+	if err != nil {
+		return api.Desktop{}, err
+	}
+	if !ns.HostScreenControl {
+		out.Message = "\"Host screen control\" is off for this execution node: an admin turns it on in Settings → Host. " +
+			"Host command and file tools still work."
+		return out, nil
+	}
+	if p := d.b.HostDesk.Permission(); !p.Granted {
+		out.Message = "the host's screen cannot be used: " + p.Missing + "; " + p.HowToGrant +
+			". Host command and file tools still work."
+		return out, nil
+	}
+	out.State, out.Client = "running", hostDriver{d.b.HostDesk}
+	return out, nil
+}
+
+// hostDriver is the host screen as the computer channel drives it: the primary display.
+type hostDriver struct{ d *hostdesk.Desktop }
+
+func (h hostDriver) Frames(ctx context.Context, o guest.StreamOptions) (guest.FrameStream, error) {
+	return h.d.Frames(ctx, o)
+}
+
+func (h hostDriver) Input(ctx context.Context, in guest.Input) error { return h.d.Input(ctx, 0, in) }

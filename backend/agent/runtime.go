@@ -49,6 +49,19 @@ type TurnInfo struct {
 	// agent) and TaskID its task; a toolbox gives a helper's computer tools the task-isolated
 	// desktop of TaskID, never the agent's own, and no host tools (SPEC §1.3, §1.6).
 	Helper, TaskID string
+	// MainTurnID is the TurnID of the main agent's turn: the same for the turn and for every
+	// helper it starts, so what was fixed at the turn's start (its computer) applies to both.
+	MainTurnID string
+	// Stopped is set in the TurnInfo given to Config.TurnEnded when a person stopped the turn.
+	Stopped bool
+}
+
+// Notice is something a turn announces as it starts: a CUSTOM event {name, value} right after
+// AGENT_START, whose value is also in AGENT_START's metadata under name (e.g. the computer the
+// turn works on).
+type Notice struct {
+	Name  string
+	Value any
 }
 
 // Source is the event source of calls made in t: "" for the main agent, "main/<name>" for a
@@ -146,9 +159,13 @@ type Config struct {
 	Guard    Guard         // nil: every call is allowed
 	Recorder Recorder      // nil: no history
 	Sessions SessionStore  // nil: conversations live only in memory
+	// Start runs first in every turn, before AGENT_START: it fixes what the turn works with
+	// (its computer) and returns the notices the turn's first events carry. Its error ends
+	// the turn (after AGENT_START) with that error.
+	Start func(ctx context.Context, t TurnInfo) ([]Notice, error)
 	// TurnStarted runs before a turn's first model call (e.g. eager sandbox binding); its
 	// error ends the turn. TurnEnded runs after every turn (e.g. to release the desktop's
-	// task so its idle timer starts).
+	// task so its idle timer starts); its TurnInfo says whether a person stopped the turn.
 	TurnStarted func(ctx context.Context, t TurnInfo) error
 	TurnEnded   func(t TurnInfo)
 	Logger      *slog.Logger
@@ -175,10 +192,12 @@ type session struct {
 	pending []ToolCall // awaiting confirmation
 	stop    context.CancelCauseFunc
 	stopMu  sync.Mutex
-	loaded  bool // history was read from the store (or there was none)
-	agentID string
-	title   string
-	created time.Time
+	// runAgent is the agent of the running turn; guarded by stopMu with stop.
+	runAgent string
+	loaded   bool // history was read from the store (or there was none)
+	agentID  string
+	title    string
+	created  time.Time
 }
 
 // New returns a Runtime.
@@ -226,6 +245,25 @@ func (r *Runtime) Stop(userID, sessionID string) bool {
 	}
 	s.stop(errStopped)
 	return true
+}
+
+// Running reports whether a turn of agentID runs now (in any conversation).
+func (r *Runtime) Running(agentID string) bool {
+	r.mu.Lock()
+	sessions := make([]*session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	for _, s := range sessions {
+		s.stopMu.Lock()
+		running := s.stop != nil && s.runAgent == agentID
+		s.stopMu.Unlock()
+		if running {
+			return true
+		}
+	}
+	return false
 }
 
 // StopAll asks every running turn to stop (before an image is prepared, at shutdown). It
@@ -277,24 +315,48 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.stopMu.Lock()
-	s.stop = cancel
+	s.stop, s.runAgent = cancel, t.AgentID
 	s.stopMu.Unlock()
 	defer func() {
 		s.stopMu.Lock()
-		s.stop = nil
+		s.stop, s.runAgent = nil, ""
 		s.stopMu.Unlock()
 	}()
 
 	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx, system: r.cfg.System, maxIters: r.cfg.MaxIters}
 	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, AgentName: t.AgentName, TurnID: NewID()}
+	tr.info.MainTurnID = tr.info.TurnID
 	if r.cfg.TurnEnded != nil {
-		defer r.cfg.TurnEnded(tr.info)
+		defer func() {
+			info := tr.info
+			info.Stopped = errors.Is(context.Cause(ctx), errStopped)
+			r.cfg.TurnEnded(info)
+		}()
+	}
+	var notices []Notice
+	var startErr error
+	if r.cfg.Start != nil {
+		notices, startErr = r.cfg.Start(ctx, tr.info)
 	}
 	tr.reply = Msg{ID: NewID(), Name: firstNonEmpty(t.AgentName, "agent"), Role: "assistant", Timestamp: time.Now().UTC()}
 	start := newEvent(AgentStart)
 	start.SessionID, start.ReplyID, start.Name, start.Role = t.SessionID, tr.reply.ID, tr.reply.Name, "assistant"
+	for _, n := range notices {
+		if start.Metadata == nil {
+			start.Metadata = map[string]any{}
+		}
+		start.Metadata[n.Name] = n.Value
+	}
 	emit(start)
-	err := tr.run()
+	for _, n := range notices {
+		e := newEvent(Custom)
+		e.Name, e.Value = n.Name, n.Value
+		emit(e)
+	}
+	err := startErr
+	if err == nil {
+		err = tr.run()
+	}
 	if err != nil && !errors.Is(context.Cause(ctx), errStopped) {
 		r.log.Warn("turn failed", "session", t.SessionID, "err", err)
 		tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Error: " + err.Error()})

@@ -15,6 +15,8 @@ type agentJSON struct {
 	Name                 string    `json:"name"`
 	Computer             string    `json:"computer"`
 	AllowHostEnvironment bool      `json:"allowHostEnvironment"`
+	WorkDir              string    `json:"workdir"`  // terminal.cwd; "" = the default
+	LazyInit             bool      `json:"lazyInit"` // sandbox binding at the first tool call (else before the first model call)
 	CreatedAt            time.Time `json:"createdAt"`
 	UpdatedAt            time.Time `json:"updatedAt"`
 }
@@ -25,7 +27,7 @@ func agentOf(a store.Agent) agentJSON {
 		c = profile.ComputerNone
 	}
 	return agentJSON{ID: a.ID, Name: a.Name, Computer: c, AllowHostEnvironment: a.AllowHostEnvironment,
-		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		WorkDir: a.WorkDir, LazyInit: a.LazyInit == nil || *a.LazyInit, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +110,16 @@ func (s *Server) selectComputer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// SPEC §1.6: the environment cannot change during a task or a takeover.
-	if s.cfg.VMs != nil {
+	if _, err := s.cfg.Profiles.Get(principal(r).AccountID, r.PathValue("id")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if s.cfg.Computers != nil {
+		if who := s.cfg.Computers.Busy(r.Context(), principal(r).AccountID, r.PathValue("id")); who != "" {
+			writeError(w, r, s.log, fault.Conflict("the computer cannot change while %s; wait for it to finish or hand back control first", who))
+			return
+		}
+	} else if s.cfg.VMs != nil {
 		if v, err := s.cfg.VMs.Agent(r.Context(), principal(r).AccountID, r.PathValue("id")); err == nil && v.Desktop.BusyBy != "" {
 			writeError(w, r, s.log, fault.Conflict("the computer cannot change while %s; wait for it to finish or hand back control first", v.Desktop.BusyBy))
 			return
@@ -118,10 +129,13 @@ func (s *Server) selectComputer(w http.ResponseWriter, r *http.Request) {
 	if body.AllowHostEnvironment != nil {
 		sel.AllowHostEnvironment = *body.AllowHostEnvironment
 	}
-	a, err := s.cfg.Profiles.SelectComputer(principal(r).AccountID, r.PathValue("id"), sel)
+	before, a, err := s.cfg.Profiles.SelectComputerFrom(principal(r).AccountID, r.PathValue("id"), sel)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
+	}
+	if s.cfg.Computers != nil {
+		s.cfg.Computers.Changed(r.Context(), before, a)
 	}
 	writeJSON(w, http.StatusOK, agentOf(a))
 }

@@ -42,13 +42,18 @@ type Desktop struct {
 	IdleStopAt time.Time
 	// Message says more about the state for people (e.g. the last error); optional.
 	Message string
+	// Kind is what the screen is: "" or "vm" for a desktop, "browser" for the agent's own
+	// browser, "host" for the execution node's own screen.
+	Kind string
 }
 
 // Driver is what the channel uses of a desktop's in-guest driver; *guest.Client satisfies
 // it. It must be safe for concurrent use.
+//
+// A Driver that is also a screen.RegionSource (*guest.Client is) serves version 2 viewers
+// region updates and the pointer; others (the host's own screen) serve them whole frames.
 type Driver interface {
 	screen.Source
-	screen.RegionSource
 	Input(ctx context.Context, in guest.Input) error
 }
 
@@ -72,9 +77,10 @@ type Controls interface {
 
 // The real implementations of the interfaces above.
 var (
-	_ Driver          = (*guest.Client)(nil)
-	_ Controls        = (*control.Manager)(nil)
-	_ screen.Observer = (*control.Manager)(nil)
+	_ Driver              = (*guest.Client)(nil)
+	_ screen.RegionSource = (*guest.Client)(nil)
+	_ Controls            = (*control.Manager)(nil)
+	_ screen.Observer     = (*control.Manager)(nil)
 )
 
 // ComputerConfig configures a ComputerChannel. Desktops, Control and Screens are required.
@@ -365,6 +371,7 @@ type statusJSON struct {
 	AgentID    string       `json:"agentId"`
 	DesktopID  string       `json:"desktopId,omitempty"`
 	State      string       `json:"state"`
+	Kind       string       `json:"kind"` // vm | browser | host
 	Shared     bool         `json:"shared"`
 	Streaming  bool         `json:"streaming"`
 	Message    string       `json:"message,omitempty"`
@@ -390,7 +397,10 @@ func (k *computerConn) status() (statusJSON, string) {
 	d, derr, serr := k.desk, k.deskErr, k.streamErr
 	k.mu.Unlock()
 	st := statusJSON{Type: "status", AgentID: k.agentID, DesktopID: d.ID, State: d.State, Shared: d.Shared,
-		Message: d.Message}
+		Message: d.Message, Kind: d.Kind}
+	if st.Kind == "" {
+		st.Kind = "vm"
+	}
 	if st.State == "" {
 		st.State = "absent"
 	}
@@ -398,7 +408,9 @@ func (k *computerConn) status() (statusJSON, string) {
 	case derr != nil:
 		st.Message = "cannot look up this agent's desktop: " + derr.Error()
 	case d.ID == "" || st.State == "absent":
-		st.Message = "this agent has no desktop yet; create one from the computer panel"
+		if st.Message == "" {
+			st.Message = "this agent has no desktop yet; create one from the computer panel"
+		}
 	case st.State != "running":
 		if st.Message == "" {
 			st.Message = "the desktop is " + st.State + "; viewing does not start it"
@@ -482,9 +494,13 @@ func (k *computerConn) writeLoop() {
 		}
 		if want && viewer == nil && rviewer == nil && retry {
 			var err error
-			if k.v2 && d.Client != noRegions {
+			rs, regions := d.Client.(screen.RegionSource)
+			if hc, ok := d.Client.(interface{ Hello() guest.Hello }); ok && !slices.Contains(hc.Hello().Features, guest.FeatureRegions) {
+				regions = false // a driver from before region streams
+			}
+			if k.v2 && regions && d.Client != noRegions {
 				var v *screen.RegionViewer
-				if v, err = cfg.Screens.WatchRegions(d.ID, d.Client); err == nil {
+				if v, err = cfg.Screens.WatchRegions(d.ID, rs); err == nil {
 					rviewer, watching, flow = v, d, screen.Flow{}
 					k.mu.Lock()
 					k.rviewer = v

@@ -26,16 +26,17 @@ const SessionCookie = "cubicle_session"
 
 // Config configures a Server. Auth, Profiles and AllowedHosts are required.
 type Config struct {
-	Auth     *auth.Service
-	Profiles *profile.Service
-	Doctor   func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
-	VMs      VMs                                     // the Local VM manager; nil: its routes answer 503
-	Chat     Chat                                    // nil: the chat routes answer 503
-	Chats    ChatStore                               // saved conversations and tool history
-	Models   Models                                  // chat model settings; nil answers 503
-	Computer *ComputerChannel                        // the live screen channel; nil answers 503
-	Logger   *slog.Logger
-	Version  string
+	Auth      *auth.Service
+	Profiles  *profile.Service
+	Doctor    func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
+	VMs       VMs                                     // the Local VM manager; nil: its routes answer 503
+	Chat      Chat                                    // nil: the chat routes answer 503
+	Chats     ChatStore                               // saved conversations and tool history
+	Models    Models                                  // chat model settings; nil answers 503
+	Computer  *ComputerChannel                        // the live screen channel; nil answers 503
+	Computers Computers                               // agents' computer settings; nil answers 503
+	Logger    *slog.Logger
+	Version   string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -117,6 +118,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
+	s.computerRoutes(mux)
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,8 @@ type VMs interface {
 	CreateTask(ctx context.Context, spec TaskSpec) (Desktop, error)
 	// RemoveTask removes task taskID's desktop entirely; removing none succeeds.
 	RemoveTask(ctx context.Context, taskID string) error
+	// EnsureBrowser makes sure the agent's own browser (computer "Browser only") runs.
+	EnsureBrowser(ctx context.Context, accountID, agentID string) (Desktop, error)
 }
 
 // TaskSpec names the task a task-isolated desktop is created for.
@@ -57,10 +60,16 @@ type Tasks interface {
 
 // Config configures a Binder. VMs and Tasks are required.
 type Config struct {
-	VMs    VMs
-	Tasks  Tasks
-	Dial   func(ctx context.Context, socket string) (*guest.Client, error) // default guest.WaitReady
-	Names  func(agentID string) string                                     // agent names for messages
+	VMs   VMs
+	Tasks Tasks
+	Dial  func(ctx context.Context, socket string) (*guest.Client, error) // default guest.WaitReady
+	Names func(agentID string) string                                     // agent names for messages
+	// Connect attaches to a browser through its driver's socket (default: browser.Connect over
+	// guest.DialTunnel to its DevTools port).
+	Connect func(ctx context.Context, socket string) (BrowserSession, error)
+	// Fence stops a desktop or browser that a turn held when a person stopped the turn, so
+	// late operations of the cancelled task are fenced off (SPEC §1.5); nil does nothing.
+	Fence  func(instanceID, reason string)
 	Logger *slog.Logger
 }
 
@@ -77,10 +86,12 @@ type Binder struct {
 
 type thread struct {
 	mu         sync.Mutex // serialises acquire and release of this thread
+	agentID    string
 	instanceID string
 	client     *guest.Client
-	task       string // turn id holding the desktop as a task, "" when none
-	ended      bool   // a helper's task ended and its desktop was removed
+	task       string         // turn id holding the desktop as a task, "" when none
+	ended      bool           // a helper's task ended and its desktop was removed
+	browser    BrowserSession // browser threads: the connection to the agent's browser
 }
 
 // New returns a Binder.
@@ -93,6 +104,9 @@ func New(cfg Config) (*Binder, error) {
 	}
 	if cfg.Names == nil {
 		cfg.Names = func(id string) string { return id }
+	}
+	if cfg.Connect == nil {
+		cfg.Connect = ConnectBrowser
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -116,7 +130,7 @@ func (b *Binder) thread(t agent.TurnInfo) (*thread, error) {
 	}
 	th := b.threads[key(t)]
 	if th == nil {
-		th = &thread{}
+		th = &thread{agentID: t.AgentID}
 		b.threads[key(t)] = th
 	}
 	return th, nil
@@ -256,22 +270,71 @@ func dead(c *guest.Client) bool {
 	}
 }
 
-// TurnEnded releases the task the turn held; the desktop stays bound to the thread (and
-// becomes idle, so its idle timer starts).
+// TurnEnded releases the task the turn held on its desktop and on its browser; they stay
+// bound to the thread (and become idle, so their idle timers start). When a person stopped the
+// turn (t.Stopped) while it held one, that desktop or browser is stopped (Config.Fence): a
+// cancel fences off the old task's late operations whatever the idle policy (SPEC §1.5).
 func (b *Binder) TurnEnded(t agent.TurnInfo) {
-	b.mu.Lock()
-	th := b.threads[key(t)]
-	b.mu.Unlock()
-	if th == nil {
-		return
-	}
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if th.task != "" {
-		if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
-			b.log.Warn("end agent task", "desktop", th.instanceID, "err", err)
+	for _, k := range []string{key(t), browserKey(t)} {
+		b.mu.Lock()
+		th := b.threads[k]
+		b.mu.Unlock()
+		if th == nil {
+			continue
 		}
-		th.task = ""
+		th.mu.Lock()
+		held := th.task != ""
+		if held {
+			if err := b.cfg.Tasks.EndTask(th.instanceID, th.task); err != nil {
+				b.log.Warn("end agent task", "desktop", th.instanceID, "err", err)
+			}
+			th.task = ""
+		}
+		id := th.instanceID
+		if held && t.Stopped && b.cfg.Fence != nil {
+			// The connection of the old task goes with the instance.
+			th.drop()
+		}
+		th.mu.Unlock()
+		if held && t.Stopped && b.cfg.Fence != nil {
+			b.log.Info("a person stopped a turn that held its desktop: stopping it", "desktop", id, "agent", t.AgentID)
+			b.cfg.Fence(id, "the chat was stopped while its task held the desktop")
+		}
+	}
+}
+
+// drop forgets the thread's connections. th.mu is held.
+func (th *thread) drop() {
+	if th.client != nil {
+		th.client.Close()
+		th.client = nil
+	}
+	if th.browser != nil {
+		th.browser.Close()
+		th.browser = nil
+	}
+}
+
+// Forget drops every binding of agentID's threads (its computer changed): their next
+// computer call binds afresh. Tasks they hold are ended.
+func (b *Binder) Forget(agentID string) {
+	b.mu.Lock()
+	var drop []*thread
+	for k, th := range b.threads {
+		if th.agentID == agentID && !strings.HasPrefix(k, "task\x00") {
+			drop = append(drop, th)
+			delete(b.threads, k)
+		}
+	}
+	b.mu.Unlock()
+	for _, th := range drop {
+		th.mu.Lock()
+		if th.task != "" {
+			b.cfg.Tasks.EndTask(th.instanceID, th.task)
+			th.task = ""
+		}
+		th.drop()
+		th.mu.Unlock()
 	}
 }
 
@@ -287,9 +350,7 @@ func (b *Binder) Close() error {
 		if th.task != "" {
 			b.cfg.Tasks.EndTask(th.instanceID, th.task)
 		}
-		if th.client != nil {
-			th.client.Close()
-		}
+		th.drop()
 		th.mu.Unlock()
 	}
 	return nil

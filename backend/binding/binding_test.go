@@ -249,3 +249,7 @@ func TestMain(m *testing.M) {
 	guesttest.Cleanup()
 	os.Exit(code)
 }
+
+func (v *vms) EnsureBrowser(ctx context.Context, accountID, agentID string) (Desktop, error) {
+	return Desktop{}, fault.Unavailable("no browsers in this test")
+}

@@ -88,3 +88,20 @@ func (s *Stream) Close() error {
 	s.once.Do(s.cancel)
 	return nil
 }
+
+// FrameStream is a stream of changed frames: *Stream, and the host screen's stream of package
+// hostdesk. Next is not safe for concurrent use; Close is.
+type FrameStream interface {
+	Next(ctx context.Context) (Frame, error)
+	Close() error
+}
+
+// Frames starts a frame stream as a FrameStream (for consumers that take frames from
+// several kinds of screens, such as the screen hubs).
+func (c *Client) Frames(ctx context.Context, o StreamOptions) (FrameStream, error) {
+	s, err := c.Stream(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -20,6 +20,12 @@ type (
 	SettleReport = wire.SettleReport
 )
 
+// Hello.Features of a driver with region streams and pointer reports.
+const (
+	FeatureRegions = wire.FeatureRegions
+	FeaturePointer = wire.FeaturePointer
+)
+
 // Region encodings.
 const (
 	EncJPEG = wire.EncJPEG

@@ -146,6 +146,82 @@ func (s *Service) SelectComputer(accountID, id string, sel Selection) (store.Age
 	})
 }
 
+// MaxWorkDir caps the length of a working directory.
+const MaxWorkDir = 1024
+
+// SetWorkDir saves an agent's working directory (terminal.cwd, SPEC §1.7): "", ".", "auto" and
+// "cwd" mean the default (the VM workspace /home/cua/workspace for VM tools, the runner user's
+// home for host tools); a relative directory starts there; an absolute one is used as given.
+// A directory with control characters or a ".." component is refused and nothing changes. It
+// returns the agent before and after.
+func (s *Service) SetWorkDir(accountID, id, dir string) (before, after store.Agent, err error) {
+	dir, err = CheckWorkDir(dir)
+	if err != nil {
+		return store.Agent{}, store.Agent{}, err
+	}
+	after, err = s.update(accountID, id, "set working directory", func(a *store.Agent) error {
+		before = *a
+		a.WorkDir = dir
+		return nil
+	})
+	return before, after, err
+}
+
+// CheckWorkDir validates and normalises a working directory.
+func CheckWorkDir(dir string) (string, error) {
+	dir = strings.TrimSpace(dir)
+	switch {
+	case len(dir) > MaxWorkDir:
+		return "", fault.Invalid("the working directory is too long: use at most %d characters", MaxWorkDir)
+	case strings.ContainsFunc(dir, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "", fault.Invalid("the working directory contains control characters")
+	case strings.Contains(dir, "\\"):
+		return "", fault.Invalid("write the working directory with / (it is a path inside the Linux VM and on the host)")
+	}
+	switch dir {
+	case "", ".", "auto", "cwd":
+		return dir, nil
+	}
+	for _, part := range strings.Split(dir, "/") {
+		if part == ".." {
+			return "", fault.Invalid("the working directory %q contains \"..\": give the directory itself, relative to the workspace or absolute", dir)
+		}
+	}
+	if strings.HasPrefix(dir, "~") && !strings.HasPrefix(dir, "~/") {
+		return "", fault.Invalid("the working directory %q names another user's home; use ~/dir or an absolute path", dir)
+	}
+	return dir, nil
+}
+
+// SetLazyInit saves an agent's sandbox binding (SPEC §2.3): lazy binds on the first tool call,
+// eager (lazy false) before the first model call of each turn.
+func (s *Service) SetLazyInit(accountID, id string, lazy bool) (store.Agent, error) {
+	return s.update(accountID, id, "set sandbox binding", func(a *store.Agent) error {
+		if lazy {
+			a.LazyInit = nil
+		} else {
+			f := false
+			a.LazyInit = &f
+		}
+		return nil
+	})
+}
+
+// SelectComputerFrom is SelectComputer that also returns the agent as it was before.
+func (s *Service) SelectComputerFrom(accountID, id string, sel Selection) (before, after store.Agent, err error) {
+	c := strings.TrimSpace(sel.Computer)
+	if !valid(c) {
+		return store.Agent{}, store.Agent{}, fault.Invalid("unknown computer %q: choose one of %s", sel.Computer, strings.Join(Computers, ", "))
+	}
+	after, err = s.update(accountID, id, "select computer", func(a *store.Agent) error {
+		before = *a
+		a.Computer = c
+		a.AllowHostEnvironment = sel.AllowHostEnvironment && AllowsHostEnvironment(c)
+		return nil
+	})
+	return before, after, err
+}
+
 func (s *Service) update(accountID, id, op string, fn func(*store.Agent) error) (store.Agent, error) {
 	a, err := s.store.UpdateAgent(id, func(a *store.Agent) error {
 		if a.AccountID != accountID {

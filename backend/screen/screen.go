@@ -1,8 +1,10 @@
 // Package screen fans the live screen of desktops out to their viewers (DESIGN data flow 3).
 //
 // Hubs keeps at most one Hub per desktop. A Hub holds ONE frame stream from the desktop's
-// in-guest driver (guest.Stream: JPEG, changed frames only, at most MaxFPS) while at least
-// one Viewer watches, and closes it when the last viewer leaves. Every frame the stream
+// frame source while at least one Viewer watches, and closes it when the last viewer leaves.
+// The source is a desktop's in-guest driver (guest.Stream: JPEG, changed frames only, at most
+// MaxFPS) or the execution node's own screen (package hostdesk: captures compared and sent
+// only when they changed); the hub does not care which. Every frame the stream
 // delivers is first reported to the Observer (control.Manager.ObserveFrame, so a lease can
 // fence input aimed at frames from before it began) and then offered to every viewer.
 //
@@ -45,10 +47,11 @@ const DefaultMaxFPS = 30
 // DefaultQuality is the JPEG quality of streamed frames.
 const DefaultQuality = 75
 
-// Source opens a frame stream on a desktop's driver; *guest.Client satisfies it. The hub
-// never closes the Source itself: its owner (the VM manager) does.
+// Source opens a frame stream of a screen: *guest.Client (a desktop's driver) and
+// *hostdesk.Desktop (the host's own screen) satisfy it. The hub never closes the Source
+// itself: its owner does.
 type Source interface {
-	Stream(ctx context.Context, o guest.StreamOptions) (*guest.Stream, error)
+	Frames(ctx context.Context, o guest.StreamOptions) (guest.FrameStream, error)
 }
 
 // Observer is told about every frame before viewers get it; *control.Manager satisfies it.
@@ -311,7 +314,7 @@ func (h *Hub) run(ctx context.Context) {
 	// 30 fps cap into ≈18 fps). The stream's own cap is set to its maximum, 60 fps, which
 	// still spaces frames after a long quiet spell.
 	gap := time.Second / time.Duration(cfg.MaxFPS)
-	st, err := h.src.Stream(ctx, guest.StreamOptions{MaxFPS: 60,
+	st, err := h.src.Frames(ctx, guest.StreamOptions{MaxFPS: 60,
 		ScreenshotOptions: guest.ScreenshotOptions{Format: "jpeg", Quality: cfg.Quality, MaxWidth: cfg.MaxWidth}})
 	if err != nil {
 		log.Warn("screen stream failed to start", "err", err)

@@ -13,15 +13,18 @@ import (
 // Agent is a bot owned by an account, with its computer selection (SPEC §1.6). The store keeps
 // whatever it is given; which Computer values are legal is the caller's business.
 type Agent struct {
-	ID                   string      `json:"id"`
-	AccountID            string      `json:"accountId"`
-	Name                 string      `json:"name"`
-	Computer             string      `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
-	AllowHostEnvironment bool        `json:"allowHostEnvironment"`
-	WorkDir              string      `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
-	Model                *AgentModel `json:"model,omitempty"`   // nil = the app's model settings
-	CreatedAt            time.Time   `json:"createdAt"`
-	UpdatedAt            time.Time   `json:"updatedAt"`
+	ID                   string `json:"id"`
+	AccountID            string `json:"accountId"`
+	Name                 string `json:"name"`
+	Computer             string `json:"computer"` // "vm","cloud","host","browser","auto","none" ("" = none)
+	AllowHostEnvironment bool   `json:"allowHostEnvironment"`
+	WorkDir              string `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
+	// LazyInit is the sandbox binding of the agent's threads (SPEC §2.3): nil or true binds on
+	// the first tool call, false binds before the first model call of each turn.
+	LazyInit  *bool       `json:"lazyInit,omitempty"`
+	Model     *AgentModel `json:"model,omitempty"` // nil = the app's model settings
+	CreatedAt time.Time   `json:"createdAt"`
+	UpdatedAt time.Time   `json:"updatedAt"`
 }
 
 // AgentModel is an agent's own chat model. Every empty field inherits the app's model

@@ -15,6 +15,11 @@ type NodeSettings struct {
 	Isolation           string `json:"isolation"`                     // "shared" | "per-agent"; default "per-agent"
 	MaxInstances        int    `json:"maxInstances"`                  // 1..4, default 2
 	IdlePolicyRequestID string `json:"idlePolicyRequestId,omitempty"` // last applied requestId
+	// HostScreenControl lets "host" computers on this node see and control its screen (the
+	// admin's "Host screen control"; off by default).
+	HostScreenControl bool `json:"hostScreenControl,omitempty"`
+	// HostRequestID is the last applied requestId of a host setting change.
+	HostRequestID string `json:"hostRequestId,omitempty"`
 }
 
 // defaultNodeSettings returns the settings of a node that never saved any.

@@ -51,8 +51,11 @@ type VMInstance struct {
 
 	ContainerID   string `json:"containerId,omitempty"` // "" = no container
 	ContainerName string `json:"containerName"`
-	WorkspaceVol  string `json:"workspaceVolume"`
-	ProfileVol    string `json:"profileVolume"`
+	// WorkDir is the working directory (inside the desktop) the current container was created
+	// with (scope "agent": the agent's terminal.cwd resolved); "" = the workspace.
+	WorkDir      string `json:"workDir,omitempty"`
+	WorkspaceVol string `json:"workspaceVolume"`
+	ProfileVol   string `json:"profileVolume"`
 
 	// State is the last known state: "creating", "running", "stopping", "stopped", "removing".
 	// The transitional states are written before the engine is touched, so a crash leaves an

@@ -21,6 +21,12 @@ func (m *Manager) MarkBusy(instanceID, who string) {
 func (m *Manager) MarkIdle(instanceID string) {
 	m.mu.Lock()
 	delete(m.busy, instanceID)
+	rebuild := m.rebuild[instanceID]
+	delete(m.rebuild, instanceID)
+	if rebuild && m.ctx != nil && m.ctx.Err() == nil {
+		m.wg.Add(1)
+		go m.rebuildIdle(instanceID)
+	}
 	m.mu.Unlock()
 	in, err := m.st.VMInstance(instanceID)
 	if err == nil && in.State == stateRunning && in.Scope != scopeCompose && in.Scope != scopeTask {
@@ -129,4 +135,27 @@ func (m *Manager) idleMinutes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.idleMins
+}
+
+// rebuildIdle rebuilds an instance whose working directory changed while it was busy, now that
+// it is idle (volumes kept), unless it became busy again or stopped meanwhile.
+func (m *Manager) rebuildIdle(id string) {
+	defer m.wg.Done()
+	defer m.lock(id)()
+	in, err := m.st.VMInstance(id)
+	if err != nil || in.State != stateRunning || in.WorkDir == m.wantWorkDir(in) {
+		return
+	}
+	if _, busy := m.busyWho(id); busy {
+		m.mu.Lock()
+		m.rebuild[id] = true
+		m.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 2*time.Minute)
+	defer cancel()
+	m.log.Info("rebuilding idle desktop for a new working directory", "instance", id)
+	if err := m.ensureRunning(ctx, in, true); err != nil {
+		m.log.Error("rebuild desktop for a new working directory", "instance", id, "err", err)
+	}
 }

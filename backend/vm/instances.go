@@ -254,6 +254,12 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 	if err != nil {
 		return err
 	}
+	if want := m.wantWorkDir(in); found && !recreate && want != in.WorkDir {
+		// The agent's working directory changed since the container was made: rebuild it
+		// (volumes kept) now that it is being started or is idle (SPEC §1.5).
+		m.log.Info("rebuilding desktop for a new working directory", "instance", in.ID, "from", in.WorkDir, "to", want)
+		recreate = true
+	}
 	if found && recreate {
 		if err := m.setState(&in, stateRemoving, ""); err != nil {
 			return err
@@ -282,18 +288,18 @@ func (m *Manager) ensureRunning(ctx context.Context, in store.VMInstance, recrea
 
 	m.capMu.Lock()
 	defer m.capMu.Unlock()
-	if err := m.checkCapacity(in.ID); err != nil {
-		return err
-	}
-	if !found {
-		img, err := m.st.VMImage(m.node, in.ImageKey)
-		if errors.Is(err, fault.ErrNotFound) {
-			return fault.Conflict("image %q is not prepared on this node: an admin prepares it in Settings → Local VM, "+
-				"or choose a prepared image (%s)", in.ImageKey, strings.Join(m.preparedKeys(), ", "))
-		} else if err != nil {
+	if in.Scope != scopeBrowser { // a browser takes no desktop slot
+		if err := m.checkCapacity(in.ID); err != nil {
 			return err
 		}
-		in.ImageRef = img.Ref
+	}
+	if !found {
+		ref, err := m.imageRef(ctx, in)
+		if err != nil {
+			return err
+		}
+		in.ImageRef = ref
+		in.WorkDir = m.wantWorkDir(in)
 		if err := m.setState(&in, stateCreating, ""); err != nil {
 			return err
 		}
@@ -370,6 +376,9 @@ func (m *Manager) waitDriver(ctx context.Context, id string) error {
 // createContainer creates in's volumes and container (not started).
 func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMInstance) (engine.ContainerState, error) {
 	for vol, kind := range map[string]string{in.WorkspaceVol: "workspace", in.ProfileVol: "browser-profile"} {
+		if vol == "" {
+			continue
+		}
 		l := m.labels(in.ID, "volume")
 		l[LabelVolume] = kind
 		if err := eng.EnsureVolume(ctx, vol, l); err != nil {
@@ -393,6 +402,12 @@ func (m *Manager) createContainer(ctx context.Context, eng Engine, in store.VMIn
 		},
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
+	}
+	if in.WorkDir != "" {
+		spec.Env["CUBICLE_WORKSPACE"] = in.WorkDir
+	}
+	if in.Scope == scopeBrowser {
+		browserSpec(&spec, in)
 	}
 	ctr, err := eng.CreateContainer(ctx, spec)
 	if errors.Is(err, fault.ErrExists) {
@@ -464,6 +479,11 @@ func (m *Manager) describe(in store.VMInstance) string {
 			return fmt.Sprintf("the shared desktop of %s", acc.Username)
 		}
 		return fmt.Sprintf("the shared desktop of account %s", in.AccountID)
+	case scopeBrowser:
+		if ag, err := m.st.Agent(in.AgentID); err == nil {
+			return fmt.Sprintf("the browser of agent %s", ag.Name)
+		}
+		return fmt.Sprintf("the browser of agent %s", in.AgentID)
 	case scopeTask:
 		name := in.AgentID
 		if ag, err := m.st.Agent(in.AgentID); err == nil {

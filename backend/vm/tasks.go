@@ -238,7 +238,7 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 func (m *Manager) runningDesktops(except string) []string {
 	var running []string
 	for _, in := range m.instancesOrNil() {
-		if in.ID == except || in.Scope == scopeCompose {
+		if in.ID == except || in.Scope == scopeCompose || in.Scope == scopeBrowser {
 			continue
 		}
 		if in.State == stateRunning || in.State == stateCreating || in.State == stateStopping {

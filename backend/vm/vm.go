@@ -211,6 +211,7 @@ type Manager struct {
 	locks     map[string]*sync.Mutex // per-instance operation locks (never removed)
 	busy      map[string]string      // instance → who uses it (MarkBusy)
 	idleSince map[string]time.Time   // running, idle instances → when they became idle
+	rebuild   map[string]bool        // instances to rebuild for a new working directory once idle
 	idleMins  int                    // the node's idleStopMinutes
 	preps     map[string]*prepJob    // image key → running or last finished preparation
 	preparing int                    // preparations running
@@ -271,7 +272,8 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		locks: map[string]*sync.Mutex{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
-		preps: map[string]*prepJob{},
+		rebuild: map[string]bool{},
+		preps:   map[string]*prepJob{},
 	}, nil
 }
 

@@ -168,6 +168,19 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 			}
 			return
 		}
+		if env.Op == wire.OpTunnel {
+			// The connection becomes the tunnel's byte stream: nothing else may be in flight.
+			cn.mu.Lock()
+			busy := len(cn.cancels) > 0
+			cn.mu.Unlock()
+			if busy {
+				cn.reply(env.ID, nil, nil, wire.Conflict("a tunnel must be the only request of its connection"))
+				continue
+			}
+			wg.Wait()
+			s.tunnel(cctx, cn, br, env)
+			return
+		}
 		if env.Op == wire.OpCancel {
 			var a struct {
 				ID uint64 `json:"id"`
@@ -214,7 +227,7 @@ func (cn *conn) replyHello(id uint64, h wire.Hello, err error) {
 }
 
 func (s *server) hello() wire.Hello {
-	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version}
+	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version, Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
 	}

@@ -126,6 +126,7 @@ const (
 	FamilyDeniedTool  Family = "denied-tool"    // the tool is in denied_tools
 	FamilyCustom      Family = "custom"         // ExtraRules without a family
 	FamilyInvalidArgs Family = "invalid-arguments"
+	FamilyHostDesktop Family = "host-desktop" // sees or drives the person's real screen (host_screenshot, host input)
 )
 
 // ToolCall is one call the model asked for.
@@ -378,9 +379,22 @@ func (g *Guard) allowedBy(tool string, subjects []string) *AllowRule {
 // pathKeys are the argument names that carry a path in file tools.
 var pathKeys = []string{"path", "source", "target", "destination", "src", "dst", "from", "to"}
 
+// hostDesktopTools see or drive the execution node's own screen.
+var hostDesktopTools = []string{"host_screenshot", "host_click", "host_type", "host_key", "host_scroll"}
+
 // analyse returns the call's subjects (for allow rules), every rule match, and the file
-// names the call mentions.
+// names the call mentions. A host desktop action always matches a HIGH rule: it sees or drives
+// the person's real screen, so SMART and STRICT (and AUTO) ask unless a person allowed it.
 func (g *Guard) analyse(call ToolCall) ([]string, []Match, []string) {
+	subjects, matches, paths := g.analyseArgs(call)
+	if slices.Contains(hostDesktopTools, call.Name) {
+		matches = append(matches, Match{RuleID: "host.desktop", Family: FamilyHostDesktop, Severity: High,
+			Reason: "this acts on the host's own screen (the person's real desktop), not on the agent's VM"})
+	}
+	return subjects, matches, paths
+}
+
+func (g *Guard) analyseArgs(call ToolCall) ([]string, []Match, []string) {
 	name := call.Name
 	switch {
 	case strings.HasSuffix(name, "_shell"):

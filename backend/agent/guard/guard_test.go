@@ -661,3 +661,33 @@ func TestRegexNetAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestHostDesktopAlwaysAsks: every host desktop action is asked about at STRICT, SMART and
+// AUTO, allowed at OFF, and an "always allow" rule of the person lets it run.
+func TestHostDesktopAlwaysAsks(t *testing.T) {
+	for _, level := range []Level{Strict, Smart, Auto} {
+		g, err := New(Config{Level: level})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range hostDesktopTools {
+			v := g.Check(ToolCall{Name: tool, Args: map[string]any{"x": 1.0, "y": 1.0, "text": "hello", "keys": "Return"}})
+			if v.Decision != Ask || !strings.Contains(v.Reason(), "host's own screen") {
+				t.Errorf("%s at %s: %+v", tool, level, v)
+			}
+		}
+		if v := g.Check(ToolCall{Name: "computer_click", Args: map[string]any{"x": 1.0, "y": 1.0}}); level != Strict && v.Decision != Allow {
+			t.Errorf("a VM click at %s: %+v", level, v)
+		}
+		if err := g.AddAllowRule(AllowRule{Tool: "host_screenshot"}); err != nil {
+			t.Fatal(err)
+		}
+		if v := g.Check(ToolCall{Name: "host_screenshot"}); v.Decision != Allow {
+			t.Errorf("host_screenshot allowed by the person at %s: %+v", level, v)
+		}
+	}
+	g, _ := New(Config{Level: Off})
+	if v := g.Check(ToolCall{Name: "host_click", Args: map[string]any{"x": 1.0, "y": 1.0}}); v.Decision != Allow {
+		t.Errorf("OFF: %+v", v)
+	}
+}

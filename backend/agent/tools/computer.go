@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"cubicle/backend/agent"
@@ -39,7 +40,7 @@ var computerSpecs = []agent.ToolSpec{
 	spec("computer_write_file", "Write a file inside the agent's desktop (replaced atomically).", writeParam),
 }
 
-func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, name string, a args, out *agent.ToolOutput) error {
+func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environment, name string, a args, out *agent.ToolOutput) error {
 	pc, err := b.cfg.Desktops.Acquire(ctx, t)
 	if err != nil {
 		return fmt.Errorf("desktop: %w", err)
@@ -117,7 +118,14 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, name string, a
 		if err != nil {
 			return err
 		}
-		res, err := pc.Exec(ctx, guest.ExecRequest{Shell: cmd, Cwd: b.vmPath(a.str("cwd")), Timeout: b.timeout(a), MaxOutput: 256 << 10})
+		cwd := b.vmPath(env, a.str("cwd"))
+		if base := b.vmBase(env); cwd == base && base != b.cfg.Workspace && strings.HasPrefix(base, b.cfg.Workspace+"/") {
+			// A working directory inside the workspace is made on first use.
+			if err := pc.Mkdir(ctx, base, true); err != nil {
+				return fmt.Errorf("working directory %s: %w", base, err)
+			}
+		}
+		res, err := pc.Exec(ctx, guest.ExecRequest{Shell: cmd, Cwd: cwd, Timeout: b.timeout(a), MaxOutput: 256 << 10})
 		if err != nil {
 			return err
 		}
@@ -127,7 +135,7 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, name string, a
 		if err != nil {
 			return err
 		}
-		p = b.vmPath(p)
+		p = b.vmPath(env, p)
 		if err := b.checkPath(p, false); err != nil {
 			return err
 		}
@@ -142,7 +150,7 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, name string, a
 		if err != nil {
 			return err
 		}
-		p = b.vmPath(p)
+		p = b.vmPath(env, p)
 		if err := b.checkPath(p, true); err != nil {
 			return err
 		}

@@ -255,7 +255,7 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 }
 
 // copyFile moves a file between the host and the desktop, binary safe.
-func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, a args, out *agent.ToolOutput) error {
+func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a args, out *agent.ToolOutput) error {
 	from, err := a.need("from")
 	if err != nil {
 		return err
@@ -268,10 +268,6 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, a args, out *agent
 	if err != nil {
 		return err
 	}
-	env, err := b.cfg.Environments.Environment(ctx, t)
-	if err != nil {
-		return err
-	}
 	pc, err := b.cfg.Desktops.Acquire(ctx, t)
 	if err != nil {
 		return fmt.Errorf("desktop: %w", err)
@@ -281,7 +277,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, a args, out *agent
 		if src, err = b.hostDir(env, src); err != nil {
 			return err
 		}
-		dst = b.vmPath(dst)
+		dst = b.vmPath(env, dst)
 		if err := b.checkPath(src, false); err != nil {
 			return err
 		}
@@ -297,7 +293,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, a args, out *agent
 		}
 		out.Text(fmt.Sprintf("Copied %d bytes from host:%s to desktop:%s.", len(data), src, dst))
 	case "vm":
-		src = b.vmPath(src)
+		src = b.vmPath(env, src)
 		if dst, err = b.hostDir(env, dst); err != nil {
 			return err
 		}

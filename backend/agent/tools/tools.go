@@ -1,12 +1,19 @@
 // Package tools is the agent's toolbox: the computer_* tools that act inside the agent's
 // isolated desktop through the in-guest driver, the host_* tools that act on the execution
-// node's host when the person allowed the host environment (SPEC §1.6), and
-// computer_copy_file between the two.
+// node's host (its shell and files, and — for a "host" computer with screen control — its
+// screen and input), computer_copy_file between the two, and the browser_* tools that drive
+// the agent's own Chromium (SPEC §1.6, §7).
+//
+// Which of them a turn is offered, and which calls it may run, is decided once per turn by
+// the computer gate (package computer): the Box asks Environments for the turn's plan and
+// both lists and refuses tools by it, so a tool the model was not offered is refused with a
+// message saying what to use instead.
 //
 // Desktop actions return a screenshot taken once the screen settled (not after a fixed
-// sleep). Working directories follow SPEC §1.6/§1.7: in the desktop "", ".", "auto" and "cwd"
-// mean /home/cua/workspace and relative paths start there; on the host they mean the runner
-// user's home; explicit absolute paths are used as configured.
+// sleep). Working directories follow SPEC §1.6/§1.7: the profile's directory (terminal.cwd)
+// is the base — "", ".", "auto" and "cwd" mean /home/cua/workspace in the desktop and the
+// runner user's home on the host, relative directories start there, absolute ones are used
+// as configured — and relative tool paths start from the base.
 package tools
 
 import (
@@ -17,10 +24,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"strings"
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/images/guest/wire"
@@ -36,7 +45,7 @@ const MaxCopy = 25 << 20
 const MaxFile = 25 << 20
 
 // CapHostTools is the capability a node advertises when it can run host tools.
-const CapHostTools = "host-computer-tools-v1"
+const CapHostTools = computer.CapHostTools
 
 // Computer is the part of the driver client the tools use (guest.Client implements it).
 type Computer interface {
@@ -66,13 +75,15 @@ type Desktops interface {
 	Acquire(ctx context.Context, t agent.TurnInfo) (Computer, error)
 }
 
-// Environment is what the tools need to know about an agent.
+// Environment is what the tools need to know about an agent in one turn.
 type Environment struct {
-	AllowHost bool   // the person checked "Allow host environment"
-	WorkDir   string // the profile's terminal.cwd
+	// Plan is the turn's computer and the tool families it offers (package computer's gate).
+	Plan    computer.Plan
+	WorkDir string // the profile's terminal.cwd
 }
 
-// Environments looks up an agent's environment at each turn.
+// Environments looks up an agent's environment. It must return the same plan for every call
+// of one turn (and of the turn's helpers): the computer is fixed when the turn starts.
 type Environments interface {
 	Environment(ctx context.Context, t agent.TurnInfo) (Environment, error)
 }
@@ -86,9 +97,10 @@ type FileGuard interface {
 type Config struct {
 	Desktops     Desktops
 	Environments Environments
-	Host         Host      // nil: the local host (the execution node this process runs on)
-	Files        FileGuard // nil: no path is protected
-	NodeCaps     []string  // capabilities of the execution node (CapHostTools enables host tools)
+	Host         Host        // nil: the local host (the execution node this process runs on)
+	HostDesktop  HostDesktop // the host's screen and input; nil: host desktop tools fail as unavailable
+	Browsers     Browsers    // the agents' browsers; nil: browser tools fail as unavailable
+	Files        FileGuard   // nil: no path is protected
 	Logger       *slog.Logger
 	// Settle tunes the screenshot after actions; zero values take the driver's defaults.
 	Settle       guest.SettleOptions
@@ -128,29 +140,33 @@ func New(cfg Config) (*Box, error) {
 	return &Box{cfg: cfg, log: cfg.Logger}, nil
 }
 
-func (b *Box) hostAllowed(env Environment) bool {
-	if !env.AllowHost {
-		return false
+// plan returns the turn's plan; a helper's turn is always held to the helper's plan.
+func (b *Box) plan(ctx context.Context, t agent.TurnInfo) (Environment, error) {
+	env, err := b.cfg.Environments.Environment(ctx, t)
+	if err != nil {
+		return Environment{}, err
 	}
-	for _, c := range b.cfg.NodeCaps {
-		if c == CapHostTools {
-			return true
-		}
+	if t.TaskID != "" {
+		env.Plan = env.Plan.ForHelper()
 	}
-	return false
+	return env, nil
 }
 
-// Tools implements agent.Toolbox: the computer tools always, the host tools only when the
-// person allowed the host environment and the node can run them — and never for a temporary
-// task helper (t.TaskID set), which does not inherit host tools (SPEC §1.6).
+// Tools implements agent.Toolbox: the tools the turn's computer plan offers — nothing when
+// the agent has no computer (or its environment cannot be read).
 func (b *Box) Tools(ctx context.Context, t agent.TurnInfo) []agent.ToolSpec {
-	out := append([]agent.ToolSpec(nil), computerSpecs...)
-	if t.TaskID != "" {
-		return out
+	env, err := b.plan(ctx, t)
+	if err != nil {
+		b.log.Warn("computer plan of a turn", "agent", t.AgentID, "err", err)
+		return nil
 	}
-	env, err := b.cfg.Environments.Environment(ctx, t)
-	if err == nil && b.hostAllowed(env) {
-		out = append(out, hostSpecs...)
+	var out []agent.ToolSpec
+	for _, group := range [][]agent.ToolSpec{computerSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
+		for _, s := range group {
+			if env.Plan.Offers(s.Name) {
+				out = append(out, s)
+			}
+		}
 	}
 	return out
 }
@@ -175,29 +191,30 @@ func (b *Box) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 
 func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out *agent.ToolOutput) error {
 	a := args(c.Input)
-	switch {
-	case strings.HasPrefix(c.Name, "host_"), c.Name == "computer_copy_file":
-		if t.TaskID != "" {
-			return fault.Forbidden("%s is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop", c.Name)
-		}
-		env, err := b.cfg.Environments.Environment(ctx, t)
-		if err != nil {
-			return fmt.Errorf("agent profile: %w", err)
-		}
-		if !b.hostAllowed(env) {
-			if !env.AllowHost {
-				return fault.Forbidden("%s needs \"Allow host environment\", which is off for this agent; use the computer_* tools, which run inside the agent's desktop", c.Name)
-			}
-			return fault.Forbidden("this execution node does not offer host tools (capability %s); update its runner", CapHostTools)
-		}
-		if c.Name == "computer_copy_file" {
-			return b.copyFile(ctx, t, a, out)
-		}
-		return b.hostTool(ctx, env, c.Name, a, out)
-	case strings.HasPrefix(c.Name, "computer_"):
-		return b.computerTool(ctx, t, c.Name, a, out)
+	known := strings.HasPrefix(c.Name, computer.PrefixVM) || strings.HasPrefix(c.Name, computer.PrefixHost) ||
+		strings.HasPrefix(c.Name, computer.PrefixBrowser)
+	if !known {
+		return fault.Invalid("unknown tool %q", c.Name)
 	}
-	return fault.Invalid("unknown tool %q", c.Name)
+	env, err := b.plan(ctx, t)
+	if err != nil {
+		return fmt.Errorf("agent profile: %w", err)
+	}
+	// The gate: a tool the turn's computer does not offer never runs.
+	if why := env.Plan.Check(c.Name); why != "" {
+		return fault.Forbidden("%s", why)
+	}
+	switch {
+	case c.Name == computer.ToolCopy:
+		return b.copyFile(ctx, t, env, a, out)
+	case computer.IsHostDesktop(c.Name):
+		return b.hostDesktopTool(ctx, c.Name, a, out)
+	case strings.HasPrefix(c.Name, computer.PrefixHost):
+		return b.hostTool(ctx, env, c.Name, a, out)
+	case strings.HasPrefix(c.Name, computer.PrefixBrowser):
+		return b.browserTool(ctx, t, c.Name, a, out)
+	}
+	return b.computerTool(ctx, t, env, c.Name, a, out)
 }
 
 // args reads a tool's JSON input.
@@ -248,14 +265,26 @@ func image(out *agent.ToolOutput, f guest.Frame) {
 	out.Image(mt, base64.StdEncoding.EncodeToString(f.Data))
 }
 
-// vmPath resolves a path inside the desktop.
-func (b *Box) vmPath(p string) string {
+// vmBase is the agent's working directory inside the desktop (SPEC §1.7): the workspace for
+// "", ".", "auto" and "cwd", a relative directory under the workspace, an absolute one as
+// configured.
+func (b *Box) vmBase(env Environment) string {
+	return joinVM(b.cfg.Workspace, env.WorkDir)
+}
+
+// vmPath resolves a path inside the desktop against the agent's working directory.
+func (b *Box) vmPath(env Environment, p string) string {
+	return joinVM(b.vmBase(env), p)
+}
+
+// joinVM resolves p against base with slash paths (the desktop is Linux whatever the host).
+func joinVM(base, p string) string {
 	switch strings.TrimSpace(p) {
 	case "", ".", "auto", "cwd":
-		return b.cfg.Workspace
+		return base
 	}
 	if strings.HasPrefix(p, "/") {
-		return p
+		return path.Clean(p)
 	}
-	return b.cfg.Workspace + "/" + strings.TrimPrefix(p, "./")
+	return path.Join(base, p)
 }

@@ -15,6 +15,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/tools"
+	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
@@ -30,6 +31,16 @@ func (d fixedDesktops) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Com
 }
 
 type env struct{ e tools.Environment }
+
+// vmPlan is the gate's plan of a Local VM agent with or without "Allow host environment", on a
+// node that runs host tools (caps) or not.
+func vmPlan(allowHost, caps bool) computer.Plan {
+	n := computer.Node{}
+	if caps {
+		n.Caps = []string{computer.CapHostTools}
+	}
+	return computer.Decide(computer.Input{Selected: "vm", AllowHost: allowHost, Node: n})
+}
 
 func (e *env) Environment(ctx context.Context, t agent.TurnInfo) (tools.Environment, error) {
 	return e.e, nil
@@ -83,9 +94,9 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 	home := t.TempDir()
 	secrets := filepath.Join(home, "secrets")
 	os.MkdirAll(secrets, 0o700)
-	e := &env{}
+	e := &env{e: tools.Environment{Plan: vmPlan(false, true)}}
 	box, err := tools.New(tools.Config{Desktops: fixedDesktops{c: d.client}, Environments: e,
-		Host: homeHost{home: home}, Files: protect{dir: secrets}, NodeCaps: []string{tools.CapHostTools}, Workspace: d.workspace})
+		Host: homeHost{home: home}, Files: protect{dir: secrets}, Workspace: d.workspace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +154,7 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 	})
 
 	t.Run("host tools need the host environment", func(t *testing.T) {
-		e.e = tools.Environment{AllowHost: false}
+		e.e = tools.Environment{Plan: vmPlan(false, true)}
 		for _, n := range []string{"host_shell", "host_read_file", "host_write_file", "computer_copy_file"} {
 			if r := call(t, box, n, map[string]any{"command": "touch x", "path": "x", "from": "host", "source": "x", "target": "y"}); r.state != agent.StateDenied || !strings.Contains(r.text, "Allow host environment") {
 				t.Fatalf("%s without permission: %+v", n, r)
@@ -152,7 +163,7 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(home, "x")); err == nil {
 			t.Fatal("a refused host tool ran")
 		}
-		e.e = tools.Environment{AllowHost: true, WorkDir: "."}
+		e.e = tools.Environment{Plan: vmPlan(true, true), WorkDir: "."}
 		if !strings.Contains(names(), "host_shell") {
 			t.Fatalf("host tools not offered: %s", names())
 		}
@@ -179,14 +190,14 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 			t.Fatalf("protected path written: %+v", r)
 		}
 		// Without the node capability there are no host tools even when allowed.
-		bare, _ := tools.New(tools.Config{Desktops: fixedDesktops{c: d.client}, Environments: e, Host: homeHost{home: home}, Workspace: d.workspace})
+		bare, _ := tools.New(tools.Config{Desktops: fixedDesktops{c: d.client}, Environments: &env{e: tools.Environment{Plan: vmPlan(true, false)}}, Host: homeHost{home: home}, Workspace: d.workspace})
 		if r := call(t, bare, "host_shell", map[string]any{"command": "true"}); r.state != agent.StateDenied || !strings.Contains(r.text, tools.CapHostTools) {
 			t.Fatalf("host tool on a node without the capability: %+v", r)
 		}
 	})
 
 	t.Run("copy between host and desktop", func(t *testing.T) {
-		e.e = tools.Environment{AllowHost: true}
+		e.e = tools.Environment{Plan: vmPlan(true, true)}
 		data := make([]byte, tools.MaxCopy)
 		rand.Read(data)
 		src := filepath.Join(home, "big.bin")
@@ -225,7 +236,7 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 }
 
 func TestDesktopRefusal(t *testing.T) {
-	box, _ := tools.New(tools.Config{Desktops: fixedDesktops{err: fault.Conflict("a person is controlling this computer")}, Environments: &env{}})
+	box, _ := tools.New(tools.Config{Desktops: fixedDesktops{err: fault.Conflict("a person is controlling this computer")}, Environments: &env{e: tools.Environment{Plan: vmPlan(false, true)}}})
 	if r := call(t, box, "computer_screenshot", nil); r.state != agent.StateError || !strings.Contains(r.text, "a person is controlling this computer") {
 		t.Fatalf("refusal: %+v", r)
 	}
@@ -236,7 +247,7 @@ func TestDesktopRefusal(t *testing.T) {
 func TestHelpersGetNoHostTools(t *testing.T) {
 	host := t.TempDir()
 	box, _ := tools.New(tools.Config{Desktops: fixedDesktops{err: fault.Unavailable("no desktop in this test")},
-		Environments: &env{e: tools.Environment{AllowHost: true, WorkDir: host}}, NodeCaps: []string{tools.CapHostTools}})
+		Environments: &env{e: tools.Environment{Plan: vmPlan(true, true), WorkDir: host}}})
 	names := func(ti agent.TurnInfo) string {
 		var n []string
 		for _, s := range box.Tools(context.Background(), ti) {

@@ -54,6 +54,9 @@ type Hello struct {
 	Protocol int    `json:"protocol"` // the driver's protocol version
 	Driver   string `json:"driver"`   // the driver's build version
 	Screen   Size   `json:"screen"`
+	// Features lists optional operations the driver offers beyond its protocol version (e.g.
+	// FeatureTunnel); a client asks for one only when it is listed.
+	Features []string `json:"features,omitempty"`
 }
 
 // CancelArgs asks the driver to cancel the request with ID (sent with envelope id 0).

@@ -3,13 +3,20 @@ package wire
 import "time"
 
 // Operations of the region stream and the pointer (docs/guest-protocol.md, "next_update").
-// They are additions: a driver without them answers CodeInvalid, and the host falls back to
-// next_frame.
+// They are additions: a driver that has them lists FeatureRegions and FeaturePointer in its
+// hello; one without answers CodeInvalid, and the host falls back to next_frame.
 const (
 	OpNextUpdate  = "next_update"
 	OpKeyframe    = "keyframe"
 	OpEndUpdates  = "end_updates"
 	OpNextPointer = "next_pointer"
+)
+
+// Hello.Features of a driver with region streams (next_update, keyframe, end_updates) and
+// pointer reports (next_pointer).
+const (
+	FeatureRegions = "regions"
+	FeaturePointer = "pointer"
 )
 
 // Region encodings.

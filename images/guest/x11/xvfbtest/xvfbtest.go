@@ -38,12 +38,19 @@ func Require(t testing.TB, program string) string {
 // connections. It is stopped when the test ends.
 func Start(t testing.TB, display, width, height int) string {
 	t.Helper()
+	return StartWith(t, display, width, height)
+}
+
+// StartWith is Start with extra Xvfb arguments (e.g. "+xinerama").
+func StartWith(t testing.TB, display, width, height int, extra ...string) string {
+	t.Helper()
 	xvfb := Require(t, "Xvfb")
 	name := fmt.Sprintf(":%d", display)
 	// A previous crashed run may have left its lock and socket behind.
 	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display))
 	os.Remove(filepath.Join("/tmp/.X11-unix", fmt.Sprintf("X%d", display)))
-	cmd := exec.Command(xvfb, name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset")
+	args := append([]string{name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset"}, extra...)
+	cmd := exec.Command(xvfb, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start Xvfb %s: %v", name, err)
