@@ -82,7 +82,8 @@ type Backend struct {
 	engine    *ConnectedEngine // nil when no engine was found
 	computers *computers       // each turn's computer (the gate's plan)
 	drivers   drivers          // driver connections of the screen channel
-	bg        sync.WaitGroup   // background stops started by control changes
+	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
+	stopBG    context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -159,14 +160,46 @@ func (b *Backend) build() error {
 }
 
 // Start starts the long-lived services. It returns once they run; ctx bounds start-up only.
+// Before anything runs it closes what a crash left open: tool runs still RUNNING become
+// INTERRUPTED and conversations whose turn was running get their interruption notice.
 func (b *Backend) Start(ctx context.Context) error {
+	if n, err := b.Store.InterruptRuns(time.Now()); err != nil {
+		return fmt.Errorf("mark interrupted tool runs: %w", err)
+	} else if n > 0 {
+		b.log.Warn("tool runs interrupted by the last shutdown", "runs", n)
+	}
+	if _, err := b.Chat.RecoverInterrupted(b.Store); err != nil {
+		return err
+	}
 	if err := b.Control.Start(ctx); err != nil {
 		return err
 	}
 	if err := b.VMs.Start(ctx); err != nil {
 		return err
 	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b.stopBG = cancel
+	b.bg.Add(1)
+	go b.backups(bctx)
 	return ctx.Err()
+}
+
+// backups takes a rolling backup of the data file whenever the newest is older than
+// store.DefaultBackupEvery, until ctx ends (Close).
+func (b *Backend) backups(ctx context.Context) {
+	defer b.bg.Done()
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, err := b.Store.BackupIfDue(store.DefaultBackupEvery); err != nil {
+				b.log.Warn("periodic backup of the data file", "err", err)
+			}
+		}
+	}
 }
 
 // Serve runs the HTTP API on ln until ctx ends.
@@ -205,6 +238,9 @@ func (b *Backend) Close() error {
 		b.drivers.close()
 		if b.Control != nil {
 			errs = append(errs, b.Control.Close())
+		}
+		if b.stopBG != nil {
+			b.stopBG()
 		}
 		b.bg.Wait()
 		if b.VMs != nil {

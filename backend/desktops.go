@@ -70,6 +70,12 @@ type desktops struct {
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
 	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The start goes on without the caller: name the desktop (binding.VMs).
+			if v, verr := d.vms.Agent(context.WithoutCancel(ctx), accountID, agentID); verr == nil {
+				return binding.Desktop{InstanceID: v.Desktop.ID}, err
+			}
+		}
 		return binding.Desktop{}, err
 	}
 	return binding.Desktop{InstanceID: v.Desktop.ID, Socket: d.vms.SocketPath(v.Desktop.ID)}, nil
@@ -94,6 +100,9 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
 	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return binding.Desktop{InstanceID: d.vms.BrowserInstanceID(accountID, agentID)}, err
+		}
 		return binding.Desktop{}, err
 	}
 	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil

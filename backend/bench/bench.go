@@ -13,12 +13,14 @@
 // 10 Mbit/s link); and the memory of an idle desktop and of this process. Every raw sample goes into the Report;
 // docs/bench.md says what each row times and how to read it.
 //
-// Everything a run creates is named cubicle-bench-<run>-… and labelled LabelRun; it is
-// removed when the run ends, also when ctx is cancelled (Ctrl+C).
+// The desktops are the product's own (vm.Manager, see desktop.go), so the cold start is the
+// time a person's create takes. Everything a run creates is labelled LabelRun; its
+// containers and volumes are removed when the run ends, also when ctx is cancelled (Ctrl+C).
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,18 +34,16 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/vm"
 	"cubicle/images"
 )
 
 // Engine is what a run needs from a container engine (backend/engine/podman and docker
 // satisfy it). Missing objects are fault.ErrNotFound.
 type Engine interface {
-	Info(ctx context.Context) (engine.Info, error)
-	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
-	StartContainer(ctx context.Context, id string) error
-	StopContainer(ctx context.Context, id string, timeout time.Duration) error
-	RemoveContainer(ctx context.Context, id string, force bool) error
-	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	vm.Engine // the desktops run through the product's manager
+	RemoveVolume(ctx context.Context, name string) error
+	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
 	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
 	InspectImage(ctx context.Context, ref string) (engine.Image, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
@@ -107,8 +107,10 @@ type runner struct {
 	runRoot string
 	rep     *Report
 
+	fleet *fleet // the run's desktop manager (startFleet), nil before
+
 	mu      sync.Mutex
-	created map[*desktop]struct{} // containers to remove at the end; guarded by mu
+	created map[*desktop]struct{} // desktops to remove at the end; guarded by mu
 }
 
 // Run measures and returns the report. It fails with fault.ErrInvalid on a bad Config and
@@ -183,7 +185,8 @@ func (r *runner) untrack(d *desktop) {
 	r.mu.Unlock()
 }
 
-// cleanup removes every container the run still has.
+// cleanup removes every desktop the run still has, stops its manager, and removes every
+// container and volume carrying the run's label.
 func (r *runner) cleanup() error {
 	r.mu.Lock()
 	left := make([]*desktop, 0, len(r.created))
@@ -192,13 +195,40 @@ func (r *runner) cleanup() error {
 	}
 	r.mu.Unlock()
 	var errs []string
-	for _, d := range left {
-		if err := r.remove(d); err != nil {
-			errs = append(errs, err.Error())
+	if r.fleet != nil {
+		for _, d := range left {
+			if err := r.remove(d); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if err := r.closeFleet(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := map[string]string{LabelRun: r.id}
+	if cs, err := r.cfg.Engine.ListContainers(ctx, sel); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, c := range cs {
+			if err := r.cfg.Engine.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if vs, err := r.cfg.Engine.ListVolumes(ctx, sel); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, v := range vs {
+			if err := r.cfg.Engine.RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				errs = append(errs, err.Error())
+			}
 		}
 	}
 	if len(errs) > 0 {
-		return fault.Unavailable("bench: clean-up: %s; remove them with `podman rm -f` (names start with %s%s)", strings.Join(errs, "; "), NamePrefix, r.id)
+		return fault.Unavailable("bench: clean-up: %s; remove what is left with `podman rm -f` and `podman volume rm` "+
+			"(label %s=%s)", strings.Join(errs, "; "), LabelRun, r.id)
 	}
 	return nil
 }
@@ -210,7 +240,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		mode = "quick"
 	}
 	r.rep = &Report{Schema: 1, RunID: r.id, Mode: mode, Command: r.cfg.Command, Started: start.UTC(), Machine: r.machine(ctx)}
-	r.progress("bench run %s (%s mode); its containers are named %s%s-…", r.id, mode, NamePrefix, r.id)
+	r.progress("bench run %s (%s mode); its containers and volumes are labelled %s=%s", r.id, mode, LabelRun, r.id)
 
 	r.progress("preparing the standard image (reused when present)")
 	last := ""
@@ -233,7 +263,10 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	r.rep.Images.Peers, r.rep.Images.PeersID, r.rep.Images.PeersReused, r.rep.Images.PeersKept = ref, peers.ID, reused, true
 	r.progress("peer tools image %s (reused: %v; kept for the next run)", ref, reused)
 
-	d, err := r.lifecycle(ctx, ref)
+	if err := r.startFleet(ctx, ref, peers.ID); err != nil {
+		return nil, fmt.Errorf("bench: start the desktop manager: %w", err)
+	}
+	d, err := r.lifecycle(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,10 @@ type Desktop struct {
 }
 
 // VMs makes sure an agent's desktop runs (the VM manager). Ensure starts a stopped one
-// (capacity permitting) and never changes which desktop an agent has.
+// (capacity permitting) and never changes which desktop an agent has. The manager finishes a
+// start whose caller went away on its own; Ensure and EnsureBrowser then return ctx's error
+// with Desktop.InstanceID naming the desktop that is still coming up, so that a turn a
+// person stopped meanwhile can fence it.
 type VMs interface {
 	Ensure(ctx context.Context, accountID, agentID string) (Desktop, error)
 	// CreateTask returns the running task-isolated desktop of spec.TaskID, creating it
@@ -92,6 +95,10 @@ type thread struct {
 	task       string         // turn id holding the desktop as a task, "" when none
 	ended      bool           // a helper's task ended and its desktop was removed
 	browser    BrowserSession // browser threads: the connection to the agent's browser
+	// abandoned is the desktop that turn abandonedBy stopped waiting for while it came up;
+	// it is fenced when that turn ends stopped.
+	abandoned   string
+	abandonedBy string
 }
 
 // New returns a Binder.
@@ -156,6 +163,7 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 	defer th.mu.Unlock()
 	d, err := b.cfg.VMs.Ensure(ctx, t.UserID, t.AgentID)
 	if err != nil {
+		th.gaveUp(ctx, d.InstanceID, t)
 		return nil, fmt.Errorf("the agent's desktop: %w", err)
 	}
 	if th.instanceID != d.InstanceID || th.client == nil || dead(th.client) {
@@ -295,11 +303,32 @@ func (b *Binder) TurnEnded(t agent.TurnInfo) {
 			// The connection of the old task goes with the instance.
 			th.drop()
 		}
+		// A desktop this turn stopped waiting for while it came up is still started by the
+		// manager: a stopped turn fences it too (the stop runs after the start).
+		abandoned := ""
+		if th.abandonedBy == t.TurnID {
+			if t.Stopped && !held {
+				abandoned = th.abandoned
+			}
+			th.abandoned, th.abandonedBy = "", ""
+		}
 		th.mu.Unlock()
 		if held && t.Stopped && b.cfg.Fence != nil {
 			b.log.Info("a person stopped a turn that held its desktop: stopping it", "desktop", id, "agent", t.AgentID)
 			b.cfg.Fence(id, "the chat was stopped while its task held the desktop")
 		}
+		if abandoned != "" && b.cfg.Fence != nil {
+			b.log.Info("a person stopped a turn while its desktop came up: stopping it", "desktop", abandoned, "agent", t.AgentID)
+			b.cfg.Fence(abandoned, "the chat was stopped while its desktop was starting")
+		}
+	}
+}
+
+// gaveUp notes that turn t stopped waiting (ctx ended) for desktop id to come up. th.mu is
+// held.
+func (th *thread) gaveUp(ctx context.Context, id string, t agent.TurnInfo) {
+	if ctx.Err() != nil && id != "" {
+		th.abandoned, th.abandonedBy = id, t.TurnID
 	}
 }
 

@@ -253,3 +253,36 @@ func TestMain(m *testing.M) {
 func (v *vms) EnsureBrowser(ctx context.Context, accountID, agentID string) (Desktop, error) {
 	return Desktop{}, fault.Unavailable("no browsers in this test")
 }
+
+// TestStoppedTurnFencesADesktopStillComingUp: a turn that stopped waiting for its desktop
+// (the manager finishes the start on its own) and is then stopped by a person fences that
+// desktop; a turn that ends normally does not.
+func TestStoppedTurnFencesADesktopStillComingUp(t *testing.T) {
+	ctl := newControl(t)
+	v := &vms{d: Desktop{InstanceID: "desk-slow"}, err: context.Canceled}
+	var fenced []string
+	b, err := New(Config{VMs: v, Tasks: ctl, Fence: func(id, reason string) { fenced = append(fenced, id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the turn's context ended while the desktop came up
+	turn := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t1"}
+	if _, err := b.Acquire(ctx, turn); err == nil {
+		t.Fatal("Acquire succeeded")
+	}
+	turn.Stopped = true
+	b.TurnEnded(turn)
+	if len(fenced) != 1 || fenced[0] != "desk-slow" {
+		t.Fatalf("fenced %v, want the desktop that was coming up", fenced)
+	}
+	// Once only; and not for a turn that ended without a stop.
+	b.TurnEnded(turn)
+	turn2 := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t2"}
+	b.Acquire(ctx, turn2)
+	b.TurnEnded(turn2)
+	if len(fenced) != 1 {
+		t.Fatalf("fenced %v", fenced)
+	}
+}

@@ -65,6 +65,7 @@ func (b *Binder) Browser(ctx context.Context, t agent.TurnInfo) (tools.Browser, 
 	defer th.mu.Unlock()
 	d, err := b.cfg.VMs.EnsureBrowser(ctx, t.UserID, t.AgentID)
 	if err != nil {
+		th.gaveUp(ctx, d.InstanceID, t)
 		return nil, fmt.Errorf("the agent's browser: %w", err)
 	}
 	if th.instanceID != d.InstanceID || th.browser == nil || !th.browser.Alive() {

@@ -19,10 +19,14 @@ func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 }
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR]")
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--check-store]")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
+	storeOnly := fs.Bool("check-store", false, "only check the data file fully, every page and record (stop Cubicle first)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *storeOnly {
+		return checkStore(e, *dataDir)
 	}
 	r := doctor.Run(ctx, checkers(*dataDir, e.getenv)...)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

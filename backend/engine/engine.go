@@ -95,8 +95,9 @@ type ContainerState struct {
 	Image     string // image reference or id it was created from
 	ImageID   string
 	Labels    map[string]string
-	Running   bool
-	Status    string // engine's word: created, running, exited, …
+	Running   bool   // running and not paused
+	Paused    bool   // frozen by a pause; Running is then false
+	Status    string // engine's word: created, running, paused, exited, …
 	ExitCode  int
 	StartedAt time.Time
 	PID       int // host pid of the container's init, 0 when not running

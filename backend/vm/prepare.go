@@ -13,12 +13,10 @@ import (
 	"os"
 	"time"
 
-	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/images"
-	"cubicle/images/guest/wire"
 )
 
 // minColours is how many distinct colours a real desktop screenshot has at least; a blank or
@@ -164,7 +162,7 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 			}
 			continue
 		}
-		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == stateAbsent || in.State == stateStopped {
+		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == StateAbsent || in.State == StateStopped {
 			continue
 		}
 		m.progress(j, "stopping", "stopping "+m.describe(in), 2)
@@ -221,16 +219,9 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 		return guest.Hello{}, err
 	}
 	defer os.RemoveAll(dir)
-	ctr, err := eng.CreateContainer(ctx, engine.ContainerSpec{
-		Name:        "cubicle-" + id,
-		Image:       ref,
-		Labels:      m.labels(id, "probe"),
-		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
-		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
-		Limits:      m.engineLimits(),
-		StopTimeout: m.cfg.StopTimeout,
-	})
+	// The probe is a desktop like any other (the same spec and start), minus the volumes,
+	// the record and the capacity slot: every desktop is stopped while an image is prepared.
+	ctr, err := eng.CreateContainer(ctx, m.containerSpec(id, "cubicle-"+id, ref, dir, kind{role: RoleProbe}, store.VMInstance{}, nil))
 	if err != nil {
 		return guest.Hello{}, fmt.Errorf("create probe desktop: %w", err)
 	}
@@ -241,17 +232,17 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 			m.log.Error("remove probe desktop", "container", ctr.ID, "err", err)
 		}
 	}()
-	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
+	if err := m.startContainer(ctx, eng, id, ctr.ID); err != nil {
 		return guest.Hello{}, fmt.Errorf("start probe desktop: %w", err)
 	}
 	m.progress(j, "verify", "waiting for the desktop driver", 90)
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
-	defer cancel()
-	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
+	g, err := m.dialReady(ctx, id)
 	if err != nil {
-		return guest.Hello{}, fault.Unavailable("the desktop driver did not answer (%v); the image is not usable", err)
+		return guest.Hello{}, fault.Unavailable("the image is not usable: %v", err)
 	}
 	defer g.Close()
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
 	hello := g.Hello()
 	m.progress(j, "verify", fmt.Sprintf("driver %s answered; taking a screenshot", hello.Driver), 94)
 	var last error

@@ -127,7 +127,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	st.Instances = []InstanceView{}
 	for _, in := range m.instancesOrNil() {
 		v := m.instanceView(in)
-		if v.State == stateRunning && !v.Fixed {
+		if v.State == StateRunning && !v.Fixed {
 			st.Running++
 		}
 		st.Instances = append(st.Instances, v)
@@ -173,7 +173,7 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	m.mu.Lock()
 	dl, ok := m.idleDeadlineLocked(in.ID)
 	m.mu.Unlock()
-	if ok && in.State == stateRunning {
+	if ok && (in.State == StateRunning || in.State == StatePaused) {
 		secs := dl.Sub(m.clock.Now()).Seconds()
 		secs = max(secs, 0)
 		v.IdleStopAt, v.IdleStopInSeconds = dl.UTC(), &secs

@@ -41,6 +41,9 @@ type Engine interface {
 	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	PauseContainer(ctx context.Context, id string) error
+	UnpauseContainer(ctx context.Context, id string) error
+	Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error)
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
@@ -112,6 +115,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Build", s.testBuild)
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("VolumePersists", s.testVolumePersists)
+	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)
 	t.Run("Registry", s.testRegistry)
 }

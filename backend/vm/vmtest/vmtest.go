@@ -7,10 +7,12 @@ package vmtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -32,6 +34,8 @@ type Engine struct {
 	calls   []string
 	failOn  map[string]error // method name → error to return once
 	stopped []time.Duration  // timeouts of StopContainer calls
+	subs    map[*io.PipeWriter]bool
+	block   map[string]chan struct{} // method name → gate the call waits on
 }
 
 // Container is one container of the fake engine.
@@ -42,14 +46,149 @@ type Container struct {
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
-	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{}}
+	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{},
+		subs: map[*io.PipeWriter]bool{}, block: map[string]chan struct{}{}}
 }
 
-func (f *Engine) hit(op string) error {
+// hit records a call of op and returns the error FailNext set for it. When Block set a gate
+// for op, the call waits (with f.mu released) until the gate is closed or ctx ends.
+func (f *Engine) hit(ctx context.Context, op string) error {
 	f.calls = append(f.calls, op)
+	if gate, ok := f.block[op]; ok {
+		f.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			f.mu.Lock()
+			return fault.Unavailable("%s: %v", op, ctx.Err())
+		}
+		f.mu.Lock()
+	}
 	if err, ok := f.failOn[op]; ok {
 		delete(f.failOn, op)
 		return err
+	}
+	return nil
+}
+
+// Block makes calls of op ("create", "start", "stop", "remove") wait until gate is closed
+// (or their context ends); nil removes the gate.
+func (f *Engine) Block(op string, gate chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gate == nil {
+		delete(f.block, op)
+		return
+	}
+	f.block[op] = gate
+}
+
+// emit sends an event of c to every subscriber. f.mu is held.
+func (f *Engine) emit(c *Container, action string) {
+	attrs := map[string]string{"name": c.State.Name, "image": c.State.Image}
+	for k, v := range c.State.Labels {
+		attrs[k] = v
+	}
+	line, _ := json.Marshal(map[string]any{"Type": "container", "Action": action, "id": c.State.ID,
+		"Actor": map[string]any{"ID": c.State.ID, "Attributes": attrs}, "timeNano": time.Now().UnixNano()})
+	line = append(line, '\n')
+	for w := range f.subs {
+		go w.Write(line) // a pipe write blocks until read; never under f.mu
+	}
+}
+
+// Events subscribes to the fake engine's container events (the same JSON lines a real engine
+// sends, read by engine.NewEventStream).
+func (f *Engine) Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.hit(ctx, "events"); err != nil {
+		return nil, err
+	}
+	r, w := io.Pipe()
+	f.subs[w] = true
+	go func() { // ends with the subscription
+		<-ctx.Done()
+		w.CloseWithError(ctx.Err())
+	}()
+	return engine.NewEventStream(&pipeReader{r: r, onClose: func() {
+		f.mu.Lock()
+		delete(f.subs, w)
+		f.mu.Unlock()
+		w.Close()
+	}}, labels), nil
+}
+
+// EndEvents ends every subscription as a restarting engine would.
+func (f *Engine) EndEvents() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for w := range f.subs {
+		w.CloseWithError(io.ErrUnexpectedEOF)
+		delete(f.subs, w)
+	}
+}
+
+// Subscribers returns how many event subscriptions are open.
+func (f *Engine) Subscribers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
+type pipeReader struct {
+	r       *io.PipeReader
+	onClose func()
+	once    sync.Once
+}
+
+func (p *pipeReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+func (p *pipeReader) Close() error {
+	p.once.Do(p.onClose)
+	return p.r.Close()
+}
+
+// Outside changes the container called name as someone outside Cubicle would (podman
+// stop/kill/rm -f/pause/unpause/start): action is "stop", "kill", "remove", "pause",
+// "unpause" or "start". The engine's events are sent. Silent changes nothing else.
+func (f *Engine) Outside(name, action string, silent bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var c *Container
+	for _, x := range f.ctrs {
+		if x.Spec.Name == name || x.State.ID == name {
+			c = x
+		}
+	}
+	if c == nil {
+		return fault.NotFound("no container %s", name)
+	}
+	emit := func(a string) {
+		if !silent {
+			f.emit(c, a)
+		}
+	}
+	switch action {
+	case "stop", "kill":
+		c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+		emit(action)
+		emit(engine.ActionDie)
+	case "remove":
+		c.State.Running, c.State.Paused = false, false
+		delete(f.ctrs, c.State.ID)
+		emit(engine.ActionDie)
+		emit(engine.ActionRemove)
+	case "pause":
+		c.State.Running, c.State.Paused, c.State.Status = false, true, "paused"
+		emit(engine.ActionPause)
+	case "unpause":
+		c.State.Running, c.State.Paused, c.State.Status = true, false, "running"
+		emit(engine.ActionUnpause)
+	case "start":
+		c.State.Running, c.State.Paused, c.State.Status, c.State.StartedAt = true, false, "running", time.Now()
+		emit(engine.ActionStart)
+	default:
+		return fault.Invalid("unknown outside action %q", action)
 	}
 	return nil
 }
@@ -63,7 +202,7 @@ func (f *Engine) Info(ctx context.Context) (engine.Info, error) {
 func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("create"); err != nil {
+	if err := f.hit(ctx, "create"); err != nil {
 		return engine.ContainerState{}, err
 	}
 	for _, c := range f.ctrs {
@@ -78,8 +217,9 @@ func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec)
 	}
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
-	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: spec.Labels, Status: "created"}
+	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: engine.ManagedLabels(spec.Labels), Status: "created"}
 	f.ctrs[id] = &Container{Spec: spec, State: st}
+	f.emit(f.ctrs[id], engine.ActionCreate)
 	return st, nil
 }
 
@@ -89,8 +229,12 @@ func (f *Engine) Add(name string, labels map[string]string, running bool, mounts
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
+	status := "exited"
+	if running {
+		status = "running"
+	}
 	f.ctrs[id] = &Container{Spec: engine.ContainerSpec{Name: name, Labels: labels, Mounts: mounts},
-		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running}}
+		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running, Status: status}}
 	return id
 }
 
@@ -110,14 +254,18 @@ func (f *Engine) find(id string) (*Container, error) {
 func (f *Engine) StartContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("start"); err != nil {
+	if err := f.hit(ctx, "start"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
 	if err != nil {
 		return err
 	}
+	if c.State.Paused {
+		return fault.Conflict("container %s is paused", id)
+	}
 	c.State.Running, c.State.Status, c.State.StartedAt = true, "running", time.Now()
+	f.emit(c, engine.ActionStart)
 	return nil
 }
 
@@ -125,7 +273,7 @@ func (f *Engine) StartContainer(ctx context.Context, id string) error {
 func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("stop"); err != nil {
+	if err := f.hit(ctx, "stop"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
@@ -133,7 +281,30 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 		return err
 	}
 	f.stopped = append(f.stopped, timeout)
-	c.State.Running, c.State.Status = false, "exited"
+	was := c.State.Running || c.State.Paused
+	c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+	if was {
+		f.emit(c, engine.ActionDie)
+	}
+	return nil
+}
+
+// UnpauseContainer thaws a paused container (fault.ErrConflict when it is not paused).
+func (f *Engine) UnpauseContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.hit(ctx, "unpause"); err != nil {
+		return err
+	}
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Paused {
+		return fault.Conflict("container %s is not paused", id)
+	}
+	c.State.Running, c.State.Paused, c.State.Status = true, false, "running"
+	f.emit(c, engine.ActionUnpause)
 	return nil
 }
 
@@ -141,7 +312,7 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("remove"); err != nil {
+	if err := f.hit(ctx, "remove"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
@@ -152,6 +323,7 @@ func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) err
 		return fault.Conflict("running")
 	}
 	delete(f.ctrs, c.State.ID)
+	f.emit(c, engine.ActionRemove)
 	return nil
 }
 

@@ -141,7 +141,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
           )}
           {exists && state !== 'running' && (
             <button class="btn primary small" type="button" id="vm-start" onClick={() => void act('start')} disabled={busy !== ''}>
-              {busy === 'start' ? 'Starting…' : 'Start'}
+              {busy === 'start' ? 'Starting…' : state === 'paused' ? 'Resume' : 'Start'}
             </button>
           )}
           {state === 'running' && (
@@ -149,7 +149,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
               Open desktop
             </button>
           )}
-          {state === 'running' && (
+          {(state === 'running' || state === 'paused') && (
             <button class="btn small" type="button" id="vm-stop" onClick={() => void act('stop')} disabled={busy !== ''}>
               {busy === 'stop' ? 'Stopping…' : 'Stop'}
             </button>

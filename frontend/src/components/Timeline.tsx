@@ -5,7 +5,14 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type Client, type Timeline as TimelineData } from '../api';
 import { messageFor } from '../errors';
 
-const tone: Record<string, string> = { SUCCESS: 'ok', FAILED: 'fail', TIMEOUT: 'fail', RUNNING: 'pending', PENDING: 'pending' };
+const tone: Record<string, string> = {
+  SUCCESS: 'ok',
+  FAILED: 'fail',
+  TIMEOUT: 'fail',
+  INTERRUPTED: 'warn',
+  RUNNING: 'pending',
+  PENDING: 'pending',
+};
 
 function ms(n: number): string {
   return n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)} s` : `${n} ms`;

@@ -472,7 +472,7 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                           <button
                             class="btn small"
                             type="button"
-                            disabled={busy !== '' || i.state !== 'running'}
+                            disabled={busy !== '' || (i.state !== 'running' && i.state !== 'paused')}
                             onClick={() => void act(i, 'stop')}
                           >
                             {busy === `${i.id}:stop` ? 'Stopping…' : 'Stop'}

@@ -62,6 +62,9 @@ const (
 	LabelVolume = "io.cubicle.volume"
 	// LabelCompose names a fixed desktop created by Compose.
 	LabelCompose = "io.cubicle.compose-desktop"
+	// LabelStore is the id of the data file (its store identity) that owns a container or
+	// volume: a Cubicle touches only its own data file's objects.
+	LabelStore = "io.cubicle.store"
 	// LabelAccount, LabelAgent, LabelSession and LabelTask identify a helper's task desktop.
 	LabelAccount = "io.cubicle.account"
 	LabelAgent   = "io.cubicle.agent"
