@@ -11,6 +11,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 )
 
 // The live view's bytes: what one viewer is sent per second while a terminal prints the time
@@ -38,10 +39,12 @@ func program(ctx context.Context, c *guest.Client, shell string) (stop func()) {
 // startX11VNC runs x11vnc (from the peers image) on the desktop's display, listening on a
 // unix socket in the run directory, and returns the socket's path on this side.
 func (r *runner) startX11VNC(ctx context.Context, d *desktop) (string, func(), error) {
+	// The socket goes into the desktop's run directory, which the host sees (the driver's
+	// socket lives there too).
 	const name = "x11vnc.sock"
-	host := filepath.Join(d.runDir, name)
+	host := filepath.Join(filepath.Dir(r.fleet.m.SocketPath(d.instance)), name)
 	os.Remove(host)
-	stop := program(ctx, d.client, "exec x11vnc -display :0 -unixsock "+runDirTarget+"/"+name+
+	stop := program(ctx, d.client, "exec x11vnc -display :0 -unixsock "+wire.RunDir+"/"+name+
 		" -rfbport 0 -nopw -forever -shared -quiet -noipv6 >/tmp/cubicle-bench-x11vnc.log 2>&1")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
