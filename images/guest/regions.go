@@ -190,16 +190,22 @@ const fewColours = 16
 // regionEncoder encodes rectangles of a BGRX image; it keeps its buffers between calls. Not
 // safe for concurrent use.
 type regionEncoder struct {
-	jpeg jpegenc.Encoder
-	pal  palette
-	rgba *image.RGBA
-	pimg *image.Paletted
-	buf  bytes.Buffer
-	png  png.Encoder
+	jpeg  jpegenc.Encoder
+	pal   palette
+	rgba  *image.RGBA
+	pimg  *image.Paletted
+	buf   bytes.Buffer
+	fast  png.Encoder // large regions: speed first
+	small png.Encoder // small regions (text that changes): bytes first, cheap at their size
 }
 
+// smallPNG: regions up to this many pixels are compressed harder; they are what keeps
+// changing (a clock, a terminal line), so their bytes add up.
+const smallPNG = 128 * 128
+
 func newRegionEncoder() *regionEncoder {
-	return &regionEncoder{png: png.Encoder{CompressionLevel: png.BestSpeed}}
+	return &regionEncoder{fast: png.Encoder{CompressionLevel: png.BestSpeed},
+		small: png.Encoder{CompressionLevel: png.BestCompression}}
 }
 
 // encode appends the encoding of rectangle b of pix (class as classified, fill its colour)
@@ -234,7 +240,11 @@ func (e *regionEncoder) encode(blob []byte, pix []byte, stride int, b box, class
 	if img == nil {
 		img = e.truecolour(pix, stride, b)
 	}
-	if err := e.png.Encode(&e.buf, img); err != nil {
+	enc := &e.fast
+	if b.area() <= smallPNG {
+		enc = &e.small
+	}
+	if err := enc.Encode(&e.buf, img); err != nil {
 		return blob, r, false, fmt.Errorf("encode png region: %w", err)
 	}
 	off := len(blob)
