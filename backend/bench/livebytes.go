@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"net"
 	"strings"
 	"time"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
-	"cubicle/images/guest/wire"
 )
 
 // The live view's bytes: what one viewer is sent per second while a terminal prints the time
@@ -36,27 +34,31 @@ func program(ctx context.Context, c *guest.Client, shell string) (stop func()) {
 	}
 }
 
-// startX11VNC runs x11vnc (from the peers image) on the desktop's display, listening on a
-// unix socket in the run directory, and returns the socket's path on this side.
-func (r *runner) startX11VNC(ctx context.Context, d *desktop) (string, func(), error) {
-	// The socket goes into the desktop's run directory, which the host sees (the driver's
-	// socket lives there too).
-	const name = "x11vnc.sock"
-	host := filepath.Join(filepath.Dir(r.fleet.m.SocketPath(d.instance)), name)
-	os.Remove(host)
-	stop := program(ctx, d.client, "exec x11vnc -display :0 -unixsock "+wire.RunDir+"/"+name+
-		" -rfbport 0 -nopw -forever -shared -quiet -noipv6 >/tmp/cubicle-bench-x11vnc.log 2>&1")
+// x11vncPort is where x11vnc listens inside the desktop (its loopback only).
+const x11vncPort = "127.0.0.1:5900"
+
+// startX11VNC runs x11vnc (from the peers image) on the desktop's display, listening on the
+// desktop's own loopback, and returns how to connect to it: through a tunnel of the driver
+// (guest.DialTunnel), the way the product reaches a desktop's ports whatever the transport.
+func (r *runner) startX11VNC(ctx context.Context, d *desktop) (func(context.Context) (net.Conn, error), func(), error) {
+	sock := r.fleet.m.SocketPath(d.instance)
+	dial := func(ctx context.Context) (net.Conn, error) { return guest.DialTunnel(ctx, sock, x11vncPort) }
+	stop := program(ctx, d.client, "exec x11vnc -display :0 -localhost -rfbport 5900 -nopw -forever -shared -quiet -noipv6 "+
+		">/tmp/cubicle-bench-x11vnc.log 2>&1")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(host); err == nil {
-			return host, stop, nil
+		c, err := dial(ctx)
+		if err == nil {
+			c.Close()
+			return dial, stop, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
 			log, _ := d.client.Exec(ctx, guest.ExecRequest{Shell: "tail -5 /tmp/cubicle-bench-x11vnc.log"})
-			return "", nil, fault.Unavailable("bench: x11vnc did not start (is it in the peers image?): %s", strings.TrimSpace(string(log.Stdout)))
+			return nil, nil, fault.Unavailable("bench: x11vnc did not start (is it in the peers image?): %v: %s", err,
+				strings.TrimSpace(string(log.Stdout)))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -114,7 +116,7 @@ func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
 		return err
 	}
 	defer ls.close()
-	vnc, stopVNC, err := r.startX11VNC(ctx, d)
+	dialVNC, stopVNC, err := r.startX11VNC(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -129,7 +131,7 @@ func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
 		}
 	}
 	rfb := func(ctx context.Context) (func() int64, func(), error) {
-		c, err := dialRFB(ctx, vnc)
+		c, err := dialRFB(ctx, dialVNC)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -149,7 +151,7 @@ func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
 		return Row{ID: id, Title: title, Unit: UnitBPS, Better: "lower",
 			Ours: Side{Method: "version 2 (regions, what the UI speaks): bytes read per second from one viewer's websocket TCP connection while " + what +
 				"; each viewer connects, skips its first 2 s (the whole screen), then counts " + window.String() + "; the three viewers take turns", Samples: got["ours"]},
-			PeerName: "x11vnc", Peer: &Side{Method: "x11vnc 0.9 on the same display (in the desktop, a unix socket) to an RFB client asking for what noVNC asks " +
+			PeerName: "x11vnc", Peer: &Side{Method: "x11vnc 0.9 on the same display (in the desktop, reached through a tunnel of the driver) to an RFB client asking for what noVNC asks " +
 				"(CopyRect, Tight with JPEG quality 6 and compression 2, rich cursor, an incremental request after each update); bytes read per second the same way", Samples: got["x11vnc"]},
 			Others: []OtherPeer{{Name: "v1 frames", Side: Side{Method: "version 1 of the computer channel (a whole JPEG q75 frame per change, at most 30 per second), counted the same way", Samples: got["v1"]}}}}
 	}

@@ -63,21 +63,20 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// dialRFB connects to an RFB server at a unix socket, performs the 3.8 handshake (security
+// dialRFB connects to an RFB server through dial, performs the 3.8 handshake (security
 // None), sets a 32-bit true-colour pixel format and the encodings, and starts reading
 // updates (each followed by the next incremental request) in its own goroutine; close it.
-func dialRFB(ctx context.Context, socket string) (*rfbClient, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+func dialRFB(ctx context.Context, dial func(context.Context) (net.Conn, error)) (*rfbClient, error) {
+	conn, err := dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("rfb: connect %s: %w", socket, err)
+		return nil, fmt.Errorf("rfb: connect: %w", err)
 	}
 	c := &rfbClient{conn: conn, done: make(chan struct{})}
 	c.br = bufio.NewReaderSize(countingReader{conn, &c.read}, 64<<10)
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := c.handshake(); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("rfb: handshake with %s: %w", socket, err)
+		return nil, fmt.Errorf("rfb: handshake: %w", err)
 	}
 	conn.SetDeadline(time.Time{})
 	go c.loop() // owned: close ends it

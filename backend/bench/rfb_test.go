@@ -5,6 +5,7 @@ import (
 	"image"
 	"image/color"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,9 @@ func TestRFBClientFollowsX11VNC(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c, err := dialRFB(ctx, sock)
+	c, err := dialRFB(ctx, func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ type Flow struct {
 	downAt   time.Time // last step down
 	upAt     time.Time // last step up
 	upEvery  time.Duration
+	heldLast time.Time // end of the last window in which the viewer was held back
+	measured bool      // the connection reports its backlog (then write times do not count)
 	started  bool
 }
 
@@ -44,6 +46,9 @@ const (
 	flowDownEvery = 400 * time.Millisecond
 	flowUpFirst   = 3 * time.Second
 	flowUpMax     = 30 * time.Second
+	// flowCalm: a viewer not held back for this long probes upwards at the first pace again
+	// (its link recovered).
+	flowCalm = 10 * time.Second
 	// flowSlowWrite: without a backlog measurement, a write this slow means the socket
 	// buffer was full.
 	flowSlowWrite = 50 * time.Millisecond
@@ -64,7 +69,7 @@ func (f *Flow) Rate() float64 { return f.bw }
 func (f *Flow) start(now time.Time) {
 	if !f.started {
 		f.started = true
-		f.windowAt, f.bwAt, f.upAt, f.upEvery = now, now, now, flowUpFirst
+		f.windowAt, f.bwAt, f.upAt, f.upEvery, f.heldLast = now, now, now, flowUpFirst, now
 	}
 }
 
@@ -74,6 +79,7 @@ func (f *Flow) start(now time.Time) {
 func (f *Flow) Allow(now time.Time, backlog int) bool {
 	f.start(now)
 	if backlog >= 0 {
+		f.measured = true
 		f.sample(now, backlog)
 	}
 	ok := backlog < 0 || backlog <= f.Budget()
@@ -112,8 +118,10 @@ func (f *Flow) sample(now time.Time, backlog int) {
 func (f *Flow) Wrote(now time.Time, n int, d time.Duration) {
 	f.start(now)
 	f.written += int64(n)
-	if d > flowSlowWrite {
-		f.held += d // the socket buffer was full: the link is behind
+	if d > flowSlowWrite && !f.measured {
+		// Without a backlog report, a slow write means the socket buffer was full: the link
+		// is behind. (With one, a slow write is more likely a busy machine's scheduler.)
+		f.held += d
 	}
 	f.adjust(now)
 }
@@ -130,6 +138,9 @@ func (f *Flow) adjust(now time.Time) {
 		f.heldAt = now
 	}
 	f.held, f.windowAt = 0, now
+	if held > 0 {
+		f.heldLast = now
+	}
 	switch {
 	case float64(held) > flowHeldShare*float64(win):
 		if f.level < len(Levels)-1 && now.Sub(f.downAt) >= flowDownEvery {
@@ -144,6 +155,9 @@ func (f *Flow) adjust(now time.Time) {
 			f.downAt = now
 		}
 	case held == 0:
+		if now.Sub(f.heldLast) >= flowCalm {
+			f.upEvery = flowUpFirst
+		}
 		if f.level > 0 && now.Sub(f.downAt) >= f.upEvery && now.Sub(f.upAt) >= f.upEvery {
 			f.level--
 			f.upAt = now

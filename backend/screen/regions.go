@@ -401,16 +401,17 @@ type RegionViewer struct {
 	done  chan struct{}
 	once  sync.Once
 
-	mu       sync.Mutex
-	level    int             // guarded by mu; index into Levels
-	pending  []*guest.Update // guarded by mu
-	bytes    int             // guarded by mu; of pending
-	awaitKey bool            // guarded by mu; only a keyframe may come next
-	cursor   *Cursor         // guarded by mu; not yet taken
-	pointer  *Pointer        // guarded by mu; not yet taken
-	restarts int             // guarded by mu; times the mailbox overflowed
-	err      error           // guarded by mu
-	closed   bool            // guarded by mu
+	mu        sync.Mutex
+	level     int             // guarded by mu; index into Levels
+	pending   []*guest.Update // guarded by mu
+	bytes     int             // guarded by mu; of pending
+	awaitKey  bool            // guarded by mu; only a keyframe may come next
+	cursor    *Cursor         // guarded by mu; not yet taken
+	pointer   *Pointer        // guarded by mu; not yet taken
+	restarts  int             // guarded by mu; times the mailbox overflowed
+	refreshAt time.Time       // guarded by mu; when Refresh last asked for a keyframe
+	err       error           // guarded by mu
+	closed    bool            // guarded by mu
 }
 
 func (v *RegionViewer) signal() {
@@ -563,17 +564,22 @@ func (v *RegionViewer) SetLevel(l int) {
 }
 
 // Refresh asks for a keyframe for this viewer (a client that lost track of its screen); what
-// is pending is dropped.
+// is pending is dropped. While one is awaited, and within refreshEvery of the last, it does
+// nothing more: a keyframe costs the driver a whole-screen encode, and a client asking in a
+// loop must not make it encode in a loop.
 func (v *RegionViewer) Refresh() {
 	v.mu.Lock()
-	if v.closed {
+	if v.closed || v.awaitKey || time.Since(v.refreshAt) < refreshEvery {
 		v.mu.Unlock()
 		return
 	}
-	v.pending, v.bytes, v.awaitKey = v.pending[:0], 0, true
+	v.pending, v.bytes, v.awaitKey, v.refreshAt = v.pending[:0], 0, true, time.Now()
 	v.mu.Unlock()
 	v.hub.askKey()
 }
+
+// refreshEvery is the least time between two keyframes a viewer's Refresh asks for.
+const refreshEvery = time.Second
 
 // Close stops watching; the last viewer of a hub closing stops it. Idempotent.
 func (v *RegionViewer) Close() error {
