@@ -566,7 +566,7 @@ func (k *computerConn) writeLoop() {
 			flow.Wrote(time.Now(), n, time.Since(now))
 			if lv := flow.Level(); lv != rviewer.Level() {
 				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
-					"quality", screen.Levels[lv], "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
+					"quality", screen.Levels[lv].Quality, "scale", screen.Levels[lv].Scale, "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
 				rviewer.SetLevel(lv)
 			}
 		}

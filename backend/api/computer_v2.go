@@ -70,7 +70,7 @@ func mergeBatch(us []*guest.Update, level int, out []region) []region {
 		if u.Key {
 			out = out[:0] // a keyframe paints everything: nothing before it matters
 		}
-		part := bestPart(u.Qualities, want)
+		part := bestPart(u, want)
 		for _, r := range u.Regions {
 			var data []byte
 			switch r.Enc {
@@ -107,12 +107,23 @@ func mergeBatch(us []*guest.Update, level int, out []region) []region {
 	return keep
 }
 
-// bestPart is the index in qs of the quality closest to want (the first one when qs is empty).
-func bestPart(qs []int, want int) int {
-	best := 0
-	for i, q := range qs {
-		if abs(q-want) < abs(qs[best]-want) {
-			best = i
+// bestPart is the index of u's JPEG part encoded at level want, else of the one closest to it
+// (the same scale first, then the nearest quality); 0 when u has no parts.
+func bestPart(u *guest.Update, want screen.Level) int {
+	scale := func(i int) int {
+		if i < len(u.Scales) {
+			return u.Scales[i]
+		}
+		return 1
+	}
+	best, bestD := 0, -1
+	for i, q := range u.Qualities {
+		d := abs(q - want.Quality)
+		if scale(i) != want.Scale {
+			d += 1000
+		}
+		if bestD < 0 || d < bestD {
+			best, bestD = i, d
 		}
 	}
 	return best

@@ -79,10 +79,24 @@ func (c *Canvas) region(u Update, r Region) error {
 		if err != nil {
 			return err
 		}
-		if img.Bounds().Dx() != r.W || img.Bounds().Dy() != r.H {
-			return fmt.Errorf("image is %v, want %dx%d", img.Bounds().Size(), r.W, r.H)
+		ib := img.Bounds()
+		if p.W != 0 && r.Enc == EncJPEG {
+			// A scaled part: stretch it over the region (nearest neighbour is enough for a
+			// reference; such parts are refreshed losslessly like any JPEG).
+			if ib.Dx() != p.W || ib.Dy() != p.H {
+				return fmt.Errorf("scaled image is %v, part says %dx%d", ib.Size(), p.W, p.H)
+			}
+			for y := 0; y < r.H; y++ {
+				for x := 0; x < r.W; x++ {
+					c.Img.Set(r.X+x, r.Y+y, img.At(ib.Min.X+x*p.W/r.W, ib.Min.Y+y*p.H/r.H))
+				}
+			}
+			return nil
 		}
-		draw.Draw(c.Img, dst, img, img.Bounds().Min, draw.Src)
+		if ib.Dx() != r.W || ib.Dy() != r.H {
+			return fmt.Errorf("image is %v, want %dx%d", ib.Size(), r.W, r.H)
+		}
+		draw.Draw(c.Img, dst, img, ib.Min, draw.Src)
 		return nil
 	}
 	return fmt.Errorf("unknown encoding %q", r.Enc)

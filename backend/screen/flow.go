@@ -23,7 +23,7 @@ type Flow struct {
 	held     time.Duration
 	windowAt time.Time // start of the current 1 s measuring window
 	downAt   time.Time // last step down
-	upAt     time.Time // last step up
+	upAt     time.Time // last step up (zero: none yet)
 	upEvery  time.Duration
 	heldLast time.Time // end of the last window in which the viewer was held back
 	measured bool      // the connection reports its backlog (then write times do not count)
@@ -38,11 +38,9 @@ const (
 	flowDelay     = 100 * time.Millisecond
 	flowMaxBudget = 4 << 20
 	// Levels are judged every flowWindow: a viewer held back for more than flowHeldShare of
-	// it goes down a level (two when held most of it, at most once per flowDownEvery); one
-	// not held for upEvery goes up.
+	// it goes down a level (at most once per flowDownEvery); one not held for upEvery goes up.
 	flowWindow    = 500 * time.Millisecond
 	flowHeldShare = 0.25
-	flowHeldMost  = 0.6
 	flowDownEvery = 400 * time.Millisecond
 	flowUpFirst   = 3 * time.Second
 	flowUpMax     = 30 * time.Second
@@ -69,7 +67,7 @@ func (f *Flow) Rate() float64 { return f.bw }
 func (f *Flow) start(now time.Time) {
 	if !f.started {
 		f.started = true
-		f.windowAt, f.bwAt, f.upAt, f.upEvery, f.heldLast = now, now, now, flowUpFirst, now
+		f.windowAt, f.bwAt, f.upEvery, f.heldLast = now, now, flowUpFirst, now
 	}
 }
 
@@ -144,14 +142,11 @@ func (f *Flow) adjust(now time.Time) {
 	switch {
 	case float64(held) > flowHeldShare*float64(win):
 		if f.level < len(Levels)-1 && now.Sub(f.downAt) >= flowDownEvery {
-			if now.Sub(f.upAt) < flowUpFirst {
+			if !f.upAt.IsZero() && now.Sub(f.upAt) < flowUpFirst {
 				// The last step up did not hold: probe less often.
 				f.upEvery = min(2*f.upEvery, flowUpMax)
 			}
 			f.level++
-			if float64(held) > flowHeldMost*float64(win) {
-				f.level = min(f.level+1, len(Levels)-1)
-			}
 			f.downAt = now
 		}
 	case held == 0:

@@ -55,7 +55,7 @@ func simulate(f *Flow, l *link, start time.Time, d time.Duration, size func(leve
 	return float64(frames) / 5, f.Level(), now
 }
 
-func sizes(level int) int { return []int{160 << 10, 90 << 10, 50 << 10, 28 << 10}[level] }
+func sizes(level int) int { return []int{160 << 10, 90 << 10, 55 << 10, 24 << 10, 15 << 10}[level] }
 
 // TestFlow: a fast link stays at the best level with every frame; a 10 Mbit/s, 40 ms link is
 // brought down to a level that still shows at least 15 frames a second; when the link
@@ -78,7 +78,7 @@ func TestFlow(t *testing.T) {
 	if r := f.Rate(); r < 0.5*slow.rate || r > 1.5*slow.rate {
 		t.Errorf("estimated rate %.0f B/s, the link carries %.0f", r, slow.rate)
 	}
-	t.Logf("10 Mbit/s: level %d (q%d), %.1f fps, budget %d bytes", level, Levels[level], fps, f.Budget())
+	t.Logf("10 Mbit/s: level %d (%+v), %.1f fps, budget %d bytes", level, Levels[level], fps, f.Budget())
 
 	// The link recovers: the same Flow climbs back.
 	slow.rate = 100e6

@@ -14,11 +14,29 @@ import (
 	"cubicle/backend/guest"
 )
 
-// Levels are the JPEG qualities a region viewer can be at, best first. A viewer starts at
-// level 0 and its flow control (Flow) moves it down when its link cannot keep up and back up
-// when it recovers. The driver encodes each JPEG region once per level in use, so viewers at
-// one level share one encoding.
-var Levels = [...]int{75, 55, 35, 20}
+// Level is how a region viewer gets photographic regions: the JPEG quality and the scale (1
+// full resolution, 2 half: a quarter of the pixels, stretched back by the client). Text and
+// other lossless regions are never scaled.
+type Level struct{ Quality, Scale int }
+
+// Levels are the levels a region viewer can be at, best first. A viewer starts at level 0
+// and its flow control (Flow) moves it down when its link cannot keep up and back up when it
+// recovers. The driver encodes each JPEG region once per level in use, so viewers at one
+// level share one encoding.
+var Levels = [...]Level{{75, 1}, {50, 1}, {30, 1}, {40, 2}, {25, 2}}
+
+// args returns the qualities and scales of levels, in order.
+func args(levels []Level) (qs, scales []int) {
+	half := false
+	for _, l := range levels {
+		qs, scales = append(qs, l.Quality), append(scales, l.Scale)
+		half = half || l.Scale != 1
+	}
+	if !half {
+		scales = nil
+	}
+	return qs, scales
+}
 
 // RegionSource is a desktop driver with region streams and pointer reports; *guest.Client
 // satisfies it. The hub never closes it.
@@ -205,24 +223,24 @@ func (h *RegionHub) end(err error) {
 	}
 }
 
-// qualities returns the JPEG qualities of the levels viewers are at, best first.
-func (h *RegionHub) qualities() []int {
+// levels returns the levels viewers are at, best first.
+func (h *RegionHub) levels() []Level {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	used := [len(Levels)]bool{}
 	for v := range h.viewers {
 		used[v.Level()] = true
 	}
-	var qs []int
+	var ls []Level
 	for i, u := range used {
 		if u {
-			qs = append(qs, Levels[i])
+			ls = append(ls, Levels[i])
 		}
 	}
-	if len(qs) == 0 {
-		qs = append(qs, Levels[0])
+	if len(ls) == 0 {
+		ls = append(ls, Levels[0])
 	}
-	return qs
+	return ls
 }
 
 // stopErr is what a viewer ends with when the hub's context ended.
@@ -260,7 +278,8 @@ func (h *RegionHub) run(ctx context.Context) {
 			t.Stop()
 		}
 		next = time.Now().Add(gap)
-		u, err := h.src.NextUpdate(ctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: h.qualities()})
+		qs, scales := args(h.levels())
+		u, err := h.src.NextUpdate(ctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: qs, Scales: scales})
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -333,7 +352,8 @@ func (h *RegionHub) keyframes(ctx context.Context) {
 			continue // the stream's first update is a keyframe for everyone
 		}
 		for lv := range levels {
-			k, err := h.src.Keyframe(ctx, guest.KeyframeArgs{Stream: h.stream, Qualities: []int{Levels[lv]}})
+			qs, scales := args([]Level{Levels[lv]})
+			k, err := h.src.Keyframe(ctx, guest.KeyframeArgs{Stream: h.stream, Qualities: qs, Scales: scales})
 			if err != nil {
 				if ctx.Err() != nil {
 					return

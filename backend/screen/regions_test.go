@@ -62,9 +62,9 @@ func TestRegionHub(t *testing.T) {
 	}
 	low.SetLevel(2)
 	k := takeUntil(t, low, 5*time.Second, func(b screen.Batch) bool { return len(b.Updates) > 0 })
-	if !k.Updates[0].Key || len(k.Updates[0].Qualities) != 1 || k.Updates[0].Qualities[0] != screen.Levels[2] {
+	if !k.Updates[0].Key || len(k.Updates[0].Qualities) != 1 || k.Updates[0].Qualities[0] != screen.Levels[2].Quality {
 		t.Fatalf("joining viewer's first update: key %v qualities %v, want a keyframe at q%d", k.Updates[0].Key,
-			k.Updates[0].Qualities, screen.Levels[2])
+			k.Updates[0].Qualities, screen.Levels[2].Quality)
 	}
 	p.Noise(0, 0, 300, 300)
 	b := takeUntil(t, fast, 5*time.Second, func(b screen.Batch) bool {

@@ -97,6 +97,18 @@ describe('ScreenPainter', () => {
     expect(ctx.ops).not.toContain('fill rgb(9, 9, 9) 0,0 1x1');
   });
 
+  it('stretches a smaller JPEG (a lower resolution) over its region, but never a PNG', async () => {
+    const ctx = new RecordingContext();
+    let lost = 0;
+    const p = new ScreenPainter({ width: 100, height: 50 }, ctx as unknown as Context2D, { onLost: () => lost++ }, fakeDecode);
+    p.update(upd(1, true, [region('jpeg', 0, 0, 100, 50, img(3, 50, 25))]));
+    await settle();
+    expect(ctx.ops).toEqual(['draw img3 0,0,50,25,0,0,100,50']);
+    p.update(upd(2, false, [region('png', 0, 0, 100, 50, img(4, 50, 25))]));
+    await settle();
+    expect(lost).toBe(1);
+  });
+
   it('asks for a keyframe when a region cannot be decoded', async () => {
     const ctx = new RecordingContext();
     let lost = 0;

@@ -180,8 +180,15 @@ export class ScreenPainter {
         return;
       }
       default:
-        if (!img || img.width !== r.w || img.height !== r.h) throw new Error('region image has the wrong size');
-        this.ctx.drawImage(img, r.x, r.y);
+        if (!img) throw new Error('region without an image');
+        if (img.width === r.w && img.height === r.h) {
+          this.ctx.drawImage(img, r.x, r.y);
+        } else if (r.enc === 'jpeg' && img.width <= r.w && img.height <= r.h) {
+          // A lower resolution for a link that is behind: stretched over the region.
+          this.ctx.drawImage(img, 0, 0, img.width, img.height, r.x, r.y, r.w, r.h);
+        } else {
+          throw new Error('region image has the wrong size');
+        }
     }
   }
 }

@@ -304,7 +304,7 @@ func BenchmarkRegionUpdate(b *testing.B) {
 					b.Fatal("no change found")
 				}
 				var err error
-				if u, err = s.encodeDirty(st, wire.Update{}, []int{75}, false, true); err != nil {
+				if u, err = s.encodeDirty(st, wire.Update{}, []jpegPart{{75, 1}}, false, true); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -195,6 +195,7 @@ type regionEncoder struct {
 	rgba  *image.RGBA
 	pimg  *image.Paletted
 	buf   bytes.Buffer
+	half  []byte      // a region at half size (scale 2)
 	fast  png.Encoder // large regions: speed first
 	small png.Encoder // small regions (text that changes): bytes first, cheap at their size
 }
@@ -209,9 +210,10 @@ func newRegionEncoder() *regionEncoder {
 }
 
 // encode appends the encoding of rectangle b of pix (class as classified, fill its colour)
-// to blob and returns the region. lossless forces a lossless encoding. lossy reports a JPEG.
+// to blob and returns the region. lossless forces a lossless encoding. lossy reports a JPEG,
+// one part per entry of qs.
 func (e *regionEncoder) encode(blob []byte, pix []byte, stride int, b box, class int, fill uint32,
-	qualities []int, lossless bool) (out []byte, r wire.Region, lossy bool, err error) {
+	qs []jpegPart, lossless bool) (out []byte, r wire.Region, lossy bool, err error) {
 	r = wire.Region{X: b.x0, Y: b.y0, W: b.w(), H: b.h()}
 	switch {
 	case class == classFill:
@@ -219,13 +221,22 @@ func (e *regionEncoder) encode(blob []byte, pix []byte, stride int, b box, class
 		return blob, r, false, nil
 	case class == classMany && !lossless && b.area() > smallLossless:
 		r.Enc = wire.EncJPEG
-		m := jpegenc.Image{Pix: pix[b.y0*stride+b.x0*4:], Stride: stride, Width: b.w(), Height: b.h(), BGR: true}
-		for _, q := range qualities {
-			off := len(blob)
-			if blob, err = e.jpeg.Encode(blob, m, q); err != nil {
+		full := jpegenc.Image{Pix: pix[b.y0*stride+b.x0*4:], Stride: stride, Width: b.w(), Height: b.h(), BGR: true}
+		var half *jpegenc.Image
+		for _, p := range qs {
+			m, part := full, wire.Part{}
+			if p.scale == 2 && b.w() >= 16 && b.h() >= 16 {
+				if half == nil {
+					half = e.halve(pix, stride, b)
+				}
+				m, part.W, part.H = *half, half.Width, half.Height
+			}
+			part.Off = len(blob)
+			if blob, err = e.jpeg.Encode(blob, m, p.quality); err != nil {
 				return blob, r, false, fmt.Errorf("encode jpeg region: %w", err)
 			}
-			r.Parts = append(r.Parts, wire.Part{Off: off, Len: len(blob) - off})
+			part.Len = len(blob) - part.Off
+			r.Parts = append(r.Parts, part)
 		}
 		return blob, r, true, nil
 	}
@@ -251,6 +262,34 @@ func (e *regionEncoder) encode(blob []byte, pix []byte, stride int, b box, class
 	blob = append(blob, e.buf.Bytes()...)
 	r.Parts = []wire.Part{{Off: off, Len: len(blob) - off}}
 	return blob, r, false, nil
+}
+
+// halve returns rectangle b of pix at half its size in each direction (rounded up), each
+// pixel the average of the 2×2 it covers.
+func (e *regionEncoder) halve(pix []byte, stride int, b box) *jpegenc.Image {
+	w, h := (b.w()+1)/2, (b.h()+1)/2
+	if cap(e.half) < w*h*4 {
+		e.half = make([]byte, w*h*4)
+	}
+	out := e.half[:w*h*4]
+	for y := 0; y < h; y++ {
+		r0 := pix[(b.y0+2*y)*stride+b.x0*4:]
+		r1 := r0
+		if b.y0+2*y+1 < b.y1 {
+			r1 = pix[(b.y0+2*y+1)*stride+b.x0*4:]
+		}
+		d := out[y*w*4:]
+		for x := 0; x < w; x++ {
+			a, c := 8*x, 8*x+4
+			if 2*x+1 >= b.w() {
+				c = a
+			}
+			for k := 0; k < 3; k++ {
+				d[4*x+k] = uint8((uint(r0[a+k]) + uint(r0[c+k]) + uint(r1[a+k]) + uint(r1[c+k]) + 2) / 4)
+			}
+		}
+	}
+	return &jpegenc.Image{Pix: out, Stride: w * 4, Width: w, Height: h, BGR: true}
 }
 
 // paletted builds a paletted image of b from the palette classify just filled.

@@ -56,20 +56,49 @@ func newStream(id uint64) *stream {
 	return &stream{id: id, enc: newRegionEncoder(), scroll: newScrollScratch(), lastUsed: time.Now(), kick: make(chan struct{}, 1)}
 }
 
-// qualities checks and defaults the JPEG qualities of a request.
-func qualities(q []int) ([]int, error) {
+// jpegPart is how one JPEG part of every lossy region is encoded.
+type jpegPart struct{ quality, scale int }
+
+// parts checks and defaults the JPEG qualities and scales of a request.
+func parts(q, sc []int) ([]jpegPart, error) {
 	if len(q) == 0 {
-		return []int{80}, nil
+		q = []int{80}
 	}
 	if len(q) > wire.MaxQualities {
 		return nil, wire.Invalid("%d qualities asked for; at most %d", len(q), wire.MaxQualities)
 	}
-	for _, v := range q {
+	if len(sc) != 0 && len(sc) != len(q) {
+		return nil, wire.Invalid("%d scales for %d qualities: give one per quality, or none", len(sc), len(q))
+	}
+	out := make([]jpegPart, len(q))
+	for i, v := range q {
 		if v < 1 || v > 100 {
 			return nil, wire.Invalid("jpeg quality %d is outside 1–100", v)
 		}
+		out[i] = jpegPart{quality: v, scale: 1}
+		if len(sc) > 0 {
+			if sc[i] != 1 && sc[i] != 2 {
+				return nil, wire.Invalid("scale %d is not 1 or 2", sc[i])
+			}
+			out[i].scale = sc[i]
+		}
 	}
-	return q, nil
+	return out, nil
+}
+
+// setParts records the parts in an update.
+func setParts(u *wire.Update, ps []jpegPart) {
+	u.Qualities, u.Scales = nil, nil
+	half := false
+	for _, p := range ps {
+		u.Qualities = append(u.Qualities, p.quality)
+		half = half || p.scale != 1
+	}
+	if half {
+		for _, p := range ps {
+			u.Scales = append(u.Scales, p.scale)
+		}
+	}
 }
 
 // reset makes the stream track a screen of w×h from epoch ep.
@@ -88,7 +117,7 @@ func (st *stream) reset(ep uint64, w, h int) {
 // nextUpdate answers next_update on st: a keyframe when the host is out of step, else the
 // next change (waiting for one) or the next lossless refresh.
 func (s *screen) nextUpdate(ctx context.Context, st *stream, a wire.UpdateArgs) (wire.Update, error) {
-	qs, err := qualities(a.Qualities)
+	qs, err := parts(a.Qualities, a.Scales)
 	if err != nil {
 		return wire.Update{}, err
 	}
@@ -223,7 +252,7 @@ const (
 func frameID(ep, gen uint64) uint64 { return ep<<epochShift | gen }
 
 // keyUpdate captures the screen into ref and encodes all of it. st.mu held.
-func (s *screen) keyUpdate(d *x11.Display, ep uint64, st *stream, qs []int) (wire.Update, error) {
+func (s *screen) keyUpdate(d *x11.Display, ep uint64, st *stream, qs []jpegPart) (wire.Update, error) {
 	w, h := d.Size()
 	if st.epoch != ep || st.g.w != w || st.g.h != h || st.ref == nil {
 		st.reset(ep, w, h)
@@ -251,7 +280,7 @@ func (s *screen) keyUpdate(d *x11.Display, ep uint64, st *stream, qs []int) (wir
 // keyframe answers the keyframe op: all of ref at the stream's current Seq, for a viewer
 // joining; JPEG tiles are marked lossy, so the stream refreshes them for everyone.
 func (s *screen) keyframe(st *stream, a wire.KeyframeArgs) (wire.Update, error) {
-	qs, err := qualities(a.Qualities)
+	qs, err := parts(a.Qualities, a.Scales)
 	if err != nil {
 		return wire.Update{}, err
 	}
@@ -276,7 +305,7 @@ func (s *screen) keyframe(st *stream, a wire.KeyframeArgs) (wire.Update, error) 
 
 // deltaUpdate captures the screen, finds what changed against ref (a scroll first) and
 // encodes it; ok is false when nothing visibly changed. st.mu held.
-func (s *screen) deltaUpdate(d *x11.Display, ep uint64, st *stream, qs []int) (u wire.Update, ok bool, err error) {
+func (s *screen) deltaUpdate(d *x11.Display, ep uint64, st *stream, qs []jpegPart) (u wire.Update, ok bool, err error) {
 	var (
 		gen      uint64
 		captured time.Time
@@ -412,7 +441,7 @@ func (s *screen) refreshUpdate(st *stream, refresh time.Duration, ep uint64) (u 
 // from ref into u and updates the lossy marks. lossless forbids JPEG. shared: the update goes
 // to every viewer of the stream (not only to one joining), so tiles it sends losslessly are
 // no longer lossy. st.mu held.
-func (s *screen) encodeDirty(st *stream, u wire.Update, qs []int, lossless, shared bool) (wire.Update, error) {
+func (s *screen) encodeDirty(st *stream, u wire.Update, qs []jpegPart, lossless, shared bool) (wire.Update, error) {
 	stride := st.g.w * 4
 	for i, b := range st.dirty {
 		if !b.empty() {
@@ -480,7 +509,7 @@ func (s *screen) encodeDirty(st *stream, u wire.Update, qs []int, lossless, shar
 		}
 	}
 	if len(qs) > 0 {
-		u.Qualities = qs
+		setParts(&u, qs)
 	}
 	u.Data = blob
 	return u, nil

@@ -55,6 +55,7 @@ type streamReader struct {
 	c        *guest.Client
 	id       uint64
 	qs       []int
+	scales   []int
 	canvases []*guest.Canvas
 	last     guest.Update
 }
@@ -72,7 +73,7 @@ func (sr *streamReader) next() guest.Update {
 	sr.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u, err := sr.c.NextUpdate(ctx, guest.UpdateArgs{Stream: sr.id, After: sr.last.Seq, Qualities: sr.qs})
+	u, err := sr.c.NextUpdate(ctx, guest.UpdateArgs{Stream: sr.id, After: sr.last.Seq, Qualities: sr.qs, Scales: sr.scales})
 	if err != nil {
 		sr.t.Fatalf("next_update after %d: %v", sr.last.Seq, err)
 	}
@@ -159,7 +160,8 @@ func encodings(u guest.Update) map[string]int {
 func TestRegionStream(t *testing.T) {
 	h := startDriver(t, 150, 640, 400)
 	win := xvfbtest.NewWindow(t, h.display, 0, 0, 640, 400, 0x336699)
-	sr := newStreamReader(t, h.client, 7, 75, 30)
+	sr := newStreamReader(t, h.client, 7, 75, 30, 40)
+	sr.scales = []int{1, 1, 2} // the third part at half resolution
 
 	key := sr.next()
 	if !key.Key || key.Width != 640 || key.Height != 400 {
@@ -199,8 +201,12 @@ func TestRegionStream(t *testing.T) {
 	if jpeg == nil {
 		t.Fatalf("a photo was sent as %v, want JPEG", encodings(u))
 	}
-	if len(jpeg.Parts) != 2 || len(u.Qualities) != 2 || jpeg.Parts[0].Len <= jpeg.Parts[1].Len {
+	if len(jpeg.Parts) != 3 || len(u.Qualities) != 3 || jpeg.Parts[0].Len <= jpeg.Parts[1].Len {
 		t.Errorf("JPEG parts %+v for qualities %v: want one per quality, q75 larger than q30", jpeg.Parts, u.Qualities)
+	}
+	if p := jpeg.Parts[2]; p.W != (jpeg.W+1)/2 || p.H != (jpeg.H+1)/2 || p.Len >= jpeg.Parts[1].Len ||
+		jpeg.Parts[0].W != 0 || len(u.Scales) != 3 || u.Scales[2] != 2 {
+		t.Errorf("half resolution part %+v of a %dx%d region (scales %v): want half the size, smaller than q30", p, jpeg.W, jpeg.H, u.Scales)
 	}
 	if u.Lossless {
 		t.Errorf("after a JPEG the stream says the host is exact")
@@ -292,7 +298,8 @@ func TestRegionStreamKeyframes(t *testing.T) {
 	if _, err := h.client.Keyframe(ctx, guest.KeyframeArgs{Stream: 99}); !errors.Is(err, fault.ErrNotFound) {
 		t.Errorf("keyframe of an unknown stream: %v, want not found", err)
 	}
-	for _, a := range []guest.UpdateArgs{{Stream: 0}, {Stream: 2, Qualities: []int{0}}, {Stream: 2, Qualities: []int{1, 2, 3, 4, 5}}} {
+	for _, a := range []guest.UpdateArgs{{Stream: 0}, {Stream: 2, Qualities: []int{0}}, {Stream: 2, Qualities: []int{1, 2, 3, 4, 5}},
+		{Stream: 2, Qualities: []int{50}, Scales: []int{3}}, {Stream: 2, Qualities: []int{50, 60}, Scales: []int{1}}} {
 		if _, err := h.client.NextUpdate(ctx, a); !errors.Is(err, fault.ErrInvalid) {
 			t.Errorf("next_update %+v: %v, want invalid", a, err)
 		}

@@ -118,7 +118,19 @@ func (c *Canvas) Apply(u *Update) error {
 			if err != nil {
 				return fmt.Errorf("region %d: %v", i, err)
 			}
-			draw.Draw(c.Img, dst, img, img.Bounds().Min, draw.Src)
+			ib := img.Bounds()
+			switch {
+			case ib.Dx() == r.W && ib.Dy() == r.H:
+				draw.Draw(c.Img, dst, img, ib.Min, draw.Src)
+			case r.Enc == 1 && ib.Dx() <= r.W && ib.Dy() <= r.H: // a lower resolution, stretched
+				for y := 0; y < r.H; y++ {
+					for x := 0; x < r.W; x++ {
+						c.Img.Set(r.X+x, r.Y+y, img.At(ib.Min.X+x*ib.Dx()/r.W, ib.Min.Y+y*ib.Dy()/r.H))
+					}
+				}
+			default:
+				return fmt.Errorf("region %d: image %v for a %dx%d region", i, ib.Size(), r.W, r.H)
+			}
 		case 3:
 			if len(r.Data) != 4 {
 				return fmt.Errorf("region %d: fill with %d bytes", i, len(r.Data))

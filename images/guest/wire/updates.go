@@ -50,6 +50,10 @@ type UpdateArgs struct {
 	// Qualities are the JPEG qualities (1–100) to encode lossy regions at, at most
 	// MaxQualities; each JPEG region carries one Part per quality, in this order. Default [80].
 	Qualities []int `json:"qualities,omitempty"`
+	// Scales, when set, has one entry per quality: 1 (full resolution) or 2 (half: the JPEG
+	// of that part is a quarter of the pixels, for a viewer whose link cannot carry more).
+	// Lossless regions are never scaled.
+	Scales []int `json:"scales,omitempty"`
 	// Refresh is how long a lossily encoded part of the screen must stay unchanged before
 	// the stream sends it again losslessly. 0 means 250 ms; negative: never.
 	Refresh time.Duration `json:"refresh,omitempty"`
@@ -60,6 +64,7 @@ type UpdateArgs struct {
 type KeyframeArgs struct {
 	Stream    uint64 `json:"stream"`
 	Qualities []int  `json:"qualities,omitempty"`
+	Scales    []int  `json:"scales,omitempty"`
 }
 
 // EndUpdatesArgs ends a stream and frees what the driver keeps for it.
@@ -83,6 +88,7 @@ type Update struct {
 	// Lossless: after this update every pixel the host has is exact.
 	Lossless  bool      `json:"lossless,omitempty"`
 	Qualities []int     `json:"qualities,omitempty"` // the qualities of the JPEG parts, in order
+	Scales    []int     `json:"scales,omitempty"`    // their scales (absent: all 1)
 	Regions   []Region  `json:"regions"`
 	Captured  time.Time `json:"captured"`
 	Data      []byte    `json:"-"` // the blob of the message
@@ -103,10 +109,13 @@ type Region struct {
 	Parts []Part `json:"parts,omitempty"`
 }
 
-// Part is a slice of an update's blob.
+// Part is a slice of an update's blob. W and H are the encoded image's size when it is
+// smaller than the region (a scaled JPEG; draw it stretched to the region); 0 otherwise.
 type Part struct {
 	Off int `json:"off"`
 	Len int `json:"len"`
+	W   int `json:"w,omitempty"`
+	H   int `json:"h,omitempty"`
 }
 
 // PointerArgs waits for the pointer to move or change its image.
