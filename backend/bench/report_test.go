@@ -61,7 +61,7 @@ func sampleReport() *Report {
 			{ID: "live_bytes_terminal", Title: "live bytes, terminal", Unit: UnitBPS, Better: "lower",
 				Ours:     Side{Method: "v2", Samples: []float64{12000, 13000, 11000}},
 				PeerName: "x11vnc", Peer: &Side{Method: "x11vnc", Samples: []float64{15000, 16000}},
-				Others:   []OtherPeer{{Name: "v1 frames", Side: Side{Method: "v1", Samples: []float64{1.2e6, 1.3e6, 1.4e6}}}}},
+				Others: []OtherPeer{{Name: "v1 frames", Side: Side{Method: "v1", Samples: []float64{1.2e6, 1.3e6, 1.4e6}}}}},
 		}}
 	for i := range r.Rows {
 		r.Rows[i].finish()
