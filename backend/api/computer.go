@@ -563,7 +563,7 @@ func (k *computerConn) writeLoop() {
 		}
 		n, err := k.writeBatch(b, &scratch, skippedRefresh)
 		if err == nil && n > 0 {
-			flow.Wrote(time.Now(), n, time.Since(now))
+			flow.Wrote(time.Now(), n, time.Since(now), len(b.Updates))
 			if lv := flow.Level(); lv != rviewer.Level() {
 				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
 					"quality", screen.Levels[lv].Quality, "scale", screen.Levels[lv].Scale, "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())

@@ -27,6 +27,8 @@ type Flow struct {
 	upEvery  time.Duration
 	heldLast time.Time // end of the last window in which the viewer was held back
 	measured bool      // the connection reports its backlog (then write times do not count)
+	msgs     int       // messages written in the current window
+	updates  int       // updates they carried (merged ones included)
 	started  bool
 }
 
@@ -47,6 +49,11 @@ const (
 	// flowCalm: a viewer not held back for this long probes upwards at the first pace again
 	// (its link recovered).
 	flowCalm = 10 * time.Second
+	// A viewer whose messages carry more than 1/flowMergeShare updates each on average while
+	// the screen makes at least flowBusyRate updates a second sees too few of the frames: it
+	// goes down a level as if held back.
+	flowMergeShare = 0.6
+	flowBusyRate   = 10
 	// flowSlowWrite: without a backlog measurement, a write this slow means the socket
 	// buffer was full.
 	flowSlowWrite = 50 * time.Millisecond
@@ -112,10 +119,13 @@ func (f *Flow) sample(now time.Time, backlog int) {
 	f.acked, f.bwAt = acked, now
 }
 
-// Wrote records that n bytes were written to the connection, taking d.
-func (f *Flow) Wrote(now time.Time, n int, d time.Duration) {
+// Wrote records that n bytes were written to the connection, taking d: one message made of
+// updates updates (more than one when it was held back and they were merged).
+func (f *Flow) Wrote(now time.Time, n int, d time.Duration, updates int) {
 	f.start(now)
 	f.written += int64(n)
+	f.msgs++
+	f.updates += max(updates, 1)
 	if d > flowSlowWrite && !f.measured {
 		// Without a backlog report, a slow write means the socket buffer was full: the link
 		// is behind. (With one, a slow write is more likely a busy machine's scheduler.)
@@ -135,12 +145,15 @@ func (f *Flow) adjust(now time.Time) {
 		held += now.Sub(f.heldAt)
 		f.heldAt = now
 	}
-	f.held, f.windowAt = 0, now
-	if held > 0 {
+	// Merging many updates into each message means the link shows a fraction of the frames
+	// the screen makes: a lower level buys frames back.
+	merging := f.updates >= int(flowBusyRate*win.Seconds()) && float64(f.msgs) < flowMergeShare*float64(f.updates)
+	f.held, f.windowAt, f.msgs, f.updates = 0, now, 0, 0
+	if held > 0 || merging {
 		f.heldLast = now
 	}
 	switch {
-	case float64(held) > flowHeldShare*float64(win):
+	case float64(held) > flowHeldShare*float64(win) || merging:
 		if f.level < len(Levels)-1 && now.Sub(f.downAt) >= flowDownEvery {
 			if !f.upAt.IsZero() && now.Sub(f.upAt) < flowUpFirst {
 				// The last step up did not hold: probe less often.

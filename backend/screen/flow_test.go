@@ -33,20 +33,20 @@ func (l *link) backlog() int {
 // the frames per second delivered over the last 5 s and the level at the end. size gives an
 // update's bytes at a level.
 func simulate(f *Flow, l *link, start time.Time, d time.Duration, size func(level int) int) (fps float64, level int, end time.Time) {
-	pending := false
+	pending := 0
 	frames := 0
 	now := start
 	for ms := 0; ms < int(d/time.Millisecond); ms++ {
 		now = start.Add(time.Duration(ms) * time.Millisecond)
 		l.step()
 		if ms%33 == 0 {
-			pending = true // a new screen; an unsent one is replaced (merged)
+			pending++ // a new screen; unsent ones are merged into the next message
 		}
-		if pending && f.Allow(now, l.backlog()) {
+		if pending > 0 && f.Allow(now, l.backlog()) {
 			n := size(f.Level())
 			l.written += float64(n)
-			f.Wrote(now, n, 0)
-			pending = false
+			f.Wrote(now, n, 0, pending)
+			pending = 0
 			if now.Sub(start) >= d-5*time.Second {
 				frames++
 			}
@@ -92,7 +92,7 @@ func TestFlow(t *testing.T) {
 	now := start
 	for i := 0; i < 100; i++ {
 		blind.Allow(now, -1)
-		blind.Wrote(now, 100<<10, 80*time.Millisecond)
+		blind.Wrote(now, 100<<10, 80*time.Millisecond, 1)
 		now = now.Add(100 * time.Millisecond)
 	}
 	if blind.Level() == 0 {
