@@ -58,6 +58,9 @@ type Config struct {
 	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
 	// $CUBICLE_COMPOSE_DESKTOPS, a comma-separated list of names (see compose.desktops.yaml).
 	ComposeDesktops []vm.ComposeDesktop
+	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
+	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
+	GuestLink string
 }
 
 // Backend is the running set of services.
@@ -81,7 +84,6 @@ type Backend struct {
 
 	engine    *ConnectedEngine // nil when no engine was found
 	computers *computers       // each turn's computer (the gate's plan)
-	drivers   drivers          // driver connections of the screen channel
 	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
 	stopBG    context.CancelFunc
 
@@ -139,7 +141,7 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
-	dk := desktops{b: b, vms: b.VMs, drivers: &b.drivers}
+	dk := desktops{b: b, vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
@@ -235,7 +237,6 @@ func (b *Backend) Close() error {
 		if b.HostDesk != nil {
 			errs = append(errs, b.HostDesk.Close())
 		}
-		b.drivers.close()
 		if b.Control != nil {
 			errs = append(errs, b.Control.Close())
 		}

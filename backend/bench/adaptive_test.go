@@ -41,7 +41,7 @@ func TestAdaptiveQuality(t *testing.T) {
 	r := &runner{cfg: Config{Quick: true}, log: slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), runRoot: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ls, err := r.startLive(ctx, &desktop{name: "adaptive", client: d.Client})
+	ls, err := r.startLive(ctx, &desktop{name: "adaptive", client: d.Client}, d.Client, "live.db")
 	if err != nil {
 		t.Fatal(err)
 	}

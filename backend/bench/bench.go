@@ -34,6 +34,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -48,6 +49,8 @@ type Engine interface {
 	InspectImage(ctx context.Context, ref string) (engine.Image, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
 	RemoveImage(ctx context.Context, ref string) error
+	// ExecAttach starts an attached exec session (the exec link's rows).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 }
 
 // ImageBuilder prepares the standard image (*images.Builder satisfies it).
@@ -90,6 +93,10 @@ type Config struct {
 	WorkDir string
 	// ReadyTimeout bounds the wait for a desktop's driver and first drawn screen (0 = 90 s).
 	ReadyTimeout time.Duration
+	// GuestLink is how the run's desktops' drivers are reached, as the app would reach them
+	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
+	// rows open an exec link next to it.
+	GuestLink link.Choice
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
@@ -312,6 +319,7 @@ func (r *runner) steps() []step {
 		{"live view", []string{"live_input", "live_pointer", "live_fps", "live_frame_size", "live_idle"}, r.liveView},
 		{"live view bytes (terminal, scrolling) next to x11vnc", []string{"live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
 		{"live view through a 10 Mbit/s link", []string{"live_fps_throttled"}, r.liveThrottled},
+		{"the exec link", []string{"exec_link_exec", "exec_link_screenshot_jpeg", "exec_link_live_input"}, r.execLink},
 		{"memory of this process", []string{"memory_cubicle_pss", "memory_cubicle_rss"}, r.selfMemory},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
@@ -78,7 +79,7 @@ func (r *runner) startFleet(ctx context.Context, image, imageID string) error {
 		return err
 	}
 	m, err := vm.New(vm.Config{Store: st, Engine: r.cfg.Engine, NodeID: node, DataDir: r.runRoot, Logger: r.log,
-		ReadyTimeout: r.cfg.ReadyTimeout, ExtraLabels: map[string]string{LabelRun: r.id}})
+		ReadyTimeout: r.cfg.ReadyTimeout, ExtraLabels: map[string]string{LabelRun: r.id}, Link: link.Config{Choice: r.cfg.GuestLink}})
 	if err != nil {
 		st.Close()
 		return err
@@ -125,12 +126,10 @@ func (r *runner) coldStart(ctx context.Context) (*desktop, error) {
 	return d, nil
 }
 
-// act runs a lifecycle action on d's desktop and dials its driver when it runs.
+// act runs a lifecycle action on d's desktop and takes its driver link (the manager's, as
+// the app's tools and screen use it) when it runs.
 func (r *runner) act(ctx context.Context, d *desktop, action string) error {
-	if d.client != nil {
-		d.client.Close()
-		d.client = nil
-	}
+	d.client = nil // the manager closes the link of a desktop that stops
 	v, err := r.fleet.m.Act(ctx, benchAccount, d.agent, action)
 	if err != nil {
 		return fmt.Errorf("bench: %s desktop %s: %w", action, d.agent, err)
@@ -139,7 +138,7 @@ func (r *runner) act(ctx context.Context, d *desktop, action string) error {
 	if v.Desktop.State != vm.StateRunning {
 		return nil
 	}
-	c, err := guest.Dial(ctx, r.fleet.m.SocketPath(d.instance))
+	c, err := r.fleet.m.Link(ctx, d.instance)
 	if err != nil {
 		return fmt.Errorf("bench: desktop %s: %w", d.name, err)
 	}
@@ -203,10 +202,7 @@ func colours(data []byte, limit int) (int, error) {
 // remove removes d's container (the product's remove; its volumes go at the run's end). It
 // runs during clean-up too, so it is not bound by the run's context.
 func (r *runner) remove(d *desktop) error {
-	if d.client != nil {
-		d.client.Close()
-		d.client = nil
-	}
+	d.client = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := r.fleet.m.Act(ctx, benchAccount, d.agent, vm.ActionRemove)

@@ -159,6 +159,8 @@ func TestQuickRun(t *testing.T) {
 		"screenshot_jpeg": "scrot + convert", "screenshot_png": "scrot + convert", "click": "xdotool",
 		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot", "live_input": "v1 frames",
 		"live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
+		// The exec link next to the socket link, in the same run.
+		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",

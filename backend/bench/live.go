@@ -52,15 +52,16 @@ func (l liveDesktops) Desktop(context.Context, string, string) (api.Desktop, err
 	return api.Desktop{ID: l.id, State: "running", Client: l.c}, nil
 }
 
-// startLive starts the server for d; close it with close.
-func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err error) {
+// startLive starts the server for d, whose driver it reaches through client, with its store
+// in file db of the run's directory; close it with close.
+func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client, db string) (_ *liveServer, err error) {
 	ls := &liveServer{done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			ls.close()
 		}
 	}()
-	if ls.st, err = store.Open(filepath.Join(r.runRoot, "live-"+newID()+".db"), store.Options{Logger: r.log}); err != nil {
+	if ls.st, err = store.Open(filepath.Join(r.runRoot, db), store.Options{Logger: r.log}); err != nil {
 		return nil, err
 	}
 	key := make([]byte, 32)
@@ -94,7 +95,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err 
 		return nil, err
 	}
 	ls.hubs = screen.New(screen.Config{Observer: ls.ctl, Logger: r.log})
-	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: d.client},
+	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: client},
 		Control: ls.ctl, Screens: ls.hubs, Logger: r.log}); err != nil {
 		return nil, err
 	}
@@ -328,6 +329,31 @@ func (c *wsClient) quiet(ctx context.Context, d, limit time.Duration) error {
 	return nil
 }
 
+// takeOverLive connects a version 2 websocket client (what the UI speaks) to ls, waits for
+// the first update, takes over and waits for a quiet screen; the caller closes the client.
+func takeOverLive(ctx context.Context, ls *liveServer) (*wsClient, map[string]any, error) {
+	c, err := dialLive(ctx, ls, dialOptions{v2: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
+		c.close()
+		return nil, nil, fmt.Errorf("first frame: %w", err)
+	}
+	lease, err := c.takeOver(ctx)
+	if err != nil {
+		c.close()
+		return nil, nil, err
+	}
+	return c, lease, nil
+}
+
+// liveInputLatency times LiveInputs inputs (after a warm-up pair) from the websocket message
+// to the changed update at the client, with 300 ms of quiet between them.
+func (r *runner) liveInputLatency(ctx context.Context, c *wsClient, lease map[string]any) ([]float64, error) {
+	return inputLatency(ctx, c, lease, max(r.cfg.Counts.LiveInputs, 2), true)
+}
+
 // liveInputs are inputs that change the bare desktop: a right click opens xfdesktop's menu,
 // Escape closes it again.
 var liveInputs = []map[string]any{
@@ -343,7 +369,7 @@ var animation = []string{"animate", "-delay", "1", "-size", "640x400", "-geometr
 // next to version 1 in the same run), pointer move → pointer message, sustained fps and
 // message size while the screen changes, and bytes per second while it does not.
 func (r *runner) liveView(ctx context.Context, d *desktop) error {
-	ls, err := r.startLive(ctx, d)
+	ls, err := r.startLive(ctx, d, d.client, "live.db")
 	if err != nil {
 		return err
 	}

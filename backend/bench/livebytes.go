@@ -111,7 +111,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // liveBytes measures live_bytes_terminal and live_bytes_scroll.
 func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
-	ls, err := r.startLive(ctx, d)
+	ls, err := r.startLive(ctx, d, d.client, "live-"+newID()+".db")
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ var fullScreenAnimation = []string{"animate", "-delay", "3", "-size", "1280x800"
 // a 40 ms round trip sees while the whole screen changes, version 2 (flow control and
 // quality levels) against version 1.
 func (r *runner) liveThrottled(ctx context.Context, d *desktop) error {
-	ls, err := r.startLive(ctx, d)
+	ls, err := r.startLive(ctx, d, d.client, "live-"+newID()+".db")
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,13 @@ import (
 	"text/tabwriter"
 
 	"cubicle/backend/doctor"
+	"cubicle/backend/link"
 )
 
 func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 	return []doctor.Checker{
 		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv),
+		doctor.GuestLink(getenv(link.EnvVar), getenv),
 		doctor.Display(getenv),
 		doctor.DataDir(dataDir),
 		doctor.Version(Version),

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,5 +88,34 @@ func TestEngineRealPodman(t *testing.T) {
 	c := Engine("podman", os.Getenv)(context.Background())[0]
 	if c.Status != OK {
 		t.Fatalf("podman: %+v", c)
+	}
+}
+
+func TestGuestLink(t *testing.T) {
+	if c := GuestLink("ssh", env(nil))(context.Background())[0]; c.Status != Fail || !strings.Contains(c.Fix, "auto, socket or exec") {
+		t.Fatalf("bad CUBICLE_GUEST_LINK: %+v", c)
+	}
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("no rootful Podman service")
+	}
+	getenv := func(k string) string {
+		if k == "CUBICLE_ENGINE" {
+			return "podman"
+		}
+		return os.Getenv(k)
+	}
+	tests := []struct{ mode, want string }{
+		{"", "new desktops use the socket link (the exec link if a desktop's socket does not answer): a local Linux engine"},
+		{"exec", "new desktops use the exec link: CUBICLE_GUEST_LINK=exec"},
+		{"socket", "new desktops use the socket link: CUBICLE_GUEST_LINK=socket"},
+	}
+	for _, tt := range tests {
+		c := GuestLink(tt.mode, getenv)(context.Background())[0]
+		if c.Status != OK || !strings.Contains(c.Detail, tt.want) {
+			t.Errorf("mode %q: %+v, want %q", tt.mode, c, tt.want)
+		}
 	}
 }

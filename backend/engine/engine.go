@@ -42,6 +42,9 @@ type Info struct {
 	Rootless   bool
 	Arch       string // server architecture in GOARCH terms ("amd64", "arm64")
 	OS         string
+	// OperatingSystem is the engine host's own description ("Docker Desktop", "Debian
+	// GNU/Linux 12 (bookworm)"): it tells a VM-backed engine apart (backend/link).
+	OperatingSystem string
 }
 
 // Mount binds a host directory into a container. Only the instance run directory is ever

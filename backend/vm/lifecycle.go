@@ -103,13 +103,19 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	switch {
 	case replace:
 	case found && ctr.Running:
-		return m.adopt(in, ctr, k)
+		if err := m.adopt(in, ctr, k); err != nil {
+			return err
+		}
+		return m.linkOrRepair(ctx, eng, in)
 	case found && ctr.Paused:
 		if err := eng.UnpauseContainer(ctx, ctr.ID); err != nil && !errors.Is(err, fault.ErrConflict) {
 			return fmt.Errorf("resume the paused container %s: %w", ctr.Name, err)
 		}
 		m.log.Info("desktop resumed from pause", "instance", in.ID)
-		return m.adopt(in, ctr, k)
+		if err := m.adopt(in, ctr, k); err != nil {
+			return err
+		}
+		return m.linkOrRepair(ctx, eng, in)
 	}
 	ref := ""
 	if !found || replace {
@@ -166,7 +172,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	if err := m.startContainer(ctx, eng, in.ID, in.ContainerID); err != nil {
 		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
 	}
-	if err := m.driverReady(ctx, in.ID); err != nil {
+	if err := m.linkReady(ctx, *in); err != nil {
 		return err
 	}
 	in.StartedAt = m.clock.Now().UTC()
@@ -245,8 +251,8 @@ func (m *Manager) imageRef(ctx context.Context, in *store.VMInstance) (string, e
 }
 
 // containerSpec is the container of a desktop of kind k with instance id, image ref and
-// name: hardened and limited alike for every kind, its run directory mounted, the persistent
-// volumes for kinds that have them.
+// name: hardened and limited alike for every kind, its run directory mounted when the socket
+// link may be used, the persistent volumes for kinds that have them.
 func (m *Manager) containerSpec(id, name, ref, runDir string, k kind, in store.VMInstance, extra map[string]string) engine.ContainerSpec {
 	labels := m.labels(id, k.role)
 	maps.Copy(labels, extra)
@@ -256,7 +262,7 @@ func (m *Manager) containerSpec(id, name, ref, runDir string, k kind, in store.V
 		Labels:      labels,
 		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
 		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: runDir, Target: RunDirTarget}},
+		Mounts:      m.runMounts(runDir), // none with the exec link
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
 	}
@@ -346,30 +352,6 @@ func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// driverReady waits for instance id's driver to answer its handshake. It is the one place a
-// starting desktop is declared ready (the probe of a preparation uses dialReady, which keeps
-// the connection).
-func (m *Manager) driverReady(ctx context.Context, id string) error {
-	g, err := m.dialReady(ctx, id)
-	if err != nil {
-		return err
-	}
-	g.Close()
-	return nil
-}
-
-// dialReady dials instance id's driver until it answers (or ReadyTimeout passes).
-func (m *Manager) dialReady(ctx context.Context, id string) (Guest, error) {
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
-	defer cancel()
-	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
-	if err != nil {
-		return nil, fault.Unavailable("the desktop started but its driver did not answer within %s (%v); "+
-			"recreate the desktop, or prepare the image again", m.cfg.ReadyTimeout, err)
-	}
-	return g, nil
 }
 
 func (m *Manager) engineLimits() engine.Limits {
@@ -502,8 +484,12 @@ func (m *Manager) removeLocked(ctx context.Context, in store.VMInstance) error {
 	return m.syncAfter(ctx, in.ID, nil)
 }
 
-// setState records in's new state (and its other fields) in the store and tells OnChange.
+// setState records in's new state (and its other fields) in the store and tells OnChange. A
+// desktop that leaves "running" loses its driver link (nothing is unhealthy about it).
 func (m *Manager) setState(in *store.VMInstance, state, lastErr string) error {
+	if state != StateRunning {
+		m.links.Drop(in.ID)
+	}
 	prev, prevErr := in.State, in.LastError
 	in.State, in.LastError = state, lastErr
 	in.UpdatedAt = m.clock.Now().UTC()

@@ -15,6 +15,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 )
@@ -236,9 +237,12 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 		return guest.Hello{}, fmt.Errorf("start probe desktop: %w", err)
 	}
 	m.progress(j, "verify", "waiting for the desktop driver", 90)
-	g, err := m.dialReady(ctx, id)
+	rctx, rcancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	g, err := m.links.Open(rctx, link.Target{InstanceID: id, ContainerID: ctr.ID, Socket: m.SocketPath(id)}, true)
+	rcancel()
 	if err != nil {
-		return guest.Hello{}, fault.Unavailable("the image is not usable: %v", err)
+		return guest.Hello{}, fault.Unavailable("the image is not usable: the desktop started but its driver did not answer within %s (%v); "+
+			"prepare the image again", m.cfg.ReadyTimeout, err)
 	}
 	defer g.Close()
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
@@ -265,7 +269,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 }
 
 // screenColours takes a PNG screenshot and counts its distinct colours (up to minColours).
-func screenColours(ctx context.Context, g Guest) (int, error) {
+func screenColours(ctx context.Context, g *guest.Client) (int, error) {
 	f, err := g.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
 	if err != nil {
 		return 0, err

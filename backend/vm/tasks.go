@@ -78,6 +78,9 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 	id := TaskInstanceID(m.node, spec.TaskID)
 	err = m.detach(ctx, id, "create task desktop", func(ctx context.Context) error {
 		if in, err := m.st.VMInstance(id); err == nil {
+			if _, ok := m.links.Get(id); ok && in.State == StateRunning {
+				return nil // running, and its driver answers
+			}
 			if in.State == StateRunning {
 				if c, found, err := m.findContainer(ctx, in, RoleTask); err == nil && found && c.Running {
 					return nil
@@ -133,6 +136,7 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 		return fault.Conflict("desktop %s is not a task desktop; it is never removed with a task", id)
 	}
 	m.clearIdle(id)
+	m.links.Drop(id)
 	if eng := m.cfg.Engine; eng != nil {
 		start := time.Now()
 		ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})

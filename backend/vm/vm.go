@@ -57,7 +57,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 	"cubicle/images/guest/wire"
@@ -77,6 +77,8 @@ type Engine interface {
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	// ExecAttach starts an attached exec session (the exec link to a desktop's driver).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 	// Events subscribes to container events (labels: a selector, nil for all); it returns
 	// once the engine accepted the subscription.
 	Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error)
@@ -86,37 +88,6 @@ type Engine interface {
 // take minutes (a first build); progress is called from Ensure's goroutine.
 type ImageBuilder interface {
 	Ensure(ctx context.Context, key images.Key, progress func(images.Progress)) (images.Result, error)
-}
-
-// Guest is a connection to a desktop's in-guest driver (*guest.Client satisfies it).
-type Guest interface {
-	Hello() guest.Hello
-	Screenshot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error)
-	Close() error
-}
-
-// Dialer waits until the driver listening on socketPath answers its handshake, or ctx ends.
-type Dialer func(ctx context.Context, socketPath string) (Guest, error)
-
-// DialGuest is the real Dialer: it retries guest.Dial every 25 ms (a steady short interval
-// rather than guest.WaitReady's backoff, since a desktop's driver comes up within a second or
-// two and every wasted wait adds to the cold start) until the handshake succeeds, the driver
-// is incompatible (fault.ErrConflict), or ctx ends.
-func DialGuest(ctx context.Context, socketPath string) (Guest, error) {
-	for {
-		c, err := guest.Dial(ctx, socketPath)
-		if err == nil {
-			return c, nil
-		}
-		if errors.Is(err, fault.ErrConflict) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("desktop driver not ready: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
 }
 
 // Activity tells the manager who is using a desktop; the control and agent packages
@@ -190,8 +161,11 @@ type Config struct {
 	// EngineProblem says why Engine is nil and how to fix it (shown to admins).
 	EngineProblem string
 	Images        ImageBuilder
-	Dial          Dialer // nil = DialGuest
-	NodeID        string // "" = "local"
+	// Link says how desktops' drivers are reached. Link.Choice comes from CUBICLE_GUEST_LINK
+	// and the engine (link.Choose); the zero Choice is auto on a local Linux engine. Nil
+	// transports are the real ones: the socket, and the exec link through Engine.
+	Link   link.Config
+	NodeID string // "" = DefaultNodeID
 	// DataDir holds the per-instance run directories (<DataDir>/run/<instance>).
 	DataDir  string
 	Logger   *slog.Logger
@@ -253,6 +227,7 @@ type Manager struct {
 	st    *store.Store
 	clock Clock
 	node  string
+	links *link.Links // one driver link per running desktop
 
 	storeID string // the data file's id (LabelStore)
 	ns      string // the data file's instance namespace (store.Identity)
@@ -284,7 +259,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("vm: Config.Store and Config.DataDir are required")
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "local"
+		cfg.NodeID = DefaultNodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -292,8 +267,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
-	if cfg.Dial == nil {
-		cfg.Dial = DialGuest
+	if cfg.Link.Choice.Primary == "" {
+		cfg.Link.Choice = link.Choose(link.Auto, link.Engine{GOOS: "linux", Socket: "unix:///"})
+	}
+	if cfg.Link.Exec == nil && cfg.Engine != nil {
+		cfg.Link.Exec = link.Exec{Engine: cfg.Engine}
+	}
+	if cfg.Link.Logger == nil {
+		cfg.Link.Logger = cfg.Logger.With("component", "link")
 	}
 	if cfg.IdleUnit <= 0 {
 		cfg.IdleUnit = time.Minute
@@ -335,7 +316,8 @@ func New(cfg Config) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID, storeID: id.ID, ns: id.Namespace,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
+		links: link.New(cfg.Link),
+		ctx:   ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
 		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
 		rebuild: map[string]bool{}, preps: map[string]*prepJob{},
 	}, nil
@@ -389,6 +371,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	defer m.links.Close()
 	if !started || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
 		return nil
 	}

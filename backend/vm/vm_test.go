@@ -13,20 +13,10 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm/vmtest"
 )
-
-// dialer adapts the fake engine's dialer to a Dialer.
-func dialer(d func(ctx context.Context, socketPath string) (*vmtest.Guest, error)) Dialer {
-	return func(ctx context.Context, socketPath string) (Guest, error) {
-		g, err := d(ctx, socketPath)
-		if err != nil {
-			return nil, err
-		}
-		return g, nil
-	}
-}
 
 // waitFor polls cond (real time) for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -90,7 +80,9 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 }
 
 func (f *fixture) config(mod func(*Config)) Config {
-	cfg := Config{Store: f.st, Engine: f.eng, Images: f.b, Dial: dialer(f.eng.Dial(false)), DataDir: f.dir,
+	cfg := Config{Store: f.st, Engine: f.eng, Images: f.b, DataDir: f.dir,
+		Link: link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: f.eng.SocketTransport(),
+			Heartbeat: 20 * time.Millisecond, Timeout: 300 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(tw{f.t}, nil)), Clock: f.clock, Activity: f.activity,
 		ReadyTimeout: 500 * time.Millisecond}
 	if mod != nil {
@@ -174,8 +166,8 @@ func TestPrepare(t *testing.T) {
 		wantClass(t, "prepare windows", err, fault.ErrInvalid)
 	})
 	t.Run("blank screen is refused", func(t *testing.T) {
-		f := newFixture(t, func(c *Config) { c.Dial = nil })
-		f.m.cfg.Dial = dialer(f.eng.Dial(true))
+		f := newFixture(t, nil)
+		f.eng.SetBlank(true)
 		_, err := f.m.Prepare(context.Background(), "standard")
 		wantClass(t, "prepare with a blank screen", err, fault.ErrUnavailable, "blank")
 		if _, err := f.st.VMImage("local", "standard"); !errors.Is(err, fault.ErrNotFound) {

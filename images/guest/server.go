@@ -290,6 +290,8 @@ func (s *server) dispatch(ctx context.Context, cn *conn, op string, raw json.Raw
 		}
 		p, data, err := s.screen.nextPointer(ctx, a)
 		return p, data, err
+	case wire.OpPing:
+		return struct{}{}, nil, nil
 	case wire.OpHealth:
 		return s.health(), nil, nil
 	case wire.OpScreenshot:

@@ -1,28 +1,23 @@
 // Package vmtest holds in-memory stand-ins for the desktop manager's dependencies: a container
-// engine, an image builder, a driver dialer, a manual clock and an activity hook. They let
+// engine whose containers run fake drivers speaking the real protocol (driver.go), an image
+// builder, a manual clock and an activity hook. They let
 // tests of vm and of its consumers (the API) run the real manager logic without an engine.
 // Real-engine tests cover the same paths against Podman.
 package vmtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"io"
-	"path/filepath"
+	"net"
 	"sort"
 	"sync"
 	"time"
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 	"cubicle/images"
-	"cubicle/images/guest/wire"
 )
 
 // Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
@@ -34,6 +29,7 @@ type Engine struct {
 	calls   []string
 	failOn  map[string]error // method name → error to return once
 	stopped []time.Duration  // timeouts of StopContainer calls
+	blank   bool             // the fake drivers' screens are one colour
 	subs    map[*io.PipeWriter]bool
 	block   map[string]chan struct{} // method name → gate the call waits on
 }
@@ -42,6 +38,9 @@ type Engine struct {
 type Container struct {
 	Spec  engine.ContainerSpec
 	State engine.ContainerState
+
+	driverDead bool       // KillDriver until the next start
+	conns      []net.Conn // the driver's open connections
 }
 
 // NewEngine returns an empty engine.
@@ -171,10 +170,12 @@ func (f *Engine) Outside(name, action string, silent bool) error {
 	switch action {
 	case "stop", "kill":
 		c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+		c.endDriver()
 		emit(action)
 		emit(engine.ActionDie)
 	case "remove":
 		c.State.Running, c.State.Paused = false, false
+		c.endDriver()
 		delete(f.ctrs, c.State.ID)
 		emit(engine.ActionDie)
 		emit(engine.ActionRemove)
@@ -185,6 +186,7 @@ func (f *Engine) Outside(name, action string, silent bool) error {
 		c.State.Running, c.State.Paused, c.State.Status = true, false, "running"
 		emit(engine.ActionUnpause)
 	case "start":
+		c.driverDead = false
 		c.State.Running, c.State.Paused, c.State.Status, c.State.StartedAt = true, false, "running", time.Now()
 		emit(engine.ActionStart)
 	default:
@@ -264,6 +266,9 @@ func (f *Engine) StartContainer(ctx context.Context, id string) error {
 	if c.State.Paused {
 		return fault.Conflict("container %s is paused", id)
 	}
+	if !c.State.Running {
+		c.driverDead = false // a new PID 1
+	}
 	c.State.Running, c.State.Status, c.State.StartedAt = true, "running", time.Now()
 	f.emit(c, engine.ActionStart)
 	return nil
@@ -283,6 +288,7 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 	f.stopped = append(f.stopped, timeout)
 	was := c.State.Running || c.State.Paused
 	c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+	c.endDriver()
 	if was {
 		f.emit(c, engine.ActionDie)
 	}
@@ -322,6 +328,7 @@ func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) err
 	if c.State.Running && !force {
 		return fault.Conflict("running")
 	}
+	c.endDriver()
 	delete(f.ctrs, c.State.ID)
 	f.emit(c, engine.ActionRemove)
 	return nil
@@ -388,62 +395,6 @@ func (f *Engine) ByName(name string) (*Container, bool) {
 	}
 	return nil, false
 }
-
-// Dial is a fake driver dialer: it answers when a running container has the socket's
-// directory bind-mounted at /run/cubicle (so the run-dir wiring is checked), else waits for
-// ctx. With blank, the driver's screenshots are a single colour.
-func (f *Engine) Dial(blank bool) func(ctx context.Context, socketPath string) (*Guest, error) {
-	return func(ctx context.Context, socketPath string) (*Guest, error) {
-		for {
-			f.mu.Lock()
-			ok := false
-			for _, c := range f.ctrs {
-				for _, mt := range c.Spec.Mounts {
-					if mt.Source == filepath.Dir(socketPath) && mt.Target == wire.RunDir && c.State.Running {
-						ok = true
-					}
-				}
-			}
-			f.mu.Unlock()
-			if ok {
-				return &Guest{blank: blank}, nil
-			}
-			select {
-			case <-ctx.Done():
-				return nil, fault.Unavailable("no driver at %s", socketPath)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// Guest is a fake driver connection.
-type Guest struct{ blank bool }
-
-// Hello returns a fixed handshake.
-func (g *Guest) Hello() guest.Hello {
-	return guest.Hello{Protocol: guest.ProtocolVersion, Driver: "fake-1", Screen: guest.Size{Width: 64, Height: 48}}
-}
-
-// Screenshot returns a 64x48 PNG: a gradient, or one colour when blank.
-func (g *Guest) Screenshot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error) {
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := 0; y < 48; y++ {
-		for x := 0; x < 64; x++ {
-			c := color.RGBA{20, 30, 40, 255}
-			if !g.blank {
-				c = color.RGBA{uint8(x * 4), uint8(y * 5), uint8(x + y), 255}
-			}
-			img.Set(x, y, c)
-		}
-	}
-	var buf bytes.Buffer
-	png.Encode(&buf, img)
-	return guest.Frame{ID: 1, Width: 64, Height: 48, Format: "png", Data: buf.Bytes()}, nil
-}
-
-// Close does nothing.
-func (g *Guest) Close() error { return nil }
 
 // Builder is an image builder (vm.ImageBuilder) that "builds" instantly, or blocks until its
 // gate is closed, or fails with a set error.

@@ -132,6 +132,11 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
         {desk.imagePending && <p class="muted small">The chosen image applies when you recreate the desktop.</p>}
         {shared && <p class="muted small">{desk.description} — shared by your agents on this machine; one image for all of them.</p>}
         {desk.busyBy && <p class="muted small">{desk.busyBy}</p>}
+        {desk.health === 'unhealthy' && (
+          <p class="form-error small" id="vm-unhealthy">
+            The desktop's driver cannot be reached: Repair restarts it (its files stay).
+          </p>
+        )}
         {desk.lastError && <p class="form-error small">{desk.lastError}</p>}
         <div class="button-row">
           {!exists && (
@@ -139,9 +144,9 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
               {busy === 'create' ? 'Creating…' : 'Create desktop'}
             </button>
           )}
-          {exists && state !== 'running' && (
+          {exists && (state !== 'running' || desk.health === 'unhealthy') && (
             <button class="btn primary small" type="button" id="vm-start" onClick={() => void act('start')} disabled={busy !== ''}>
-              {busy === 'start' ? 'Starting…' : state === 'paused' ? 'Resume' : 'Start'}
+              {busy === 'start' ? 'Starting…' : state === 'paused' ? 'Resume' : state === 'running' ? 'Repair' : 'Start'}
             </button>
           )}
           {state === 'running' && (

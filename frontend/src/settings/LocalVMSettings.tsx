@@ -1,5 +1,5 @@
 // Settings → Local VM (admin only, SPEC §1.2–§1.5): the engine report with fix hints, image
-// preparation with live progress, the isolation policy and capacity, idle auto-stop, and
+// preparation with live progress, the images' sources (ImageSourcesCard), the isolation policy and capacity, idle auto-stop, and
 // the instance list. The server's answers are shown as they are; nothing is decided here.
 
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -7,6 +7,7 @@ import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalV
 import { randomId } from '../chat';
 import { messageFor } from '../errors';
 import { Forbidden } from './Forbidden';
+import { ImageSourcesCard } from './ImageSourcesCard';
 import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
@@ -71,6 +72,7 @@ export function LocalVMSettings({ client }: { client: Client }) {
       {status !== null && (
         <>
           <PrepareCard client={client} status={status} onChanged={loadStatus} />
+          <ImageSourcesCard client={client} status={status} onChanged={loadStatus} />
           <PolicyCard client={client} status={status} onChanged={loadStatus} />
           <IdleCard client={client} status={status} onChanged={loadStatus} />
           <InstancesCard client={client} status={status} elapsed={(now - fetchedAt) / 1000} onChanged={loadStatus} />
@@ -118,6 +120,13 @@ function EngineCard({ client, status, onForbidden }: { client: Client; status: L
           {engine.found
             ? `Using ${engine.kind ?? 'engine'} ${engine.version ?? ''}${engine.rootless ? ' (rootless)' : ''}${engine.arch ? ` on ${engine.arch}` : ''}.`
             : `No container engine: ${engine.problem ?? 'install and start Podman or Docker.'}`}
+        </p>
+      )}
+      {engine?.found && status?.guestLink && (
+        <p class="muted small" id="guest-link-line">
+          Desktops are reached over the {status.guestLink.transport} link
+          {status.guestLink.fallback ? ` (the ${status.guestLink.fallback} link if a desktop's socket does not answer)` : ''}:{' '}
+          {status.guestLink.reason}.
         </p>
       )}
       {error !== '' && (
@@ -464,6 +473,8 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                     </td>
                     <td>
                       <span class={`badge ${stateTone(i.state)}`}>{i.state}</span>
+                      {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
+                      {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>
                     <td class="idle-left">{left === null ? <span class="muted">—</span> : formatCountdown(left)}</td>
                     <td class="row-actions">
