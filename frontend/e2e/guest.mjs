@@ -2,6 +2,7 @@
 // browser tests: the reference picture of a real desktop comes straight from its driver, not
 // through the computer channel whose decoding the tests check.
 
+import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -15,10 +16,67 @@ export function driverSockets(dataDir) {
     .filter((p) => existsSync(p));
 }
 
-/** Sends one request after the hello and resolves with { result, blob }. */
-export function driverCall(socketPath, op, args) {
+/**
+ * How the tests reach the driver of container (the desktop `cubicle serve` with dataDir
+ * created): its run directory's socket when the app uses the socket link, else — the exec link
+ * (CUBICLE_GUEST_LINK=exec), no socket on the host — the driver's relay through an exec session
+ * of the container's engine, as the app itself does.
+ */
+export function driverTarget(dataDir, container) {
+  const socks = driverSockets(dataDir);
+  if (socks.length > 0) return socks.length === 1 ? socks[0] : { error: `several driver sockets: ${socks}` };
+  for (const engine of ['podman', 'docker']) {
+    try {
+      execFileSync(engine, ['container', 'inspect', container], { stdio: 'ignore', timeout: 30_000 });
+      return { engine, container };
+    } catch {
+      // not this engine
+    }
+  }
+  return { error: `no driver socket under ${dataDir} and no engine knows container ${container}` };
+}
+
+/** A duplex stream to the driver: a socket path, or { engine, container } for its relay. */
+function openDriver(target) {
+  if (typeof target === 'string') return connect(target);
+  const child = spawn(target.engine, ['exec', '-i', target.container, '/usr/local/bin/cubicle-guest', '--relay'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const handlers = {};
+  const s = {
+    write: (b) => child.stdin.write(b),
+    destroy: (err) => {
+      child.kill();
+      if (err) handlers.error?.(err);
+    },
+    setTimeout: (ms, f) => {
+      const t = setTimeout(f, ms);
+      child.on('exit', () => clearTimeout(t));
+    },
+    on: (ev, f) => {
+      if (ev === 'data') child.stdout.on('data', f);
+      else if (ev === 'connect') queueMicrotask(f);
+      else if (ev === 'error') {
+        handlers.error = f;
+        child.on('error', f);
+        child.on('exit', (code) => code && f(new Error(`${target.engine} exec ${target.container} cubicle-guest --relay: exit ${code}`)));
+      }
+    },
+  };
+  return s;
+}
+
+/**
+ * Sends one request after the hello and resolves with { result, blob }; target is a socket
+ * path or what driverTarget returned.
+ */
+export function driverCall(target, op, args) {
   return new Promise((resolve, reject) => {
-    const sock = connect(socketPath);
+    if (target?.error) {
+      reject(new Error(target.error));
+      return;
+    }
+    const sock = openDriver(target);
     let buf = Buffer.alloc(0);
     const msgs = [];
     const send = (env) => {

@@ -5,13 +5,16 @@
 // pointer is drawn over the picture (screenshots in test-artifacts/live-*.png); the phone
 // view speaks version 2 too.
 //
+// With CUBICLE_GUEST_LINK=exec the same runs over the exec link (the reference screenshots
+// through the driver's relay in an exec session, as there is no socket on the host).
+//
 // Like e2e/desktop.test.mjs it needs the container engine and the desktop image: it runs
 // with CUBICLE_E2E_DESKTOP=1 and, under CUBICLE_REQUIRE_ALL=1, is never skipped silently.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { driverCall, driverSockets } from './guest.mjs';
+import { driverCall, driverTarget } from './guest.mjs';
 import { desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
@@ -131,10 +134,16 @@ describe('live screen v2 on a real desktop', { skip: skip || false, timeout: 30 
     await post(`/api/app/agents/${agent.id}/local-vm/create`);
     const st = await (await context.request.get(`${server.url}/api/app/agents/${agent.id}/local-vm`)).json();
     volumes = [st.desktop.workspaceVolume, st.desktop.browserProfileVolume].filter(Boolean);
-    const socks = driverSockets(server.dataDir);
-    assert.equal(socks.length, 1, `one driver socket under the data dir: ${socks}`);
-    socket = socks[0];
-    t.diagnostic(`desktop ${st.desktop.container}, driver ${socket}`);
+    // The reference pictures come from the driver itself, over the socket link or — with
+    // CUBICLE_GUEST_LINK=exec, no socket on the host — its relay in an exec session.
+    socket = driverTarget(server.dataDir, st.desktop.container);
+    assert.ok(!socket.error, socket.error);
+    // The guest link CUBICLE_GUEST_LINK asked for (scripts/test.sh runs this flow with each):
+    // region and pointer streams must work over both.
+    const wantLink = process.env.CUBICLE_GUEST_LINK || 'socket';
+    assert.equal(st.desktop.guestLink, wantLink === 'auto' ? 'socket' : wantLink, `guest link: ${JSON.stringify(st.desktop)}`);
+    assert.equal(typeof socket === 'string', st.desktop.guestLink === 'socket', `the host sees the driver's socket only with the socket link`);
+    t.diagnostic(`desktop ${st.desktop.container}, guest link ${st.desktop.guestLink}, driver ${JSON.stringify(socket)}`);
   });
 
   test('the canvas rebuilds the desktop exactly, with the pointer drawn over it', { timeout: 5 * 60_000 }, async () => {

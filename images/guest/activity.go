@@ -6,19 +6,22 @@ import (
 	"strconv"
 )
 
-// cpuTicks returns the CPU time (user + system, in clock ticks) used so far by the driver's
-// descendants — the desktop session and everything started in it — read from /proc. Settle
-// waits use it to tell "nothing happened" from "a program is still working on it". Errors
-// count as no time.
-func cpuTicks() uint64 {
+// activity returns the CPU time (user + system, in clock ticks) used so far by the driver's
+// descendants — the desktop session and everything started in it — and how many of them are
+// running or waiting for a CPU right now (state R), read from /proc. Settle waits use it to
+// tell "nothing happened" from "a program is still working on it": on a loaded machine a
+// program that has work to do may not have had the CPU yet, so its state counts as much as
+// the time it used. Errors count as no time and nothing running.
+func activity() (ticks uint64, running int) {
 	self := os.Getpid()
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	type proc struct {
-		ppid  int
-		ticks uint64
+		ppid     int
+		ticks    uint64
+		runnable bool
 	}
 	procs := make(map[int]proc, len(dir))
 	var buf [512]byte
@@ -46,19 +49,21 @@ func cpuTicks() uint64 {
 			continue
 		}
 		ppid, _ := strconv.Atoi(string(fields[1]))
-		var ticks uint64
+		var used uint64
 		for _, f := range fields[11:15] {
 			v, _ := strconv.ParseInt(string(f), 10, 64)
-			ticks += uint64(max(v, 0))
+			used += uint64(max(v, 0))
 		}
-		procs[pid] = proc{ppid: ppid, ticks: ticks}
+		procs[pid] = proc{ppid: ppid, ticks: used, runnable: len(fields[0]) == 1 && fields[0][0] == 'R'}
 	}
-	var sum uint64
 	for _, p := range procs {
 		// Count p when its ancestry reaches us (bounded: pid chains are short).
 		for q, hops := p.ppid, 0; q > 0 && hops < 64; hops++ {
 			if q == self {
-				sum += p.ticks
+				ticks += p.ticks
+				if p.runnable {
+					running++
+				}
 				break
 			}
 			pq, ok := procs[q]
@@ -68,5 +73,5 @@ func cpuTicks() uint64 {
 			q = pq.ppid
 		}
 	}
-	return sum
+	return ticks, running
 }

@@ -263,10 +263,14 @@ func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, 
 		if at := time.Unix(0, s.lastInput.Load()); time.Since(at) < time.Second {
 			since = at
 		}
-		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) — a
-		// browser navigating, a program starting — so a first change may still come.
-		t0 := cpuTicks()
-		busy := func() bool { return int64(cpuTicks()-t0) >= 2 }
+		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) or one of
+		// them is running or waiting for a CPU — a browser navigating, a program starting —
+		// so a first change may still come.
+		t0, _ := activity()
+		busy := func() bool {
+			t, running := activity()
+			return running > 0 || int64(t-t0) >= 2
+		}
 		r, err := d.WaitSettled(ctx, x11.SettlePolicy{React: o.React, MinQuiet: o.MinQuiet, MaxQuiet: o.MaxQuiet, Max: o.Max,
 			Since: since, Busy: busy})
 		if err != nil {
