@@ -39,3 +39,15 @@ func TestActivity(t *testing.T) {
 		t.Fatal("a sleeping child counted as running")
 	}
 }
+
+// TestActivityKeepsReapedTime: the CPU time of a child that ended and was reaped stays in
+// the sum, so a program that worked and exited still counts as activity.
+func TestActivityKeepsReapedTime(t *testing.T) {
+	t0, _ := activity()
+	if err := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if t1, _ := activity(); int64(t1-t0) < 2 {
+		t.Fatalf("a child that burnt CPU and ended: the sum went from %d to %d ticks", t0, t1)
+	}
+}

@@ -266,10 +266,15 @@ func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, 
 		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) or one of
 		// them is running or waiting for a CPU — a browser navigating, a program starting —
 		// so a first change may still come.
+		// Once seen, it holds for the rest of the wait (the extension is bounded anyway).
 		t0, _ := activity()
+		seen := false
 		busy := func() bool {
-			t, running := activity()
-			return running > 0 || int64(t-t0) >= 2
+			if !seen {
+				t, running := activity()
+				seen = running > 0 || int64(t-t0) >= 2
+			}
+			return seen
 		}
 		r, err := d.WaitSettled(ctx, x11.SettlePolicy{React: o.React, MinQuiet: o.MinQuiet, MaxQuiet: o.MaxQuiet, Max: o.Max,
 			Since: since, Busy: busy})

@@ -132,7 +132,8 @@ func (d *Display) WaitSettled(ctx context.Context, p SettlePolicy) (SettleResult
 		var wake time.Time
 		if len(buf) == 0 {
 			wake = start.Add(react)
-			if !now.Before(wake) && p.Busy != nil && react < p.MaxQuiet && p.Busy() {
+			// A late wake-up (a loaded machine) may be past several steps at once.
+			for !now.Before(wake) && p.Busy != nil && react < p.MaxQuiet && p.Busy() {
 				react = min(react+p.React/2, p.MaxQuiet)
 				wake = start.Add(react)
 			}
