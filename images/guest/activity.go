@@ -7,23 +7,21 @@ import (
 )
 
 // activity returns the CPU time (user + system, in clock ticks) used so far by the driver's
-// descendants — the desktop session and everything started in it — and how many of them are
-// running or waiting for a CPU right now (state R), read from /proc. Settle waits use it to
-// tell "nothing happened" from "a program is still working on it": on a loaded machine a
-// program that has work to do may not have had the CPU yet, so its state counts as much as
-// the time it used. The time of the driver's own children that ended (and were reaped) stays
-// in the sum, so it never goes down while the desktop runs. Errors count as no time and
-// nothing running.
-func activity() (ticks uint64, running int) {
+// descendants — the desktop session and everything started in it — and their process ids,
+// read from /proc. Settle waits use it to tell "nothing happened" from "a program is still
+// working on it": time used since, or a program started since (on a loaded machine a program
+// with work to do may not have had the CPU yet). The time of the driver's own children that
+// ended (and were reaped) stays in the sum, so it never goes down while the desktop runs.
+// Errors count as no time and no process.
+func activity() (ticks uint64, pids map[int]bool) {
 	self := os.Getpid()
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, 0
+		return 0, nil
 	}
 	type proc struct {
-		ppid     int
-		ticks    uint64
-		runnable bool
+		ppid  int
+		ticks uint64
 	}
 	procs := make(map[int]proc, len(dir))
 	var buf [512]byte
@@ -65,16 +63,15 @@ func activity() (ticks uint64, running int) {
 			ticks += used
 			continue
 		}
-		procs[pid] = proc{ppid: ppid, ticks: used, runnable: len(fields[0]) == 1 && fields[0][0] == 'R'}
+		procs[pid] = proc{ppid: ppid, ticks: used}
 	}
-	for _, p := range procs {
+	pids = make(map[int]bool)
+	for pid, p := range procs {
 		// Count p when its ancestry reaches us (bounded: pid chains are short).
 		for q, hops := p.ppid, 0; q > 0 && hops < 64; hops++ {
 			if q == self {
 				ticks += p.ticks
-				if p.runnable {
-					running++
-				}
+				pids[pid] = true
 				break
 			}
 			pq, ok := procs[q]
@@ -84,5 +81,15 @@ func activity() (ticks uint64, running int) {
 			q = pq.ppid
 		}
 	}
-	return ticks, running
+	return ticks, pids
+}
+
+// started reports whether now holds a process that before does not.
+func started(before, now map[int]bool) bool {
+	for pid := range now {
+		if !before[pid] {
+			return true
+		}
+	}
+	return false
 }

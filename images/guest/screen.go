@@ -263,16 +263,16 @@ func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, 
 		if at := time.Unix(0, s.lastInput.Load()); time.Since(at) < time.Second {
 			since = at
 		}
-		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) or one of
-		// them is running or waiting for a CPU — a browser navigating, a program starting —
-		// so a first change may still come.
-		// Once seen, it holds for the rest of the wait (the extension is bounded anyway).
-		t0, _ := activity()
+		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) or a
+		// program started since — a browser navigating, a program starting — so a first
+		// change may still come. Once seen, it holds for the rest of the wait (the extension
+		// is bounded anyway).
+		t0, p0 := activity()
 		seen := false
 		busy := func() bool {
 			if !seen {
-				t, running := activity()
-				seen = running > 0 || int64(t-t0) >= 2
+				t, p := activity()
+				seen = int64(t-t0) >= 2 || started(p0, p)
 			}
 			return seen
 		}
