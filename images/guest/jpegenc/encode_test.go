@@ -10,9 +10,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // testImage has gradients, sharp edges and noise, so every code path of the entropy coder
@@ -237,12 +235,4 @@ func BenchmarkDesktop1280x800(b *testing.B) {
 		}
 		b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	})
-}
-
-// cpuTime is the CPU time the process has used (all threads): what a loaded machine does
-// not distort.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
