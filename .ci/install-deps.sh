@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(
   podman runc slirp4netns fuse-overlayfs uidmap  # container engine (runc: crun fails on hybrid cgroups)
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
+  x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
   chromium                                       # headless browser for UI tests
   libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build

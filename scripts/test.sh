@@ -76,6 +76,6 @@ say "web UI unit tests"
 say "browser tests"
 (cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 npm run test:e2e --silent)
 
-say "the real-desktop browser flow again over the exec link"
+say "the real-desktop browser flows again over the exec link (the desktop, the live screen v2)"
 (cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 CUBICLE_GUEST_LINK=exec \
-  node --test e2e/desktop.test.mjs)
+  node --test e2e/desktop.test.mjs e2e/live.test.mjs)

@@ -27,7 +27,7 @@ var (
 // goes to stderr) and optionally write every raw sample as JSON. Ctrl+C stops the run and
 // removes what it created. docs/bench.md describes each row.
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench", "cubicle bench [--quick] [--json FILE] [--markdown] [--engine podman|docker] [--work-dir DIR] [--kubeconfig FILE --namespace NS --registry HOST …]")
+	fs := newFlags(e, "bench", "cubicle bench [--quick] [--only ROW,…] [--json FILE] [--markdown] [--engine podman|docker] [--work-dir DIR] [--kubeconfig FILE --namespace NS --registry HOST …]")
 	quick := fs.Bool("quick", false, "few samples per row: finishes in under 2 minutes with a prepared image (CI)")
 	jsonPath := fs.String("json", "", "also write the report with every raw sample, the summaries and the machine to FILE")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown (for the README)")
@@ -35,8 +35,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	workDir := fs.String("work-dir", filepath.Join(dataDir, "bench"), "scratch space: the desktops' run directories, image build contexts")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (to stderr)")
 	kf := addEngineFlags(fs) // --engine is the local engine here; the cluster flags add the Kubernetes rows
+	only := fs.String("only", "", "measure only these rows (comma-separated ids, e.g. live_bytes_terminal,agent_step; docs/bench.md lists them)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var onlyRows []string
+	if *only != "" {
+		onlyRows = strings.Split(*only, ",")
 	}
 	log, err := newLogger(e.stderr, *logLevel)
 	if err != nil {
@@ -72,7 +77,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	cfg := bench.Config{
 		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
-		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd,
+		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd, Only: onlyRows,
 		GuestLink: backend.GuestLinkChoice(ctx, mode, ce),
 	}
 	// The Kubernetes rows run when a cluster is named (a kubeconfig and a registry, by flag
