@@ -35,6 +35,7 @@ type Config struct {
 	Models    Models                                  // chat model settings; nil answers 503
 	Computer  *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers Computers                               // agents' computer settings; nil answers 503
+	Events    Events                                  // the event bus the UI's stream reads; nil answers 503
 	Logger    *slog.Logger
 	Version   string
 
@@ -109,6 +110,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/auth/login", s.login)
 	mux.Handle("POST /api/auth/logout", s.authed(s.logout))
 	mux.Handle("GET /api/auth/me", s.authed(s.me))
+	mux.Handle("GET /api/app/events", s.authed(s.streamEvents))
 
 	mux.Handle("GET /api/app/agents", s.authed(s.listAgents))
 	mux.Handle("POST /api/app/agents", s.authed(s.createAgent))

@@ -561,14 +561,27 @@ func (m *Manager) removeLocked(ctx context.Context, in store.VMInstance) error {
 	return m.setState(&in, stateAbsent, "")
 }
 
-// setState records in's new state (and its other fields) in the store.
+// setState records in's new state (and its other fields) in the store and tells OnChange.
 func (m *Manager) setState(in *store.VMInstance, state, lastErr string) error {
+	prev, prevErr := in.State, in.LastError
 	in.State, in.LastError = state, lastErr
 	in.UpdatedAt = m.clock.Now().UTC()
 	if err := m.st.PutVMInstance(*in); err != nil {
 		return fmt.Errorf("record desktop state %s: %w", state, err)
 	}
+	if prev != state || prevErr != lastErr {
+		m.changed(*in, prev, false)
+	}
 	return nil
+}
+
+// changed tells Config.OnChange about in (now in its recorded state, before in prev).
+func (m *Manager) changed(in store.VMInstance, prev string, removed bool) {
+	if m.cfg.OnChange == nil {
+		return
+	}
+	m.cfg.OnChange(InstanceChange{InstanceID: in.ID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID,
+		State: in.State, Previous: prev, LastError: in.LastError, Removed: removed, At: in.UpdatedAt})
 }
 
 func (m *Manager) preparedKeys() []string {

@@ -230,6 +230,11 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 	if err := m.st.DeleteVMInstance(id); err != nil && !errors.Is(err, fault.ErrNotFound) {
 		return fmt.Errorf("remove task desktop %s: %w", id, err)
 	}
+	if recErr == nil {
+		prev := in.State
+		in.State, in.UpdatedAt = stateAbsent, m.clock.Now().UTC()
+		m.changed(in, prev, true)
+	}
 	return nil
 }
 

@@ -179,6 +179,28 @@ type Config struct {
 	// ExtraLabels are added to every container and volume the manager creates (tests use them
 	// to find and clean up only their own objects).
 	ExtraLabels map[string]string
+	// OnChange, when set, hears every change of a desktop's state (see InstanceChange). It is
+	// called synchronously, possibly with an instance's operation under way: it must return
+	// quickly and must not call the Manager's lifecycle methods.
+	OnChange func(InstanceChange)
+	// OnPrepare, when set, hears every step of an image preparation and its end, with the same
+	// contract as OnChange.
+	OnPrepare func(PrepareState)
+}
+
+// InstanceChange is a change of one desktop's recorded state.
+type InstanceChange struct {
+	InstanceID string
+	Scope      string // shared | agent | browser | task | compose
+	AccountID  string
+	AgentID    string
+	State      string // the new state
+	Previous   string // the state before ("" for a new record)
+	LastError  string
+	// Removed: the record itself is gone (a task desktop whose task ended, an orphaned desktop
+	// removed by an administrator, the desktop of a deleted agent).
+	Removed bool
+	At      time.Time
 }
 
 // Limits are the resource limits of a desktop container.

@@ -185,6 +185,11 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (engine.Contai
 			st.StartedAt = t
 		}
 	}
+	for _, m := range d.Mounts {
+		if m.Type == "bind" {
+			st.Mounts = append(st.Mounts, engine.Mount{Source: m.Source, Target: m.Destination, ReadOnly: !m.RW})
+		}
+	}
 	return st, nil
 }
 

@@ -47,6 +47,9 @@ type Engine interface {
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
 	RemoveVolume(ctx context.Context, name string) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
+	Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
+	VolumeSizes(ctx context.Context) (map[string]int64, error)
+	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 	Close() error
 }
 
@@ -112,6 +115,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Build", s.testBuild)
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("VolumePersists", s.testVolumePersists)
+	t.Run("Resources", s.testResources)
 	t.Run("Errors", s.testErrors)
 	t.Run("Registry", s.testRegistry)
 }

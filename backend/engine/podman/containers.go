@@ -212,6 +212,11 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (engine.Contai
 		st.StartedAt = d.State.StartedAt
 		st.PID = d.State.Pid
 	}
+	for _, m := range d.Mounts {
+		if m.Type == "bind" {
+			st.Mounts = append(st.Mounts, engine.Mount{Source: m.Source, Target: m.Destination, ReadOnly: !m.RW})
+		}
+	}
 	return st, nil
 }
 
