@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/engine/docker"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/housekeeping"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -47,7 +48,8 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			}
 		}
 	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
+	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act,
+		OnChange: b.desktopChanged, OnPrepare: b.prepareChanged, OnSettings: b.nodeChanged}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
@@ -65,6 +67,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 type EngineClient interface {
 	vm.Engine
 	images.Engine
+	housekeeping.Engine
 	Close() error
 }
 

@@ -36,8 +36,10 @@ type Config struct {
 	Computer  *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers Computers                               // agents' computer settings; nil answers 503
 	Events    Events                                  // the event bus the UI's stream reads; nil answers 503
-	Logger    *slog.Logger
-	Version   string
+	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
+	Housekeeping Housekeeping
+	Logger       *slog.Logger
+	Version      string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -117,6 +119,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/app/agents/{id}", s.authed(s.getAgent))
 	mux.Handle("PATCH /api/app/agents/{id}", s.authed(s.renameAgent))
 	mux.Handle("DELETE /api/app/agents/{id}", s.authed(s.deleteAgent))
+	mux.Handle("GET /api/app/agents/{id}/deletion", s.authed(s.agentDeletion))
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
@@ -126,6 +129,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
+	mux.Handle("GET /api/app/admin/housekeeping", s.admin(s.leftovers))
+	mux.Handle("POST /api/app/admin/housekeeping/clean", s.admin(s.cleanLeftovers))
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 

@@ -19,8 +19,11 @@ func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 }
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR]")
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--clean] [--remove-volume NAME]...")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
+	clean := fs.Bool("clean", false, "remove the leftover desktop containers and unused desktop image tags listed (never volumes)")
+	var volumes names
+	fs.Var(&volumes, "remove-volume", "remove this leftover volume (someone's work files; repeat for more)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +34,9 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Status)), c.Detail, c.Fix)
 	}
 	tw.Flush()
+	if err := leftovers(ctx, e, *dataDir, e.getenv("CUBICLE_ENGINE"), *clean, volumes); err != nil {
+		return err
+	}
 	if !r.OK() {
 		fmt.Fprintln(e.stderr, "cubicle doctor: something required is missing (see FIX above)")
 		return exitError{code: 1}

@@ -100,9 +100,10 @@ type ContainerState struct {
 	ExitCode  int
 	StartedAt time.Time
 	PID       int // host pid of the container's init, 0 when not running
-	// Mounts are the container's bind mounts (host directory → container path); filled by
-	// InspectContainer only (a list does not carry the host side).
-	Mounts []Mount
+	// Mounts are the container's bind mounts (host directory → container path) and Volumes
+	// its named volumes; filled by InspectContainer only (a list does not carry them).
+	Mounts  []Mount
+	Volumes []VolumeMount
 }
 
 // Stats is what a container uses now, as the engine samples it.

@@ -56,6 +56,12 @@ type Engine interface {
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	// RemoveVolume: fault.ErrNotFound when absent, fault.ErrConflict while a container uses it.
+	RemoveVolume(ctx context.Context, name string) error
+	// VolumeSizes measures every volume (bytes by name; -1 unknown); it may take seconds.
+	VolumeSizes(ctx context.Context) (map[string]int64, error)
+	// ContainerStats samples a running container: fault.ErrConflict when it does not run.
+	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 }
 
 // ImageBuilder makes sure a desktop image exists (images.Builder satisfies it). Ensure may
@@ -105,6 +111,9 @@ type Activity interface {
 	// StopAll cancels every VM task and ends every control lease of this node's desktops
 	// (before an image is prepared, SPEC §1.2).
 	StopAll(ctx context.Context, reason string) error
+	// Revoke ends the agent task or person's control on instanceID (fenced: late operations of
+	// the old holder are refused), before an administrator stops or removes it anyway.
+	Revoke(instanceID string)
 }
 
 // Clock is the manager's time source; tests pass a fake one.
@@ -186,6 +195,9 @@ type Config struct {
 	// OnPrepare, when set, hears every step of an image preparation and its end, with the same
 	// contract as OnChange.
 	OnPrepare func(PrepareState)
+	// OnSettings, when set, hears the node's settings after the policy or the idle policy
+	// changed, with the same contract as OnChange.
+	OnSettings func(store.NodeSettings)
 }
 
 // InstanceChange is a change of one desktop's recorded state.

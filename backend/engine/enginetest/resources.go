@@ -67,6 +67,9 @@ func (s *suite) testResources(t *testing.T) {
 	if !found {
 		t.Errorf("InspectContainer.Mounts = %+v: no /run/cubicle bind mount", in.Mounts)
 	}
+	if !slices.Contains(in.Volumes, engine.VolumeMount{Name: vol, Target: "/data"}) {
+		t.Errorf("InspectContainer.Volumes = %+v: no %s at /data", in.Volumes, vol)
+	}
 
 	// The busy loop shows as CPU (sampled until it does: the first sample may cover no time).
 	var st engine.Stats
