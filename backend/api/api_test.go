@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/doctor"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
+	"cubicle/backend/vm/vmtest"
 )
 
 const testPassword = "correct horse battery"
@@ -28,6 +29,8 @@ type fixture struct {
 	store *store.Store
 	admin string // admin session token
 	user  string // non-admin session token
+
+	vmEngine *vmtest.Engine // the fake engine of newVMFixture
 }
 
 func newFixture(t *testing.T) *fixture {
