@@ -5,7 +5,8 @@ import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Client, type User } from './api';
 import { TopBar } from './components/TopBar';
 import { messageFor } from './errors';
-import { useHashRoute } from './hooks';
+import { EventHub } from './events';
+import { EventsContext, useHashRoute } from './hooks';
 import { AgentsPage } from './pages/AgentsPage';
 import { ChatPage } from './pages/ChatPage';
 import { LoginPage } from './pages/LoginPage';
@@ -37,6 +38,19 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
   const afterLogin = useRef('#/agents');
   const readySent = useRef(false);
   const loggedOut = useRef(false);
+  // The page's one event stream, while someone is signed in.
+  const [hub, setHub] = useState<EventHub | null>(null);
+  const userId = user ? user.id : '';
+  useEffect(() => {
+    if (userId === '') return;
+    const h = new EventHub(client);
+    h.start();
+    setHub(h);
+    return () => {
+      h.stop();
+      setHub(null);
+    };
+  }, [client, userId]);
 
   const loadUser = useCallback(async () => {
     setBootError('');
@@ -166,6 +180,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
   }
 
   return (
+    <EventsContext.Provider value={hub}>
     <div class="shell">
       <TopBar user={user} route={route} canLogOut={shell.kind === 'web'} onLogout={logout} />
       {banner !== '' && (
@@ -178,6 +193,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       )}
       {page}
     </div>
+    </EventsContext.Provider>
   );
 }
 

@@ -5,6 +5,7 @@ import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
 import type { SettingsSection } from '../router';
 import { Forbidden } from '../settings/Forbidden';
+import { HostSettings } from '../settings/HostSettings';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 
@@ -40,11 +41,21 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
           >
             Model
           </a>
+          <a
+            href="#/settings/host"
+            id="settings-nav-host"
+            class={section === 'host' ? 'active' : ''}
+            aria-current={section === 'host' ? 'page' : undefined}
+          >
+            Host
+          </a>
         </nav>
         <div class="settings-body">
           {user.role === 'admin' ? (
             section === 'model' ? (
               <ModelSettingsSection client={client} />
+            ) : section === 'host' ? (
+              <HostSettings client={client} />
             ) : (
               <LocalVMSettings client={client} />
             )
