@@ -25,6 +25,25 @@ interface ComputerPanelProps {
   desktopOpen: boolean;
 }
 
+const configureKey = 'cubicle.configureOpen';
+
+/** Whether Configure was left open (remembered per browser). */
+function configureOpen(): boolean {
+  try {
+    return window.localStorage.getItem(configureKey) === '1';
+  } catch {
+    return false;
+  }
+}
+
+function rememberConfigure(open: boolean) {
+  try {
+    window.localStorage.setItem(configureKey, open ? '1' : '0');
+  } catch {
+    // not remembered; fine
+  }
+}
+
 /** The computer panel. */
 export function ComputerPanel(props: ComputerPanelProps) {
   const { client, agent, onAgent, onClose } = props;
@@ -41,7 +60,12 @@ export function ComputerPanel(props: ComputerPanelProps) {
         </button>
       </div>
       {usesVM ? <VMPanel {...props} /> : <OtherScreen {...props} />}
-      <details class="panel-section configure" id="computer-configure">
+      <details
+        class="panel-section configure"
+        id="computer-configure"
+        open={configureOpen()}
+        onToggle={(e) => rememberConfigure((e.currentTarget as HTMLDetailsElement).open)}
+      >
         <summary>
           <span>Configure</span>
           <span class="muted small">

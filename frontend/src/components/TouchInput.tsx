@@ -245,17 +245,22 @@ const modLabel: Record<Modifier, string> = { ctrl: 'Ctrl', alt: 'Alt', shift: 'S
  * keyboard, and the touch mode switch (one tap, remembered).
  */
 export function KeyRow({ send, mode, onMode, zoomed, onResetZoom }: KeyRowProps) {
-  const [mods, setMods] = useState<Set<Modifier>>(new Set());
+  // The held modifiers: the ref is the truth (input events can come faster than renders),
+  // the state only redraws the buttons.
+  const modsRef = useRef<Set<Modifier>>(new Set());
+  const [mods, setModsState] = useState<Set<Modifier>>(modsRef.current);
+  const setMods = (m: Set<Modifier>) => {
+    modsRef.current = m;
+    setModsState(m);
+  };
   const soft = useRef<HTMLInputElement>(null);
-  const modsRef = useRef(mods);
-  modsRef.current = mods;
 
   const press = (key: string) => {
     send({ action: 'key', keys: chord(modsRef.current, key) });
     setMods(new Set());
   };
   const toggle = (m: Modifier) => {
-    const next = new Set(mods);
+    const next = new Set(modsRef.current);
     if (next.has(m)) next.delete(m);
     else next.add(m);
     setMods(next);
@@ -272,7 +277,7 @@ export function KeyRow({ send, mode, onMode, zoomed, onResetZoom }: KeyRowProps)
     } else {
       const out = softKeys(modsRef.current, el.value);
       if (out) {
-        send({ action: 'key' in out ? 'key' : 'type', ...out });
+        send({ action: 'keys' in out ? 'key' : 'type', ...out });
         if ('keys' in out) setMods(new Set());
       }
     }
