@@ -20,8 +20,15 @@ import (
 // stream (a desktop: its account and administrators; a chat's tool runs: its account only;
 // preparation progress, resources and runners: administrators).
 
-// desktopChanged publishes a desktop's state change (vm.Config.OnChange).
+// desktopChanged publishes a desktop's state change (vm.Config.OnChange). A desktop that
+// stops, is removed or is being recreated also loses whatever control it was under: late input
+// of the old lease is fenced off, and the frame count starts again with the new screen (a
+// restarted desktop's frames count from the start, so a lease would otherwise wait for frames
+// newer than the old ones).
 func (b *Backend) desktopChanged(c vm.InstanceChange) {
+	if c.State != "running" && c.Previous == "running" && b.Control != nil {
+		b.Control.Revoke(c.InstanceID)
+	}
 	b.Events.Publish(events.DesktopState, events.ForAccount(c.AccountID, true), events.Desktop{
 		InstanceID: c.InstanceID, NodeID: b.nodeID(), Scope: c.Scope, AccountID: c.AccountID, AgentID: c.AgentID,
 		State: c.State, Previous: c.Previous, LastError: c.LastError, Removed: c.Removed})

@@ -203,6 +203,23 @@ func TestPushNotPollOnRealDesktop(t *testing.T) {
 	if st["streaming"] != false {
 		t.Fatalf("status after the stop: %v", st)
 	}
+	// Started again, the desktop's screen counts frames from the start: a new lease must
+	// accept input aimed at the new frames (the stop ended the old control and its count).
+	e.must("POST", "/api/app/agents/"+ag+"/local-vm/start", "", 200)
+	c.Status(time.Minute, func(st map[string]any) bool { return st["state"] == "running" && st["streaming"] == true })
+	if _, ok := c.FrameAfter(0, time.Minute); !ok {
+		t.Fatal("no frame after the restart")
+	}
+	l = c.Call(map[string]any{"type": "take_over"})
+	if l["type"] != "lease" {
+		t.Fatalf("take over after the restart: %v", l)
+	}
+	r := c.Call(map[string]any{"type": "input", "token": l["token"], "version": l["version"], "frameId": c.Frame(),
+		"action": "move", "x": 10, "y": 10})
+	if r["type"] != "ok" {
+		t.Fatalf("input after a restart: %v", r)
+	}
+	c.Call(map[string]any{"type": "hand_back", "token": l["token"]})
 	// Node settings reach the bus too.
 	e.must("PUT", "/api/app/admin/local-vm/idle-policy", `{"requestId":"push-1","idleStopMinutes":15}`, 200)
 	waitEvent(t, sub, "node settings", func(e events.Event) bool {

@@ -250,11 +250,15 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     const p = await phone.newPage();
     const phoneProblems = watchPage(p);
     const sent = [];
-    p.on('websocket', (ws) =>
+    const refused = [];
+    p.on('websocket', (ws) => {
       ws.on('framesent', (f) => {
         if (typeof f.payload === 'string' && f.payload.includes('"type":"input"')) sent.push(JSON.parse(f.payload));
-      }),
-    );
+      });
+      ws.on('framereceived', (f) => {
+        if (typeof f.payload === 'string' && f.payload.includes('"type":"error"')) refused.push(JSON.parse(f.payload));
+      });
+    });
     t.after(() => phone.close().catch(() => undefined));
     const cdp = await phone.newCDPSession(p);
     const touch = (type, points) => cdp.send('Input.dispatchTouchEvent', { type, touchPoints: points.map((q, i) => ({ x: q.x, y: q.y, id: i + 1 })) });
@@ -299,6 +303,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     }, 30_000).catch(async (err) => {
       await screenshot(p, 'phone-drag-failed');
       t.diagnostic(`inputs sent: ${JSON.stringify(sent.map((s) => [s.action, s.x, s.y]))}; terminal now ${JSON.stringify(last)}`);
+      t.diagnostic(`refused: ${JSON.stringify(refused)}; mapping before ${JSON.stringify(m)}, now ${JSON.stringify(await mapper(p, sel))}`);
       throw err;
     });
     const drag = sent.filter((s) => ['mouse_down', 'move', 'mouse_up'].includes(s.action)).map((s) => s.action);
