@@ -97,7 +97,7 @@ type deletionJSON struct {
 }
 
 // agentDeletion tells what deleting the agent would stop, remove and (only on request)
-// delete, with the sizes of its data.
+// delete, with the sizes of its data (?sizes=0: without measuring them, at once).
 func (s *Server) agentDeletion(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	a, err := s.cfg.Profiles.Get(p.AccountID, r.PathValue("id"))
@@ -107,7 +107,7 @@ func (s *Server) agentDeletion(w http.ResponseWriter, r *http.Request) {
 	}
 	out := deletionJSON{AgentData: vm.AgentData{AgentID: a.ID, Desktops: []vm.InstanceView{}, Volumes: []vm.VolumeView{}}}
 	if s.cfg.VMs != nil {
-		if out.AgentData, err = s.cfg.VMs.AgentData(r.Context(), p.AccountID, a.ID); err != nil {
+		if out.AgentData, err = s.cfg.VMs.AgentData(r.Context(), p.AccountID, a.ID, r.URL.Query().Get("sizes") != "0"); err != nil {
 			writeError(w, r, s.log, err)
 			return
 		}

@@ -23,7 +23,7 @@ type VMs interface {
 	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
 	ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error)
 	AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error)
-	AgentData(ctx context.Context, accountID, agentID string) (vm.AgentData, error)
+	AgentData(ctx context.Context, accountID, agentID string, measure bool) (vm.AgentData, error)
 	ForgetAgent(ctx context.Context, accountID, agentID string, removeDesktop, deleteData bool) error
 }
 

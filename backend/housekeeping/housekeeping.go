@@ -48,7 +48,7 @@ type Engine interface {
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
 	RemoveVolume(ctx context.Context, name string) error
-	VolumeSizes(ctx context.Context) (map[string]int64, error)
+	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
 	RemoveImage(ctx context.Context, ref string) error
 }
@@ -228,7 +228,11 @@ func (h *Housekeeper) Scan(ctx context.Context) (Report, error) {
 		}
 	}
 	if len(rep.Volumes) > 0 {
-		if sizes, err := eng.VolumeSizes(ctx); err == nil {
+		names := make([]string, len(rep.Volumes))
+		for i, v := range rep.Volumes {
+			names[i] = v.Name
+		}
+		if sizes, err := eng.VolumeSizes(ctx, names); err == nil {
 			for i := range rep.Volumes {
 				if n, ok := sizes[rep.Volumes[i].Name]; ok {
 					rep.Volumes[i].SizeBytes = n

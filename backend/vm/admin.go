@@ -206,9 +206,9 @@ func (m *Manager) ownInstances(accountID, agentID string) []store.VMInstance {
 	return out
 }
 
-// AgentData tells what deleting agentID of accountID concerns (see AgentData), measuring the
-// volumes' sizes (which may take seconds).
-func (m *Manager) AgentData(ctx context.Context, accountID, agentID string) (AgentData, error) {
+// AgentData tells what deleting agentID of accountID concerns (see AgentData); with measure,
+// the volumes' sizes are measured (which may take seconds), else they are -1.
+func (m *Manager) AgentData(ctx context.Context, accountID, agentID string, measure bool) (AgentData, error) {
 	ag, err := m.st.Agent(agentID)
 	if err != nil || ag.AccountID != accountID {
 		return AgentData{}, fault.NotFound("agent %q not found", agentID)
@@ -227,10 +227,14 @@ func (m *Manager) AgentData(ctx context.Context, accountID, agentID string) (Age
 		v := m.instanceView(sh)
 		d.Shared = &v
 	}
-	if len(d.Volumes) > 0 {
+	names := make([]string, len(d.Volumes))
+	for i, v := range d.Volumes {
+		names[i] = v.Name
+	}
+	if len(d.Volumes) > 0 && measure {
 		if eng, err := m.needEngine(); err != nil {
 			d.SizeProblem = err.Error()
-		} else if sizes, err := eng.VolumeSizes(ctx); err != nil {
+		} else if sizes, err := eng.VolumeSizes(ctx, names); err != nil {
 			d.SizeProblem = "the engine could not measure the volumes: " + err.Error()
 		} else {
 			for i, v := range d.Volumes {

@@ -189,7 +189,12 @@ func TestForgetAgent(t *testing.T) {
 	keep := f.act("acc1", "g1", ActionCreate).Desktop
 	drop := f.act("acc1", "g2", ActionCreate).Desktop
 
-	d, err := f.m.AgentData(ctx, "acc1", "g2")
+	quick, err := f.m.AgentData(ctx, "acc1", "g2", false)
+	wantClass(t, "agent data without sizes", err, nil)
+	if len(quick.Volumes) != 2 || quick.SizeBytes != -1 || quick.Volumes[0].SizeBytes != -1 {
+		t.Fatalf("agent data without sizes %+v", quick)
+	}
+	d, err := f.m.AgentData(ctx, "acc1", "g2", true)
 	wantClass(t, "agent data", err, nil)
 	if len(d.Desktops) != 1 || d.Desktops[0].ID != drop.ID || len(d.Volumes) != 2 || d.SizeBytes != 2*vmtest.VolumeSize {
 		t.Fatalf("agent data %+v", d)
@@ -199,7 +204,7 @@ func TestForgetAgent(t *testing.T) {
 			t.Fatalf("volume %+v", v)
 		}
 	}
-	_, err = f.m.AgentData(ctx, "acc2", "g2")
+	_, err = f.m.AgentData(ctx, "acc2", "g2", true)
 	wantClass(t, "another account's agent", err, fault.ErrNotFound)
 
 	calls := len(f.eng.Calls())

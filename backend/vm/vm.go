@@ -58,8 +58,8 @@ type Engine interface {
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
 	// RemoveVolume: fault.ErrNotFound when absent, fault.ErrConflict while a container uses it.
 	RemoveVolume(ctx context.Context, name string) error
-	// VolumeSizes measures every volume (bytes by name; -1 unknown); it may take seconds.
-	VolumeSizes(ctx context.Context) (map[string]int64, error)
+	// VolumeSizes measures the named volumes (bytes by name; -1 unknown); it may take seconds.
+	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
 	// ContainerStats samples a running container: fault.ErrConflict when it does not run.
 	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -93,16 +94,39 @@ func (c *Client) Volumes(ctx context.Context, labels map[string]string) ([]engin
 	return out, nil
 }
 
-// VolumeSizes returns the size in bytes of every volume the engine knows, by name (-1 when the
-// engine does not say). The engine measures them, so this can take seconds.
-func (c *Client) VolumeSizes(ctx context.Context) (map[string]int64, error) {
+// VolumeSizes returns the size in bytes of the named volumes (every volume when names is
+// empty; -1 when the engine does not say). A volume whose mount point is on this machine is
+// measured directly; otherwise the engine measures its volumes.
+func (c *Client) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(names) > 0 {
+		local := true
+		for _, n := range names {
+			v, err := c.api.VolumeInspect(ctx, n)
+			if err != nil {
+				if statusOf(err) == 404 {
+					continue
+				}
+				local = false
+				break
+			}
+			size, ok := engine.LocalDirSize(ctx, v.Mountpoint)
+			if !ok {
+				local = false
+				break
+			}
+			out[n] = size
+		}
+		if local {
+			return out, nil
+		}
+	}
 	du, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.VolumeObject}})
 	if err != nil {
 		return nil, fail("measure volumes", err)
 	}
-	out := make(map[string]int64, len(du.Volumes))
 	for _, v := range du.Volumes {
-		if v == nil {
+		if v == nil || (len(names) > 0 && !slices.Contains(names, v.Name)) {
 			continue
 		}
 		size := int64(-1)

@@ -48,7 +48,7 @@ type Engine interface {
 	RemoveVolume(ctx context.Context, name string) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
 	Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
-	VolumeSizes(ctx context.Context) (map[string]int64, error)
+	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
 	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 	Close() error
 }

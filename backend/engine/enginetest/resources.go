@@ -114,12 +114,17 @@ func (s *suite) testResources(t *testing.T) {
 	if vs, err := s.e.Volumes(ctx, map[string]string{LabelRun: s.run, "org.example.kind": "other"}); err != nil || len(vs) != 0 {
 		t.Errorf("Volumes(other label) = %+v, %v; want none", vs, err)
 	}
-	sizes, err := s.e.VolumeSizes(ctx)
-	if err != nil {
-		t.Fatalf("VolumeSizes: %v", err)
-	}
-	if got, ok := sizes[vol]; !ok || got < 2<<20 {
-		t.Errorf("VolumeSizes[%s] = %d (listed %v), want at least 2 MiB", vol, got, ok)
+	for _, names := range [][]string{{vol, s.name("no-such-volume")}, nil} {
+		sizes, err := s.e.VolumeSizes(ctx, names)
+		if err != nil {
+			t.Fatalf("VolumeSizes(%v): %v", names, err)
+		}
+		if got, ok := sizes[vol]; !ok || got < 2<<20 {
+			t.Errorf("VolumeSizes(%v)[%s] = %d (listed %v), want at least 2 MiB", names, vol, got, ok)
+		}
+		if _, ok := sizes[s.name("no-such-volume")]; ok {
+			t.Errorf("VolumeSizes(%v) has a size for a volume that does not exist", names)
+		}
 	}
 	if err := s.e.StopContainer(ctx, c.ID, time.Second); err != nil {
 		t.Fatalf("StopContainer: %v", err)

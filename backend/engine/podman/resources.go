@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings/containers"
@@ -75,10 +76,34 @@ func (c *Client) Volumes(ctx context.Context, labels map[string]string) ([]engin
 	return out, nil
 }
 
-// VolumeSizes returns the size in bytes of every volume the engine knows, by name. The engine
-// measures them (it walks the volumes), so this can take seconds. Podman's measurement fails
-// when a container disappears while it runs; it is tried up to three times.
-func (c *Client) VolumeSizes(ctx context.Context) (map[string]int64, error) {
+// VolumeSizes returns the size in bytes of the named volumes (every volume when names is
+// empty). A volume whose mount point is on this machine is measured directly; otherwise the
+// engine measures all its volumes (its disk-usage report walks everything and can take seconds;
+// it fails when a container disappears meanwhile, so it is tried up to three times).
+func (c *Client) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(names) > 0 {
+		local := true
+		for _, n := range names {
+			v, err := volumes.Inspect(c.ctx(ctx), n, nil)
+			if err != nil {
+				if errors.Is(fail("", err), fault.ErrNotFound) {
+					continue // not there: no size
+				}
+				local = false
+				break
+			}
+			size, ok := engine.LocalDirSize(ctx, v.Mountpoint)
+			if !ok {
+				local = false
+				break
+			}
+			out[n] = size
+		}
+		if local {
+			return out, nil
+		}
+	}
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {
@@ -90,9 +115,8 @@ func (c *Client) VolumeSizes(ctx context.Context) (map[string]int64, error) {
 		}
 		var df *types.SystemDfReport
 		if df, err = system.DiskUsage(c.ctx(ctx), nil); err == nil {
-			out := make(map[string]int64, len(df.Volumes))
 			for _, v := range df.Volumes {
-				if v != nil {
+				if v != nil && (len(names) == 0 || slices.Contains(names, v.VolumeName)) {
 					out[v.VolumeName] = v.Size
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"image/color"
 	"image/png"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -212,13 +213,15 @@ func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
 	return nil
 }
 
-// VolumeSizes says every volume holds VolumeSize bytes.
-func (f *Engine) VolumeSizes(ctx context.Context) (map[string]int64, error) {
+// VolumeSizes says every volume (of names; all when empty) holds VolumeSize bytes.
+func (f *Engine) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]int64{}
 	for v := range f.vols {
-		out[v] = VolumeSize
+		if len(names) == 0 || slices.Contains(names, v) {
+			out[v] = VolumeSize
+		}
 	}
 	return out, nil
 }
