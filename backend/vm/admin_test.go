@@ -53,8 +53,8 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	if _, err := f.m.SetPolicy(ctx, IsolationPerAgent, 4); err != nil {
 		t.Fatal(err)
 	}
-	own := f.act("acc1", "g1", ActionCreate).Desktop       // alice's agent's own desktop
-	orphan := f.act("acc1", "g2", ActionCreate).Desktop    // its agent will be deleted
+	own := f.act("acc1", "g1", ActionCreate).Desktop    // alice's agent's own desktop
+	orphan := f.act("acc1", "g2", ActionCreate).Desktop // its agent will be deleted
 	task, err := f.m.CreateTask(ctx, TaskSpec{AccountID: "acc1", AgentID: "g1", TaskID: "t1", Helper: "scout"})
 	wantClass(t, "create task", err, nil)
 	if _, err := f.m.SetPolicy(ctx, IsolationShared, 4); err != nil {

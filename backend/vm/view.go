@@ -47,9 +47,9 @@ type InstanceView struct {
 	// Orphaned: the desktop's agent (or, for a shared desktop, its account) was deleted.
 	Orphaned bool `json:"orphaned"`
 	// Removed: the record is gone (an answer to the removal of an orphaned or task desktop).
-	Removed bool `json:"removed,omitempty"`
-	Name        string `json:"name,omitempty"` // compose desktops
-	Fixed       bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
+	Removed bool   `json:"removed,omitempty"`
+	Name    string `json:"name,omitempty"` // compose desktops
+	Fixed   bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
 	// Task marks a helper's task-isolated desktop: removed when its task ends, never started,
 	// stopped, recreated or removed by people.
 	Task          bool      `json:"task"`
