@@ -24,6 +24,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# A real Docker Engine next to Podman, for the Docker adapter's tests (scripts/lib.sh
+# ensure_docker_engine runs dockerd on its own socket, data root and exec root, so it never
+# touches Podman's storage or the default /var/run/docker.sock). docker.io shares Debian's runc
+# with Podman and brings Debian's containerd. Its package scripts must not start a dockerd on the
+# default socket: service starts are refused while it installs (policy-rc.d), unless the admin
+# has a policy of their own.
+if ! dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q "install ok installed"; then
+  export DEBIAN_FRONTEND=noninteractive
+  policy=/usr/sbin/policy-rc.d
+  own_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 0755 "$policy" && own_policy=1
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends docker.io
+  [ -z "$own_policy" ] || rm -f "$policy"
+fi
+
 # Podman on restricted hosts: crun cannot run with hybrid cgroups and systemd may be absent;
 # runc with cgroupfs works everywhere. Only written when the admin has no config of their own.
 if [ ! -f /etc/containers/containers.conf ]; then

@@ -64,6 +64,9 @@ type Config struct {
 	// StatsInterval is how often the desktops' CPU and memory are sampled while an
 	// administrator's page shows them; 0 = 5 s.
 	StatsInterval time.Duration
+	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
+	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
+	GuestLink string
 }
 
 // Backend is the running set of services.
@@ -90,9 +93,9 @@ type Backend struct {
 
 	engine    *ConnectedEngine // nil when no engine was found
 	computers *computers       // each turn's computer (the gate's plan)
-	drivers   drivers          // driver connections of the screen channel
-	bg        sync.WaitGroup   // background stops started by control changes
-	stats     statsSampler     // desktops' CPU and memory for administrators
+	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
+	stopBG    context.CancelFunc
+	stats     statsSampler // desktops' CPU and memory for administrators
 
 	closeOnce sync.Once
 	closeErr  error
@@ -149,7 +152,7 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
-	dk := desktops{b: b, vms: b.VMs, drivers: &b.drivers}
+	dk := desktops{b: b, vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
@@ -178,7 +181,17 @@ func (b *Backend) build() error {
 }
 
 // Start starts the long-lived services. It returns once they run; ctx bounds start-up only.
+// Before anything runs it closes what a crash left open: tool runs still RUNNING become
+// INTERRUPTED and conversations whose turn was running get their interruption notice.
 func (b *Backend) Start(ctx context.Context) error {
+	if n, err := b.Store.InterruptRuns(time.Now()); err != nil {
+		return fmt.Errorf("mark interrupted tool runs: %w", err)
+	} else if n > 0 {
+		b.log.Warn("tool runs interrupted by the last shutdown", "runs", n)
+	}
+	if _, err := b.Chat.RecoverInterrupted(b.Store); err != nil {
+		return err
+	}
 	if err := b.Control.Start(ctx); err != nil {
 		return err
 	}
@@ -187,7 +200,29 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	b.runnerUp()
 	b.stats.start()
+	bctx, cancel := context.WithCancel(context.Background())
+	b.stopBG = cancel
+	b.bg.Add(1)
+	go b.backups(bctx)
 	return ctx.Err()
+}
+
+// backups takes a rolling backup of the data file whenever the newest is older than
+// store.DefaultBackupEvery, until ctx ends (Close).
+func (b *Backend) backups(ctx context.Context) {
+	defer b.bg.Done()
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, err := b.Store.BackupIfDue(store.DefaultBackupEvery); err != nil {
+				b.log.Warn("periodic backup of the data file", "err", err)
+			}
+		}
+	}
 }
 
 // Serve runs the HTTP API on ln until ctx ends.
@@ -223,9 +258,11 @@ func (b *Backend) Close() error {
 		if b.HostDesk != nil {
 			errs = append(errs, b.HostDesk.Close())
 		}
-		b.drivers.close()
 		if b.Control != nil {
 			errs = append(errs, b.Control.Close())
+		}
+		if b.stopBG != nil {
+			b.stopBG()
 		}
 		b.bg.Wait()
 		b.stats.close()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,8 +20,11 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/tools"
+	"cubicle/backend/engine/podman"
+	"cubicle/backend/fault"
 	"cubicle/backend/models"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 )
 
 // scriptedModel is an OpenAI-compatible chat-completions server that answers each request
@@ -277,6 +281,10 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Last of all (cleanups run in reverse): remove every container and volume this data
+	// directory made, found by its store id.
+	storeID := b.Store.Identity().ID
+	t.Cleanup(func() { removeStoreObjects(t, storeID) })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	t.Cleanup(func() { b.Close() })
@@ -289,4 +297,29 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 		t.Fatalf("prepare: %v", err)
 	}
 	return b, dir, ctx
+}
+
+// removeStoreObjects removes the containers and volumes labelled with store id.
+func removeStoreObjects(t *testing.T, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eng, err := podman.Connect(ctx, "unix:///run/podman/podman.sock", podman.Options{})
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	defer eng.Close()
+	sel := map[string]string{vm.LabelStore: id}
+	cs, _ := eng.ListContainers(ctx, sel)
+	for _, c := range cs {
+		if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			t.Logf("cleanup: %v", err)
+		}
+	}
+	vs, _ := eng.ListVolumes(ctx, sel)
+	for _, v := range vs {
+		if err := eng.RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			t.Logf("cleanup: %v", err)
+		}
+	}
 }

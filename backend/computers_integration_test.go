@@ -280,11 +280,10 @@ func TestComputerTypesOnRealEngine(t *testing.T) {
 		if err != nil || bv.State != "running" {
 			t.Fatalf("browser instance: %+v %v", bv, err)
 		}
-		gc, err := guest.Dial(ctx, b.VMs.SocketPath(bv.ID))
+		gc, err := b.VMs.Link(ctx, bv.ID) // the browser's shared driver link (the manager owns it)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer gc.Close()
 		server := `import http.server, urllib.parse
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -423,7 +422,7 @@ http.server.HTTPServer(("127.0.0.1", 8765), H).serve_forever()
 		}
 		drain()
 		if v, _ := b.VMs.Agent(ctx, admin.ID, a.ID); v.Desktop.State != "stopped" {
-			t.Fatalf("after a stop mid-task the desktop is %s, want stopped", v.Desktop.State)
+			t.Fatalf("after a stop mid-task the desktop is %s, want stopped (%+v)", v.Desktop.State, v.Desktop)
 		}
 		// Started again by the next turn; then its computer authorisation is revoked.
 		model.push(callStep("v2", "computer_screenshot", map[string]any{}), textStep("done"))

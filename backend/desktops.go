@@ -3,8 +3,8 @@ package backend
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"cubicle/backend/api"
@@ -17,62 +17,29 @@ import (
 	"cubicle/backend/vm"
 )
 
-// drivers keeps one driver connection per running desktop for the screen channel, redialled
-// when the desktop restarted.
-type drivers struct {
-	mu    sync.Mutex
-	conns map[string]*guest.Client // instance id → connection; guarded by mu
-}
-
-func (d *drivers) get(ctx context.Context, id, socket string) (*guest.Client, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c := d.conns[id]; c != nil {
-		select {
-		case <-c.Done():
-		default:
-			return c, nil
-		}
-		c.Close()
-		delete(d.conns, id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c, err := guest.Dial(ctx, socket)
-	if err != nil {
-		return nil, err
-	}
-	if d.conns == nil {
-		d.conns = map[string]*guest.Client{}
-	}
-	d.conns[id] = c
-	return c, nil
-}
-
-func (d *drivers) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, c := range d.conns {
-		c.Close()
-		delete(d.conns, id)
-	}
-}
-
 // desktops adapts the VM manager to the binding (which may start a desktop) and to the screen
 // channel (which only looks).
 type desktops struct {
-	b       *Backend
-	vms     *vm.Manager
-	drivers *drivers
+	b   *Backend
+	vms *vm.Manager
 }
+
+// viewLinkTimeout bounds connecting to a running desktop's driver for a viewer.
+const viewLinkTimeout = 3 * time.Second
 
 // Ensure implements binding.VMs: the agent's desktop, started (or created) when needed.
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
-	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart)
+	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart) // starts it, or repairs its driver link
 	if err != nil {
+		if ctx.Err() != nil {
+			// The start goes on without the caller: name the desktop (binding.VMs).
+			if v, verr := d.vms.Agent(context.WithoutCancel(ctx), accountID, agentID); verr == nil {
+				return binding.Desktop{InstanceID: v.Desktop.ID}, err
+			}
+		}
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: v.Desktop.ID, Socket: d.vms.SocketPath(v.Desktop.ID)}, nil
+	return d.bound(ctx, v.Desktop.ID)
 }
 
 // CreateTask implements binding.VMs: a helper's task-isolated desktop, created when needed.
@@ -82,7 +49,19 @@ func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.D
 	if err != nil {
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil
+	return d.bound(ctx, id)
+}
+
+// bound is running desktop id as the binding drives it: its shared driver link, and tunnels
+// opened over the same transport.
+func (d desktops) bound(ctx context.Context, id string) (binding.Desktop, error) {
+	c, err := d.vms.Link(ctx, id)
+	if err != nil {
+		return binding.Desktop{InstanceID: id}, err
+	}
+	return binding.Desktop{InstanceID: id, Computer: c, Tunnel: func(ctx context.Context, address string) (net.Conn, error) {
+		return d.vms.Tunnel(ctx, id, address)
+	}}, nil
 }
 
 // RemoveTask implements binding.VMs: removes a helper's task desktop.
@@ -94,9 +73,12 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
 	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return binding.Desktop{InstanceID: d.vms.BrowserInstanceID(accountID, agentID)}, err
+		}
 		return binding.Desktop{}, err
 	}
-	return binding.Desktop{InstanceID: id, Socket: d.vms.SocketPath(id)}, nil
+	return d.bound(ctx, id)
 }
 
 // Desktop implements api.Desktops: the screen the agent's computer panel shows, as it is —
@@ -128,11 +110,24 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 	}
 	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt}
 	if v.Desktop.State == "running" {
-		if c, err := d.drivers.get(ctx, v.Desktop.ID, d.vms.SocketPath(v.Desktop.ID)); err == nil {
-			out.Client = c
-		}
+		d.viewLink(ctx, &out)
 	}
 	return out, nil
+}
+
+// viewLink puts running desktop out's shared link into out (or says why there is none). A
+// viewer never repairs a desktop: Start does.
+func (d desktops) viewLink(ctx context.Context, out *api.Desktop) {
+	lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
+	defer cancel()
+	c, err := d.vms.Link(lctx, out.ID)
+	if err != nil {
+		if out.Message == "" {
+			out.Message = err.Error()
+		}
+		return
+	}
+	out.Client = c
 }
 
 // activity tells the VM manager who uses a desktop (vm.Activity).
@@ -212,9 +207,7 @@ func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string)
 		out.Message = "the agent's browser starts with its first browser tool call"
 	}
 	if v.State == "running" {
-		if c, err := d.drivers.get(ctx, v.ID, d.vms.SocketPath(v.ID)); err == nil {
-			out.Client = c
-		}
+		d.viewLink(ctx, &out)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/housekeeping"
+	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -40,6 +42,10 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			problem, b.engine = "", eng
 		}
 	}
+	mode, err := link.ParseMode(cmp.Or(b.cfg.GuestLink, os.Getenv(link.EnvVar)))
+	if err != nil {
+		return nil, fault.Invalid("%v", err)
+	}
 	compose := b.cfg.ComposeDesktops
 	if len(compose) == 0 {
 		for _, name := range strings.Split(os.Getenv("CUBICLE_COMPOSE_DESKTOPS"), ",") {
@@ -52,8 +58,10 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		OnChange: b.desktopChanged, OnPrepare: b.prepareChanged, OnSettings: b.nodeChanged}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
+		cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
+		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
-			WorkDir: filepath.Join(b.cfg.DataDir, "images")})
+			WorkDir: filepath.Join(b.cfg.DataDir, "images"), Pins: vm.PinSource(b.Store, cfg.NodeID, os.Getenv)})
 		if err != nil {
 			log.Warn("image preparation unavailable", "err", err)
 		} else {
@@ -61,6 +69,18 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		}
 	}
 	return vm.New(cfg)
+}
+
+// GuestLinkChoice decides how desktops' drivers on engine e are reached under mode (see
+// link.Choose); it asks the engine what it runs on.
+func GuestLinkChoice(ctx context.Context, mode link.Mode, e *ConnectedEngine) link.Choice {
+	le := link.Engine{GOOS: runtime.GOOS, Socket: e.Endpoint.Socket}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if info, err := e.Client.Info(ictx); err == nil {
+		le.OperatingSystem = info.OperatingSystem
+	}
+	return link.Choose(mode, le)
 }
 
 // EngineClient is what a connected engine offers: both adapters implement it.

@@ -1,7 +1,6 @@
 package images_test
 
-// Helpers of the integration tests: a loopback registry, image snapshots, timing, and
-// screenshot comparisons.
+// Helpers of the integration tests: timing and screenshot comparisons.
 
 import (
 	"bytes"
@@ -11,33 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"cubicle/backend/engine/podman"
 	"cubicle/backend/guest"
 )
-
-// imageSet lists every image id with its names and digests, sorted.
-func imageSet(t *testing.T, ctx context.Context, eng *podman.Client) []string {
-	t.Helper()
-	list, err := eng.ListImages(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, img := range list {
-		names := slices.Clone(img.Names)
-		sort.Strings(names)
-		digests := slices.Clone(img.Digests)
-		sort.Strings(digests)
-		out = append(out, img.ID+" "+strings.Join(names, ",")+" "+strings.Join(digests, ","))
-	}
-	sort.Strings(out)
-	return out
-}
 
 // timing is what measure found.
 type timing struct {

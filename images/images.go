@@ -3,9 +3,10 @@
 // a key ("standard", "cursor") into a local image that runs the cubicle-guest driver as PID 1.
 //
 // Images are tagged by content: localhost/cubicle-desktop:<key>-<hash12>, where the hash covers
-// the recipe files, the driver binary and the base. An image whose tag is present is reused and
-// never rebuilt; a changed recipe or driver gives a new tag. Builds are atomic from the
-// caller's view: the engine tags an image only when its build succeeded.
+// the recipe files, the driver binary (so the architecture) and the base's pinned digest. An
+// image whose tag is present is reused and never rebuilt; a changed recipe, driver or pin gives
+// a new tag. Builds are atomic from the caller's view: the engine tags an image only when its
+// build succeeded.
 //
 // Every image is two builds: the system layer (the key's Containerfile with desktop/ on its
 // base, tagged localhost/cubicle-system:<key>-<hash12>) and the driver layer (driver/) on top.
@@ -13,11 +14,19 @@
 // recipe changes. Builds are serialised across processes on one host by a file lock, so two
 // processes preparing the same image build it once.
 //
-//   - standard: Debian bookworm. When docker.io/library/debian:bookworm cannot be pulled (no
-//     registry is reachable), the base root file system is built with debootstrap from a
-//     Debian mirror and imported as localhost/cubicle-base:bookworm-<hash12>.
-//   - cursor: a third-party base pinned by digest (linux/amd64). If it cannot be pulled,
-//     Ensure fails with fault.ErrUnavailable naming the reference, and nothing changes.
+//   - standard: Debian bookworm for the engine's architecture (linux/amd64 or linux/arm64).
+//     The base is built inside the engine from the pinned image (Pins.Base, by default
+//     docker.io/library/debian:bookworm-slim by digest), pulled when the engine lacks it, so
+//     macOS and Windows need nothing but the engine. A Linux host without a registry builds the
+//     same Debian release with debootstrap instead and imports it as
+//     localhost/cubicle-base:bookworm-<hash12>. BaseSource chooses between the two (auto by
+//     default: what the engine has, then the pull, then debootstrap).
+//   - cursor: a third-party base pinned by digest (Pins.Cursor), linux/amd64 only; an arm64
+//     engine needs amd64 emulation. If it cannot be pulled, Ensure fails with
+//     fault.ErrUnavailable naming the reference, and nothing changes.
+//
+// The driver is built per architecture (scripts/build.sh embeds linux/amd64 and linux/arm64
+// binaries); the Builder picks the one for the image's platform and checks its ELF header.
 //
 // Progress is reported through a callback: the phase (base, pull, build N/M, driver N/M, tag,
 // done), the raw output line and a percentage (-1 when unknown).
@@ -31,8 +40,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	"cubicle/backend/engine"
@@ -65,14 +72,6 @@ func ParseKey(s string) (Key, error) {
 const (
 	// DefaultMirror is the Debian package mirror the offline base is built from.
 	DefaultMirror = "http://deb.debian.org/debian"
-	// DefaultCursorBase is the Cursor Universal environment image (it tracks the tag
-	// sand-box-latest; Cubicle always uses it by digest).
-	DefaultCursorBase = "public.ecr.aws/k0i0n2g5/cursorenvironments/universal"
-	// DefaultCursorDigest is the PINNED linux/amd64 digest of DefaultCursorBase. It has not been
-	// verified against the registry from this build machine (no registry is reachable here):
-	// update it to the digest of sand-box-latest once verified, e.g. with
-	// `skopeo inspect --override-arch amd64 docker://public.ecr.aws/…/universal:sand-box-latest`.
-	DefaultCursorDigest = "sha256:5e0b3f1b6a7d2c9e84f1a0d3c6b9e2f7a4d8c1b5e9f3a7d2c6b0e4f8a1d5c9b3"
 
 	// Repository of the desktop images; the tag is "<key>-<hash12>".
 	desktopRepo = "localhost/cubicle-desktop"
@@ -80,16 +79,17 @@ const (
 	systemRepo = "localhost/cubicle-system"
 	// Repository of the offline-built base; the tag is "bookworm-<hash12>".
 	baseRepo = "localhost/cubicle-base"
-	// debianBase is the standard recipe's base when a registry can serve it.
-	debianBase = "docker.io/library/debian:bookworm"
-	// cursorPlatform is the only platform the cursor base exists for.
-	cursorPlatform = "linux/amd64"
+	// cursorArch is the only architecture the cursor base exists for.
+	cursorArch     = "amd64"
+	cursorPlatform = "linux/" + cursorArch
 )
 
-// Engine is what the Builder needs from a container engine adapter (backend/engine/podman
-// satisfies it). Methods are called from one goroutine at a time per Builder; a missing image
-// is reported as fault.ErrNotFound. BuildImage writes its output lines to spec.Progress.
+// Engine is what the Builder needs from a container engine adapter (backend/engine/podman and
+// backend/engine/docker satisfy it). Methods are called from one goroutine at a time per
+// Builder; a missing image is reported as fault.ErrNotFound. BuildImage writes its output
+// lines to spec.Progress. Info's Arch (GOARCH terms) decides the images' architecture.
 type Engine interface {
+	Info(ctx context.Context) (engine.Info, error)
 	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
 	ImportImage(ctx context.Context, rootfsTar io.Reader, ref string, labels map[string]string) (engine.Image, error)
 	PullImage(ctx context.Context, ref, platform string, opts engine.PullOptions) (engine.Image, error)
@@ -104,22 +104,29 @@ type Config struct {
 	// WorkDir holds scratch space (the base root file system, build contexts); it needs about
 	// 300 MB free while the base is built. "" = os.TempDir().
 	WorkDir string
-	// Driver is the cubicle-guest binary (linux, static). When nil, DriverPath is read; when
-	// both are empty, the binary embedded from images/bin/cubicle-guest (make build) is used.
+	// Drivers maps a GOARCH ("amd64", "arm64") to the cubicle-guest binary for linux on it
+	// (static). Driver and DriverPath add one binary each, its architecture read from its ELF
+	// header. When none is given, the binaries embedded from images/bin (scripts/build.sh)
+	// are used.
+	Drivers    map[string][]byte
 	Driver     []byte
 	DriverPath string
 	// Mirror is the Debian mirror for the offline base ("" = DefaultMirror).
 	Mirror string
-	// CursorBase and CursorDigest pin the cursor base ("" = the defaults). CursorInsecure allows
-	// plain HTTP / unverified TLS for a loopback or private registry serving it.
-	CursorBase     string
-	CursorDigest   string
-	CursorInsecure bool
-	// Arch is the engine host's architecture in GOARCH terms ("" = runtime.GOARCH).
+	// Pins returns the bases in force. It is called at every Ensure and List, so a changed
+	// setting applies to the next preparation. nil = PinsFromEnv(os.Getenv).
+	Pins func() (Pins, error)
+	// BaseSource says how the standard base is obtained ("" = $CUBICLE_BASE_SOURCE, else
+	// BaseAuto).
+	BaseSource BaseSource
+	// Arch is the standard image's architecture in GOARCH terms ("" = the engine's own, what
+	// Info reports). Another architecture needs an engine that emulates it.
 	Arch string
-	// EmulatesAMD64 reports whether a non-amd64 host can run amd64 images (nil: look for a
-	// qemu/box64 binfmt_misc handler).
-	EmulatesAMD64 func() bool
+	// Emulates reports whether the engine can run images of a foreign architecture arch
+	// (nil: look for a binfmt_misc handler on this host — qemu-user, box64, Rosetta — and
+	// answer true where that cannot be seen, as with an engine in a VM: the engine then
+	// reports the failure itself). The debootstrap path asks it about this host.
+	Emulates func(arch string) bool
 	// LockPath is the file that serialises builds across processes on this host
 	// ("" = cubicle-images-<uid>.lock in os.TempDir()).
 	LockPath string
@@ -128,15 +135,16 @@ type Config struct {
 // Builder prepares images. It is safe for concurrent use; builds are serialised, also across
 // processes on one host (Config.LockPath).
 type Builder struct {
-	cfg    Config
-	log    *slog.Logger
-	driver []byte // the driver binary, loaded by New
+	cfg     Config
+	log     *slog.Logger
+	drivers map[string][]byte // GOARCH → driver binary, loaded by New
+	host    hostInfo          // what the debootstrap path needs of this host
 	// sem serialises Ensure calls (a build uses the whole machine; two would only compete).
 	sem chan struct{}
 }
 
 // New returns a Builder. It fails with fault.ErrInvalid when the configuration is unusable and
-// with fault.ErrUnavailable when the driver binary is not available.
+// with fault.ErrUnavailable when no driver binary is available.
 func New(cfg Config) (*Builder, error) {
 	if cfg.Engine == nil {
 		return nil, fault.Invalid("images: Config.Engine is required")
@@ -150,32 +158,28 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.Mirror == "" {
 		cfg.Mirror = DefaultMirror
 	}
-	if cfg.CursorBase == "" {
-		cfg.CursorBase = DefaultCursorBase
+	if cfg.Pins == nil {
+		cfg.Pins = func() (Pins, error) { return PinsFromEnv(os.Getenv) }
 	}
-	if cfg.CursorDigest == "" {
-		cfg.CursorDigest = DefaultCursorDigest
+	src := cfg.BaseSource
+	if src == "" {
+		src = BaseSource(os.Getenv(EnvBaseSource))
 	}
-	if cfg.Arch == "" {
-		cfg.Arch = runtime.GOARCH
+	var err error
+	if cfg.BaseSource, err = ParseBaseSource(string(src)); err != nil {
+		return nil, fault.Invalid("images: %s: %v", EnvBaseSource, err)
 	}
-	if cfg.EmulatesAMD64 == nil {
-		cfg.EmulatesAMD64 = hostEmulatesAMD64
+	if cfg.Emulates == nil {
+		cfg.Emulates = hostEmulates
 	}
 	if cfg.LockPath == "" {
 		cfg.LockPath = filepath.Join(os.TempDir(), fmt.Sprintf("cubicle-images-%d.lock", os.Getuid()))
 	}
-	if err := validDigest(cfg.CursorDigest); err != nil {
-		return nil, err
-	}
-	if strings.Contains(cfg.CursorBase, "@") {
-		return nil, fault.Invalid("images: cursor base %q must be a repository without a digest; set the digest separately", cfg.CursorBase)
-	}
-	driver, err := loadDriver(cfg.Driver, cfg.DriverPath)
+	drivers, err := loadDrivers(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Builder{cfg: cfg, log: cfg.Logger, driver: driver, sem: make(chan struct{}, 1)}, nil
+	return &Builder{cfg: cfg, log: cfg.Logger, drivers: drivers, host: realHost(), sem: make(chan struct{}, 1)}, nil
 }
 
 // Result describes a prepared image.
@@ -184,6 +188,7 @@ type Result struct {
 	Ref        string // localhost/cubicle-desktop:<key>-<hash12>
 	ImageID    string
 	RecipeHash string // full hex sha256 of recipe + driver + base
+	Arch       string // the image's architecture (GOARCH terms)
 	Reused     bool   // true when the image existed and nothing was built
 	// SystemRef is the desktop layer under the driver (localhost/cubicle-system:<key>-<hash12>):
 	// kept so a new driver rebuilds in seconds; remove it with the image to free the space.
@@ -194,7 +199,9 @@ type Result struct {
 type Status struct {
 	Key        Key
 	Ref        string // the reference the current recipe builds (present or not)
+	SystemRef  string // its system layer's reference (present or not)
 	RecipeHash string
+	Arch       string
 	Prepared   bool   // the image with Ref exists
 	ImageID    string // set when Prepared
 	Size       int64
@@ -203,7 +210,8 @@ type Status struct {
 
 // Ensure makes sure the image for key exists, building it when it does not, and returns it.
 // progress (may be nil) gets serialised calls, possibly from the engine adapter's goroutine,
-// never after Ensure returns. Unknown keys are fault.ErrInvalid; an unpullable base or unreachable engine is
+// never after Ensure returns. Unknown keys and invalid pins are fault.ErrInvalid; an
+// unpullable base, a missing driver for the engine's architecture or an unreachable engine is
 // fault.ErrUnavailable.
 func (b *Builder) Ensure(ctx context.Context, key Key, progress func(Progress)) (Result, error) {
 	if _, err := ParseKey(string(key)); err != nil {
@@ -217,17 +225,24 @@ func (b *Builder) Ensure(ctx context.Context, key Key, progress func(Progress)) 
 	}
 	rep := newReporter(progress)
 	start := time.Now()
+	tg, err := b.target(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
+	}
+	if err := b.checkPlatform(key, tg); err != nil {
+		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
+	}
 	// Reuse needs no lock. Otherwise take the host's build lock and look again: another
 	// process may have built the image meanwhile.
-	r, err := b.recipe(key)
+	r, err := b.recipe(key, tg)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	}
 	if img, ok, err := b.lookup(ctx, r.ref); err != nil {
 		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	} else if ok {
 		rep.report("done", r.ref, 100)
-		return Result{Key: key, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, Reused: true, SystemRef: r.system.ref}, nil
+		return r.result(img, true), nil
 	}
 	unlock, err := lockHost(ctx, b.cfg.LockPath, func() {
 		b.log.Info("waiting for another image build on this host", "key", key, "lock", b.cfg.LockPath)
@@ -237,31 +252,71 @@ func (b *Builder) Ensure(ctx context.Context, key Key, progress func(Progress)) 
 		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	}
 	defer unlock()
-	var res Result
-	switch key {
-	case Standard:
-		res, err = b.ensureStandard(ctx, rep)
-	case Cursor:
-		res, err = b.ensureCursor(ctx, rep)
-	}
+	res, err := b.ensure(ctx, r, tg, rep)
 	if err != nil {
 		return Result{}, fmt.Errorf("images: ensure %s: %w", key, err)
 	}
 	rep.report("done", res.Ref, 100)
-	b.log.Info("image ready", "key", key, "ref", res.Ref, "reused", res.Reused, "took", time.Since(start).Round(time.Millisecond))
+	b.log.Info("image ready", "key", key, "ref", res.Ref, "arch", res.Arch, "reused", res.Reused,
+		"took", time.Since(start).Round(time.Millisecond))
 	return res, nil
 }
 
+// target is what one Ensure or List builds for: the engine's architecture, the standard
+// image's, and the pins in force.
+type target struct {
+	engineArch string
+	stdArch    string
+	pins       Pins
+}
+
+// target asks the engine for its architecture and reads the pins.
+func (b *Builder) target(ctx context.Context) (target, error) {
+	info, err := b.cfg.Engine.Info(ctx)
+	if err != nil {
+		return target{}, fmt.Errorf("ask the engine for its architecture: %w", err)
+	}
+	tg := target{engineArch: normalizeArch(info.Arch), stdArch: b.cfg.Arch}
+	if tg.stdArch == "" {
+		if err := supportedArch(tg.engineArch); err != nil {
+			return target{}, err
+		}
+		tg.stdArch = tg.engineArch
+	} else if err := supportedArch(tg.stdArch); err != nil {
+		return target{}, err
+	}
+	if tg.pins, err = b.cfg.Pins(); err != nil {
+		return target{}, fmt.Errorf("image sources: %w", err)
+	}
+	return tg, nil
+}
+
+// normalizeArch turns the architecture names engines report into GOARCH terms.
+func normalizeArch(a string) string {
+	switch a {
+	case "x86_64", "x86-64":
+		return "amd64"
+	case "aarch64", "arm64/v8":
+		return "arm64"
+	}
+	return a
+}
+
 // List reports, for every key, the reference its current recipe builds and whether that image
-// is present.
+// is present. A key that cannot be built for this engine (the cursor image on arm64 without
+// emulation) is listed with the reference it would have.
 func (b *Builder) List(ctx context.Context) ([]Status, error) {
+	tg, err := b.target(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("images: list: %w", err)
+	}
 	out := make([]Status, 0, len(Keys()))
 	for _, key := range Keys() {
-		r, err := b.recipe(key)
+		r, err := b.recipe(key, tg)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("images: list: %w", err)
 		}
-		st := Status{Key: key, Ref: r.ref, RecipeHash: r.hash}
+		st := Status{Key: key, Ref: r.ref, SystemRef: r.system.ref, RecipeHash: r.hash, Arch: r.arch}
 		img, err := b.cfg.Engine.InspectImage(ctx, r.ref)
 		switch {
 		case err == nil:
@@ -288,91 +343,61 @@ func (b *Builder) lookup(ctx context.Context, ref string) (engine.Image, bool, e
 	}
 }
 
-// ensureStandard: reuse by tag; otherwise build what is missing: the Debian base, the system
-// layer, the driver layer.
-func (b *Builder) ensureStandard(ctx context.Context, rep *reporter) (Result, error) {
-	r, err := b.recipe(Standard)
-	if err != nil {
-		return Result{}, err
-	}
+// ensure builds what r lacks, under the host's build lock: reuse by tag; otherwise the base
+// (the standard Debian base, or the pinned cursor base), the system layer when it is missing,
+// and the driver layer.
+func (b *Builder) ensure(ctx context.Context, r recipe, tg target, rep *reporter) (Result, error) {
 	if img, ok, err := b.lookup(ctx, r.ref); err != nil {
 		return Result{}, err
 	} else if ok {
-		return Result{Key: Standard, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, Reused: true, SystemRef: r.system.ref}, nil
+		return r.result(img, true), nil
 	}
+	platform := platformFor(r.arch, tg.engineArch)
 	sys, ok, err := b.lookup(ctx, r.system.ref)
 	if err != nil {
 		return Result{}, err
 	}
 	lo := 0.0
 	if !ok {
-		base, built, err := b.ensureBase(ctx, rep)
-		if err != nil {
-			return Result{}, err
+		var base baseImage
+		switch r.key {
+		case Standard:
+			if base, err = b.ensureBase(ctx, rep, r.arch, tg.pins.Base); err != nil {
+				return Result{}, err
+			}
+			if base.built {
+				lo = basePercent
+			}
+		case Cursor:
+			if base.img, err = b.pullCursorBase(ctx, rep, tg.pins.Cursor); err != nil {
+				return Result{}, err
+			}
+			base.origin, lo = tg.pins.Cursor.Ref(), pullPercent
 		}
-		if built {
-			lo = basePercent
-		}
-		if sys, err = b.build(ctx, Standard, r.system, base.ID, "", nil, rep, "build", lo, systemPercent); err != nil {
-			return Result{}, err
-		}
-		lo = systemPercent
-	}
-	img, err := b.build(ctx, Standard, r.driver, sys.ID, "", b.driver, rep, "driver", lo, 99)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Key: Standard, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, SystemRef: r.system.ref}, nil
-}
-
-// ensureCursor: reuse by tag; otherwise pull the pinned base by digest (unless present), build
-// the system layer on it and the driver layer on top.
-func (b *Builder) ensureCursor(ctx context.Context, rep *reporter) (Result, error) {
-	if err := b.checkPlatform(); err != nil {
-		return Result{}, err
-	}
-	r, err := b.recipe(Cursor)
-	if err != nil {
-		return Result{}, err
-	}
-	if img, ok, err := b.lookup(ctx, r.ref); err != nil {
-		return Result{}, err
-	} else if ok {
-		return Result{Key: Cursor, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, Reused: true, SystemRef: r.system.ref}, nil
-	}
-	sys, ok, err := b.lookup(ctx, r.system.ref)
-	if err != nil {
-		return Result{}, err
-	}
-	lo := 0.0
-	if !ok {
-		base, err := b.pullCursorBase(ctx, rep)
-		if err != nil {
-			return Result{}, err
-		}
-		if sys, err = b.build(ctx, Cursor, r.system, base.ID, cursorPlatform, nil, rep, "build", pullPercent, systemPercent); err != nil {
+		labels := map[string]string{LabelBase: base.origin}
+		if sys, err = b.build(ctx, r.key, r.system, base.img.ID, platform, nil, labels, rep, "build", lo, systemPercent); err != nil {
 			return Result{}, err
 		}
 		lo = systemPercent
 	}
-	img, err := b.build(ctx, Cursor, r.driver, sys.ID, cursorPlatform, b.driver, rep, "driver", lo, 99)
+	img, err := b.build(ctx, r.key, r.driver, sys.ID, platform, r.driverBin, nil, rep, "driver", lo, 99)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Key: Cursor, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, SystemRef: r.system.ref}, nil
+	return r.result(img, false), nil
 }
 
 // pullCursorBase returns the pinned cursor base, pulling it by digest when it is not present.
 // A failed pull changes nothing and says what to do.
-func (b *Builder) pullCursorBase(ctx context.Context, rep *reporter) (engine.Image, error) {
-	baseRef := b.cursorBaseRef()
+func (b *Builder) pullCursorBase(ctx context.Context, rep *reporter, pin Pin) (engine.Image, error) {
+	baseRef := pin.Ref()
 	if base, ok, err := b.lookup(ctx, baseRef); err != nil || ok {
 		return base, err
 	}
 	rep.report("pull", "pulling "+baseRef, 0)
 	base, err := b.cfg.Engine.PullImage(ctx, baseRef, cursorPlatform, engine.PullOptions{
 		Progress: rep.writer("pull", 0, pullPercent),
-		Insecure: b.cfg.CursorInsecure,
+		Insecure: pin.loopback(),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -381,58 +406,36 @@ func (b *Builder) pullCursorBase(ctx context.Context, rep *reporter) (engine.Ima
 		b.log.Warn("cursor base pull failed", "ref", baseRef, "err", err)
 		return engine.Image{}, fault.Unavailable(
 			"the cursor base image %s cannot be pulled (%v); configure a registry or mirror that serves this digest "+
-				"(cursor base reference and digest in the Local VM image settings), or load the image into the engine, then prepare again",
-			baseRef, err)
+				"(Settings → Local VM → image sources, or %s and %s), or load the image into the engine, then prepare again",
+			baseRef, err, EnvCursorBase, EnvCursorDigest)
 	}
 	return base, nil
 }
 
-func (b *Builder) cursorBaseRef() string { return b.cfg.CursorBase + "@" + b.cfg.CursorDigest }
-
-// checkPlatform refuses the amd64-only cursor image on hosts that cannot run amd64.
-func (b *Builder) checkPlatform() error {
-	if b.cfg.Arch == "amd64" || b.cfg.EmulatesAMD64() {
+// checkPlatform refuses an image the engine cannot run: the amd64-only cursor image, or a
+// standard image for another architecture, on an engine that does not emulate it.
+func (b *Builder) checkPlatform(key Key, tg target) error {
+	arch := tg.stdArch
+	if key == Cursor {
+		arch = cursorArch
+	}
+	if arch == tg.engineArch || b.cfg.Emulates(arch) {
 		return nil
 	}
-	return fault.Unavailable(
-		"the cursor image exists only for linux/amd64 and this %s engine host cannot run amd64 images; "+
-			"install amd64 emulation (qemu-user-static with binfmt_misc, or enable Rosetta in Podman/Docker Desktop) or use the standard image",
-		b.cfg.Arch)
-}
-
-// hostEmulatesAMD64 reports whether this host can run x86-64 binaries through a binfmt_misc
-// handler (qemu-user, box64, Rosetta). Where binfmt_misc cannot be read (not Linux, or the
-// engine runs in a VM as with Podman/Docker Desktop) it cannot tell and answers true: the
-// engine then reports the failure itself.
-func hostEmulatesAMD64() bool {
-	const dir = "/proc/sys/fs/binfmt_misc"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return true
+	if key == Cursor {
+		return fault.Unavailable(
+			"the cursor image exists only for linux/amd64 and this %s engine cannot run amd64 images; "+
+				"install amd64 emulation (qemu-user-static with binfmt_misc, or enable Rosetta in Podman/Docker Desktop) or use the standard image",
+			tg.engineArch)
 	}
-	if _, err := os.Stat(dir + "/status"); err != nil {
-		return true // not mounted: unknown
-	}
-	for _, e := range entries {
-		if e.Name() == "status" || e.Name() == "register" {
-			continue
-		}
-		data, err := os.ReadFile(dir + "/" + e.Name())
-		if err != nil {
-			continue
-		}
-		// The ELF header of an x86-64 executable: e_machine 0x3e at offset 18.
-		if strings.HasPrefix(string(data), "enabled") && strings.Contains(string(data), "7f454c4602010100000000000000000002003e00") {
-			return true
-		}
-	}
-	return false
+	return fault.Unavailable("the standard image for linux/%s cannot run on this linux/%s engine: install %s emulation "+
+		"(qemu-user-static with binfmt_misc) or build for the engine's own architecture", arch, tg.engineArch, arch)
 }
 
 // build assembles layer l's context (with the driver binary when driver is not nil) and
-// builds it on baseID, tagged l.ref and labelled for key. Progress goes from lo to hi under
+// builds it on baseID, tagged l.ref and labelled for key (plus extra). Progress goes from lo to hi under
 // the step name step ("build N/M", "driver N/M").
-func (b *Builder) build(ctx context.Context, key Key, l layer, baseID, platform string, driver []byte, rep *reporter, step string, lo, hi float64) (engine.Image, error) {
+func (b *Builder) build(ctx context.Context, key Key, l layer, baseID, platform string, driver []byte, extra map[string]string, rep *reporter, step string, lo, hi float64) (engine.Image, error) {
 	dir, err := b.scratch("cubicle-build-")
 	if err != nil {
 		return engine.Image{}, err
@@ -448,16 +451,20 @@ func (b *Builder) build(ctx context.Context, key Key, l layer, baseID, platform 
 	runs, copies := l.steps()
 	rep.report(fmt.Sprintf("%s 0/%d", step, runs+copies), "building "+l.ref, lo)
 	w := rep.buildWriter(step, runs, copies, lo, hi)
+	labels := engine.ManagedLabels(map[string]string{
+		engine.LabelImageKey: keyLabel,
+		engine.LabelRecipe:   l.hash,
+	})
+	for k, v := range extra {
+		labels[k] = v
+	}
 	_, err = b.cfg.Engine.BuildImage(ctx, engine.BuildSpec{
 		ContextDir: dir,
 		Tag:        l.ref,
-		Labels: engine.ManagedLabels(map[string]string{
-			engine.LabelImageKey: keyLabel,
-			engine.LabelRecipe:   l.hash,
-		}),
-		BuildArgs: map[string]string{"BASE": baseID},
-		Platform:  platform,
-		Progress:  w,
+		Labels:     labels,
+		BuildArgs:  map[string]string{"BASE": baseID},
+		Platform:   platform,
+		Progress:   w,
 	})
 	w.Flush()
 	if err != nil {

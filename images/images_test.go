@@ -1,12 +1,18 @@
 package images
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,9 +107,51 @@ func TestRecipeHash(t *testing.T) {
 	}
 }
 
+// fakeDriver is an ELF header of a static executable for arch followed by payload: enough for
+// the Builder's checks, different payloads giving different drivers.
+func fakeDriver(arch, payload string) []byte {
+	return fakeELF(elfMachine[arch], false, payload)
+}
+
+func fakeELF(m elf.Machine, interp bool, payload string) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	w := func(v any) { binary.Write(&b, binary.LittleEndian, v) }
+	phnum, phoff := uint16(0), uint64(0)
+	if interp {
+		phnum, phoff = 1, 64
+	}
+	w(uint16(elf.ET_EXEC))
+	w(uint16(m))
+	w(uint32(1))
+	w(uint64(0x400000))
+	w(phoff)
+	w(uint64(0))
+	w(uint32(0))
+	for _, v := range []uint16{64, 56, phnum, 64, 0, 0} {
+		w(v)
+	}
+	if interp {
+		w(uint32(elf.PT_INTERP))
+		w(uint32(4))
+		for range 6 {
+			w(uint64(1))
+		}
+	}
+	b.WriteString(payload)
+	return b.Bytes()
+}
+
+// bothDrivers gives a builder fake drivers for both architectures.
+func bothDrivers(payload string) map[string][]byte {
+	return map[string][]byte{"amd64": fakeDriver("amd64", payload), "arm64": fakeDriver("arm64", payload)}
+}
+
+func staticPins(p Pins) func() (Pins, error) { return func() (Pins, error) { return p, nil } }
+
 func TestBuilderTags(t *testing.T) {
 	newB := func(driver string, mod func(*Config)) *Builder {
-		cfg := Config{Engine: &fakeEngine{}, Driver: []byte(driver)}
+		cfg := Config{Engine: &fakeEngine{}, Drivers: bothDrivers(driver), Pins: staticPins(DefaultPins())}
 		if mod != nil {
 			mod(&cfg)
 		}
@@ -113,21 +161,27 @@ func TestBuilderTags(t *testing.T) {
 		}
 		return b
 	}
-	sysRef := func(b *Builder, k Key) string {
-		r, err := b.recipe(k)
+	rec := func(b *Builder, k Key) recipe {
+		t.Helper()
+		tg, err := b.target(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		r, err := b.recipe(k, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	sysRef := func(b *Builder, k Key) string {
+		r := rec(b, k)
 		if !strings.HasPrefix(r.system.ref, "localhost/cubicle-system:"+string(k)+"-") || r.driver.ref != r.ref {
 			t.Fatalf("layers %q, %q of %q", r.system.ref, r.driver.ref, r.ref)
 		}
 		return r.system.ref
 	}
 	ref := func(b *Builder, k Key) string {
-		r, err := b.recipe(k)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := rec(b, k)
 		if !strings.HasPrefix(r.ref, "localhost/cubicle-desktop:"+string(k)+"-") || len(r.ref) != len("localhost/cubicle-desktop:"+string(k)+"-")+12 {
 			t.Fatalf("ref %q is not localhost/cubicle-desktop:%s-<hash12>", r.ref, k)
 		}
@@ -147,12 +201,53 @@ func TestBuilderTags(t *testing.T) {
 	if ref(a, Standard) != ref(mirror, Standard) {
 		t.Fatal("the Debian mirror changed the standard tag; any mirror serves the same suite")
 	}
-	digest := newB("one", func(c *Config) { c.CursorDigest = "sha256:" + strings.Repeat("ab", 32) })
-	if ref(a, Cursor) == ref(digest, Cursor) || sysRef(a, Cursor) == sysRef(digest, Cursor) {
+	withPins := func(mod func(*Pins)) *Builder {
+		p := DefaultPins()
+		mod(&p)
+		return newB("one", func(c *Config) { c.Pins = staticPins(p) })
+	}
+	cursorDigest := withPins(func(p *Pins) { p.Cursor.Digest = "sha256:" + strings.Repeat("ab", 32) })
+	if ref(a, Cursor) == ref(cursorDigest, Cursor) || sysRef(a, Cursor) == sysRef(cursorDigest, Cursor) {
 		t.Fatal("a different cursor digest kept the cursor tag")
 	}
-	if ref(a, Standard) != ref(digest, Standard) {
+	if ref(a, Standard) != ref(cursorDigest, Standard) {
 		t.Fatal("the cursor digest changed the standard tag")
+	}
+	baseDigest := withPins(func(p *Pins) { p.Base.Digest = "sha256:" + strings.Repeat("cd", 32) })
+	if ref(a, Standard) == ref(baseDigest, Standard) || sysRef(a, Standard) == sysRef(baseDigest, Standard) {
+		t.Fatal("a different base digest kept the standard tag")
+	}
+	if ref(a, Cursor) != ref(baseDigest, Cursor) {
+		t.Fatal("the standard base digest changed the cursor tag")
+	}
+	// The digest names the content: a mirror serving it gives the same image.
+	mirrored := withPins(func(p *Pins) {
+		p.Base.Image = "registry.example:5000/mirror/debian"
+		p.Cursor.Image = "registry.example:5000/mirror/universal"
+	})
+	if ref(a, Standard) != ref(mirrored, Standard) || ref(a, Cursor) != ref(mirrored, Cursor) {
+		t.Fatal("a mirror serving the same digests changed the tags")
+	}
+	// The source of the base is how, not what: the tag stays.
+	for _, src := range []BaseSource{BasePull, BaseDebootstrap} {
+		if ref(a, Standard) != ref(newB("one", func(c *Config) { c.BaseSource = src }), Standard) {
+			t.Fatalf("base source %s changed the standard tag", src)
+		}
+	}
+	// Per architecture: the standard image differs (system layer and driver), the cursor image
+	// is amd64 on every engine.
+	arm := newB("one", func(c *Config) { c.Arch = "arm64" })
+	if sysRef(a, Standard) == sysRef(arm, Standard) || ref(a, Standard) == ref(arm, Standard) {
+		t.Fatal("the arm64 standard image has the amd64 tags")
+	}
+	if ref(a, Cursor) != ref(arm, Cursor) {
+		t.Fatal("the cursor image on an arm64 engine is not the amd64 image")
+	}
+	if r := rec(arm, Standard); r.arch != "arm64" || !bytes.Equal(r.driverBin, fakeDriver("arm64", "one")) {
+		t.Fatalf("arm64 standard recipe: arch %q, driver for the wrong architecture", r.arch)
+	}
+	if r := rec(arm, Cursor); r.arch != "amd64" || !bytes.Equal(r.driverBin, fakeDriver("amd64", "one")) {
+		t.Fatalf("cursor recipe on arm64: arch %q, driver for the wrong architecture", r.arch)
 	}
 }
 
@@ -256,53 +351,90 @@ func TestBuildProgress(t *testing.T) {
 }
 
 func TestNewValidation(t *testing.T) {
+	amd := fakeDriver("amd64", "d")
 	for _, tc := range []struct {
 		name  string
 		cfg   Config
 		class error
+		msg   string
 	}{
-		{"no engine", Config{Driver: []byte("d")}, fault.ErrInvalid},
-		{"bad digest", Config{Engine: &fakeEngine{}, Driver: []byte("d"), CursorDigest: "sha256:abc"}, fault.ErrInvalid},
-		{"digest in base", Config{Engine: &fakeEngine{}, Driver: []byte("d"), CursorBase: "r/x@sha256:" + strings.Repeat("a", 64)}, fault.ErrInvalid},
-		{"missing driver file", Config{Engine: &fakeEngine{}, DriverPath: "/nonexistent/cubicle-guest"}, fault.ErrUnavailable},
+		{"no engine", Config{Driver: amd}, fault.ErrInvalid, "Engine is required"},
+		{"missing driver file", Config{Engine: &fakeEngine{}, DriverPath: "/nonexistent/cubicle-guest"}, fault.ErrUnavailable, "driver not found"},
+		{"driver not ELF", Config{Engine: &fakeEngine{}, Driver: []byte("#!/bin/sh\n")}, fault.ErrInvalid, "not an ELF executable"},
+		{"driver dynamic", Config{Engine: &fakeEngine{}, Driver: fakeELF(elf.EM_X86_64, true, "")}, fault.ErrInvalid, "CGO_ENABLED=0"},
+		{"driver for another machine", Config{Engine: &fakeEngine{}, Driver: fakeELF(elf.EM_RISCV, false, "")}, fault.ErrInvalid, "not one of linux/amd64"},
+		{"driver under the wrong arch", Config{Engine: &fakeEngine{}, Drivers: map[string][]byte{"arm64": amd}}, fault.ErrInvalid, "built for linux/amd64, not linux/arm64"},
+		{"bad base source", Config{Engine: &fakeEngine{}, Driver: amd, BaseSource: "ftp"}, fault.ErrInvalid, "use \"auto\", \"pull\" or \"debootstrap\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := New(tc.cfg); !errors.Is(err, tc.class) {
-				t.Fatalf("New error = %v, want class %v", err, tc.class)
+			_, err := New(tc.cfg)
+			if !errors.Is(err, tc.class) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("New error = %v, want class %v with %q", err, tc.class, tc.msg)
 			}
 		})
 	}
-	t.Run("defaults valid", func(t *testing.T) {
-		if err := validDigest(DefaultCursorDigest); err != nil {
-			t.Fatal(err)
+	t.Run("base source from the environment", func(t *testing.T) {
+		t.Setenv(EnvBaseSource, "nonsense")
+		if _, err := New(Config{Engine: &fakeEngine{}, Driver: amd}); !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), EnvBaseSource) {
+			t.Fatalf("New with %s=nonsense: %v", EnvBaseSource, err)
+		}
+		t.Setenv(EnvBaseSource, "PULL")
+		b, err := New(Config{Engine: &fakeEngine{}, Driver: amd})
+		if err != nil || b.cfg.BaseSource != BasePull {
+			t.Fatalf("New with %s=PULL: source %q, %v", EnvBaseSource, b.cfg.BaseSource, err)
 		}
 	})
-	t.Run("embedded driver", func(t *testing.T) {
-		_, err := New(Config{Engine: &fakeEngine{}})
-		if _, statErr := fs.Stat(bin, "bin/"+driverName); statErr != nil {
-			if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "driver not built: run make build") {
-				t.Fatalf("without images/bin/%s: error %v, want \"driver not built: run make build\"", driverName, err)
+	t.Run("embedded drivers", func(t *testing.T) {
+		b, err := New(Config{Engine: &fakeEngine{}})
+		var embedded []string
+		for _, arch := range archs {
+			if _, statErr := fs.Stat(bin, "bin/"+embeddedDriver(arch)); statErr == nil {
+				embedded = append(embedded, arch)
 			}
-		} else if err != nil {
-			t.Fatalf("with the embedded driver: %v", err)
+		}
+		if len(embedded) == 0 {
+			if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "driver not built: run scripts/build.sh") {
+				t.Fatalf("without images/bin/%s-<arch>: error %v, want \"driver not built: run scripts/build.sh\"", driverName, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("with the embedded drivers %v: %v", embedded, err)
+		}
+		if got := sortedKeys(b.drivers); !slices.Equal(got, embedded) {
+			t.Fatalf("drivers %v, embedded %v", got, embedded)
 		}
 	})
 }
 
 // fakeEngine is an in-memory Engine for the Builder's decision logic; the real paths are
-// covered by the Podman integration tests.
+// covered by the Podman and Docker integration tests.
 type fakeEngine struct {
-	mu      sync.Mutex
-	images  map[string]engine.Image // ref → image
-	pullErr error
-	builds  []engine.BuildSpec
-	pulls   []string
+	mu       sync.Mutex
+	arch     string                  // what Info reports ("" = amd64)
+	images   map[string]engine.Image // ref → image
+	pullErr  error
+	pullArch string // the arch of pulled images ("" = the platform asked for)
+	builds   []engine.BuildSpec
+	pulls    []string
+	pullOpts []engine.PullOptions
+	platf    []string // the platform of each pull
+	imports  int
+	// driverCtx holds the driver binary of every build context that had one.
+	driverCtx [][]byte
+}
+
+func (f *fakeEngine) Info(context.Context) (engine.Info, error) {
+	return engine.Info{Kind: "fake", Arch: cmp.Or(f.arch, "amd64"), OS: "linux"}, nil
 }
 
 func (f *fakeEngine) BuildImage(_ context.Context, spec engine.BuildSpec) (engine.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.builds = append(f.builds, spec)
+	if d, err := os.ReadFile(filepath.Join(spec.ContextDir, driverName)); err == nil {
+		f.driverCtx = append(f.driverCtx, d)
+	}
 	io.WriteString(spec.Progress, "STEP 1/2: FROM x\nSTEP 2/2: RUN y\n")
 	img := engine.Image{ID: "built-" + spec.Tag, Names: []string{spec.Tag}, Labels: spec.Labels}
 	f.put(spec.Tag, img)
@@ -313,19 +445,22 @@ func (f *fakeEngine) ImportImage(_ context.Context, r io.Reader, ref string, lab
 	io.Copy(io.Discard, r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.imports++
 	img := engine.Image{ID: "imported-" + ref, Labels: labels}
 	f.put(ref, img)
 	return img, nil
 }
 
-func (f *fakeEngine) PullImage(_ context.Context, ref, _ string, _ engine.PullOptions) (engine.Image, error) {
+func (f *fakeEngine) PullImage(_ context.Context, ref, platform string, opts engine.PullOptions) (engine.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pulls = append(f.pulls, ref)
+	f.pullOpts = append(f.pullOpts, opts)
+	f.platf = append(f.platf, platform)
 	if f.pullErr != nil {
 		return engine.Image{}, f.pullErr
 	}
-	img := engine.Image{ID: "pulled-" + ref}
+	img := engine.Image{ID: "pulled-" + ref, Arch: cmp.Or(f.pullArch, strings.TrimPrefix(platform, "linux/"))}
 	f.put(ref, img)
 	return img, nil
 }
@@ -346,6 +481,8 @@ func (f *fakeEngine) RemoveImage(_ context.Context, ref string) error {
 	return nil
 }
 
+func fakeImage(id string) engine.Image { return engine.Image{ID: id} }
+
 func (f *fakeEngine) put(ref string, img engine.Image) {
 	if f.images == nil {
 		f.images = map[string]engine.Image{}
@@ -357,102 +494,6 @@ func (f *fakeEngine) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.images)
-}
-
-func TestEnsureDecisions(t *testing.T) {
-	ctx := context.Background()
-	t.Run("unknown key", func(t *testing.T) {
-		b, _ := New(Config{Engine: &fakeEngine{}, Driver: []byte("d"), LockPath: t.TempDir() + "/lock"})
-		if _, err := b.Ensure(ctx, "desktop", nil); !errors.Is(err, fault.ErrInvalid) {
-			t.Fatalf("Ensure(desktop) = %v, want fault.ErrInvalid", err)
-		}
-	})
-	t.Run("cursor builds on the pulled digest then reuses", func(t *testing.T) {
-		fe := &fakeEngine{}
-		b, _ := New(Config{Engine: fe, Driver: []byte("d"), LockPath: t.TempDir() + "/lock", CursorBase: "127.0.0.1:5000/base", CursorDigest: "sha256:" + strings.Repeat("1", 64)})
-		var steps []string
-		res, err := b.Ensure(ctx, Cursor, func(p Progress) { steps = append(steps, p.Step) })
-		if err != nil || res.Reused {
-			t.Fatalf("first Ensure = %+v, %v", res, err)
-		}
-		if len(fe.pulls) != 1 || fe.pulls[0] != "127.0.0.1:5000/base@sha256:"+strings.Repeat("1", 64) {
-			t.Fatalf("pulls = %v, want the base by digest", fe.pulls)
-		}
-		if len(fe.builds) != 2 {
-			t.Fatalf("%d builds, want the system and the driver layer", len(fe.builds))
-		}
-		sys, drv := fe.builds[0], fe.builds[1]
-		if sys.BuildArgs["BASE"] != "pulled-"+fe.pulls[0] || sys.Platform != "linux/amd64" || !strings.HasPrefix(sys.Tag, "localhost/cubicle-system:cursor-") ||
-			sys.Labels[engine.LabelImageKey] != "cursor/system" {
-			t.Fatalf("system layer spec %+v", sys)
-		}
-		if drv.BuildArgs["BASE"] != "built-"+sys.Tag || drv.Platform != "linux/amd64" || drv.Tag != res.Ref ||
-			drv.Labels[engine.LabelImageKey] != "cursor" || drv.Labels[engine.LabelRecipe] != res.RecipeHash {
-			t.Fatalf("driver layer spec %+v does not match result %+v", drv, res)
-		}
-		if steps[0] != "pull" || steps[len(steps)-1] != "done" {
-			t.Fatalf("progress steps %v", steps)
-		}
-		again, err := b.Ensure(ctx, Cursor, nil)
-		if err != nil || !again.Reused || again.Ref != res.Ref || len(fe.builds) != 2 || len(fe.pulls) != 1 {
-			t.Fatalf("second Ensure = %+v, %v (builds %d, pulls %d); want reuse", again, err, len(fe.builds), len(fe.pulls))
-		}
-	})
-	t.Run("cursor base unpullable changes nothing", func(t *testing.T) {
-		fe := &fakeEngine{pullErr: fault.Unavailable("manifest unknown")}
-		b, _ := New(Config{Engine: fe, Driver: []byte("d"), LockPath: t.TempDir() + "/lock"})
-		_, err := b.Ensure(ctx, Cursor, nil)
-		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), DefaultCursorBase+"@"+DefaultCursorDigest) ||
-			!strings.Contains(err.Error(), "configure a registry or mirror") {
-			t.Fatalf("error %v: want fault.ErrUnavailable naming the reference and what to do", err)
-		}
-		if fe.count() != 0 || len(fe.builds) != 0 {
-			t.Fatalf("images %d, builds %d after a failed pull; want none", fe.count(), len(fe.builds))
-		}
-	})
-	t.Run("cursor on arm64 without emulation", func(t *testing.T) {
-		fe := &fakeEngine{}
-		b, _ := New(Config{Engine: fe, Driver: []byte("d"), LockPath: t.TempDir() + "/lock", Arch: "arm64", EmulatesAMD64: func() bool { return false }})
-		_, err := b.Ensure(ctx, Cursor, nil)
-		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "amd64 emulation") {
-			t.Fatalf("error %v: want fault.ErrUnavailable about amd64 emulation", err)
-		}
-		if len(fe.pulls) != 0 {
-			t.Fatal("pulled although the host cannot run the image")
-		}
-	})
-	t.Run("cursor on arm64 with emulation", func(t *testing.T) {
-		b, _ := New(Config{Engine: &fakeEngine{}, Driver: []byte("d"), LockPath: t.TempDir() + "/lock", Arch: "arm64", EmulatesAMD64: func() bool { return true }})
-		if _, err := b.Ensure(ctx, Cursor, nil); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("standard uses an existing offline base", func(t *testing.T) {
-		fe := &fakeEngine{}
-		b, _ := New(Config{Engine: fe, Driver: []byte("d"), LockPath: t.TempDir() + "/lock"})
-		baseRef := baseRepo + ":bookworm-" + b.baseHash()[:12]
-		fe.put(baseRef, engine.Image{ID: "base-id"})
-		res, err := b.Ensure(ctx, Standard, nil)
-		if err != nil || res.Reused {
-			t.Fatalf("Ensure = %+v, %v", res, err)
-		}
-		if len(fe.pulls) != 0 || fe.builds[0].BuildArgs["BASE"] != "base-id" {
-			t.Fatalf("pulls %v, BASE %q: want the existing base, no pull", fe.pulls, fe.builds[0].BuildArgs["BASE"])
-		}
-		// A new driver rebuilds only the driver layer, on the same system layer.
-		b2, _ := New(Config{Engine: fe, Driver: []byte("d2"), LockPath: t.TempDir() + "/lock"})
-		res2, err := b2.Ensure(ctx, Standard, nil)
-		if err != nil || res2.Reused || res2.Ref == res.Ref {
-			t.Fatalf("Ensure with a new driver = %+v, %v", res2, err)
-		}
-		if len(fe.builds) != 3 || fe.builds[2].BuildArgs["BASE"] != "built-"+fe.builds[0].Tag {
-			t.Fatalf("builds %d (last BASE %q): want one more, on the existing system layer", len(fe.builds), fe.builds[len(fe.builds)-1].BuildArgs["BASE"])
-		}
-		list, err := b.List(ctx)
-		if err != nil || len(list) != 2 || !list[0].Prepared || list[0].Ref != res.Ref || list[1].Prepared {
-			t.Fatalf("List = %+v, %v", list, err)
-		}
-	})
 }
 
 func TestHostLock(t *testing.T) {

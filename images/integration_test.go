@@ -439,31 +439,20 @@ func startDesktop(t testing.TB, ctx context.Context, eng *podman.Client, ref str
 	return &desktop{id: st.ID, client: c}
 }
 
-// TestCursorPullByDigest runs Debian's docker-registry on loopback, pushes the standard image
-// to it, and prepares the cursor image from that registry by digest; a wrong digest is refused
-// with a clear error and leaves the engine's images as they were.
-func TestCursorPullByDigest(t *testing.T) {
-	eng := connect(t)
-	if _, err := exec.LookPath("docker-registry"); err != nil {
-		need(t, "docker-registry is not installed (apt-get install docker-registry)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	std := ensureStandard(t, ctx, eng)
-	registry := enginetest.StartRegistry(t)
-
-	// The stand-in base is the standard image plus a label unique to this run, pushed and then
-	// removed from the engine, so that the cursor preparation really pulls by digest (pushing
-	// the standard image itself would leave an image with that digest in local storage, and
-	// the engine may resolve repo@digest to it without pulling).
-	repo := registry + "/cubicle-test/universal"
-	pushRef := repo + ":sand-box-latest"
+// pushStandIn builds a stand-in base on top of the image from (a LABEL unique to this run, so
+// its digest is new), pushes it to repo:tag on the loopback registry and removes it from the
+// engine, so that preparing from repo@digest really pulls (the engine would resolve a digest
+// it already has from local storage). It returns the digest and removes the pulled image at
+// cleanup.
+func pushStandIn(t *testing.T, ctx context.Context, eng *podman.Client, from, repo, tag string) string {
+	t.Helper()
+	pushRef := repo + ":" + tag
 	ctxDir := t.TempDir()
-	containerfile := "FROM " + std.ImageID + "\nLABEL io.cubicle.test-run=" + filepath.Base(ctxDir) + "\n"
+	containerfile := "FROM " + from + "\nLABEL io.cubicle.test-run=" + filepath.Base(ctxDir) + "\n"
 	if err := os.WriteFile(filepath.Join(ctxDir, "Containerfile"), []byte(containerfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.BuildImage(ctx, engine.BuildSpec{ContextDir: ctxDir, Tag: pushRef}); err != nil {
+	if _, err := eng.BuildImage(ctx, engine.BuildSpec{ContextDir: ctxDir, Tag: pushRef, Labels: map[string]string{testLabel: "images"}}); err != nil {
 		t.Fatalf("build the stand-in base: %v", err)
 	}
 	start := time.Now()
@@ -479,45 +468,68 @@ func TestCursorPullByDigest(t *testing.T) {
 	}
 	t.Logf("pushed %s as %s in %s", pushRef, digest, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
-		// The pulled stand-in base; the cursor layers built on it are removed by the subtest.
 		if err := eng.RemoveImage(context.Background(), repo+"@"+digest); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			t.Logf("untag %s@%s: %v", repo, digest, err)
 		}
 	})
+	return digest
+}
+
+// TestCursorPullByDigest runs Debian's docker-registry on loopback, pushes a stand-in base
+// made from the standard image to it, and prepares the cursor image from that registry by
+// digest, configured the way an operator does it (CUBICLE_CURSOR_BASE, CUBICLE_CURSOR_DIGEST);
+// a wrong digest is refused with a clear error and leaves the engine's images as they were.
+func TestCursorPullByDigest(t *testing.T) {
+	eng := connect(t)
+	if _, err := exec.LookPath("docker-registry"); err != nil {
+		need(t, "docker-registry is not installed (apt-get install docker-registry)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	std := ensureStandard(t, ctx, eng)
+	registry := enginetest.StartRegistry(t)
+	repo := registry + "/cubicle-test/universal"
+	digest := pushStandIn(t, ctx, eng, std.ImageID, repo, "sand-box-latest")
 
 	t.Run("wrong digest is refused and changes nothing", func(t *testing.T) {
 		wrong := sha256.Sum256([]byte("not the pushed image"))
 		wrongDigest := "sha256:" + hex.EncodeToString(wrong[:])
-		before := imageSet(t, ctx, eng)
-		b := newBuilder(t, eng, func(c *images.Config) {
-			c.CursorBase, c.CursorDigest, c.CursorInsecure = repo, wrongDigest, true
-		})
+		t.Setenv(images.EnvCursorBase, repo+":sand-box-latest")
+		t.Setenv(images.EnvCursorDigest, wrongDigest)
+		b := newBuilder(t, eng, nil)
 		_, err := b.Ensure(ctx, images.Cursor, nil)
 		if !errors.Is(err, fault.ErrUnavailable) {
 			t.Fatalf("Ensure(cursor) with a wrong digest = %v; want fault.ErrUnavailable", err)
 		}
-		for _, want := range []string{repo + "@" + wrongDigest, "configure a registry or mirror"} {
+		for _, want := range []string{repo + "@" + wrongDigest, "configure a registry or mirror", images.EnvCursorDigest} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not contain %q", err, want)
 			}
 		}
 		t.Logf("refused: %v", err)
-		if after := imageSet(t, ctx, eng); !slices.Equal(before, after) {
-			t.Fatalf("images changed:\nbefore %v\nafter  %v", before, after)
+		assertNothingMade(t, ctx, eng, b, images.Cursor, repo+"@"+wrongDigest)
+	})
+
+	t.Run("an invalid configured digest is refused before any work", func(t *testing.T) {
+		t.Setenv(images.EnvCursorBase, repo)
+		t.Setenv(images.EnvCursorDigest, "sha256:ABC")
+		_, err := newBuilder(t, eng, nil).Ensure(ctx, images.Cursor, nil)
+		if !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), images.EnvCursorDigest) {
+			t.Fatalf("Ensure(cursor) with %s=sha256:ABC = %v; want fault.ErrInvalid naming the variable", images.EnvCursorDigest, err)
 		}
 	})
 
 	t.Run("pinned digest builds the cursor image", func(t *testing.T) {
-		b := newBuilder(t, eng, func(c *images.Config) {
-			c.CursorBase, c.CursorDigest, c.CursorInsecure = repo, digest, true
-		})
+		t.Setenv(images.EnvCursorBase, repo+":sand-box-latest")
+		t.Setenv(images.EnvCursorDigest, digest)
+		b := newBuilder(t, eng, nil)
 		pc := &progressChecker{t: t}
 		res, err := b.Ensure(ctx, images.Cursor, pc.add)
 		if err != nil {
 			t.Fatalf("Ensure(cursor): %v", err)
 		}
 		t.Cleanup(func() {
-			// Built from a per-run registry address: never reused, so remove both layers.
+			// Built from a per-run digest: never reused, so remove both layers.
 			for _, ref := range []string{res.Ref, res.SystemRef} {
 				if err := eng.RemoveImage(context.Background(), ref); err != nil {
 					t.Errorf("remove %s: %v", ref, err)
@@ -527,7 +539,7 @@ func TestCursorPullByDigest(t *testing.T) {
 		if !strings.HasPrefix(res.SystemRef, "localhost/cubicle-system:cursor-") {
 			t.Errorf("system layer %q", res.SystemRef)
 		}
-		if res.Reused || !strings.HasPrefix(res.Ref, "localhost/cubicle-desktop:cursor-") || res.ImageID == std.ImageID {
+		if res.Reused || !strings.HasPrefix(res.Ref, "localhost/cubicle-desktop:cursor-") || res.ImageID == std.ImageID || res.Arch != "amd64" {
 			t.Fatalf("result %+v", res)
 		}
 		if !slices.Contains(pc.steps, "pull") {
@@ -540,7 +552,7 @@ func TestCursorPullByDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if img.Labels[engine.LabelImageKey] != "cursor" || img.Labels[engine.LabelRecipe] != res.RecipeHash {
+		if img.Labels[engine.LabelImageKey] != "cursor" || img.Labels[engine.LabelRecipe] != res.RecipeHash || img.Labels[images.LabelBase] != repo+"@"+digest {
 			t.Errorf("labels %v", img.Labels)
 		}
 		again, err := b.Ensure(ctx, images.Cursor, nil)
@@ -560,25 +572,78 @@ func TestCursorPullByDigest(t *testing.T) {
 	})
 }
 
-// TestInstallMissingDetects runs the cursor recipe's package check on the bare offline base
-// (everything missing) and on the standard image (nothing missing), without installing.
+// TestStandardBasePullOnly proves the pull-only path refuses cleanly: with the host
+// debootstrap path turned off (CUBICLE_BASE_SOURCE=pull, as on macOS and Windows) and a
+// digest the loopback registry does not have, preparing a standard image that does not exist
+// yet fails with a message saying what to do, and the engine's images are unchanged. The
+// successful path (pull, build, probe screenshot) is TestPrepareStandardFromRegistry in
+// backend/vm.
+func TestStandardBasePullOnly(t *testing.T) {
+	eng := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	registry := enginetest.StartRegistry(t)
+	missing := sha256.Sum256([]byte("a base nobody pushed " + registry))
+	t.Setenv(images.EnvBaseSource, "pull")
+	t.Setenv(images.EnvBaseImage, registry+"/cubicle-test/debian:bookworm-slim")
+	t.Setenv(images.EnvBaseDigest, "sha256:"+hex.EncodeToString(missing[:]))
+	b := newBuilder(t, eng, nil)
+	_, err := b.Ensure(ctx, images.Standard, nil)
+	if !errors.Is(err, fault.ErrUnavailable) {
+		t.Fatalf("Ensure(standard) = %v; want fault.ErrUnavailable", err)
+	}
+	for _, want := range []string{registry + "/cubicle-test/debian@sha256:" + hex.EncodeToString(missing[:]),
+		"turned off (CUBICLE_BASE_SOURCE=pull)", images.EnvBaseDigest, "docker load"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	t.Logf("refused: %v", err)
+	assertNothingMade(t, ctx, eng, b, images.Standard, registry+"/cubicle-test/debian@sha256:"+hex.EncodeToString(missing[:]))
+}
+
+// assertNothingMade checks that a refused preparation of key left no image behind: neither the
+// image nor the system layer its recipe names, nor the base it tried to pull (all unique to the
+// test run; looked up one by one, since listing a shared engine races with its other users).
+func assertNothingMade(t *testing.T, ctx context.Context, eng *podman.Client, b *images.Builder, key images.Key, pulled string) {
+	t.Helper()
+	list, err := b.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := []string{pulled}
+	for _, st := range list {
+		if st.Key == key {
+			refs = append(refs, st.Ref, st.SystemRef)
+		}
+	}
+	for _, ref := range refs {
+		if _, err := eng.InspectImage(ctx, ref); !errors.Is(err, fault.ErrNotFound) {
+			t.Errorf("after the refusal, %s exists (inspect: %v)", ref, err)
+		}
+	}
+}
+
+// TestInstallMissingDetects runs the cursor recipe's package check on the bare base under the
+// standard image (everything missing) and on the standard image (nothing missing), without
+// installing.
 func TestInstallMissingDetects(t *testing.T) {
 	eng := connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	std := ensureStandard(t, ctx, eng)
-	all, err := eng.ListImages(ctx, nil)
+	sys, err := eng.InspectImage(ctx, std.SystemRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bases []engine.Image
-	for _, img := range all {
-		if slices.ContainsFunc(img.Names, func(n string) bool { return strings.HasPrefix(n, "localhost/cubicle-base:bookworm-") }) {
-			bases = append(bases, img)
-		}
+	// The offline base on a machine without a registry, the pinned Debian image on one with.
+	bareRef := sys.Labels[images.LabelBase]
+	if hash, ok := strings.CutPrefix(bareRef, "debootstrap "); ok {
+		bareRef = "localhost/cubicle-base:bookworm-" + hash[:12]
 	}
-	if len(bases) == 0 {
-		need(t, "no offline base image (the standard image was built from a pulled Debian base)")
+	bare, err := eng.InspectImage(ctx, bareRef)
+	if err != nil {
+		t.Fatalf("the base of %s (%q): %v", std.SystemRef, sys.Labels[images.LabelBase], err)
 	}
 	script, err := filepath.Abs("desktop/install-missing.sh")
 	if err != nil {
@@ -590,7 +655,7 @@ func TestInstallMissingDetects(t *testing.T) {
 		name, image string
 		want        []string // packages reported missing; nil = none
 	}{
-		{"bare base", bases[0].ID, []string{"xvfb", "dbus-x11", "xfce4-session", "xfce4-terminal", "thunar", "fonts-wqy-zenhei"}},
+		{"bare base", bare.ID, []string{"xvfb", "dbus-x11", "xfce4-session", "xfce4-terminal", "thunar", "fonts-wqy-zenhei"}},
 		{"standard image", std.ImageID, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

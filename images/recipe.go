@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 )
 
@@ -26,27 +26,29 @@ import (
 //go:embed all:standard all:cursor all:desktop all:driver base/debootstrap.sh
 var recipes embed.FS
 
-// bin holds the driver binary that `make build` puts at images/bin/cubicle-guest (only
-// .gitkeep in a fresh checkout).
+// bin holds the driver binaries that scripts/build.sh puts at images/bin/cubicle-guest-<arch>
+// (only .gitkeep in a fresh checkout).
 //
 //go:embed all:bin
 var bin embed.FS
 
 // hashVersion changes when the hashing scheme itself changes, so old tags are not reused.
-const hashVersion = "cubicle-images/2"
+const hashVersion = "cubicle-images/3"
 
 // driverName is the driver's file name in the driver layer's build context.
 const driverName = "cubicle-guest"
 
-// recipe is one key's build input and identity. An image is built in two layers so that a
-// new driver (frequent) never reinstalls the desktop (slow): the system layer (the key's
-// Containerfile on its base) and the driver layer on top of it.
+// recipe is one key's build input and identity for one architecture. An image is built in two
+// layers so that a new driver (frequent) never reinstalls the desktop (slow): the system layer
+// (the key's Containerfile on its base) and the driver layer on top of it.
 type recipe struct {
-	key    Key
-	system layer // tagged systemRepo:<key>-<hash12>
-	driver layer // the final image: desktopRepo:<key>-<hash12>
-	hash   string
-	ref    string
+	key       Key
+	arch      string // the image's architecture (GOARCH)
+	driverBin []byte // the driver for arch
+	system    layer  // tagged systemRepo:<key>-<hash12>
+	driver    layer  // the final image: desktopRepo:<key>-<hash12>
+	hash      string
+	ref       string
 }
 
 // layer is one build: its context files and identity.
@@ -56,8 +58,11 @@ type layer struct {
 	ref   string            // the tag
 }
 
-// recipe assembles key's layers and computes their tags.
-func (b *Builder) recipe(key Key) (recipe, error) {
+// recipe assembles key's layers for tg and computes their tags. The standard image is built
+// for tg.stdArch (the engine's unless Config.Arch says otherwise), the cursor image always for
+// amd64. The system layer's hash
+// covers the base by digest only: a mirror serving the same digest gives the same image.
+func (b *Builder) recipe(key Key, tg target) (recipe, error) {
 	sys, err := layerFiles(recipes, string(key), "")
 	if err != nil {
 		return recipe{}, fault.Invalid("images: no recipe for %q: %v", key, err)
@@ -69,22 +74,35 @@ func (b *Builder) recipe(key Key) (recipe, error) {
 	if err != nil {
 		return recipe{}, fmt.Errorf("images: read driver layer: %w", err)
 	}
-	var base string
+	var arch, base string
 	switch key {
 	case Standard:
-		base = "debian:bookworm base " + b.baseHash()
+		arch = tg.stdArch
+		base = fmt.Sprintf("debian bookworm linux/%s: pinned %s, or debootstrap %s", arch, tg.pins.Base.Digest, b.baseHash(arch))
 	case Cursor:
-		base = b.cursorBaseRef() + " " + cursorPlatform
+		arch = cursorArch
+		base = fmt.Sprintf("cursor base %s %s", tg.pins.Cursor.Digest, cursorPlatform)
+	}
+	driver, err := b.driverFor(arch)
+	if err != nil {
+		return recipe{}, err
 	}
 	sh := recipeHash(sys, nil, base)
-	h := recipeHash(drv, b.driver, "system "+sh)
+	h := recipeHash(drv, driver, "system "+sh)
 	return recipe{
-		key:    key,
-		system: layer{files: sys, hash: sh, ref: systemRepo + ":" + string(key) + "-" + sh[:12]},
-		driver: layer{files: drv, hash: h, ref: desktopRepo + ":" + string(key) + "-" + h[:12]},
-		hash:   h,
-		ref:    desktopRepo + ":" + string(key) + "-" + h[:12],
+		key:       key,
+		arch:      arch,
+		driverBin: driver,
+		system:    layer{files: sys, hash: sh, ref: systemRepo + ":" + string(key) + "-" + sh[:12]},
+		driver:    layer{files: drv, hash: h, ref: desktopRepo + ":" + string(key) + "-" + h[:12]},
+		hash:      h,
+		ref:       desktopRepo + ":" + string(key) + "-" + h[:12],
 	}, nil
+}
+
+// result describes r's image img.
+func (r recipe) result(img engine.Image, reused bool) Result {
+	return Result{Key: r.key, Ref: r.ref, ImageID: img.ID, RecipeHash: r.hash, Arch: r.arch, Reused: reused, SystemRef: r.system.ref}
 }
 
 // layerFiles reads the files under root in fsys, keyed by their path below root joined to
@@ -138,14 +156,14 @@ func recipeHash(files map[string][]byte, driver []byte, base string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// baseHash identifies the offline base recipe (the debootstrap script). The mirror is left
-// out on purpose: any mirror serves the same suite.
-func (b *Builder) baseHash() string {
+// baseHash identifies the offline base recipe (the debootstrap script) for arch. The mirror is
+// left out on purpose: any mirror serves the same suite.
+func (b *Builder) baseHash(arch string) string {
 	script, err := recipes.ReadFile("base/debootstrap.sh")
 	if err != nil {
 		panic("images: base/debootstrap.sh is not embedded: " + err.Error()) // build-time invariant
 	}
-	return recipeHash(map[string][]byte{"debootstrap.sh": script}, nil, "bookworm minbase")
+	return recipeHash(map[string][]byte{"debootstrap.sh": script}, nil, "bookworm minbase "+debianArch[arch])
 }
 
 // steps counts the Containerfile instructions that do work: RUN, and COPY/ADD. They weigh
@@ -194,42 +212,6 @@ func (l layer) writeContext(dir string, driver []byte) error {
 		if err := os.WriteFile(filepath.Join(dir, driverName), driver, 0o755); err != nil {
 			return fault.Unavailable("write build context: %v", err)
 		}
-	}
-	return nil
-}
-
-// loadDriver returns the driver binary from data, path or the embedded images/bin.
-func loadDriver(data []byte, path string) ([]byte, error) {
-	switch {
-	case len(data) > 0:
-		return data, nil
-	case path != "":
-		d, err := os.ReadFile(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fault.Unavailable("driver not found at %s: build it with `make build` (or go build ./images/guest)", path)
-			}
-			return nil, fault.Unavailable("read driver %s: %v", path, err)
-		}
-		if len(d) == 0 {
-			return nil, fault.Unavailable("driver %s is empty: run make build", path)
-		}
-		return d, nil
-	default:
-		d, err := bin.ReadFile("bin/" + driverName)
-		if err != nil || len(d) == 0 {
-			return nil, fault.Unavailable("driver not built: run make build (images/bin/%s is missing from this binary)", driverName)
-		}
-		return d, nil
-	}
-}
-
-var digestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
-// validDigest checks the form sha256:<64 hex>.
-func validDigest(d string) error {
-	if !digestRe.MatchString(d) {
-		return fault.Invalid("images: cursor digest %q is not of the form sha256:<64 lowercase hex digits>", d)
 	}
 	return nil
 }

@@ -9,8 +9,14 @@ VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 say "building the web UI"
 (cd frontend && npm run build --silent)
 
-say "building the in-guest driver"
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+# The driver is pure Go: one static binary per architecture a desktop image can have (an
+# engine on Apple silicon runs linux/arm64 images); all are embedded and the image builder picks
+# the one for the engine's architecture.
+say "building the in-guest driver (linux/amd64, linux/arm64)"
+rm -f images/bin/cubicle-guest # the single-architecture name of earlier versions
+for arch in amd64 arm64; do
+  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags='-s -w' -o "images/bin/cubicle-guest-$arch" ./images/guest
+done
 
 mkdir -p bin
 LDFLAGS="-X cubicle/backend/cli.Version=$VERSION"

@@ -40,3 +40,33 @@ ensure_podman_service() {
   done
   echo "the Podman API service did not start; see /tmp/cubicle-podman-service.log"; exit 1
 }
+
+# ensure_docker_engine makes sure a real Docker Engine answers on its own socket next to Podman
+# (tests of the Docker adapter and the real-desktop lifecycle on Docker use it). dockerd gets its
+# own socket, data root and exec root, so it never touches Podman's storage, the default
+# /var/run/docker.sock or a Docker the admin runs; its data root persists, so images it built
+# are reused by content hash. Idempotent; exports CUBICLE_DOCKER_SOCKET for the tests.
+CUBICLE_DOCKER_SOCK=/run/cubicle-docker.sock
+ensure_docker_engine() {
+  local sock=$CUBICLE_DOCKER_SOCK pidfile=/run/cubicle-docker.pid log=/tmp/cubicle-docker.log
+  [ "$(id -u)" = 0 ] || return 0
+  command -v dockerd >/dev/null || { echo "dockerd is not installed (apt-get install docker.io)"; exit 1; }
+  export CUBICLE_DOCKER_SOCKET="unix://$sock"
+  if curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then return 0; fi
+  # A dockerd of ours that stopped answering: stop it by its pid file, never by name.
+  if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    say "restarting the Docker Engine (pid $(cat "$pidfile") does not answer)"
+    kill "$(cat "$pidfile")" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.2; done
+  fi
+  say "starting the Docker Engine on $sock"
+  rm -f "$sock" "$pidfile"
+  mkdir -p /var/lib/cubicle-docker /run/cubicle-docker
+  nohup dockerd --host "unix://$sock" --data-root /var/lib/cubicle-docker \
+    --exec-root /run/cubicle-docker --pidfile "$pidfile" >"$log" 2>&1 &
+  for _ in $(seq 150); do
+    curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "the Docker Engine did not start within 30 s; see $log"; tail -20 "$log"; exit 1
+}

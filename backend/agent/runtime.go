@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/store"
 )
 
 // Turn is one request to the runtime.
@@ -198,6 +199,7 @@ type session struct {
 	agentID  string
 	title    string
 	created  time.Time
+	active   *store.ActiveTurn // the running turn, saved so a crash leaves a trace
 }
 
 // New returns a Runtime.
@@ -311,7 +313,15 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	if s.title == "" {
 		s.title = title(t.Input)
 	}
-	defer r.save(s, t.UserID, t.SessionID)
+	turnID := NewID()
+	// The turn is marked running in the saved conversation before anything else happens;
+	// the mark goes with the save at its end, so one left behind means a crash (see
+	// RecoverInterrupted).
+	s.active = &store.ActiveTurn{ID: turnID, StartedAt: time.Now().UTC()}
+	defer func() {
+		s.active = nil
+		r.save(s, t.UserID, t.SessionID)
+	}()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.stopMu.Lock()
@@ -324,7 +334,7 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	}()
 
 	tr := &turnRun{rt: r, s: s, t: t, emit: emit, ctx: ctx, system: r.cfg.System, maxIters: r.cfg.MaxIters}
-	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, AgentName: t.AgentName, TurnID: NewID()}
+	tr.info = TurnInfo{SessionID: t.SessionID, UserID: t.UserID, AgentID: t.AgentID, AgentName: t.AgentName, TurnID: turnID}
 	tr.info.MainTurnID = tr.info.TurnID
 	if r.cfg.TurnEnded != nil {
 		defer func() {

@@ -70,10 +70,92 @@ func (r *Runtime) save(s *session, userID, sessionID string) {
 		s.created = now
 	}
 	c := store.ChatSession{UserID: userID, SessionID: sessionID, AgentID: s.agentID, Title: s.title,
-		History: hist, Pending: pending, CreatedAt: s.created, UpdatedAt: now}
+		History: hist, Pending: pending, ActiveTurn: s.active, CreatedAt: s.created, UpdatedAt: now}
 	if err := r.cfg.Sessions.PutChatSession(c); err != nil {
 		r.log.Error("save chat", "session", sessionID, "err", err)
 	}
+}
+
+// ActiveTurns lists the saved conversations whose turn was marked running (the store
+// implements it).
+type ActiveTurns interface {
+	ChatSessionsWithActiveTurn() ([]store.ChatSession, error)
+}
+
+// InterruptedText is what the conversation shows where a turn was cut short by Cubicle
+// stopping (a crash, a kill, a power cut).
+const InterruptedText = "This turn was interrupted: Cubicle stopped while it was running, so its last step did not finish. " +
+	"Send a message to continue."
+
+// RecoverInterrupted closes, in the saved conversations src lists, the turns a crash left
+// running: each tool call without a result gets an "interrupted" result (so the conversation
+// stays valid for the model), and an assistant message marked metadata.interrupted says what
+// happened. The person's message that started the turn is already saved (Run saves it before
+// the model or any tool runs). Call it at start-up, before any turn runs; it returns how many
+// turns it closed. Conversations it cannot read are logged and skipped.
+func (r *Runtime) RecoverInterrupted(src ActiveTurns) (int, error) {
+	if r.cfg.Sessions == nil {
+		return 0, nil
+	}
+	list, err := src.ChatSessionsWithActiveTurn()
+	if err != nil {
+		return 0, fmt.Errorf("find interrupted turns: %w", err)
+	}
+	n := 0
+	for _, c := range list {
+		var hist []Msg
+		if len(c.History) > 0 {
+			if err := json.Unmarshal(c.History, &hist); err != nil {
+				r.log.Error("interrupted turn: corrupt history", "session", c.SessionID, "err", err)
+				continue
+			}
+		}
+		turn := c.ActiveTurn
+		hist = closeInterrupted(hist, turn, time.Now().UTC())
+		raw, err := json.Marshal(hist)
+		if err != nil {
+			return n, err
+		}
+		c.History, c.ActiveTurn, c.UpdatedAt = raw, nil, time.Now().UTC()
+		if err := r.cfg.Sessions.PutChatSession(c); err != nil {
+			return n, fmt.Errorf("close interrupted turn of %s: %w", c.SessionID, err)
+		}
+		r.log.Info("closed a turn interrupted by a restart", "session", c.SessionID, "turn", turn.ID)
+		n++
+	}
+	return n, nil
+}
+
+// closeInterrupted answers every tool call in hist that has no result with an interrupted
+// one and appends the interruption notice.
+func closeInterrupted(hist []Msg, turn *store.ActiveTurn, now time.Time) []Msg {
+	answered := map[string]bool{}
+	for _, m := range hist {
+		for _, b := range m.Content {
+			if b.Type == "tool_result" {
+				answered[b.ToolCallID] = true
+			}
+		}
+	}
+	results := Msg{ID: NewID(), Name: "tools", Role: "user", Timestamp: now}
+	for _, m := range hist {
+		for _, b := range m.Content {
+			if b.Type == "tool_use" && !answered[b.ToolCallID] {
+				results.Content = append(results.Content, ContentBlock{Type: "tool_result", ToolCallID: b.ToolCallID, Name: b.Name,
+					State: StateInterrupted, Content: []ContentBlock{{Type: "text", Text: "Interrupted: Cubicle stopped while this ran."}}})
+			}
+		}
+	}
+	if len(results.Content) > 0 {
+		hist = append(hist, results)
+	}
+	meta := map[string]any{"interrupted": true}
+	if turn != nil {
+		meta["turnId"] = turn.ID
+		meta["turnStartedAt"] = turn.StartedAt
+	}
+	return append(hist, Msg{ID: NewID(), Name: "Cubicle", Role: "assistant", Timestamp: now, Metadata: meta,
+		Content: []ContentBlock{{Type: "text", Text: InterruptedText}}})
 }
 
 // trimImages replaces all but the newest keep images in msgs with a text note. It returns a

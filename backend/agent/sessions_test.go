@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/openai"
@@ -67,4 +68,85 @@ func TestConversationsSurviveRestart(t *testing.T) {
 	if strings.Count(string(c.History), `"type":"image"`) != agent.KeepImages {
 		t.Fatalf("saved history keeps %d images", strings.Count(string(c.History), `"type":"image"`))
 	}
+}
+
+// TestTurnIsDurable: while a tool runs, the person's message and the model's tool call are
+// already saved and the turn is marked running; a runtime started after a crash (the first
+// one never finishes) closes the turn: an interrupted result for the cut-off call and a
+// notice, so the conversation shows the interruption and stays valid for the model.
+func TestTurnIsDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := newHarness(t, true, 0)
+	resolve := func(ctx context.Context, id string, c *agent.ChatModel) (agent.Model, error) {
+		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m"})
+	}
+	rt, err := agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: st, Models: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.model.replies = [][]string{toolReply("c1", "slow", `{}`), textReply("continued")}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- rt.Run(ctx, agent.Turn{SessionID: "s1", UserID: "u1", AgentID: "a1", Input: "please wait a long time"},
+			func(agent.Event) {})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.tools.called()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow tool was never called")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, err := st.ChatSession("u1", "s1")
+	if err != nil {
+		t.Fatalf("nothing saved while the tool runs: %v", err)
+	}
+	if !strings.Contains(string(c.History), "please wait a long time") || !strings.Contains(string(c.History), `"toolCallId":"c1"`) ||
+		c.ActiveTurn == nil || c.ActiveTurn.ID == "" {
+		t.Fatalf("saved while the tool runs: active %v, history %s", c.ActiveTurn, c.History)
+	}
+
+	// "Restart": a new runtime over the same store, while the first is stuck in its tool.
+	rt2, err := agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: st, Models: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := rt2.RecoverInterrupted(st)
+	if err != nil || n != 1 {
+		t.Fatalf("RecoverInterrupted = %d, %v; want 1", n, err)
+	}
+	c, _ = st.ChatSession("u1", "s1")
+	var hist []agent.Msg
+	if err := json.Unmarshal(c.History, &hist); err != nil {
+		t.Fatal(err)
+	}
+	if c.ActiveTurn != nil || len(hist) != 4 {
+		t.Fatalf("after recovery: active %v, %d messages", c.ActiveTurn, len(hist))
+	}
+	if r := hist[2].Content[0]; r.Type != "tool_result" || r.ToolCallID != "c1" || r.State != agent.StateInterrupted {
+		t.Errorf("the cut-off call's result: %+v", r)
+	}
+	if last := hist[3]; last.Role != "assistant" || last.Metadata["interrupted"] != true || last.Content[0].Text != agent.InterruptedText {
+		t.Errorf("the interruption notice: %+v", last)
+	}
+	if n, _ := rt2.RecoverInterrupted(st); n != 0 {
+		t.Errorf("a second recovery closed %d turns", n)
+	}
+	// The conversation goes on: the model gets a valid history (every call answered).
+	var evs []agent.Event
+	if err := rt2.Run(context.Background(), agent.Turn{SessionID: "s1", UserID: "u1", AgentID: "a1", Input: "go on"},
+		func(e agent.Event) { evs = append(evs, e) }); err != nil {
+		t.Fatal(err)
+	}
+	if r := find(evs, agent.AgentResult); r == nil || r.Result.Content[0].Text != "continued" {
+		t.Fatalf("turn after recovery: %v", types(evs))
+	}
+	cancel()
+	<-done
 }

@@ -43,6 +43,9 @@ func (tr *turnRun) run() error {
 		tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.t.UserID, Role: "user",
 			Content: []ContentBlock{{Type: "text", Text: tr.t.Input}}, Timestamp: time.Now().UTC()})
 	}
+	// The person's message is saved before the model or any tool runs: a crash from here on
+	// loses no input (and the turn is marked running, see Runtime.Run).
+	tr.checkpoint()
 	var model Model
 	if tr.rt.cfg.Models != nil {
 		m, err := tr.rt.cfg.Models(tr.ctx, tr.t.AgentID, tr.t.ChatModel)
@@ -96,10 +99,20 @@ func (tr *turnRun) loop(model Model) error {
 		if len(reply.ToolCalls) == 0 {
 			return nil
 		}
+		tr.checkpoint() // the calls are on record before they run
 		paused, err := tr.runCalls(reply.ToolCalls)
 		if err != nil || paused {
 			return err
 		}
+		tr.checkpoint()
+	}
+}
+
+// checkpoint saves the conversation as it is now (the main agent's turn only: a helper's
+// steps live in its parent's tool call).
+func (tr *turnRun) checkpoint() {
+	if !tr.helper {
+		tr.rt.save(tr.s, tr.t.UserID, tr.t.SessionID)
 	}
 }
 
@@ -428,6 +441,7 @@ func (tr *turnRun) operator() error {
 	tr.emit(en)
 	tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC(),
 		Content: []ContentBlock{{Type: "tool_use", ToolCallID: call.ID, Name: call.Name, Input: call.Input}}})
+	tr.checkpoint()
 	paused, err := tr.runCalls([]ToolCall{call})
 	if err != nil || paused {
 		return err

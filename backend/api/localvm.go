@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -18,6 +19,7 @@ type VMs interface {
 	Prepare(ctx context.Context, key string) (store.VMImage, error)
 	SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error)
 	SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error)
+	SetImageSources(ctx context.Context, u vm.ImageSourcesUpdate) (vm.ImageSources, error)
 	Agent(ctx context.Context, accountID, agentID string) (vm.AgentView, error)
 	Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error)
 	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
@@ -35,6 +37,7 @@ func (s *Server) localVMRoutes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))
 	mux.Handle("PUT /api/app/admin/local-vm/idle-policy", s.admin(s.vmIdlePolicy))
 	mux.Handle("POST /api/app/admin/local-vm/instances/{id}/{action}", s.admin(s.vmAdminAct))
+	mux.Handle("PUT /api/app/admin/local-vm/image-sources", s.admin(s.vmImageSources))
 	mux.Handle("GET /api/app/agents/{id}/local-vm", s.authed(s.vmAgent))
 	mux.Handle("POST /api/app/agents/{id}/local-vm/{action}", s.authed(s.vmAct))
 	mux.Handle("PUT /api/app/agents/{id}/local-vm/image", s.authed(s.vmImage))
@@ -149,6 +152,32 @@ func (s *Server) vmIdlePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes})
+}
+
+// vmImageSources saves the images' base sources: {"standard": {"image", "digest"},
+// "cursor": {"image", "digest"}}, each part optional, "" = inherit the environment's or the
+// built-in pin. An invalid value answers 400 naming the field, and nothing changes.
+func (s *Server) vmImageSources(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	// Strict: a misspelt field must not pass as "" (which would clear a saved value).
+	var body vm.ImageSourcesUpdate
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeError(w, r, s.log, fault.Invalid(`the body must be {"standard": {"image", "digest"}, "cursor": {"image", "digest"}} `+
+			`(each part optional): %v`, err))
+		return
+	}
+	v, err := m.SetImageSources(r.Context(), body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("image sources changed", "by", principal(r).Username)
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) vmAgent(w http.ResponseWriter, r *http.Request) {

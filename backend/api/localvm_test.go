@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/backend/vm/vmtest"
 )
@@ -21,16 +22,9 @@ func newVMFixture(t *testing.T) (*fixture, *vm.Manager) {
 	t.Helper()
 	f := newFixture(t)
 	eng := vmtest.NewEngine()
-	dial := eng.Dial(false)
 	m, err := vm.New(vm.Config{
 		Store: f.store, Engine: eng, Images: &vmtest.Builder{}, DataDir: filepath.Join(t.TempDir(), "data"),
-		Dial: func(ctx context.Context, p string) (vm.Guest, error) {
-			g, err := dial(ctx, p)
-			if err != nil {
-				return nil, err
-			}
-			return g, nil
-		},
+		Link:  link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: eng.SocketTransport()},
 		Clock: vmtest.NewClock(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), ReadyTimeout: time.Second,
 	})
 	if err != nil {
@@ -89,6 +83,14 @@ func TestLocalVMAdminRoutes(t *testing.T) {
 		{"idle replay is idempotent", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r1","idleStopMinutes":30}`}, 200, `"idleStopMinutes":10`},
 		{"idle never", req{method: "PUT", path: base + "/idle-policy", cookie: f.admin, body: `{"requestId":"r2","idleStopMinutes":0}`}, 200, `"idleStopMinutes":0`},
 		{"status after", req{method: "GET", path: base, cookie: f.admin}, 200, `"ref":"localhost/cubicle-desktop:standard-abc"`},
+		{"sources need admin", req{method: "PUT", path: base + "/image-sources", cookie: f.user, body: `{"cursor":{"image":"","digest":""}}`}, 403, ""},
+		{"sources bad digest", req{method: "PUT", path: base + "/image-sources", cookie: f.admin, body: `{"cursor":{"digest":"sha256:xyz"}}`}, 400, "cursor.digest"},
+		{"sources bad image", req{method: "PUT", path: base + "/image-sources", cookie: f.admin, body: `{"standard":{"image":"Debian Bookworm"}}`}, 400, "standard.image"},
+		{"sources misspelt field", req{method: "PUT", path: base + "/image-sources", cookie: f.admin, body: `{"cursor":{"digests":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}}`}, 400, "unknown field"},
+		{"sources empty", req{method: "PUT", path: base + "/image-sources", cookie: f.admin, body: `{}`}, 400, "invalid"},
+		{"sources unchanged by refusals", req{method: "GET", path: base, cookie: f.admin}, 200, `"cursor":{"image":"public.ecr.aws/k0i0n2g5/cursorenvironments/universal:sand-box-latest"`},
+		{"sources ok", req{method: "PUT", path: base + "/image-sources", cookie: f.admin, body: `{"cursor":{"image":"mirror.example:5000/universal","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}}`}, 200, `"imageFrom":"settings"`},
+		{"status shows sources", req{method: "GET", path: base, cookie: f.admin}, 200, `"cursor":{"image":"mirror.example:5000/universal","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := f.do(tc.r)

@@ -11,12 +11,14 @@
 // memory of an idle desktop and of this process. Every raw sample goes into the Report;
 // docs/bench.md says what each row times and how to read it.
 //
-// Everything a run creates is named cubicle-bench-<run>-… and labelled LabelRun; it is
-// removed when the run ends, also when ctx is cancelled (Ctrl+C).
+// The desktops are the product's own (vm.Manager, see desktop.go), so the cold start is the
+// time a person's create takes. Everything a run creates is labelled LabelRun; its
+// containers and volumes are removed when the run ends, also when ctx is cancelled (Ctrl+C).
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,22 +31,23 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
+	"cubicle/backend/vm"
 	"cubicle/images"
 )
 
 // Engine is what a run needs from a container engine (backend/engine/podman and docker
 // satisfy it). Missing objects are fault.ErrNotFound.
 type Engine interface {
-	Info(ctx context.Context) (engine.Info, error)
-	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
-	StartContainer(ctx context.Context, id string) error
-	StopContainer(ctx context.Context, id string, timeout time.Duration) error
-	RemoveContainer(ctx context.Context, id string, force bool) error
-	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	vm.Engine // the desktops run through the product's manager
+	RemoveVolume(ctx context.Context, name string) error
+	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
 	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
 	InspectImage(ctx context.Context, ref string) (engine.Image, error)
 	ListImages(ctx context.Context, labels map[string]string) ([]engine.Image, error)
 	RemoveImage(ctx context.Context, ref string) error
+	// ExecAttach starts an attached exec session (the exec link's rows).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 }
 
 // ImageBuilder prepares the standard image (*images.Builder satisfies it).
@@ -87,6 +90,10 @@ type Config struct {
 	WorkDir string
 	// ReadyTimeout bounds the wait for a desktop's driver and first drawn screen (0 = 90 s).
 	ReadyTimeout time.Duration
+	// GuestLink is how the run's desktops' drivers are reached, as the app would reach them
+	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
+	// rows open an exec link next to it.
+	GuestLink link.Choice
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
@@ -101,8 +108,10 @@ type runner struct {
 	runRoot string
 	rep     *Report
 
+	fleet *fleet // the run's desktop manager (startFleet), nil before
+
 	mu      sync.Mutex
-	created map[*desktop]struct{} // containers to remove at the end; guarded by mu
+	created map[*desktop]struct{} // desktops to remove at the end; guarded by mu
 }
 
 // Run measures and returns the report. It fails with fault.ErrInvalid on a bad Config and
@@ -172,7 +181,8 @@ func (r *runner) untrack(d *desktop) {
 	r.mu.Unlock()
 }
 
-// cleanup removes every container the run still has.
+// cleanup removes every desktop the run still has, stops its manager, and removes every
+// container and volume carrying the run's label.
 func (r *runner) cleanup() error {
 	r.mu.Lock()
 	left := make([]*desktop, 0, len(r.created))
@@ -181,13 +191,40 @@ func (r *runner) cleanup() error {
 	}
 	r.mu.Unlock()
 	var errs []string
-	for _, d := range left {
-		if err := r.remove(d); err != nil {
-			errs = append(errs, err.Error())
+	if r.fleet != nil {
+		for _, d := range left {
+			if err := r.remove(d); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if err := r.closeFleet(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := map[string]string{LabelRun: r.id}
+	if cs, err := r.cfg.Engine.ListContainers(ctx, sel); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, c := range cs {
+			if err := r.cfg.Engine.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if vs, err := r.cfg.Engine.ListVolumes(ctx, sel); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, v := range vs {
+			if err := r.cfg.Engine.RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				errs = append(errs, err.Error())
+			}
 		}
 	}
 	if len(errs) > 0 {
-		return fault.Unavailable("bench: clean-up: %s; remove them with `podman rm -f` (names start with %s%s)", strings.Join(errs, "; "), NamePrefix, r.id)
+		return fault.Unavailable("bench: clean-up: %s; remove what is left with `podman rm -f` and `podman volume rm` "+
+			"(label %s=%s)", strings.Join(errs, "; "), LabelRun, r.id)
 	}
 	return nil
 }
@@ -199,7 +236,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		mode = "quick"
 	}
 	r.rep = &Report{Schema: 1, RunID: r.id, Mode: mode, Command: r.cfg.Command, Started: start.UTC(), Machine: r.machine(ctx)}
-	r.progress("bench run %s (%s mode); its containers are named %s%s-…", r.id, mode, NamePrefix, r.id)
+	r.progress("bench run %s (%s mode); its containers and volumes are labelled %s=%s", r.id, mode, LabelRun, r.id)
 
 	r.progress("preparing the standard image (reused when present)")
 	last := ""
@@ -222,7 +259,10 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	r.rep.Images.Peers, r.rep.Images.PeersID, r.rep.Images.PeersReused, r.rep.Images.PeersKept = ref, peers.ID, reused, true
 	r.progress("peer tools image %s (reused: %v; kept for the next run)", ref, reused)
 
-	d, err := r.lifecycle(ctx, ref)
+	if err := r.startFleet(ctx, ref, peers.ID); err != nil {
+		return nil, fmt.Errorf("bench: start the desktop manager: %w", err)
+	}
+	d, err := r.lifecycle(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +276,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		{"exec round trips", r.execs},
 		{"agent steps", r.agentSteps},
 		{"live view", r.liveView},
+		{"the exec link", r.execLink},
 		{"memory of this process", r.selfMemory},
 	}
 	for _, s := range steps {

@@ -9,36 +9,49 @@ import (
 	"fmt"
 	"image"
 	_ "image/png" // screenshots are decoded to tell a drawn desktop from a blank one
-	"os"
 	"path/filepath"
 	"time"
 
-	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/link"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
 )
 
-// Container names and labels: everything a run creates is recognisable and removable.
+// Labels and names: everything a run creates is recognisable and removable.
 const (
-	// NamePrefix starts the name of every container a run creates.
+	// NamePrefix starts the name of the run's scratch directory.
 	NamePrefix = "cubicle-bench-"
-	// LabelRun carries the run's id on every container the run creates.
+	// LabelRun carries the run's id on every container and volume the run creates.
 	LabelRun = wire.LabelBenchRun
-	// runDirTarget is where the driver expects its run directory (images' contract).
-	runDirTarget = wire.RunDir
-	// socketName is the driver's socket in the run directory.
-	socketName = wire.SocketName
 	// minColours: a drawn desktop has at least this many distinct colours (as the image
 	// preparation's probe checks); a blank or half-drawn screen has fewer.
 	minColours = 16
+	// benchAccount owns the run's desktops in its scratch data file.
+	benchAccount = "bench"
 )
 
-// desktop is one benchmark container and its driver connection.
+// The benchmark's desktops are the product's: a vm.Manager over a scratch data file in the
+// run's directory (node "bench-<run>", the run's label on every container and volume), whose
+// prepared "standard" image is the peers image. A cold start is vm.Manager.Act(create) of a
+// new agent — image, capacity slot, volumes, hardened container, start, driver handshake —
+// exactly what a person's first create does; stop and restart are Act(stop) and Act(start).
+
+// desktop is one benchmark desktop and its driver connection.
 type desktop struct {
-	id, name string
-	runDir   string
+	agent    string        // the scratch agent whose desktop it is
+	instance string        // the vm instance id
+	id, name string        // the container (name; engines accept it where an id goes)
 	client   *guest.Client // nil while stopped
+}
+
+// fleet is the run's vm.Manager and its scratch store.
+type fleet struct {
+	st *store.Store
+	m  *vm.Manager
+	n  int // agents made so far
 }
 
 // newID returns a short random hex id.
@@ -48,54 +61,96 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// create creates (not starts) a desktop container of image with the hardening and limits the
-// app's own desktops get (backend/vm), a run directory for the driver's socket, and the run's
-// labels.
-func (r *runner) create(ctx context.Context, image string) (*desktop, error) {
-	name := NamePrefix + r.id + "-" + newID()
-	dir := filepath.Join(r.runRoot, name)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, fault.Unavailable("bench: create the run directory %s: %v", dir, err)
-	}
-	os.Chmod(dir, 0o777) // the driver runs as uid 1000 and creates its socket here
-	st, err := r.cfg.Engine.CreateContainer(ctx, engine.ContainerSpec{
-		Name:     name,
-		Image:    image,
-		Labels:   map[string]string{LabelRun: r.id},
-		Env:      map[string]string{wire.EnvRunDir: runDirTarget},
-		Hostname: "cubicle",
-		Mounts:   []engine.Mount{{Source: dir, Target: runDirTarget}},
-		Limits: engine.Limits{
-			MemoryBytes: 3 << 30, NanoCPUs: 2e9, PIDs: 4096, ShmBytes: 512 << 20,
-			NoFile: 20000, NProc: 32768,
-		},
-		StopTimeout: 5 * time.Second,
-	})
+// startFleet opens the scratch store, records image as its prepared standard image and
+// starts the manager (idle stop off: the run decides when its desktops stop).
+func (r *runner) startFleet(ctx context.Context, image, imageID string) error {
+	st, err := store.Open(filepath.Join(r.runRoot, "desktops.db"), store.Options{Logger: r.log, KeepBackups: -1})
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bench: create desktop %s: %w", name, err)
+		return err
 	}
-	d := &desktop{id: st.ID, name: name, runDir: dir}
+	node := "bench-" + r.id
+	if err := st.CreateAccount(store.Account{ID: benchAccount, Username: benchAccount, Role: store.RoleAdmin}); err != nil {
+		st.Close()
+		return err
+	}
+	if err := st.PutVMImage(store.VMImage{NodeID: node, Key: "standard", Ref: image, ImageID: imageID,
+		PreparedAt: time.Now().UTC()}); err != nil {
+		st.Close()
+		return err
+	}
+	m, err := vm.New(vm.Config{Store: st, Engine: r.cfg.Engine, NodeID: node, DataDir: r.runRoot, Logger: r.log,
+		ReadyTimeout: r.cfg.ReadyTimeout, ExtraLabels: map[string]string{LabelRun: r.id}, Link: link.Config{Choice: r.cfg.GuestLink}})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	if err := m.Start(ctx); err != nil {
+		st.Close()
+		return err
+	}
+	if _, err := m.SetIdlePolicy(ctx, "bench", 0); err != nil {
+		m.Close()
+		st.Close()
+		return err
+	}
+	r.fleet = &fleet{st: st, m: m}
+	return nil
+}
+
+// closeFleet stops the manager (it stops the run's running desktops) and closes the store.
+func (r *runner) closeFleet() error {
+	if r.fleet == nil {
+		return nil
+	}
+	err := errors.Join(r.fleet.m.Close(), r.fleet.st.Close())
+	r.fleet = nil
+	return err
+}
+
+// coldStart brings up the desktop of a new agent through the product's create: a new
+// container with new volumes, driver ready. The caller then waits for the first drawn
+// screen.
+func (r *runner) coldStart(ctx context.Context) (*desktop, error) {
+	f := r.fleet
+	f.n++
+	agent := fmt.Sprintf("bench-%d", f.n)
+	if err := f.st.CreateAgent(store.Agent{ID: agent, AccountID: benchAccount, Name: agent, Computer: "vm",
+		CreatedAt: time.Now().UTC()}); err != nil {
+		return nil, err
+	}
+	d := &desktop{agent: agent}
 	r.track(d)
+	if err := r.act(ctx, d, vm.ActionCreate); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
-// start starts d's container and waits for its driver.
-func (r *runner) start(ctx context.Context, d *desktop) error {
-	// A socket file left by the previous run of the driver would answer nothing.
-	os.Remove(filepath.Join(d.runDir, socketName))
-	if err := r.cfg.Engine.StartContainer(ctx, d.id); err != nil {
-		return fmt.Errorf("bench: start desktop %s: %w", d.name, err)
+// act runs a lifecycle action on d's desktop and takes its driver link (the manager's, as
+// the app's tools and screen use it) when it runs.
+func (r *runner) act(ctx context.Context, d *desktop, action string) error {
+	d.client = nil // the manager closes the link of a desktop that stops
+	v, err := r.fleet.m.Act(ctx, benchAccount, d.agent, action)
+	if err != nil {
+		return fmt.Errorf("bench: %s desktop %s: %w", action, d.agent, err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.ReadyTimeout)
-	defer cancel()
-	c, err := guest.WaitReady(wctx, filepath.Join(d.runDir, socketName))
+	d.instance, d.name, d.id = v.Desktop.ID, v.Desktop.Container, v.Desktop.Container
+	if v.Desktop.State != vm.StateRunning {
+		return nil
+	}
+	c, err := r.fleet.m.Link(ctx, d.instance)
 	if err != nil {
 		return fmt.Errorf("bench: desktop %s: %w", d.name, err)
 	}
 	d.client = c
 	return nil
 }
+
+// start starts d's stopped desktop (the product's start) and connects to its driver.
+func (r *runner) start(ctx context.Context, d *desktop) error { return r.act(ctx, d, vm.ActionStart) }
+
+// stop stops d's desktop (the product's stop: SIGTERM to the driver, then the grace period).
+func (r *runner) stop(ctx context.Context, d *desktop) error { return r.act(ctx, d, vm.ActionStop) }
 
 // firstRealScreenshot takes PNG screenshots until one shows a drawn desktop.
 func (r *runner) firstRealScreenshot(ctx context.Context, d *desktop) error {
@@ -144,33 +199,13 @@ func colours(data []byte, limit int) (int, error) {
 	return len(seen), nil
 }
 
-// stop closes the driver connection and stops the container (the driver ends the session
-// on SIGTERM; the engine kills after the grace period).
-func (r *runner) stop(ctx context.Context, d *desktop) error {
-	if d.client != nil {
-		d.client.Close()
-		d.client = nil
-	}
-	if err := r.cfg.Engine.StopContainer(ctx, d.id, 5*time.Second); err != nil {
-		return fmt.Errorf("bench: stop desktop %s: %w", d.name, err)
-	}
-	return nil
-}
-
-// remove removes d (force: running or not) and its run directory; it runs during clean-up,
-// so it is not bound by the run's context.
+// remove removes d's container (the product's remove; its volumes go at the run's end). It
+// runs during clean-up too, so it is not bound by the run's context.
 func (r *runner) remove(d *desktop) error {
-	if d.client != nil {
-		d.client.Close()
-		d.client = nil
-	}
+	d.client = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := r.cfg.Engine.RemoveContainer(ctx, d.id, true)
-	if errors.Is(err, fault.ErrNotFound) {
-		err = nil
-	}
-	os.RemoveAll(d.runDir)
+	_, err := r.fleet.m.Act(ctx, benchAccount, d.agent, vm.ActionRemove)
 	r.untrack(d)
 	if err != nil {
 		return fmt.Errorf("bench: remove desktop %s: %w", d.name, err)

@@ -104,7 +104,7 @@ func config(t *testing.T, eng *podman.Client, quick bool) bench.Config {
 		Progress: &progress{t: t}, Quick: quick, WorkDir: t.TempDir(), Version: "test"}
 }
 
-// leftovers lists the containers of run id.
+// leftovers lists the containers and volumes of run id.
 func leftovers(t *testing.T, eng *podman.Client, id string) []string {
 	t.Helper()
 	ctrs, err := eng.ListContainers(context.Background(), map[string]string{bench.LabelRun: id})
@@ -115,7 +115,11 @@ func leftovers(t *testing.T, eng *podman.Client, id string) []string {
 	for _, c := range ctrs {
 		names = append(names, c.Name)
 	}
-	return names
+	vols, err := eng.ListVolumes(context.Background(), map[string]string{bench.LabelRun: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(names, vols...)
 }
 
 // TestQuickRun runs the quick benchmark, writes its JSON like `cubicle bench --quick --json`
@@ -154,6 +158,8 @@ func TestQuickRun(t *testing.T) {
 	peers := map[string]string{ // rows the issue pairs with a peer → the peer's name
 		"screenshot_jpeg": "scrot + convert", "screenshot_png": "scrot + convert", "click": "xdotool",
 		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot",
+		// The exec link next to the socket link, in the same run.
+		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
 	}
 	solo := []string{"cold_start", "restart", "stop", "live_input", "live_fps", "live_frame_size", "live_idle",
 		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss"}
@@ -206,7 +212,7 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("the desktop's processes were not found (want Xvfb among them): %+v", got.Desktop)
 	}
 	if left := leftovers(t, eng, got.RunID); len(left) > 0 {
-		t.Errorf("the run left containers behind: %v", left)
+		t.Errorf("the run left containers or volumes behind: %v", left)
 	}
 	if _, err := eng.InspectImage(ctx, got.Images.Peers); err != nil {
 		t.Errorf("the peers image was not kept: %v", err)
@@ -238,6 +244,6 @@ func TestCancelCleansUp(t *testing.T) {
 		t.Fatal("no run id in the progress")
 	}
 	if left := leftovers(t, eng, id); len(left) > 0 {
-		t.Fatalf("a cancelled run left containers behind: %v", left)
+		t.Fatalf("a cancelled run left containers or volumes behind: %v", left)
 	}
 }

@@ -51,15 +51,16 @@ func (l liveDesktops) Desktop(context.Context, string, string) (api.Desktop, err
 	return api.Desktop{ID: l.id, State: "running", Client: l.c}, nil
 }
 
-// startLive starts the server for d; close it with close.
-func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err error) {
+// startLive starts the server for d, whose driver it reaches through client, with its store
+// in file db of the run's directory; close it with close.
+func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client, db string) (_ *liveServer, err error) {
 	ls := &liveServer{done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			ls.close()
 		}
 	}()
-	if ls.st, err = store.Open(filepath.Join(r.runRoot, "live.db"), store.Options{Logger: r.log}); err != nil {
+	if ls.st, err = store.Open(filepath.Join(r.runRoot, db), store.Options{Logger: r.log}); err != nil {
 		return nil, err
 	}
 	key := make([]byte, 32)
@@ -93,7 +94,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop) (_ *liveServer, err 
 		return nil, err
 	}
 	ls.hubs = screen.New(screen.Config{Observer: ls.ctl, Logger: r.log})
-	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: d.client},
+	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: client},
 		Control: ls.ctl, Screens: ls.hubs, Logger: r.log}); err != nil {
 		return nil, err
 	}
@@ -281,6 +282,92 @@ func (c *wsClient) quiet(ctx context.Context, d, limit time.Duration) error {
 	return nil
 }
 
+// takeOverLive connects a websocket client to ls, waits for the first frame, takes over and
+// waits for a quiet screen; the caller closes the client.
+func takeOverLive(ctx context.Context, ls *liveServer) (*wsClient, map[string]any, error) {
+	c, err := dialLive(ctx, ls)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*wsClient, map[string]any, error) {
+		c.close()
+		return nil, nil, err
+	}
+	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
+		return fail(fmt.Errorf("first frame: %w", err))
+	}
+	if err := c.send(map[string]any{"type": "take_over"}); err != nil {
+		return fail(err)
+	}
+	lease, err := c.reply(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if lease["type"] != "lease" {
+		return fail(fault.Unavailable("bench: take over refused: %v", lease))
+	}
+	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+		return fail(err)
+	}
+	return c, lease, nil
+}
+
+// liveInputLatency times LiveInputs inputs (after one warm-up) from the websocket message to
+// the changed frame at the client, with 300 ms of quiet between them.
+func (r *runner) liveInputLatency(ctx context.Context, c *wsClient, lease map[string]any) ([]float64, error) {
+	var lat []float64
+	send := func(in map[string]any) (time.Time, uint64, error) {
+		after := c.newest.Load()
+		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": after}
+		for k, v := range in {
+			msg[k] = v
+		}
+		start := time.Now()
+		return start, after, c.send(msg)
+	}
+	// Start from a desktop without a menu open (an earlier measurement may have left one).
+	if _, _, err := send(liveInputs[1]); err != nil {
+		return nil, err
+	}
+	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+		return nil, err
+	}
+	n := max(r.cfg.Counts.LiveInputs, 2)
+	last := 0
+	for i := -1; i < n; i++ { // i = -1 warms up
+		last = (i + 1) % len(liveInputs)
+		in := liveInputs[last]
+		start, after, err := send(in)
+		if err != nil {
+			return nil, err
+		}
+		f, err := c.frameAfter(ctx, after, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("after input %v: %w", in["action"], err)
+		}
+		if i >= 0 {
+			lat = append(lat, ms(f.at.Sub(start)))
+		}
+		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if last == 0 { // leave the menu closed for what comes next
+		if _, _, err := send(liveInputs[1]); err != nil {
+			return nil, err
+		}
+		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	select { // an input reply is an error: the input had no effect
+	case m := <-c.replies:
+		return nil, fault.Unavailable("bench: an input was refused: %v", m)
+	default:
+	}
+	return lat, nil
+}
+
 // liveInputs are inputs that change the bare desktop: a right click opens xfdesktop's menu,
 // Escape closes it again.
 var liveInputs = []map[string]any{
@@ -295,62 +382,19 @@ var animation = []string{"animate", "-delay", "1", "-size", "640x400", "-geometr
 // liveView measures the live view at a websocket client: input → changed frame, sustained
 // fps and frame size while the screen changes, and bytes per second while it does not.
 func (r *runner) liveView(ctx context.Context, d *desktop) error {
-	ls, err := r.startLive(ctx, d)
+	ls, err := r.startLive(ctx, d, d.client, "live.db")
 	if err != nil {
 		return err
 	}
 	defer ls.close()
-	c, err := dialLive(ctx, ls)
+	c, lease, err := takeOverLive(ctx, ls)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
-		return fmt.Errorf("first frame: %w", err)
-	}
-	if err := c.send(map[string]any{"type": "take_over"}); err != nil {
-		return err
-	}
-	lease, err := c.reply(ctx)
+	lat, err := r.liveInputLatency(ctx, c, lease)
 	if err != nil {
 		return err
-	}
-	if lease["type"] != "lease" {
-		return fault.Unavailable("bench: take over refused: %v", lease)
-	}
-	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-		return err
-	}
-
-	// Input → changed frame.
-	var lat []float64
-	n := max(r.cfg.Counts.LiveInputs, 2)
-	for i := -1; i < n; i++ { // i = -1 warms up
-		in := liveInputs[(i+1)%len(liveInputs)]
-		after := c.newest.Load()
-		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": after}
-		for k, v := range in {
-			msg[k] = v
-		}
-		start := time.Now()
-		if err := c.send(msg); err != nil {
-			return err
-		}
-		f, err := c.frameAfter(ctx, after, 5*time.Second)
-		if err != nil {
-			return fmt.Errorf("after input %v: %w", in["action"], err)
-		}
-		if i >= 0 {
-			lat = append(lat, ms(f.at.Sub(start)))
-		}
-		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-			return err
-		}
-	}
-	select { // an input reply is an error: the input had no effect
-	case m := <-c.replies:
-		return fault.Unavailable("bench: an input was refused: %v", m)
-	default:
 	}
 	r.add(Row{ID: "live_input", Title: "live view: input → changed frame at the websocket client", Unit: UnitMS, Better: "lower",
 		Ours: Side{Method: "input message over the computer websocket (lease-checked) → driver → xfdesktop's menu opens (right click) or closes (Escape) → " +

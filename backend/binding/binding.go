@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -23,17 +24,28 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 )
 
-// Desktop is a running desktop a thread can drive.
+// Desktop is a running desktop (or an agent's browser) a thread can drive.
 type Desktop struct {
 	InstanceID string
-	Socket     string // the driver's unix socket on this host
+	// Computer is the desktop's driver: its one shared link, owned by the VM manager (the
+	// binder never closes it). A link that ends fails its calls at once; the next Acquire
+	// gets the repaired desktop's new link.
+	Computer tools.Computer
+	// Tunnel opens a byte stream to a loopback address inside the desktop (through the
+	// driver, over the desktop's transport); browsers reach their DevTools port with it.
+	Tunnel Tunnel
 }
 
+// Tunnel opens a byte stream to address (host:port on the desktop's loopback interface).
+type Tunnel func(ctx context.Context, address string) (net.Conn, error)
+
 // VMs makes sure an agent's desktop runs (the VM manager). Ensure starts a stopped one
-// (capacity permitting) and never changes which desktop an agent has.
+// (capacity permitting), repairs one whose driver cannot be reached, and never changes which
+// desktop an agent has. The manager finishes a start whose caller went away on its own; Ensure
+// and EnsureBrowser then return ctx's error with Desktop.InstanceID naming the desktop that is
+// still coming up, so that a turn a person stopped meanwhile can fence it.
 type VMs interface {
 	Ensure(ctx context.Context, accountID, agentID string) (Desktop, error)
 	// CreateTask returns the running task-isolated desktop of spec.TaskID, creating it
@@ -62,11 +74,10 @@ type Tasks interface {
 type Config struct {
 	VMs   VMs
 	Tasks Tasks
-	Dial  func(ctx context.Context, socket string) (*guest.Client, error) // default guest.WaitReady
-	Names func(agentID string) string                                     // agent names for messages
-	// Connect attaches to a browser through its driver's socket (default: browser.Connect over
-	// guest.DialTunnel to its DevTools port).
-	Connect func(ctx context.Context, socket string) (BrowserSession, error)
+	Names func(agentID string) string // agent names for messages
+	// Connect attaches to a browser through a tunnel to its DevTools port (default:
+	// ConnectBrowser).
+	Connect func(ctx context.Context, tunnel Tunnel) (BrowserSession, error)
 	// Fence stops a desktop or browser that a turn held when a person stopped the turn, so
 	// late operations of the cancelled task are fenced off (SPEC §1.5); nil does nothing.
 	Fence  func(instanceID, reason string)
@@ -88,19 +99,19 @@ type thread struct {
 	mu         sync.Mutex // serialises acquire and release of this thread
 	agentID    string
 	instanceID string
-	client     *guest.Client
 	task       string         // turn id holding the desktop as a task, "" when none
 	ended      bool           // a helper's task ended and its desktop was removed
 	browser    BrowserSession // browser threads: the connection to the agent's browser
+	// abandoned is the desktop that turn abandonedBy stopped waiting for while it came up;
+	// it is fenced when that turn ends stopped.
+	abandoned   string
+	abandonedBy string
 }
 
 // New returns a Binder.
 func New(cfg Config) (*Binder, error) {
 	if cfg.VMs == nil || cfg.Tasks == nil {
 		return nil, errors.New("binding: Config.VMs and Config.Tasks are required")
-	}
-	if cfg.Dial == nil {
-		cfg.Dial = guest.WaitReady
 	}
 	if cfg.Names == nil {
 		cfg.Names = func(id string) string { return id }
@@ -156,22 +167,15 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 	defer th.mu.Unlock()
 	d, err := b.cfg.VMs.Ensure(ctx, t.UserID, t.AgentID)
 	if err != nil {
+		th.gaveUp(ctx, d.InstanceID, t)
 		return nil, fmt.Errorf("the agent's desktop: %w", err)
 	}
-	if th.instanceID != d.InstanceID || th.client == nil || dead(th.client) {
-		if th.client != nil {
-			th.client.Close()
-			th.client = nil
-		}
-		if th.task != "" && th.instanceID != d.InstanceID {
+	if th.instanceID != d.InstanceID {
+		if th.task != "" {
 			b.cfg.Tasks.EndTask(th.instanceID, th.task)
 			th.task = ""
 		}
-		c, err := b.cfg.Dial(ctx, d.Socket)
-		if err != nil {
-			return nil, fmt.Errorf("the agent's desktop: %w", err)
-		}
-		th.instanceID, th.client = d.InstanceID, c
+		th.instanceID = d.InstanceID
 	}
 	if th.task != t.TurnID {
 		if th.task != "" {
@@ -183,7 +187,7 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 		}
 		th.task = t.TurnID
 	}
-	return th.client, nil
+	return d.Computer, nil
 }
 
 // acquireTask binds a helper's task to its task-isolated desktop, creating it on the task's
@@ -199,22 +203,13 @@ func (b *Binder) acquireTask(ctx context.Context, t agent.TurnInfo) (tools.Compu
 	if th.ended {
 		return nil, fault.Conflict("the helper's task has ended and its task desktop was removed")
 	}
-	if th.client == nil || dead(th.client) {
-		d, err := b.cfg.VMs.CreateTask(ctx, TaskSpec{AccountID: t.UserID, AgentID: t.AgentID, SessionID: t.SessionID,
-			TaskID: t.TaskID, Helper: t.Helper})
-		if err != nil {
-			return nil, fmt.Errorf("the helper's task desktop: %w", err)
-		}
-		if th.client != nil {
-			th.client.Close()
-			th.client = nil
-		}
-		c, err := b.cfg.Dial(ctx, d.Socket)
-		if err != nil {
-			return nil, fmt.Errorf("the helper's task desktop: %w", err)
-		}
-		th.instanceID, th.client = d.InstanceID, c
+	// CreateTask returns the task's running desktop (creating it on the first call).
+	d, err := b.cfg.VMs.CreateTask(ctx, TaskSpec{AccountID: t.UserID, AgentID: t.AgentID, SessionID: t.SessionID,
+		TaskID: t.TaskID, Helper: t.Helper})
+	if err != nil {
+		return nil, fmt.Errorf("the helper's task desktop: %w", err)
 	}
+	th.instanceID = d.InstanceID
 	if th.task == "" {
 		a := control.Agent{AgentID: t.AgentID, AgentName: b.cfg.Names(t.AgentID) + " (helper " + t.Helper + ")", TaskID: t.TaskID}
 		if err := b.cfg.Tasks.BeginTask(th.instanceID, a); err != nil {
@@ -222,7 +217,7 @@ func (b *Binder) acquireTask(ctx context.Context, t agent.TurnInfo) (tools.Compu
 		}
 		th.task = t.TaskID
 	}
-	return th.client, nil
+	return d.Computer, nil
 }
 
 // TaskEnded ends a helper's task (t.TaskID): the task releases its desktop, which is removed
@@ -249,24 +244,11 @@ func (b *Binder) TaskEnded(t agent.TurnInfo) {
 		}
 		th.task = ""
 	}
-	if th.client != nil {
-		th.client.Close()
-		th.client = nil
-	}
 	// Cleanup runs after a stop or a timeout too, so it has its own deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := b.cfg.VMs.RemoveTask(ctx, t.TaskID); err != nil {
 		b.log.Error("remove the task desktop of a helper", "task", t.TaskID, "helper", t.Helper, "err", err)
-	}
-}
-
-func dead(c *guest.Client) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
 	}
 }
 
@@ -295,20 +277,38 @@ func (b *Binder) TurnEnded(t agent.TurnInfo) {
 			// The connection of the old task goes with the instance.
 			th.drop()
 		}
+		// A desktop this turn stopped waiting for while it came up is still started by the
+		// manager: a stopped turn fences it too (the stop runs after the start).
+		abandoned := ""
+		if th.abandonedBy == t.TurnID {
+			if t.Stopped && !held {
+				abandoned = th.abandoned
+			}
+			th.abandoned, th.abandonedBy = "", ""
+		}
 		th.mu.Unlock()
 		if held && t.Stopped && b.cfg.Fence != nil {
 			b.log.Info("a person stopped a turn that held its desktop: stopping it", "desktop", id, "agent", t.AgentID)
 			b.cfg.Fence(id, "the chat was stopped while its task held the desktop")
 		}
+		if abandoned != "" && b.cfg.Fence != nil {
+			b.log.Info("a person stopped a turn while its desktop came up: stopping it", "desktop", abandoned, "agent", t.AgentID)
+			b.cfg.Fence(abandoned, "the chat was stopped while its desktop was starting")
+		}
 	}
 }
 
-// drop forgets the thread's connections. th.mu is held.
-func (th *thread) drop() {
-	if th.client != nil {
-		th.client.Close()
-		th.client = nil
+// gaveUp notes that turn t stopped waiting (ctx ended) for desktop id to come up. th.mu is
+// held.
+func (th *thread) gaveUp(ctx context.Context, id string, t agent.TurnInfo) {
+	if ctx.Err() != nil && id != "" {
+		th.abandoned, th.abandonedBy = id, t.TurnID
 	}
+}
+
+// drop forgets the thread's browser connection (desktop links are the VM manager's). th.mu
+// is held.
+func (th *thread) drop() {
 	if th.browser != nil {
 		th.browser.Close()
 		th.browser = nil
@@ -338,7 +338,8 @@ func (b *Binder) Forget(agentID string) {
 	}
 }
 
-// Close drops every binding and closes the driver connections.
+// Close drops every binding and ends the tasks they hold (the driver links are the VM
+// manager's).
 func (b *Binder) Close() error {
 	b.mu.Lock()
 	b.closed = true

@@ -8,16 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/agent/tools"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
 )
 
 type vms struct {
+	mu0    sync.Mutex // guards d
 	d      Desktop
 	err    error
 	called atomic.Int32
@@ -32,8 +32,12 @@ type vms struct {
 
 func (v *vms) Ensure(ctx context.Context, accountID, agentID string) (Desktop, error) {
 	v.called.Add(1)
+	v.mu0.Lock()
+	defer v.mu0.Unlock()
 	return v.d, v.err
 }
+
+func (v *vms) setDesktop(d Desktop) { v.mu0.Lock(); v.d = d; v.mu0.Unlock() }
 
 func (v *vms) CreateTask(ctx context.Context, spec TaskSpec) (Desktop, error) {
 	v.created.Add(1)
@@ -62,14 +66,10 @@ func newControl(t *testing.T) *control.Manager {
 
 func TestBinding(t *testing.T) {
 	drv := guesttest.Start(t, ":72", "")
-	v := &vms{d: Desktop{InstanceID: "desk1", Socket: drv.Socket}}
+	link := drv.Dial(t) // the desktop's one link, as the VM manager keeps it
+	v := &vms{d: Desktop{InstanceID: "desk1", Computer: link}}
 	ctl := newControl(t)
-	var dials atomic.Int32
-	b, err := New(Config{VMs: v, Tasks: ctl, Names: func(string) string { return "Ada" },
-		Dial: func(ctx context.Context, s string) (*guest.Client, error) {
-			dials.Add(1)
-			return guest.WaitReady(ctx, s)
-		}})
+	b, err := New(Config{VMs: v, Tasks: ctl, Names: func(string) string { return "Ada" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestBinding(t *testing.T) {
 	ctx := context.Background()
 	turn := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t1"}
 
-	// Concurrent acquires of one thread: one connection, one task.
+	// Concurrent acquires of one thread: the desktop's link, one task.
 	var wg sync.WaitGroup
 	clients := make([]any, 8)
 	for i := range clients {
@@ -92,13 +92,10 @@ func TestBinding(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, c := range clients[1:] {
-		if c != clients[0] {
-			t.Fatal("concurrent acquires returned different desktops")
+	for _, c := range clients {
+		if c != tools.Computer(link) {
+			t.Fatal("acquires did not return the desktop's link")
 		}
-	}
-	if dials.Load() != 1 {
-		t.Fatalf("dialled %d times", dials.Load())
 	}
 	// During the turn the desktop is the agent's: a person cannot take over.
 	if _, err := ctl.TakeOver("desk1", control.Person{AccountID: "u1", Username: "alice", AgentID: "a1"}); !errors.Is(err, fault.ErrConflict) {
@@ -122,22 +119,19 @@ func TestBinding(t *testing.T) {
 		t.Fatalf("acquire while a person controls: %v", err)
 	}
 	ctl.HandBack("desk1", lease.Token)
-	// The thread reuses its connection across turns.
-	if _, err := b.Acquire(ctx, turn2); err != nil || dials.Load() != 1 {
-		t.Fatalf("second turn: %v, dials %d", err, dials.Load())
+	// The thread keeps its desktop across turns.
+	if c, err := b.Acquire(ctx, turn2); err != nil || c != tools.Computer(link) {
+		t.Fatalf("second turn: %v", err)
 	}
 	b.TurnEnded(turn2)
-	// A dead connection (desktop restarted) is replaced.
-	c := clients[0].(*guest.Client)
-	c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !dead(c) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The desktop was repaired and has a new link: the next acquire uses it; the binder
+	// never closes a link (the manager owns them).
+	link2 := drv.Dial(t)
+	v.setDesktop(Desktop{InstanceID: "desk1", Computer: link2})
 	turn3 := turn
 	turn3.TurnID = "t3"
-	if _, err := b.Acquire(ctx, turn3); err != nil || dials.Load() != 2 {
-		t.Fatalf("after the connection died: %v, dials %d", err, dials.Load())
+	if c, err := b.Acquire(ctx, turn3); err != nil || c != tools.Computer(link2) {
+		t.Fatalf("after the desktop's link changed: %v", err)
 	}
 	b.TurnEnded(turn3)
 	// Errors say what is wrong.
@@ -148,6 +142,10 @@ func TestBinding(t *testing.T) {
 	if _, err := b.Acquire(ctx, agent.TurnInfo{SessionID: "s2", UserID: "u1", AgentID: "a1", TurnID: "x"}); !errors.Is(err, fault.ErrConflict) {
 		t.Fatalf("capacity: %v", err)
 	}
+	b.Close()
+	if _, err := link.Health(ctx); err != nil {
+		t.Fatalf("the binder closed a link it does not own: %v", err)
+	}
 }
 
 // TestTaskBinding: a helper's task gets its own desktop (not the thread's), concurrent
@@ -156,7 +154,8 @@ func TestBinding(t *testing.T) {
 func TestTaskBinding(t *testing.T) {
 	own := guesttest.Start(t, ":97", "")
 	task := guesttest.Start(t, ":98", "")
-	v := &vms{d: Desktop{InstanceID: "desk1", Socket: own.Socket}, task: Desktop{InstanceID: "task-1", Socket: task.Socket}}
+	taskLink := task.Dial(t)
+	v := &vms{d: Desktop{InstanceID: "desk1", Computer: own.Dial(t)}, task: Desktop{InstanceID: "task-1", Computer: taskLink}}
 	ctl := newControl(t)
 	b, err := New(Config{VMs: v, Tasks: ctl, Names: func(string) string { return "Ada" }})
 	if err != nil {
@@ -185,13 +184,13 @@ func TestTaskBinding(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, c := range clients[1:] {
-		if c != clients[0] {
-			t.Fatal("concurrent acquires of one task returned different desktops")
+	for _, c := range clients {
+		if c != tools.Computer(taskLink) {
+			t.Fatal("acquires of the task did not return the task desktop's link")
 		}
 	}
-	if n := v.created.Load(); n != 1 {
-		t.Fatalf("task desktop created %d times", n)
+	if n := v.created.Load(); n != int32(len(clients)) {
+		t.Fatalf("CreateTask called %d times for %d acquires (the VM manager makes it idempotent)", n, len(clients))
 	}
 	v.mu.Lock()
 	spec := v.lastSpec
@@ -252,4 +251,37 @@ func TestMain(m *testing.M) {
 
 func (v *vms) EnsureBrowser(ctx context.Context, accountID, agentID string) (Desktop, error) {
 	return Desktop{}, fault.Unavailable("no browsers in this test")
+}
+
+// TestStoppedTurnFencesADesktopStillComingUp: a turn that stopped waiting for its desktop
+// (the manager finishes the start on its own) and is then stopped by a person fences that
+// desktop; a turn that ends normally does not.
+func TestStoppedTurnFencesADesktopStillComingUp(t *testing.T) {
+	ctl := newControl(t)
+	v := &vms{d: Desktop{InstanceID: "desk-slow"}, err: context.Canceled}
+	var fenced []string
+	b, err := New(Config{VMs: v, Tasks: ctl, Fence: func(id, reason string) { fenced = append(fenced, id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the turn's context ended while the desktop came up
+	turn := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t1"}
+	if _, err := b.Acquire(ctx, turn); err == nil {
+		t.Fatal("Acquire succeeded")
+	}
+	turn.Stopped = true
+	b.TurnEnded(turn)
+	if len(fenced) != 1 || fenced[0] != "desk-slow" {
+		t.Fatalf("fenced %v, want the desktop that was coming up", fenced)
+	}
+	// Once only; and not for a turn that ended without a stop.
+	b.TurnEnded(turn)
+	turn2 := agent.TurnInfo{SessionID: "s1", UserID: "u1", AgentID: "a1", TurnID: "t2"}
+	b.Acquire(ctx, turn2)
+	b.TurnEnded(turn2)
+	if len(fenced) != 1 {
+		t.Fatalf("fenced %v", fenced)
+	}
 }

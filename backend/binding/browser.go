@@ -11,7 +11,6 @@ import (
 	"cubicle/backend/browser"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 	"cubicle/backend/vm"
 )
 
@@ -27,12 +26,12 @@ type BrowserSession interface {
 	Close() error
 }
 
-// ConnectBrowser attaches to the browser whose driver listens on socket, through a tunnel to
-// its DevTools port inside the container.
-func ConnectBrowser(ctx context.Context, socket string) (BrowserSession, error) {
+// ConnectBrowser attaches to a browser through tunnels to its DevTools port inside its
+// container.
+func ConnectBrowser(ctx context.Context, tunnel Tunnel) (BrowserSession, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(vm.DevToolsPort))
 	return browser.Connect(ctx, func(ctx context.Context) (net.Conn, error) {
-		return guest.DialTunnel(ctx, socket, addr)
+		return tunnel(ctx, addr)
 	})
 }
 
@@ -65,6 +64,7 @@ func (b *Binder) Browser(ctx context.Context, t agent.TurnInfo) (tools.Browser, 
 	defer th.mu.Unlock()
 	d, err := b.cfg.VMs.EnsureBrowser(ctx, t.UserID, t.AgentID)
 	if err != nil {
+		th.gaveUp(ctx, d.InstanceID, t)
 		return nil, fmt.Errorf("the agent's browser: %w", err)
 	}
 	if th.instanceID != d.InstanceID || th.browser == nil || !th.browser.Alive() {
@@ -73,7 +73,7 @@ func (b *Binder) Browser(ctx context.Context, t agent.TurnInfo) (tools.Browser, 
 			th.task = ""
 		}
 		th.drop()
-		s, err := b.cfg.Connect(ctx, d.Socket)
+		s, err := b.cfg.Connect(ctx, d.Tunnel)
 		if err != nil {
 			return nil, fmt.Errorf("the agent's browser: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/engine/docker"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
 	"cubicle/images"
 )
 
@@ -60,9 +61,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 {
 		cmd += " " + strings.Join(args, " ")
 	}
+	mode, err := link.ParseMode(e.getenv(link.EnvVar))
+	if err != nil {
+		return fault.Invalid("%v", err)
+	}
 	rep, err := bench.Run(ctx, bench.Config{
 		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
 		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd,
+		GuestLink: backend.GuestLinkChoice(ctx, mode, ce),
 	})
 	if err != nil {
 		if ctx.Err() != nil {

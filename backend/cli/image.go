@@ -19,11 +19,17 @@ import (
 // image" also verifies it with a probe desktop and records it as ready.
 func runImage(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stdout, `Usage: cubicle image build standard|cursor [--engine podman|docker] [--work-dir DIR]
-       cubicle image list [--engine podman|docker]
+		fmt.Fprint(e.stdout, `Usage: cubicle image build standard|cursor [--engine podman|docker] [--arch amd64|arm64] [--work-dir DIR]
+       cubicle image list [--engine podman|docker] [--arch amd64|arm64]
 
 build  builds the desktop image (or reuses it when its recipe and driver are unchanged)
 list   shows each image key, the reference its current recipe builds and whether it exists
+
+The bases are pinned by digest: CUBICLE_BASE_IMAGE/CUBICLE_BASE_DIGEST (standard, default
+docker.io/library/debian:bookworm-slim) and CUBICLE_CURSOR_BASE/CUBICLE_CURSOR_DIGEST (cursor)
+replace the built-in pins (sources saved in Settings → Local VM apply to the app's
+preparations). CUBICLE_BASE_SOURCE=auto|pull|debootstrap chooses how the Debian base is had:
+pulled, or built offline with debootstrap on a Linux host without a registry (auto: both).
 `)
 		if len(args) == 0 {
 			return fault.Invalid("name a subcommand: build or list")
@@ -34,6 +40,7 @@ list   shows each image key, the reference its current recipe builds and whether
 	fs := newFlags(e, "image "+sub, "cubicle image "+sub+" [flags]")
 	eng := fs.String("engine", "", "podman or docker (default: $CUBICLE_ENGINE, else the one found)")
 	workDir := fs.String("work-dir", filepath.Join(defaultDataDir(e.getenv), "images"), "scratch space for the offline base build")
+	arch := fs.String("arch", "", "the standard image's architecture, amd64 or arm64 (default: the engine's own; another needs emulation)")
 	var key images.Key
 	switch sub {
 	case "build":
@@ -60,7 +67,10 @@ list   shows each image key, the reference its current recipe builds and whether
 		return err
 	}
 	defer ce.Close()
-	b, err := images.New(images.Config{Engine: ce.Client, Logger: log, WorkDir: *workDir})
+	if *arch != "" && *arch != "amd64" && *arch != "arm64" {
+		return fault.Invalid("--arch %q: use amd64 or arm64", *arch)
+	}
+	b, err := images.New(images.Config{Engine: ce.Client, Logger: log, WorkDir: *workDir, Arch: *arch})
 	if err != nil {
 		return err
 	}
@@ -70,13 +80,13 @@ list   shows each image key, the reference its current recipe builds and whether
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tPRESENT\tREFERENCE\tSIZE\tCREATED")
+		fmt.Fprintln(tw, "KEY\tPLATFORM\tPRESENT\tREFERENCE\tSIZE\tCREATED")
 		for _, s := range list {
 			created, size := "", ""
 			if s.Prepared {
 				created, size = s.Created.Local().Format(time.DateTime), fmt.Sprintf("%.0f MB", float64(s.Size)/1e6)
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", s.Key, s.Prepared, s.Ref, size, created)
+			fmt.Fprintf(tw, "%s\tlinux/%s\t%v\t%s\t%s\t%s\n", s.Key, s.Arch, s.Prepared, s.Ref, size, created)
 		}
 		return tw.Flush()
 	}

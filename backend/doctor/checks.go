@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cubicle/backend/engine"
+	"cubicle/backend/link"
 )
 
 // Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" = any).
@@ -147,5 +148,39 @@ func DataDir(dir string) Checker {
 func Version(v string) Checker {
 	return func(ctx context.Context) []Check {
 		return []Check{{Name: "version", Status: OK, Detail: fmt.Sprintf("cubicle %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)}}
+	}
+}
+
+// GuestLink says how new desktops' drivers will be reached (CUBICLE_GUEST_LINK, see
+// backend/link) and why: the unix socket for a local Linux engine, the exec link for a
+// remote or VM-backed one. mode is the variable's value.
+func GuestLink(mode string, getenv func(string) string) Checker {
+	return func(ctx context.Context) []Check {
+		c := Check{Name: "guest link"}
+		m, err := link.ParseMode(mode)
+		if err != nil {
+			c.Status, c.Detail, c.Fix = Fail, err.Error(), "set "+link.EnvVar+" to auto, socket or exec, or unset it"
+			return []Check{c}
+		}
+		kind, _ := engine.ParseKind(getenv("CUBICLE_ENGINE"))
+		eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		ep, ok := engine.Pick(eps)
+		if !ok {
+			c.Status = Warn
+			c.Detail = fmt.Sprintf("%s=%s; no engine answers yet, so the link is chosen when one does", link.EnvVar, m)
+			return []Check{c}
+		}
+		ch := link.Choose(m, link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket})
+		c.Status = OK
+		c.Detail = "new desktops use the " + ch.Primary + " link"
+		if ch.Fallback != "" {
+			c.Detail += " (the " + ch.Fallback + " link if a desktop's socket does not answer)"
+		}
+		c.Detail += ": " + ch.Reason
+		if m == link.SocketMode && ch.Primary == link.NameSocket && link.Choose(link.Auto, link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket}).Primary == link.NameExec {
+			c.Status = Warn
+			c.Fix = "this engine's containers cannot share this host's sockets: unset " + link.EnvVar + " (or set it to exec)"
+		}
+		return []Check{c}
 	}
 }

@@ -2,11 +2,14 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"cubicle/images/guest/x11/xvfbtest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -42,24 +45,15 @@ func TestDisplay(t *testing.T) {
 	if c := Display(env(nil))(ctx)[0]; c.Status != Warn || c.Fix == "" {
 		t.Fatalf("no display: %+v", c)
 	}
-	if c := Display(env(map[string]string{"DISPLAY": ":87"}))(ctx)[0]; c.Status != Warn {
+	// A display number this test holds (no other test starts a server there) with no server.
+	dead := fmt.Sprintf(":%d", xvfbtest.Reserve(t, 186))
+	if c := Display(env(map[string]string{"DISPLAY": dead}))(ctx)[0]; c.Status != Warn {
 		t.Fatalf("dead display: %+v", c)
 	}
-	xvfb, err := exec.LookPath("Xvfb")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("Xvfb not installed")
-	}
-	cmd := exec.Command(xvfb, ":86", "-nolisten", "tcp")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	live := xvfbtest.Start(t, 187, 320, 200)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c := Display(env(map[string]string{"DISPLAY": ":86"}))(ctx)[0]
+		c := Display(env(map[string]string{"DISPLAY": live}))(ctx)[0]
 		if c.Status == OK {
 			break
 		}
@@ -87,5 +81,34 @@ func TestEngineRealPodman(t *testing.T) {
 	c := Engine("podman", os.Getenv)(context.Background())[0]
 	if c.Status != OK {
 		t.Fatalf("podman: %+v", c)
+	}
+}
+
+func TestGuestLink(t *testing.T) {
+	if c := GuestLink("ssh", env(nil))(context.Background())[0]; c.Status != Fail || !strings.Contains(c.Fix, "auto, socket or exec") {
+		t.Fatalf("bad CUBICLE_GUEST_LINK: %+v", c)
+	}
+	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("no rootful Podman service")
+	}
+	getenv := func(k string) string {
+		if k == "CUBICLE_ENGINE" {
+			return "podman"
+		}
+		return os.Getenv(k)
+	}
+	tests := []struct{ mode, want string }{
+		{"", "new desktops use the socket link (the exec link if a desktop's socket does not answer): a local Linux engine"},
+		{"exec", "new desktops use the exec link: CUBICLE_GUEST_LINK=exec"},
+		{"socket", "new desktops use the socket link: CUBICLE_GUEST_LINK=socket"},
+	}
+	for _, tt := range tests {
+		c := GuestLink(tt.mode, getenv)(context.Background())[0]
+		if c.Status != OK || !strings.Contains(c.Detail, tt.want) {
+			t.Errorf("mode %q: %+v, want %q", tt.mode, c, tt.want)
+		}
 	}
 }

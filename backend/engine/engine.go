@@ -42,6 +42,9 @@ type Info struct {
 	Rootless   bool
 	Arch       string // server architecture in GOARCH terms ("amd64", "arm64")
 	OS         string
+	// OperatingSystem is the engine host's own description ("Docker Desktop", "Debian
+	// GNU/Linux 12 (bookworm)"): it tells a VM-backed engine apart (backend/link).
+	OperatingSystem string
 }
 
 // Mount binds a host directory into a container. Only the instance run directory is ever
@@ -95,8 +98,9 @@ type ContainerState struct {
 	Image     string // image reference or id it was created from
 	ImageID   string
 	Labels    map[string]string
-	Running   bool
-	Status    string // engine's word: created, running, exited, …
+	Running   bool   // running and not paused
+	Paused    bool   // frozen by a pause; Running is then false
+	Status    string // engine's word: created, running, paused, exited, …
 	ExitCode  int
 	StartedAt time.Time
 	PID       int // host pid of the container's init, 0 when not running

@@ -1,5 +1,6 @@
 // Package history records every tool call an agent makes (SPEC §2.5): session, turn, step,
-// tool, SHA-256 of the input and of the output (null on failure), status, duration, and the
+// tool, SHA-256 of the input and of the output (null on failure), status (INTERRUPTED when a
+// person stopped it or the process ended under it, see store.InterruptRuns), duration, and the
 // process's CPU time and peak memory where measurable; and answers one query per session
 // with its timeline, durations and failure rate.
 package history
@@ -88,7 +89,7 @@ func (r *Recorder) End(id, state string, output []agent.ContentBlock, elapsed ti
 		d := digest(output)
 		run.OutputSHA256 = &d
 	case agent.StateInterrupted:
-		run.Status = store.RunTimeout
+		run.Status = store.RunInterrupted
 	default:
 		run.Status = store.RunFailed
 	}
@@ -121,7 +122,7 @@ type Timeline struct {
 	Runs        []store.ToolRun `json:"runs"`
 	Total       int             `json:"total"`
 	Failed      int             `json:"failed"`
-	FailureRate float64         `json:"failureRate"` // failed (FAILED or TIMEOUT) / finished
+	FailureRate float64         `json:"failureRate"` // failed (FAILED, TIMEOUT or INTERRUPTED) / finished
 	DurationMs  int64           `json:"durationMs"`  // sum of the runs' durations
 	ByTool      []ToolStats     `json:"byTool"`
 }
@@ -164,7 +165,7 @@ func Query(st Runs, sessionID string) (Timeline, error) {
 		s.DurationMs += r.DurationMs
 		s.MaxMs = max(s.MaxMs, r.DurationMs)
 		switch r.Status {
-		case store.RunFailed, store.RunTimeout:
+		case store.RunFailed, store.RunTimeout, store.RunInterrupted:
 			tl.Failed++
 			s.Failed++
 			finished++

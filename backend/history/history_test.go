@@ -45,7 +45,7 @@ func TestRecordAndQuery(t *testing.T) {
 		step   int
 		status string
 		out    bool
-	}{{1, store.RunSuccess, true}, {2, store.RunFailed, false}, {3, store.RunTimeout, false}}
+	}{{1, store.RunSuccess, true}, {2, store.RunFailed, false}, {3, store.RunInterrupted, false}}
 	for i, w := range want {
 		got := tl.Runs[i]
 		if got.Step != w.step || got.Status != w.status || (got.OutputSHA256 != nil) != w.out || len(got.InputSHA256) != 64 || got.TurnID != "t1" {
@@ -60,5 +60,20 @@ func TestRecordAndQuery(t *testing.T) {
 	}
 	if empty, _ := Query(st, "none"); empty.Total != 0 || empty.Runs == nil {
 		t.Fatalf("empty: %+v", empty)
+	}
+
+	// A run left RUNNING by a process that ended becomes INTERRUPTED at the next start, and
+	// counts as failed; finished runs are left as they were.
+	r.Begin(turn, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "sleep 100"}})
+	n, err := st.InterruptRuns(time.Now())
+	if err != nil || n != 2 { // this one and the "other" session's
+		t.Fatalf("InterruptRuns = %d, %v; want 2", n, err)
+	}
+	tl, err = Query(st, "s1")
+	if err != nil || tl.Total != 4 || tl.Runs[3].Status != store.RunInterrupted || tl.Failed != 3 || tl.Runs[0].Status != store.RunSuccess {
+		t.Fatalf("after InterruptRuns: %+v, %v", tl, err)
+	}
+	if n, err := st.InterruptRuns(time.Now()); err != nil || n != 0 {
+		t.Errorf("InterruptRuns again = %d, %v; want 0", n, err)
 	}
 }

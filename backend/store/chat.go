@@ -37,8 +37,17 @@ type ChatSession struct {
 	Title     string          `json:"title,omitempty"`
 	History   json.RawMessage `json:"history,omitempty"`
 	Pending   json.RawMessage `json:"pending,omitempty"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
+	// ActiveTurn is set while a turn runs (saved before its model or tools run) and cleared
+	// when it ends, so a turn that a crash interrupted is found at the next start.
+	ActiveTurn *ActiveTurn `json:"activeTurn,omitempty"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
+}
+
+// ActiveTurn marks the turn a conversation is running.
+type ActiveTurn struct {
+	ID        string    `json:"id"`
+	StartedAt time.Time `json:"startedAt"`
 }
 
 func chatKey(userID, sessionID string) []byte { return []byte(userID + "\x00" + sessionID) }
@@ -91,13 +100,41 @@ func (s *Store) ChatSessions(userID string) ([]ChatSession, error) {
 	return out, err
 }
 
-// Tool run statuses (SPEC §2.5).
+// ChatSessionsWithActiveTurn returns every conversation (of every user) whose saved state
+// says a turn is running. At start-up these are the turns a crash interrupted.
+func (s *Store) ChatSessionsWithActiveTurn() ([]ChatSession, error) {
+	var out []ChatSession
+	err := s.view("list running chat turns", func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketChatSessions).ForEach(func(k, v []byte) error {
+			var probe struct {
+				ActiveTurn *ActiveTurn `json:"activeTurn"`
+			}
+			if err := json.Unmarshal(v, &probe); err != nil {
+				return fmt.Errorf("store: chat session %q: corrupt record: %w", k, err)
+			}
+			if probe.ActiveTurn == nil {
+				return nil
+			}
+			var cs ChatSession
+			if err := json.Unmarshal(v, &cs); err != nil {
+				return fmt.Errorf("store: chat session %q: corrupt record: %w", k, err)
+			}
+			out = append(out, cs)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Tool run statuses (SPEC §2.5). INTERRUPTED: the run did not finish — a person stopped
+// it, or the process that ran it ended (InterruptRuns at the next start).
 const (
-	RunPending = "PENDING"
-	RunRunning = "RUNNING"
-	RunSuccess = "SUCCESS"
-	RunFailed  = "FAILED"
-	RunTimeout = "TIMEOUT"
+	RunPending     = "PENDING"
+	RunRunning     = "RUNNING"
+	RunSuccess     = "SUCCESS"
+	RunFailed      = "FAILED"
+	RunTimeout     = "TIMEOUT"
+	RunInterrupted = "INTERRUPTED"
 )
 
 // ToolRun is one tool call in the execution history.
@@ -154,6 +191,45 @@ func (s *Store) ToolRuns(sessionID string) ([]ToolRun, error) {
 		return nil
 	})
 	return out, err
+}
+
+// InterruptRuns marks every run still PENDING or RUNNING as INTERRUPTED, with updated as its
+// update time, and returns how many it changed. Call it at start-up, before any turn runs:
+// the process that ran them is gone.
+func (s *Store) InterruptRuns(updated time.Time) (int, error) {
+	n := 0
+	err := s.update("interrupt tool runs", func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketToolRuns)
+		changed := map[string][]byte{}
+		err := b.ForEach(func(k, v []byte) error {
+			var r ToolRun
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("store: tool run %q: corrupt record: %w", k, err)
+			}
+			if r.Status != RunRunning && r.Status != RunPending {
+				return nil
+			}
+			// Its duration stays unknown (0): it ended somewhere before the restart.
+			r.Status, r.UpdatedAt, r.OutputSHA256 = RunInterrupted, updated.UTC(), nil
+			raw, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			changed[string(k)] = raw
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for k, v := range changed { // bbolt forbids writes inside ForEach
+			if err := b.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		n = len(changed)
+		return nil
+	})
+	return n, err
 }
 
 // ModelSettings is the app's default chat model (an OpenAI-compatible endpoint). The API key

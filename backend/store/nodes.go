@@ -20,6 +20,12 @@ type NodeSettings struct {
 	HostScreenControl bool `json:"hostScreenControl,omitempty"`
 	// HostRequestID is the last applied requestId of a host setting change.
 	HostRequestID string `json:"hostRequestId,omitempty"`
+	// The desktop images' base sources an admin saved (Settings → Local VM); "" inherits the
+	// environment's (CUBICLE_BASE_IMAGE, …) or the built-in pin. Validated by backend/vm.
+	BaseImage    string `json:"baseImage,omitempty"`    // the standard image's Debian base
+	BaseDigest   string `json:"baseDigest,omitempty"`   // sha256:…
+	CursorBase   string `json:"cursorBase,omitempty"`   // the cursor image's base
+	CursorDigest string `json:"cursorDigest,omitempty"` // sha256:…
 }
 
 // defaultNodeSettings returns the settings of a node that never saved any.

@@ -5,7 +5,10 @@
 //
 //	cubicle.db
 //	├── meta
-//	│   └── "version"          → schema version, decimal ASCII ("4")
+//	│   ├── "version"          → schema version, decimal ASCII ("4")
+//	│   ├── "store-id"         → the file's identity, 16 hex digits (identity.go)
+//	│   ├── "store-path"       → where the file lived when last opened
+//	│   └── "instance-ns"      → namespace of desktop instance ids ("" unless a copy)
 //	├── accounts
 //	│   └── <account id>       → Account JSON
 //	├── account_usernames      (unique index; usernames compare case-insensitively)
@@ -21,9 +24,11 @@
 //	├── vm_bindings
 //	│   └── <agent id>         → VMBinding JSON (an agent's chosen fixed Compose desktop)
 //	├── chat_sessions
-//	│   └── <user id>\x00<session id>          → ChatSession JSON (messages, pending confirmations)
+//	│   └── <user id>\x00<session id>          → ChatSession JSON (messages, pending confirmations,
+//	│                                            the running turn's mark "activeTurn")
 //	├── tool_runs
-//	│   └── <session id>\x00<time>\x00<run id> → ToolRun JSON (execution history, SPEC §2.5)
+//	│   └── <session id>\x00<time>\x00<run id> → ToolRun JSON (execution history, SPEC §2.5; a
+//	│                                            run a restart cut short is INTERRUPTED)
 //	└── app_settings
 //	    └── "model"            → ModelSettings JSON (the API key sealed by package models)
 //
@@ -38,6 +43,9 @@
 // the file at the last version that completed. A new file starts at the latest version. A file
 // written by a newer Cubicle is refused and left untouched.
 //
+// A file is checked before bbolt opens it and bbolt never crashes the process on a damaged
+// one (verify.go, damage.go); rolling backups and their restore are in backup.go.
+//
 // Errors: misses wrap fault.ErrNotFound, duplicates fault.ErrExists, bad arguments
 // fault.ErrInvalid, a file locked by another process fault.ErrUnavailable, a file from a newer
 // Cubicle fault.ErrConflict. Errors without a class (I/O failures, corrupt records) are
@@ -51,6 +59,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -68,18 +77,35 @@ type Options struct {
 	LockTimeout time.Duration
 	// Logger receives migration and backup notices; nil discards them.
 	Logger *slog.Logger
+	// KeepBackups is how many rolling backups to keep (see Backup); 0 means
+	// DefaultKeepBackups, a negative number turns rolling backups off.
+	KeepBackups int
+	// BackupEvery: Open backs an existing file up when its newest rolling backup is older
+	// than this (or there is none); 0 means DefaultBackupEvery.
+	BackupEvery time.Duration
+
+	walkLimit int64 // tests: the largest file Open walks (0: defaultWalkLimit, < 0: none)
 }
 
 // Store is an open Cubicle data file. Create it with Open and release it with Close.
 type Store struct {
-	db   *bbolt.DB
-	path string
-	log  *slog.Logger
+	db    *bbolt.DB
+	path  string
+	log   *slog.Logger
+	keep  int      // rolling backups to keep; < 0: none
+	ident Identity // set by Open
+
+	damage atomic.Pointer[DamagedError] // set once bbolt crashed on damage: writes are refused
 }
 
 // Open opens (creating when missing) the data file at path, migrating it to the current
 // schema. Only one process may have a file open; while another does, Open waits up to
 // opts.LockTimeout and then fails with a fault.ErrUnavailable error.
+//
+// Open never creates a file over one that exists: a new file is made under a temporary name
+// and renamed into place, so an empty file at path was emptied from outside and is refused.
+// An existing file is checked first (see verify.go); a damaged one is refused, untouched,
+// with a *DamagedError naming the newest sound backup and the command that restores it.
 func Open(path string, opts Options) (*Store, error) {
 	return open(path, opts, migrations)
 }
@@ -93,26 +119,131 @@ func open(path string, opts Options, migs []migration) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.KeepBackups == 0 {
+		opts.KeepBackups = DefaultKeepBackups
+	}
+	if opts.walkLimit == 0 {
+		opts.walkLimit = defaultWalkLimit
+	}
+	if opts.BackupEvery <= 0 {
+		opts.BackupEvery = DefaultBackupEvery
+	}
 	if path == "" {
 		return nil, fault.Invalid("open store: no data file path given")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fault.Unavailable("open store: create data directory for %s: %v", path, err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fault.Unavailable("the data file %s is in use by another Cubicle process "+
-			"(waited %s): stop that process, or pass a different --data-dir", path, opts.LockTimeout)
+	inUseErr := fault.Unavailable("the data file %s is in use by another Cubicle process "+
+		"(waited %s): stop that process, or pass a different --data-dir", path, opts.LockTimeout)
+	fi, err := os.Stat(path)
+	existed := err == nil
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := createFile(path); err != nil {
+			return nil, fault.Unavailable("open store: create data file %s: %v", path, err)
+		}
+	case err != nil:
+		return nil, fault.Unavailable("open store: data file %s: %v", path, err)
+	case fi.IsDir():
+		return nil, fault.Unavailable("open store: data file %s is a directory", path)
+	default:
+		// Another process writing the file could make it look damaged for a moment: wait
+		// for its lock first, then look.
+		if busy := waitUnlocked(path, opts.LockTimeout); busy {
+			return nil, inUseErr
+		}
+		if problem, err := checkFile(path); err != nil {
+			return nil, fault.Unavailable("open store: data file %s: %v", path, err)
+		} else if problem != "" {
+			return nil, damaged(path, problem)
+		}
 	}
-	if err != nil {
+	var db *bbolt.DB
+	err = safely(func() error {
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+		return err
+	})
+	var pe *panicError
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, inUseErr
+	case errors.As(err, &pe), errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, damaged(path, "bbolt cannot read it ("+err.Error()+")")
+	case err != nil:
 		return nil, fault.Unavailable("open store: data file %s: %v", path, err)
 	}
-	s := &Store{db: db, path: path, log: log.With("store", path)}
+	s := &Store{db: db, path: path, log: log.With("store", path), keep: opts.KeepBackups}
+	if existed && fi.Size() <= opts.walkLimit {
+		if err := safely(func() error { return db.View(walk) }); err != nil {
+			safely(db.Close)
+			return nil, damaged(path, "a page of it cannot be read ("+err.Error()+")")
+		}
+	}
 	if err := s.prepare(migs); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if err := s.identify(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if existed && s.keep > 0 {
+		if _, _, err := s.BackupIfDue(opts.BackupEvery); err != nil {
+			s.log.Warn("no backup taken at start", "err", err)
+		}
+	}
 	return s, nil
+}
+
+// createFile makes a new, empty bbolt file at path: under a temporary name first, renamed
+// into place once complete, so that path never holds a half-made (or empty) file.
+func createFile(path string) error {
+	tmp := path + ".new"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	db, err := bbolt.Open(tmp, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := db.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	// Link rather than rename: it fails instead of replacing a file another process created
+	// at path in the meantime.
+	if err := os.Link(tmp, path); errors.Is(err, os.ErrExist) {
+		os.Remove(tmp)
+		return err
+	} else if err != nil {
+		// A file system without hard links.
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	os.Remove(tmp)
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// waitUnlocked waits up to d while another process holds the file's lock; it reports whether
+// the file is still locked.
+func waitUnlocked(path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		busy, err := inUse(path)
+		if err != nil || !busy {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Close releases the data file. It is safe to call more than once.
@@ -140,22 +271,33 @@ func (s *Store) SchemaVersion() (int, error) {
 // view runs fn in a read transaction; see update for errors.
 func (s *Store) view(op string, fn func(tx *bbolt.Tx) error) error {
 	var fnErr error
-	err := s.db.View(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	err := safely(func() error {
+		return s.db.View(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	})
 	return s.txErr(op, err, fnErr)
 }
 
 // update runs fn in a write transaction. fn's error rolls the transaction back and is
-// returned as is; bbolt's own errors (closed file, failed commit) are wrapped with op.
+// returned as is; bbolt's own errors (closed file, failed commit) are wrapped with op. Once
+// the file was found damaged, every update is refused with the *DamagedError.
 func (s *Store) update(op string, fn func(tx *bbolt.Tx) error) error {
+	if d := s.damage.Load(); d != nil {
+		return d
+	}
 	var fnErr error
-	err := s.db.Update(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	err := safely(func() error {
+		return s.db.Update(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	})
 	return s.txErr(op, err, fnErr)
 }
 
 func (s *Store) txErr(op string, err, fnErr error) error {
+	var pe *panicError
 	switch {
 	case err == nil || err == fnErr:
 		return err
+	case errors.As(err, &pe):
+		return s.crashed(op, pe)
 	case errors.Is(err, berrors.ErrDatabaseNotOpen):
 		return fault.Unavailable("store: %s: the data file %s is closed", op, s.path)
 	default:

@@ -44,43 +44,52 @@ func (m *Manager) AdminAct(ctx context.Context, id, action string, force bool) (
 	if _, err := m.needEngine(); err != nil {
 		return InstanceView{}, err
 	}
-	unlock := m.lock(id)
-	defer unlock()
-	if in, err = m.st.VMInstance(id); err != nil {
-		return InstanceView{}, err
-	}
-	if who, busy := m.busyWho(id); busy {
-		if !force {
-			return InstanceView{}, fault.Conflict("cannot %s %s: it is in use by %s; wait for the task to finish or for "+
-				"control to be handed back, or %s it anyway (their task or control ends now)", action, m.describe(in), who, action)
+	var orphan bool
+	err = m.detach(ctx, id, "admin "+action, func(ctx context.Context) error {
+		cur, err := m.st.VMInstance(id)
+		if err != nil {
+			return err
 		}
-		m.log.Info("administrator ends the use of a desktop", "instance", id, "by", who, "action", action)
-		if m.cfg.Activity != nil {
-			m.cfg.Activity.Revoke(id)
+		in = cur
+		if who, busy := m.busyWho(id); busy {
+			if !force {
+				return fault.Conflict("cannot %s %s: it is in use by %s; wait for the task to finish or for "+
+					"control to be handed back, or %s it anyway (their task or control ends now)", action, m.describe(in), who, action)
+			}
+			m.log.Info("administrator ends the use of a desktop", "instance", id, "by", who, "action", action)
+			if m.cfg.Activity != nil {
+				m.cfg.Activity.Revoke(id)
+			}
+			m.mu.Lock()
+			delete(m.busy, id)
+			m.mu.Unlock()
 		}
-		m.mu.Lock()
-		delete(m.busy, id)
-		m.mu.Unlock()
-	}
-	orphan := m.orphaned(in)
-	switch {
-	case in.Scope == scopeTask:
-		err = m.removeTaskLocked(ctx, id)
-	case action == ActionStop:
-		err = m.stopLocked(ctx, id, false)
-	default:
-		err = m.removeLocked(ctx, in)
-		if err == nil && orphan {
-			err = m.forgetLocked(id)
+		orphan = m.orphaned(in)
+		switch {
+		case in.Scope == scopeTask:
+			return m.removeTaskLocked(ctx, id)
+		case action == ActionStop:
+			return m.stopLocked(ctx, id, false)
+		default:
+			if err := m.removeLocked(ctx, in); err != nil {
+				return err
+			}
+			if orphan {
+				return m.forgetLocked(id)
+			}
+			return nil
 		}
-	}
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return InstanceView{}, err
+		}
 		return InstanceView{}, fmt.Errorf("%s %s: %w", action, m.describe(in), err)
 	}
 	m.log.Info("administrator acted on a desktop", "instance", id, "action", action, "scope", in.Scope, "orphaned", orphan)
 	cur, err := m.st.VMInstance(id)
 	if errors.Is(err, fault.ErrNotFound) {
-		in.State, in.ContainerID = stateAbsent, ""
+		in.State, in.ContainerID = StateAbsent, ""
 		v := m.instanceView(in)
 		v.Removed = true
 		return v, nil
@@ -103,8 +112,9 @@ func (m *Manager) forgetLocked(id string) error {
 		return err
 	}
 	m.clearIdle(id)
+	m.links.Drop(id)
 	prev := in.State
-	in.State, in.UpdatedAt = stateAbsent, m.clock.Now().UTC()
+	in.State, in.UpdatedAt = StateAbsent, m.clock.Now().UTC()
 	m.changed(in, prev, true)
 	return nil
 }
@@ -145,7 +155,7 @@ func (m *Manager) Stats(ctx context.Context) ([]InstanceStats, error) {
 		wg  sync.WaitGroup
 	)
 	for _, in := range m.instancesOrNil() {
-		if in.State != stateRunning || in.ContainerID == "" {
+		if in.State != StateRunning || in.ContainerID == "" {
 			continue
 		}
 		wg.Add(1)
@@ -198,7 +208,7 @@ type VolumeView struct {
 // the agent concerns), whether or not their containers exist.
 func (m *Manager) ownInstances(accountID, agentID string) []store.VMInstance {
 	var out []store.VMInstance
-	for _, id := range []string{instanceID(m.node, accountID, scopeAgent, agentID), m.BrowserInstanceID(accountID, agentID)} {
+	for _, id := range []string{instanceID(m.ns, m.node, accountID, scopeAgent, agentID), m.BrowserInstanceID(accountID, agentID)} {
 		if in, err := m.st.VMInstance(id); err == nil && in.AccountID == accountID && in.AgentID == agentID {
 			out = append(out, in)
 		}
@@ -223,7 +233,7 @@ func (m *Manager) AgentData(ctx context.Context, accountID, agentID string, meas
 			}
 		}
 	}
-	if sh, err := m.st.VMInstance(instanceID(m.node, accountID, scopeShared, "")); err == nil {
+	if sh, err := m.st.VMInstance(instanceID(m.ns, m.node, accountID, scopeShared, "")); err == nil {
 		v := m.instanceView(sh)
 		d.Shared = &v
 	}
@@ -284,8 +294,7 @@ func (m *Manager) ForgetAgent(ctx context.Context, accountID, agentID string, re
 	}
 	var errs []error
 	for _, in := range own {
-		err := func() error {
-			defer m.lock(in.ID)()
+		err := m.detach(ctx, in.ID, "forget agent", func(ctx context.Context) error {
 			cur, err := m.st.VMInstance(in.ID)
 			if errors.Is(err, fault.ErrNotFound) {
 				return nil
@@ -311,7 +320,7 @@ func (m *Manager) ForgetAgent(ctx context.Context, accountID, agentID string, re
 				m.log.Info("deleted a deleted agent's volume on request", "volume", v, "agent", agentID)
 			}
 			return nil
-		}()
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.describe(in), err))
 		}

@@ -3,24 +3,11 @@ package vm
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/vm/vmtest"
 )
-
-// changes records OnChange calls.
-type changes struct {
-	mu  sync.Mutex
-	got []InstanceChange
-}
-
-func (c *changes) add(ch InstanceChange) {
-	c.mu.Lock()
-	c.got = append(c.got, ch)
-	c.mu.Unlock()
-}
 
 func (c *changes) of(id string) []InstanceChange {
 	c.mu.Lock()
@@ -73,7 +60,7 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	for _, v := range st.Instances {
 		views[v.ID] = v
 	}
-	if v := views[orphan.ID]; !v.Orphaned || v.State != stateRunning {
+	if v := views[orphan.ID]; !v.Orphaned || v.State != StateRunning {
 		t.Fatalf("orphaned desktop %+v", v)
 	}
 	if v := views[own.ID]; v.Orphaned || v.Owner != "alice" || len(v.Agents) != 1 || v.Agents[0].Name != "Bot1" || v.NodeID != "local" {
@@ -100,29 +87,29 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	if got := len(f.eng.Calls()); got != calls {
 		t.Fatalf("a refused action reached the engine: %v", f.eng.Calls()[calls:])
 	}
-	if in, _ := f.st.VMInstance(own.ID); in.State != stateRunning {
+	if in, _ := f.st.VMInstance(own.ID); in.State != StateRunning {
 		t.Fatalf("refused stop changed the state to %s", in.State)
 	}
 
 	// Forced: the task is revoked first, then the desktop stops; record and volumes stay.
 	v, err := f.m.AdminAct(ctx, own.ID, ActionStop, true)
 	wantClass(t, "forced stop", err, nil)
-	if v.State != stateStopped || !slices.Contains(f.activity.Revoked(), own.ID) {
+	if v.State != StateStopped || !slices.Contains(f.activity.Revoked(), own.ID) {
 		t.Fatalf("forced stop: %+v, revoked %v", v, f.activity.Revoked())
 	}
-	if last := seen.last(own.ID); last.State != stateStopped || last.Previous != stateStopping || last.AccountID != "acc1" || last.AgentID != "g1" {
+	if last := seen.last(own.ID); last.State != StateStopped || last.Previous != StateStopping || last.AccountID != "acc1" || last.AgentID != "g1" {
 		t.Fatalf("OnChange for the stop: %+v", last)
 	}
 
 	// Another account's shared desktop: stop, then remove (record and volumes kept).
 	v, err = f.m.AdminAct(ctx, shared.ID, ActionStop, false)
 	wantClass(t, "stop shared", err, nil)
-	if v.State != stateStopped {
+	if v.State != StateStopped {
 		t.Fatalf("shared after stop: %+v", v)
 	}
 	v, err = f.m.AdminAct(ctx, shared.ID, ActionRemove, false)
 	wantClass(t, "remove shared", err, nil)
-	if v.State != stateAbsent || v.Removed {
+	if v.State != StateAbsent || v.Removed {
 		t.Fatalf("shared after remove: %+v", v)
 	}
 	if _, err := f.st.VMInstance(shared.ID); err != nil {
@@ -160,7 +147,7 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	if vols := f.eng.Volumes(); !slices.Contains(vols, orphan.Workspace) {
 		t.Fatalf("the orphan's work files were deleted: %v", vols)
 	}
-	if last := seen.last(orphan.ID); !last.Removed || last.State != stateAbsent {
+	if last := seen.last(orphan.ID); !last.Removed || last.State != StateAbsent {
 		t.Fatalf("OnChange for the orphan: %+v", last)
 	}
 	if got := f.eng.Running(); len(got) != 0 {

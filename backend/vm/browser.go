@@ -57,7 +57,7 @@ func browserSpec(spec *engine.ContainerSpec, in store.VMInstance) {
 
 // BrowserInstanceID is the instance id of the browser of agentID (of accountID) on this node.
 func (m *Manager) BrowserInstanceID(accountID, agentID string) string {
-	return instanceID(m.node, accountID, scopeBrowser, agentID)
+	return instanceID(m.ns, m.node, accountID, scopeBrowser, agentID)
 }
 
 // resolveBrowser returns the browser record of agentID (in memory when it has none yet).
@@ -78,7 +78,7 @@ func (m *Manager) resolveBrowser(accountID, agentID string) (store.VMInstance, s
 	name := "cubicle-" + id
 	return store.VMInstance{ID: id, NodeID: m.node, AccountID: accountID, Scope: scopeBrowser, AgentID: agentID,
 		ImageKey: string(images.Standard), ContainerName: name, ProfileVol: name + "-browser",
-		State: stateAbsent, CreatedAt: now, UpdatedAt: now}, ag, nil
+		State: StateAbsent, CreatedAt: now, UpdatedAt: now}, ag, nil
 }
 
 // EnsureBrowser makes agentID's browser run (creating its container when it has none) and
@@ -92,12 +92,16 @@ func (m *Manager) EnsureBrowser(ctx context.Context, accountID, agentID string) 
 	if err != nil {
 		return "", err
 	}
-	unlock := m.lock(in.ID)
-	defer unlock()
-	if cur, err := m.st.VMInstance(in.ID); err == nil {
-		in = cur
-	}
-	if err := m.ensureRunning(ctx, in, false); err != nil {
+	err = m.detach(ctx, in.ID, "start browser", func(ctx context.Context) error {
+		if cur, err := m.st.VMInstance(in.ID); err == nil {
+			in = cur
+		}
+		return m.bringUp(ctx, &in, kindBrowser, nil, false)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", err
+		}
 		return "", fmt.Errorf("the browser of agent %s: %w", ag.Name, err)
 	}
 	return in.ID, nil
@@ -123,7 +127,7 @@ func (m *Manager) VMReady(ctx context.Context, accountID, agentID string) (ok bo
 		return false, err.Error()
 	}
 	if in.Scope == scopeCompose {
-		return in.State == stateRunning, "the fixed desktop is " + in.State
+		return in.State == StateRunning, "the fixed desktop is " + in.State
 	}
 	keys := m.preparedKeys()
 	if len(keys) == 0 {
@@ -132,7 +136,7 @@ func (m *Manager) VMReady(ctx context.Context, accountID, agentID string) (ok bo
 	if in.ImageKey != "" && !slices.Contains(keys, in.ImageKey) {
 		return false, fmt.Sprintf("the desktop's image %q is not prepared", in.ImageKey)
 	}
-	if in.State == stateRunning {
+	if in.State == StateRunning {
 		return true, ""
 	}
 	m.mu.Lock()
@@ -151,9 +155,9 @@ func (m *Manager) VMReady(ctx context.Context, accountID, agentID string) (ok bo
 	return true, ""
 }
 
-// imageRef is the image in's container is created from: the prepared image of its key, or
+// preparedRef is the image in's container is created from: the prepared image of its key, or
 // for a browser the standard image even when it was not prepared (see above).
-func (m *Manager) imageRef(ctx context.Context, in store.VMInstance) (string, error) {
+func (m *Manager) preparedRef(ctx context.Context, in store.VMInstance) (string, error) {
 	img, err := m.st.VMImage(m.node, in.ImageKey)
 	if err == nil {
 		return img.Ref, nil
@@ -222,21 +226,21 @@ func (m *Manager) WorkDirChanged(ctx context.Context, accountID, agentID string)
 	if err != nil || in.Scope != scopeAgent {
 		return false, err
 	}
-	unlock := m.lock(in.ID)
-	defer unlock()
-	cur, err := m.st.VMInstance(in.ID)
-	if err != nil || cur.State != stateRunning || cur.WorkDir == m.wantWorkDir(cur) {
-		return false, nil
-	}
-	if who, busy := m.busyWho(cur.ID); busy {
-		m.mu.Lock()
-		m.rebuild[cur.ID] = true
-		m.mu.Unlock()
-		m.log.Info("desktop rebuild for a new working directory waits until it is idle", "instance", cur.ID, "busy", who)
-		return false, nil
-	}
-	if err := m.ensureRunning(ctx, cur, true); err != nil {
-		return false, err
-	}
-	return true, nil
+	rebuilt := false
+	err = m.detach(ctx, in.ID, "rebuild for a new working directory", func(ctx context.Context) error {
+		cur, err := m.st.VMInstance(in.ID)
+		if err != nil || cur.State != StateRunning || cur.WorkDir == m.wantWorkDir(cur) {
+			return nil
+		}
+		if who, busy := m.busyWho(cur.ID); busy {
+			m.mu.Lock()
+			m.rebuild[cur.ID] = true
+			m.mu.Unlock()
+			m.log.Info("desktop rebuild for a new working directory waits until it is idle", "instance", cur.ID, "busy", who)
+			return nil
+		}
+		rebuilt = true
+		return m.bringUp(ctx, &cur, kindDesktop, nil, true)
+	})
+	return rebuilt && err == nil, err
 }

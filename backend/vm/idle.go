@@ -29,7 +29,7 @@ func (m *Manager) MarkIdle(instanceID string) {
 	}
 	m.mu.Unlock()
 	in, err := m.st.VMInstance(instanceID)
-	if err == nil && in.State == stateRunning && in.Scope != scopeCompose && in.Scope != scopeTask {
+	if err == nil && (in.State == StateRunning || in.State == StatePaused) && in.Scope != scopeCompose && in.Scope != scopeTask {
 		m.armIdle(instanceID)
 	}
 }
@@ -120,7 +120,7 @@ func (m *Manager) idleStop(id string) {
 		return
 	}
 	in, err := m.st.VMInstance(id)
-	if err != nil || in.State != stateRunning {
+	if err != nil || (in.State != StateRunning && in.State != StatePaused) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 4*m.cfg.StopTimeout)
@@ -143,7 +143,7 @@ func (m *Manager) rebuildIdle(id string) {
 	defer m.wg.Done()
 	defer m.lock(id)()
 	in, err := m.st.VMInstance(id)
-	if err != nil || in.State != stateRunning || in.WorkDir == m.wantWorkDir(in) {
+	if err != nil || in.State != StateRunning || in.WorkDir == m.wantWorkDir(in) {
 		return
 	}
 	if _, busy := m.busyWho(id); busy {
@@ -155,7 +155,7 @@ func (m *Manager) rebuildIdle(id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 2*time.Minute)
 	defer cancel()
 	m.log.Info("rebuilding idle desktop for a new working directory", "instance", id)
-	if err := m.ensureRunning(ctx, in, true); err != nil {
+	if err := m.bringUp(ctx, &in, kindOf(in), nil, true); err != nil {
 		m.log.Error("rebuild desktop for a new working directory", "instance", id, "err", err)
 	}
 }

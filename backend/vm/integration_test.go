@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
+	"cubicle/backend/link"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -37,7 +39,6 @@ import (
 var (
 	_ vm.Engine       = (*podman.Client)(nil)
 	_ vm.ImageBuilder = (*images.Builder)(nil)
-	_ vm.Guest        = (*guest.Client)(nil)
 )
 
 // testLabel marks every container and volume these tests create (value "vm"), so cleanup
@@ -160,9 +161,21 @@ func (e *realEnv) cleanup() {
 	}
 }
 
+// linkConfig is the guest link of CUBICLE_GUEST_LINK (auto when unset), as the app chooses it:
+// the real-engine tests run with each transport.
+func linkConfig(t testing.TB) link.Config {
+	mode, err := link.ParseMode(os.Getenv(link.EnvVar))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := link.Config{Choice: link.Choose(mode, link.Engine{GOOS: runtime.GOOS, Socket: podmanSocket()})}
+	t.Logf("guest link: %s (%s)", c.Choice.Primary, c.Choice.Reason)
+	return c
+}
+
 func (e *realEnv) config(mod func(*vm.Config)) vm.Config {
 	cfg := vm.Config{Store: e.store, Engine: e.eng, Images: e.builder, DataDir: e.dataDir, NodeID: e.node,
-		Logger: testLogger(e.t), ExtraLabels: e.labels, KeepRunningOnClose: true}
+		Logger: testLogger(e.t), ExtraLabels: e.labels, KeepRunningOnClose: true, Link: linkConfig(e.t)}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -261,16 +274,15 @@ func countColours(img image.Image, limit int) int {
 	return len(seen)
 }
 
-// dialDesktop connects to a running desktop's driver.
+// dialDesktop returns the shared link to a running desktop's driver (the manager owns it).
 func dialDesktop(t *testing.T, m *vm.Manager, id string) *guest.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := guest.WaitReady(ctx, m.SocketPath(id))
+	c, err := m.Link(ctx, id)
 	if err != nil {
-		t.Fatalf("dial desktop %s: %v", id, err)
+		t.Fatalf("link to desktop %s: %v", id, err)
 	}
-	t.Cleanup(func() { c.Close() })
 	return c
 }
 

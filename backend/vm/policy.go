@@ -64,7 +64,7 @@ func (m *Manager) refuseProtected(what string) error {
 		}
 		if who, ok := m.busyWho(in.ID); ok {
 			why = append(why, fmt.Sprintf("%s is in use by %s", m.describe(in), who))
-		} else if in.State == stateStopping || in.State == stateRemoving {
+		} else if in.State == StateStopping || in.State == StateRemoving {
 			why = append(why, fmt.Sprintf("a stop of %s is still pending", m.describe(in)))
 		}
 	}

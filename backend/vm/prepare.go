@@ -13,12 +13,11 @@ import (
 	"os"
 	"time"
 
-	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
-	"cubicle/images/guest/wire"
 )
 
 // minColours is how many distinct colours a real desktop screenshot has at least; a blank or
@@ -177,7 +176,7 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 			}
 			continue
 		}
-		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == stateAbsent || in.State == stateStopped {
+		if in.Scope == scopeCompose || in.ContainerID == "" || in.State == StateAbsent || in.State == StateStopped {
 			continue
 		}
 		m.progress(j, "stopping", "stopping "+m.describe(in), 2)
@@ -234,16 +233,9 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 		return guest.Hello{}, err
 	}
 	defer os.RemoveAll(dir)
-	ctr, err := eng.CreateContainer(ctx, engine.ContainerSpec{
-		Name:        "cubicle-" + id,
-		Image:       ref,
-		Labels:      m.labels(id, "probe"),
-		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
-		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
-		Limits:      m.engineLimits(),
-		StopTimeout: m.cfg.StopTimeout,
-	})
+	// The probe is a desktop like any other (the same spec and start), minus the volumes,
+	// the record and the capacity slot: every desktop is stopped while an image is prepared.
+	ctr, err := eng.CreateContainer(ctx, m.containerSpec(id, "cubicle-"+id, ref, dir, kind{role: RoleProbe}, store.VMInstance{}, nil))
 	if err != nil {
 		return guest.Hello{}, fmt.Errorf("create probe desktop: %w", err)
 	}
@@ -254,17 +246,20 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 			m.log.Error("remove probe desktop", "container", ctr.ID, "err", err)
 		}
 	}()
-	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
+	if err := m.startContainer(ctx, eng, id, ctr.ID); err != nil {
 		return guest.Hello{}, fmt.Errorf("start probe desktop: %w", err)
 	}
 	m.progress(j, "verify", "waiting for the desktop driver", 90)
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
-	defer cancel()
-	g, err := m.cfg.Dial(wctx, m.SocketPath(id))
+	rctx, rcancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	g, err := m.links.Open(rctx, link.Target{InstanceID: id, ContainerID: ctr.ID, Socket: m.SocketPath(id)}, true)
+	rcancel()
 	if err != nil {
-		return guest.Hello{}, fault.Unavailable("the desktop driver did not answer (%v); the image is not usable", err)
+		return guest.Hello{}, fault.Unavailable("the image is not usable: the desktop started but its driver did not answer within %s (%v); "+
+			"prepare the image again", m.cfg.ReadyTimeout, err)
 	}
 	defer g.Close()
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
 	hello := g.Hello()
 	m.progress(j, "verify", fmt.Sprintf("driver %s answered; taking a screenshot", hello.Driver), 94)
 	var last error
@@ -287,7 +282,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 }
 
 // screenColours takes a PNG screenshot and counts its distinct colours (up to minColours).
-func screenColours(ctx context.Context, g Guest) (int, error) {
+func screenColours(ctx context.Context, g *guest.Client) (int, error) {
 	f, err := g.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
 	if err != nil {
 		return 0, err

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"cubicle/backend/engine"
@@ -60,7 +58,8 @@ func TaskInstanceID(node, taskID string) string {
 // it when there is none (a second call for the same task returns the same desktop). It is
 // refused with fault.ErrConflict when the node's capacity is used up, while an image is
 // being prepared, on a Compose node (whose desktops are fixed), or when no image is prepared.
-// A desktop that fails to come up is removed before the error returns.
+// A desktop that fails to come up is removed before the error returns. Like Act, the work
+// runs detached from ctx: a RemoveTask of the same task always runs after it.
 func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error) {
 	if spec.AccountID == "" || spec.AgentID == "" || spec.TaskID == "" {
 		return "", fault.Invalid("a task desktop needs an account, an agent and a task")
@@ -69,126 +68,61 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		return "", fault.Conflict("this node runs only the fixed desktops of compose.desktops.yaml, so a task helper " +
 			"cannot get a task-isolated desktop here; do the task without a helper")
 	}
-	eng, err := m.needEngine()
-	if err != nil {
+	if _, err := m.needEngine(); err != nil {
 		return "", err
 	}
 	agentIn, _, err := m.resolve(spec.AccountID, spec.AgentID)
 	if err != nil {
 		return "", err
 	}
-	key := agentIn.ImageKey
-	if key == "" {
-		keys := m.preparedKeys()
-		switch {
-		case slices.Contains(keys, "standard"):
-			key = "standard"
-		case len(keys) > 0:
-			key = keys[0]
-		default:
-			return "", fault.Conflict("no desktop image is prepared yet: an admin prepares one in Settings → Local VM")
-		}
-	}
-	img, err := m.st.VMImage(m.node, key)
-	if errors.Is(err, fault.ErrNotFound) {
-		return "", fault.Conflict("image %q of the agent's desktop is not prepared on this node: an admin prepares it in Settings → Local VM", key)
-	} else if err != nil {
-		return "", err
-	}
-
 	id := TaskInstanceID(m.node, spec.TaskID)
-	unlock := m.lock(id)
-	defer unlock()
-	if in, err := m.st.VMInstance(id); err == nil {
-		if in.State == stateRunning {
-			ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
-			if err == nil && slices.ContainsFunc(ctrs, func(c engine.ContainerState) bool { return c.Running }) {
-				return id, nil
+	err = m.detach(ctx, id, "create task desktop", func(ctx context.Context) error {
+		if in, err := m.st.VMInstance(id); err == nil {
+			if _, ok := m.links.Get(id); ok && in.State == StateRunning {
+				return nil // running, and its driver answers
+			}
+			if in.State == StateRunning {
+				if c, found, err := m.findContainer(ctx, in, RoleTask); err == nil && found && c.Running {
+					return nil
+				}
+			}
+			// A desktop of this task that died or never came up: start over with a fresh one.
+			if err := m.removeTaskLocked(ctx, in.ID); err != nil {
+				return err
 			}
 		}
-		// A desktop of this task that died or never came up: start over with a fresh one.
-		if err := m.removeTaskLocked(ctx, in.ID); err != nil {
-			return "", err
+		now := m.clock.Now().UTC()
+		in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
+			Name: spec.Helper, ImageKey: agentIn.ImageKey, ContainerName: "cubicle-" + id, State: StateAbsent, CreatedAt: now}
+		if in.ImageKey != "" {
+			if _, err := m.st.VMImage(m.node, in.ImageKey); errors.Is(err, fault.ErrNotFound) {
+				return fault.Conflict("image %q of the agent's desktop is not prepared on this node: an admin prepares it "+
+					"in Settings → Local VM", in.ImageKey)
+			}
 		}
-	}
-	m.mu.Lock()
-	preparing := m.preparing > 0
-	m.mu.Unlock()
-	if preparing {
-		return "", fault.Conflict("a desktop image is being prepared; try the helper's task again when the preparation " +
-			"in Settings → Local VM has finished")
-	}
-
-	m.capMu.Lock()
-	defer m.capMu.Unlock()
-	ns, err := m.st.NodeSettings(m.node)
-	if err != nil {
-		return "", err
-	}
-	if running := m.runningDesktops(id); len(running) >= ns.MaxInstances {
-		return "", fault.Conflict("no desktop free for the helper's task: %d of %d running (%s); wait until one stops, "+
-			"stop one in Settings → Local VM or raise the limit there, or do the task without a helper",
-			len(running), ns.MaxInstances, strings.Join(running, ", "))
-	}
-	began, now := time.Now(), m.clock.Now().UTC()
-	in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
-		Name: spec.Helper, ImageKey: key, ImageRef: img.Ref, ContainerName: "cubicle-" + id, CreatedAt: now}
-	if err := m.setState(&in, stateCreating, ""); err != nil {
-		return "", err
-	}
-	fail := func(err error) (string, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*m.cfg.StopTimeout)
-		defer cancel()
-		if rerr := m.removeTaskLocked(cctx, id); rerr != nil {
-			m.log.Error("remove a task desktop that did not come up", "instance", id, "err", rerr)
+		labels := map[string]string{LabelAccount: spec.AccountID, LabelAgent: spec.AgentID, LabelSession: spec.SessionID,
+			LabelTask: spec.TaskID}
+		if err := m.bringUp(ctx, &in, kindTask, labels, false); err != nil {
+			return err
 		}
-		return "", err
-	}
-	dir, err := m.makeRunDir(id)
-	if err != nil {
-		return fail(err)
-	}
-	labels := m.labels(id, RoleTask)
-	labels[LabelAccount], labels[LabelAgent], labels[LabelSession], labels[LabelTask] = spec.AccountID, spec.AgentID, spec.SessionID, spec.TaskID
-	ctr, err := eng.CreateContainer(ctx, engine.ContainerSpec{
-		Name:        in.ContainerName,
-		Image:       in.ImageRef,
-		Labels:      labels,
-		Env:         map[string]string{wire.EnvRunDir: RunDirTarget},
-		Hostname:    "cubicle",
-		Mounts:      []engine.Mount{{Source: dir, Target: RunDirTarget}},
-		Limits:      m.engineLimits(),
-		StopTimeout: m.cfg.StopTimeout,
+		m.log.Info("task desktop running", "instance", id, "helper", spec.Helper, "agent", spec.AgentID)
+		return nil
 	})
 	if err != nil {
-		return fail(fmt.Errorf("create the task desktop: %w", err))
+		return "", err
 	}
-	in.ContainerID = ctr.ID
-	if err := m.setState(&in, stateCreating, ""); err != nil {
-		return fail(err)
-	}
-	if err := eng.StartContainer(ctx, ctr.ID); err != nil {
-		return fail(fmt.Errorf("start the task desktop: %w", err))
-	}
-	if err := m.waitDriver(ctx, id); err != nil {
-		return fail(err)
-	}
-	in.StartedAt = m.clock.Now().UTC()
-	if err := m.setState(&in, stateRunning, ""); err != nil {
-		return fail(err)
-	}
-	m.log.Info("task desktop running", "instance", id, "helper", spec.Helper, "agent", spec.AgentID, "image", in.ImageRef,
-		"took", time.Since(began).Round(time.Millisecond))
 	return id, nil
 }
 
 // RemoveTask removes task taskID's desktop: its container, run directory and record. Removing
 // a task desktop that does not exist succeeds. It never touches a persistent desktop or any
 // volume.
+//
+// The removal runs detached from ctx, after any operation on the task's desktop still under
+// way (a creation its caller gave up on included).
 func (m *Manager) RemoveTask(ctx context.Context, taskID string) error {
 	id := TaskInstanceID(m.node, taskID)
-	defer m.lock(id)()
-	return m.removeTaskLocked(ctx, id)
+	return m.detach(ctx, id, "remove task desktop", func(ctx context.Context) error { return m.removeTaskLocked(ctx, id) })
 }
 
 // removeTaskLocked removes task desktop id (whatever state it is in); the instance lock is held.
@@ -202,22 +136,24 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 		return fault.Conflict("desktop %s is not a task desktop; it is never removed with a task", id)
 	}
 	m.clearIdle(id)
+	m.links.Drop(id)
 	if eng := m.cfg.Engine; eng != nil {
 		start := time.Now()
 		ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
 		if err != nil {
 			return fmt.Errorf("remove task desktop %s: list containers: %w", id, err)
 		}
-		names := []string{"cubicle-" + id}
+		removed := 0
 		for _, c := range ctrs {
-			names = append(names, c.ID)
-		}
-		for _, n := range names {
-			if err := eng.RemoveContainer(ctx, n, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			if !m.owns(c, in, recErr == nil) && c.Labels[LabelStore] != "" {
+				continue // another data directory's
+			}
+			if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 				return fmt.Errorf("remove task desktop %s: %w", id, err)
 			}
+			removed++
 		}
-		if len(ctrs) > 0 || recErr == nil {
+		if removed > 0 || recErr == nil {
 			m.log.Info("task desktop removed", "instance", id, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
@@ -232,25 +168,10 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 	}
 	if recErr == nil {
 		prev := in.State
-		in.State, in.UpdatedAt = stateAbsent, m.clock.Now().UTC()
+		in.State, in.UpdatedAt = StateAbsent, m.clock.Now().UTC()
 		m.changed(in, prev, true)
 	}
 	return nil
-}
-
-// runningDesktops describes the desktops that take a capacity slot (running, starting or
-// stopping), except instance except. Compose desktops do not count.
-func (m *Manager) runningDesktops(except string) []string {
-	var running []string
-	for _, in := range m.instancesOrNil() {
-		if in.ID == except || in.Scope == scopeCompose || in.Scope == scopeBrowser {
-			continue
-		}
-		if in.State == stateRunning || in.State == stateCreating || in.State == stateStopping {
-			running = append(running, m.describe(in))
-		}
-	}
-	return running
 }
 
 // removeTasks removes every task desktop this node's store knows (at start-up: their tasks

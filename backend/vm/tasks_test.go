@@ -77,7 +77,7 @@ func TestTaskDesktops(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.dir, "run", id)); !os.IsNotExist(err) {
 		t.Fatalf("run directory left: %v", err)
 	}
-	if v, _ := f.m.Agent(ctx, "acc1", "g1"); v.Desktop.State != stateRunning || v.Desktop.Container != own.Desktop.Container {
+	if v, _ := f.m.Agent(ctx, "acc1", "g1"); v.Desktop.State != StateRunning || v.Desktop.Container != own.Desktop.Container {
 		t.Fatalf("the agent's desktop changed: %+v", v.Desktop)
 	}
 	if got := f.eng.Volumes(); !slices.Equal(got, vols) {
@@ -117,7 +117,7 @@ func TestTaskDesktops(t *testing.T) {
 	leftID := TaskInstanceID("local", "task-e")
 	now := time.Now().UTC()
 	f.st.PutVMInstance(store.VMInstance{ID: leftID, NodeID: "local", AccountID: "acc1", AgentID: "g1", Scope: scopeTask,
-		Name: "e", ContainerName: "cubicle-" + leftID, State: stateRunning, CreatedAt: now, UpdatedAt: now})
+		Name: "e", ContainerName: "cubicle-" + leftID, State: StateRunning, CreatedAt: now, UpdatedAt: now})
 	taskLabels := func(id string) map[string]string {
 		return map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelRole: RoleTask, engine.LabelInstance: id}
 	}
@@ -139,7 +139,7 @@ func TestTaskDesktops(t *testing.T) {
 	if _, err := f.st.VMInstance(leftID); !errors.Is(err, fault.ErrNotFound) {
 		t.Errorf("leftover task record: %v", err)
 	}
-	if v, _ := f.m.Agent(ctx, "acc1", "g1"); v.Desktop.State != stateRunning {
+	if v, _ := f.m.Agent(ctx, "acc1", "g1"); v.Desktop.State != StateRunning {
 		t.Errorf("persistent desktop after restart: %s", v.Desktop.State)
 	}
 	// Agents' actions never reach a task desktop: they resolve to the agent's own.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 )
@@ -66,6 +67,13 @@ type InstanceView struct {
 	IdleStopInSeconds *float64  `json:"idleStopInSeconds,omitempty"`
 	StartedAt         time.Time `json:"startedAt,omitzero"`
 	LastError         string    `json:"lastError,omitempty"`
+	// GuestLink is how the desktop's driver is reached: "socket" or "exec" (the transport
+	// of its link, or the one it will use); empty when it does not run.
+	GuestLink string `json:"guestLink,omitempty"`
+	// Health is "ok" while the running desktop's driver answers over its link, "unhealthy"
+	// when the link ended or cannot be made (LastError says why; Start repairs it); empty
+	// when not running or not yet connected.
+	Health string `json:"health,omitempty"`
 }
 
 // AgentRef names an agent.
@@ -73,6 +81,11 @@ type AgentRef struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 }
+// Health values of InstanceView.
+const (
+	HealthOK        = "ok"
+	HealthUnhealthy = "unhealthy"
+)
 
 // Policy is the node's isolation policy and idle policy.
 type Policy struct {
@@ -83,15 +96,19 @@ type Policy struct {
 
 // Status is GET /api/app/admin/local-vm.
 type Status struct {
-	NodeID    string         `json:"nodeId"`
-	Engine    EngineView     `json:"engine"`
-	Compose   bool           `json:"compose"` // fixed desktops from compose.desktops.yaml
-	Images    []ImageView    `json:"images"`
-	Preparing bool           `json:"preparing"`
-	Policy    Policy         `json:"policy"`
-	Running   int            `json:"running"`
-	Instances []InstanceView `json:"instances"`
-	Strays    []string       `json:"strays,omitempty"` // containers with our labels no record knows
+	NodeID    string      `json:"nodeId"`
+	Engine    EngineView  `json:"engine"`
+	Compose   bool        `json:"compose"` // fixed desktops from compose.desktops.yaml
+	Images    []ImageView `json:"images"`
+	Preparing bool        `json:"preparing"`
+	Policy    Policy      `json:"policy"`
+	// ImageSources are the images' pinned bases and where each value comes from.
+	ImageSources ImageSources   `json:"imageSources"`
+	Running      int            `json:"running"`
+	Instances    []InstanceView `json:"instances"`
+	Strays       []string       `json:"strays,omitempty"` // containers with our labels no record knows
+	// GuestLink is how new desktops' drivers are reached, and why (CUBICLE_GUEST_LINK).
+	GuestLink link.Choice `json:"guestLink"`
 }
 
 // AgentView is GET /api/app/agents/:id/local-vm.
@@ -114,6 +131,8 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: m.node, Compose: len(m.cfg.Compose) > 0,
 		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes}}
 	st.Engine = m.engineView(ctx)
+	st.ImageSources = m.sourcesView(ns)
+	st.GuestLink = m.links.Choice()
 	prepared, err := m.st.VMImages(m.node)
 	if err != nil {
 		return Status{}, err
@@ -143,7 +162,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	st.Instances = []InstanceView{}
 	for _, in := range m.instancesOrNil() {
 		v := m.instanceView(in)
-		if v.State == stateRunning && !v.Fixed {
+		if v.State == StateRunning && !v.Fixed {
 			st.Running++
 		}
 		st.Instances = append(st.Instances, v)
@@ -204,10 +223,26 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	if who, ok := m.busyWho(in.ID); ok {
 		v.BusyBy = who
 	}
+	if in.State == StateRunning {
+		ls := m.links.State(in.ID)
+		v.GuestLink = ls.Transport
+		if v.GuestLink == "" {
+			v.GuestLink = m.links.Choice().Primary
+		}
+		switch {
+		case !ls.Healthy:
+			v.Health = HealthUnhealthy
+			if v.LastError == "" {
+				v.LastError = "the desktop's driver cannot be reached: " + ls.LastError + "; start the desktop to repair it"
+			}
+		case ls.Connected:
+			v.Health = HealthOK
+		}
+	}
 	m.mu.Lock()
 	dl, ok := m.idleDeadlineLocked(in.ID)
 	m.mu.Unlock()
-	if ok && in.State == stateRunning {
+	if ok && (in.State == StateRunning || in.State == StatePaused) {
 		secs := dl.Sub(m.clock.Now()).Seconds()
 		secs = max(secs, 0)
 		v.IdleStopAt, v.IdleStopInSeconds = dl.UTC(), &secs

@@ -1,22 +1,41 @@
 // Package vm manages the Local VM desktops of one execution node (SPEC §1.2–§1.5, §5):
 // preparing and verifying desktop images, the lifecycle of desktop instances (create, start,
 // stop, recreate, remove), the isolation policy (one shared desktop per account or one per
-// agent) and capacity, idle auto-stop, and reconciling the store with the engine after a
-// restart or crash.
+// agent) and capacity, idle auto-stop, and keeping the store in step with what the container
+// engine really runs.
 //
-// A Manager owns one goroutine (its loop, which runs the idle timers) plus the goroutines of
-// running preparations and idle stops; Start starts them and Close cancels and waits for all
-// of them. Operations on one instance are serialised by a lock per instance; a create or start
-// holds the capacity lock while it counts and starts, so two of them can never both take the
-// last slot.
+// One lifecycle path. Every desktop — an agent's or an account's shared one, a helper's task
+// desktop, the benchmark's — comes up the same way (lifecycle.go, bringUp): resolve the
+// image → reserve a capacity slot (a record state written under the capacity lock) → create
+// the container → start it → driver ready → record "running". A desktop that fails to come
+// up is stopped (a task desktop removed) and its record set to what the engine then reports.
 //
-// Instance records are written with a transitional state ("creating", "stopping",
-// "removing") before the engine is touched, and every container carries labels naming its
-// instance, so a crash at any point is repaired at the next Start: containers are listed by
-// label, adopted when running, and records whose container vanished are marked "absent".
+// Detached operations. Lifecycle operations run in goroutines the Manager owns, on its own
+// lifetime context, never on the caller's: a caller that goes away (a closed browser) gets
+// its context's error at once, while the operation completes or rolls back. Operations on one
+// instance run one at a time, in the order they were asked for (queue.go).
+//
+// Following the engine (follow.go). The Manager subscribes to the engine's container events
+// and, for every event of one of its containers, re-reads that instance's containers and
+// writes the state the engine reports: a desktop stopped, killed, removed, paused or started
+// behind Cubicle's back is seen within a moment, its capacity slot and idle timer follow. A
+// full comparison (resync) runs every Config.ResyncInterval and after the event stream
+// reconnects, as a safety net. Config.OnChange hears every state change.
+//
+// Identity. Containers and volumes carry the data file's store id (LabelStore); a Manager
+// adopts, lists and removes only its own, never another data directory's.
+//
+// Instance records are written with a transitional state ("creating", "starting",
+// "stopping", "removing") before the engine is touched, so a crash at any point is repaired
+// at the next Start: containers are listed by label, adopted when running, interrupted stops
+// and removes are completed, and records whose container vanished are marked "absent".
 //
 // Named volumes for the workspace and the browser profile are created per instance and are
 // never removed by this package: they survive stop, remove, recreate and restarts.
+//
+// Goroutines: the loop (idle timers), the event watcher and its reader, one follower per
+// instance with a pending event, detached operations, preparations and idle stops. Start
+// starts them; Close cancels them all and waits.
 //
 // Errors carry fault classes: a missing agent or image fault.ErrNotFound, a refused operation
 // (capacity, busy desktop, fixed Compose desktop, preparation running) fault.ErrConflict with
@@ -38,7 +57,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 	"cubicle/images/guest/wire"
@@ -51,7 +70,9 @@ type Engine interface {
 	Info(ctx context.Context) (engine.Info, error)
 	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
 	StartContainer(ctx context.Context, id string) error
+	// StopContainer stops a running or paused container.
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	UnpauseContainer(ctx context.Context, id string) error
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
@@ -62,43 +83,17 @@ type Engine interface {
 	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
 	// ContainerStats samples a running container: fault.ErrConflict when it does not run.
 	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
+	// ExecAttach starts an attached exec session (the exec link to a desktop's driver).
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
+	// Events subscribes to container events (labels: a selector, nil for all); it returns
+	// once the engine accepted the subscription.
+	Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error)
 }
 
 // ImageBuilder makes sure a desktop image exists (images.Builder satisfies it). Ensure may
 // take minutes (a first build); progress is called from Ensure's goroutine.
 type ImageBuilder interface {
 	Ensure(ctx context.Context, key images.Key, progress func(images.Progress)) (images.Result, error)
-}
-
-// Guest is a connection to a desktop's in-guest driver (*guest.Client satisfies it).
-type Guest interface {
-	Hello() guest.Hello
-	Screenshot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error)
-	Close() error
-}
-
-// Dialer waits until the driver listening on socketPath answers its handshake, or ctx ends.
-type Dialer func(ctx context.Context, socketPath string) (Guest, error)
-
-// DialGuest is the real Dialer: it retries guest.Dial every 25 ms (a steady short interval
-// rather than guest.WaitReady's backoff, since a desktop's driver comes up within a second or
-// two and every wasted wait adds to the cold start) until the handshake succeeds, the driver
-// is incompatible (fault.ErrConflict), or ctx ends.
-func DialGuest(ctx context.Context, socketPath string) (Guest, error) {
-	for {
-		c, err := guest.Dial(ctx, socketPath)
-		if err == nil {
-			return c, nil
-		}
-		if errors.Is(err, fault.ErrConflict) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("desktop driver not ready: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
 }
 
 // Activity tells the manager who is using a desktop; the control and agent packages
@@ -138,6 +133,15 @@ const (
 	LabelRole    = wire.LabelRole   // "desktop" | "probe" | "task"
 	LabelVolume  = wire.LabelVolume // "workspace" | "browser-profile"
 	LabelCompose = wire.LabelCompose
+	// LabelStore carries the id of the data file (store.Identity) that owns a container or
+	// volume: a Manager touches only its own.
+	LabelStore = wire.LabelStore
+)
+
+// Container roles (LabelRole).
+const (
+	RoleDesktop = "desktop"
+	RoleProbe   = "probe"
 )
 
 // Mount points inside a desktop (fixed by the images' contract).
@@ -166,8 +170,11 @@ type Config struct {
 	// EngineProblem says why Engine is nil and how to fix it (shown to admins).
 	EngineProblem string
 	Images        ImageBuilder
-	Dial          Dialer // nil = DialGuest
-	NodeID        string // "" = "local"
+	// Link says how desktops' drivers are reached. Link.Choice comes from CUBICLE_GUEST_LINK
+	// and the engine (link.Choose); the zero Choice is auto on a local Linux engine. Nil
+	// transports are the real ones: the socket, and the exec link through Engine.
+	Link   link.Config
+	NodeID string // "" = DefaultNodeID
 	// DataDir holds the per-instance run directories (<DataDir>/run/<instance>).
 	DataDir  string
 	Logger   *slog.Logger
@@ -198,6 +205,9 @@ type Config struct {
 	// OnSettings, when set, hears the node's settings after the policy or the idle policy
 	// changed, with the same contract as OnChange.
 	OnSettings func(store.NodeSettings)
+	// ResyncInterval is how often the store is compared with the whole engine, as a safety
+	// net under the event stream; 0 = 15 s.
+	ResyncInterval time.Duration
 }
 
 // InstanceChange is a change of one desktop's recorded state.
@@ -233,23 +243,28 @@ type Manager struct {
 	st    *store.Store
 	clock Clock
 	node  string
+	links *link.Links // one driver link per running desktop
+
+	storeID string // the data file's id (LabelStore)
+	ns      string // the data file's instance namespace (store.Identity)
 
 	ctx    context.Context // lifetime; cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	wake   chan struct{}
+	ops    opQueues // per-instance operation queues
 
-	capMu sync.Mutex // held while counting running desktops and starting one
+	capMu sync.Mutex // held while counting the desktops that take a slot and reserving one
 
-	mu        sync.Mutex             // guards the fields below
-	locks     map[string]*sync.Mutex // per-instance operation locks (never removed)
-	busy      map[string]string      // instance → who uses it (MarkBusy)
-	idleSince map[string]time.Time   // running, idle instances → when they became idle
-	rebuild   map[string]bool        // instances to rebuild for a new working directory once idle
-	idleMins  int                    // the node's idleStopMinutes
-	preps     map[string]*prepJob    // image key → running or last finished preparation
-	preparing int                    // preparations running
-	strays    []string               // containers with our labels the store does not know
+	mu        sync.Mutex           // guards the fields below
+	following map[string]*follower // instances with a follower goroutine (follow.go)
+	busy      map[string]string    // instance → who uses it (MarkBusy)
+	idleSince map[string]time.Time // running, idle instances → when they became idle
+	rebuild   map[string]bool      // instances to rebuild for a new working directory once idle
+	idleMins  int                  // the node's idleStopMinutes
+	preps     map[string]*prepJob  // image key → running or last finished preparation
+	preparing int                  // preparations running
+	strays    []string             // containers of this store that no record knows
 	started   bool
 	closed    bool
 }
@@ -260,7 +275,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("vm: Config.Store and Config.DataDir are required")
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "local"
+		cfg.NodeID = DefaultNodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -268,8 +283,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
-	if cfg.Dial == nil {
-		cfg.Dial = DialGuest
+	if cfg.Link.Choice.Primary == "" {
+		cfg.Link.Choice = link.Choose(link.Auto, link.Engine{GOOS: "linux", Socket: "unix:///"})
+	}
+	if cfg.Link.Exec == nil && cfg.Engine != nil {
+		cfg.Link.Exec = link.Exec{Engine: cfg.Engine}
+	}
+	if cfg.Link.Logger == nil {
+		cfg.Link.Logger = cfg.Logger.With("component", "link")
 	}
 	if cfg.IdleUnit <= 0 {
 		cfg.IdleUnit = time.Minute
@@ -279,6 +300,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 90 * time.Second
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = 15 * time.Second
 	}
 	l := &cfg.Limits
 	d := DefaultLimits
@@ -301,18 +325,22 @@ func New(cfg Config) (*Manager, error) {
 		}
 		seen[c.Name] = true
 	}
+	id := cfg.Store.Identity()
+	if id.ID == "" {
+		return nil, errors.New("vm: the store has no identity (open it with store.Open)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
-		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		locks: map[string]*sync.Mutex{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
-		rebuild: map[string]bool{},
-		preps:   map[string]*prepJob{},
+		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID, storeID: id.ID, ns: id.Namespace,
+		links: link.New(cfg.Link),
+		ctx:   ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
+		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
+		rebuild: map[string]bool{}, preps: map[string]*prepJob{},
 	}, nil
 }
 
-// Start reconciles the store with the engine (see the package doc) and starts the loop. ctx
-// bounds the reconciliation only. Calling Start twice is an error.
+// Start reconciles the store with the engine (see the package doc) and starts the loop and
+// the engine watcher. ctx bounds the reconciliation only. Calling Start twice is an error.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started || m.closed {
@@ -331,16 +359,23 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := os.MkdirAll(m.runRoot(), 0o700); err != nil {
 		return fmt.Errorf("vm: start: create run directory: %w", err)
 	}
+	// Subscribe before looking, so that nothing that happens in between is missed.
+	events := m.subscribe(ctx)
 	if err := m.reconcile(ctx); err != nil {
+		if events != nil {
+			events.Close()
+		}
 		return fmt.Errorf("vm: start: %w", err)
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.loop()
+	go m.watch(events)
 	return nil
 }
 
-// Close stops the loop and any running preparation, stops the running dynamic desktops
-// (unless Config.KeepRunningOnClose) and waits for everything it started. It is idempotent.
+// Close stops the loop, the watcher and any running preparation, lets operations in flight
+// finish or roll back, stops the running dynamic desktops (unless Config.KeepRunningOnClose)
+// and waits for everything it started. It is idempotent.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -352,6 +387,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	defer m.links.Close()
 	if !started || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
 		return nil
 	}
@@ -364,7 +400,7 @@ func (m *Manager) Close() error {
 		return errors.Join(errs...)
 	}
 	for _, in := range m.instancesOrNil() {
-		if in.ContainerID == "" || in.State == stateAbsent || in.Scope == scopeCompose || in.Scope == scopeTask {
+		if in.ContainerID == "" || in.State == StateAbsent || in.Scope == scopeCompose || in.Scope == scopeTask {
 			continue
 		}
 		if err := m.stopLocked(ctx, in.ID, true); err != nil {
@@ -410,22 +446,10 @@ func (m *Manager) makeRunDir(id string) (string, error) {
 	return dir, nil
 }
 
-// lock serialises operations on one instance; the caller runs the returned unlock.
-func (m *Manager) lock(id string) func() {
-	m.mu.Lock()
-	l := m.locks[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		m.locks[id] = l
-	}
-	m.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
-// labels returns the labels of an object of instanceID with role, plus Config.ExtraLabels.
+// labels returns the labels of an object of instanceID with role: managed, node, store, role
+// and instance, plus Config.ExtraLabels.
 func (m *Manager) labels(instanceID, role string) map[string]string {
-	l := map[string]string{engine.LabelManaged: "true", LabelNode: m.node, LabelRole: role}
+	l := map[string]string{engine.LabelManaged: "true", LabelNode: m.node, LabelStore: m.storeID, LabelRole: role}
 	if instanceID != "" {
 		l[engine.LabelInstance] = instanceID
 	}
@@ -449,9 +473,15 @@ func (m *Manager) needEngine() (Engine, error) {
 }
 
 // instanceID derives a stable id from an instance's scope, so the same scope always maps to
-// the same container name and volumes.
-func instanceID(node, account, scope, agent string) string {
-	h := sha256.Sum256([]byte(node + "\x00" + account + "\x00" + scope + "\x00" + agent))
+// the same container name and volumes. ns is the store's instance namespace: "" keeps the ids
+// a data file always had; a copy of a data file has its own, so its containers and volumes
+// never take the original's names.
+func instanceID(ns, node, account, scope, agent string) string {
+	key := node + "\x00" + account + "\x00" + scope + "\x00" + agent
+	if ns != "" {
+		key = ns + "\x00" + key
+	}
+	h := sha256.Sum256([]byte(key))
 	return "vm-" + hex.EncodeToString(h[:8])
 }
 

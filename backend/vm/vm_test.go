@@ -13,20 +13,10 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm/vmtest"
 )
-
-// dialer adapts the fake engine's dialer to a Dialer.
-func dialer(d func(ctx context.Context, socketPath string) (*vmtest.Guest, error)) Dialer {
-	return func(ctx context.Context, socketPath string) (Guest, error) {
-		g, err := d(ctx, socketPath)
-		if err != nil {
-			return nil, err
-		}
-		return g, nil
-	}
-}
 
 // waitFor polls cond (real time) for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -90,7 +80,9 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 }
 
 func (f *fixture) config(mod func(*Config)) Config {
-	cfg := Config{Store: f.st, Engine: f.eng, Images: f.b, Dial: dialer(f.eng.Dial(false)), DataDir: f.dir,
+	cfg := Config{Store: f.st, Engine: f.eng, Images: f.b, DataDir: f.dir,
+		Link: link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: f.eng.SocketTransport(),
+			Heartbeat: 20 * time.Millisecond, Timeout: 300 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(tw{f.t}, nil)), Clock: f.clock, Activity: f.activity,
 		ReadyTimeout: 500 * time.Millisecond}
 	if mod != nil {
@@ -174,8 +166,8 @@ func TestPrepare(t *testing.T) {
 		wantClass(t, "prepare windows", err, fault.ErrInvalid)
 	})
 	t.Run("blank screen is refused", func(t *testing.T) {
-		f := newFixture(t, func(c *Config) { c.Dial = nil })
-		f.m.cfg.Dial = dialer(f.eng.Dial(true))
+		f := newFixture(t, nil)
+		f.eng.SetBlank(true)
 		_, err := f.m.Prepare(context.Background(), "standard")
 		wantClass(t, "prepare with a blank screen", err, fault.ErrUnavailable, "blank")
 		if _, err := f.st.VMImage("local", "standard"); !errors.Is(err, fault.ErrNotFound) {
@@ -256,7 +248,7 @@ func TestLifecycle(t *testing.T) {
 
 	v := f.act("acc1", "g1", ActionCreate)
 	d := v.Desktop
-	if d.State != stateRunning || d.Scope != scopeAgent || d.ImageKey != "standard" || d.Container == "" {
+	if d.State != StateRunning || d.Scope != scopeAgent || d.ImageKey != "standard" || d.Container == "" {
 		t.Fatalf("after create: %+v", d)
 	}
 	c, ok := f.eng.ByName(d.Container)
@@ -293,14 +285,14 @@ func TestLifecycle(t *testing.T) {
 		sameCtr   bool
 		container bool
 	}{
-		{ActionCreate, stateRunning, true, true}, // idempotent
-		{ActionStop, stateStopped, true, true},
-		{ActionStop, stateStopped, true, true},
-		{ActionStart, stateRunning, true, true},
-		{ActionRecreate, stateRunning, false, true},
-		{ActionRemove, stateAbsent, false, false},
-		{ActionRemove, stateAbsent, false, false},
-		{ActionCreate, stateRunning, false, true},
+		{ActionCreate, StateRunning, true, true}, // idempotent
+		{ActionStop, StateStopped, true, true},
+		{ActionStop, StateStopped, true, true},
+		{ActionStart, StateRunning, true, true},
+		{ActionRecreate, StateRunning, false, true},
+		{ActionRemove, StateAbsent, false, false},
+		{ActionRemove, StateAbsent, false, false},
+		{ActionCreate, StateRunning, false, true},
 	}
 	for _, st := range steps {
 		v := f.act("acc1", "g1", st.action)
@@ -339,7 +331,7 @@ func TestLifecycle(t *testing.T) {
 		_, err := f.m.Act(ctx, "acc1", "g1", ActionStart)
 		wantClass(t, "start", err, fault.ErrUnavailable, "engine hiccup")
 		v, _ := f.m.Agent(ctx, "acc1", "g1")
-		if v.Desktop.State != stateStopped || v.Desktop.LastError == "" {
+		if v.Desktop.State != StateStopped || v.Desktop.LastError == "" {
 			t.Errorf("after failed start %+v", v.Desktop)
 		}
 		f.act("acc1", "g1", ActionStart)
@@ -454,7 +446,7 @@ func TestIsolation(t *testing.T) {
 	a := f.act("acc1", "g1", ActionCreate)
 	b, err := f.m.Agent(ctx, "acc1", "g2")
 	wantClass(t, "agent g2", err, nil)
-	if a.Desktop.ID != b.Desktop.ID || a.Desktop.Scope != scopeShared || b.Desktop.State != stateRunning {
+	if a.Desktop.ID != b.Desktop.ID || a.Desktop.Scope != scopeShared || b.Desktop.State != StateRunning {
 		t.Errorf("agents of one account do not share: %+v / %+v", a.Desktop, b.Desktop)
 	}
 	c, _ := f.m.Agent(ctx, "acc2", "h1")
@@ -508,7 +500,7 @@ func TestIdleStop(t *testing.T) {
 	}
 	f.m.Status(ctx)
 	f.clock.Advance(time.Minute)
-	waitFor(t, "idle stop after 5 min", func() bool { return state() == stateStopped })
+	waitFor(t, "idle stop after 5 min", func() bool { return state() == StateStopped })
 
 	// A task holds the desktop: no timer; its end starts a full new one.
 	f.act("acc1", "g1", ActionStart)
@@ -519,17 +511,17 @@ func TestIdleStop(t *testing.T) {
 	}
 	f.clock.Advance(time.Hour)
 	time.Sleep(20 * time.Millisecond)
-	if state() != stateRunning {
+	if state() != StateRunning {
 		t.Fatalf("stopped while busy: %s", state())
 	}
 	f.m.MarkIdle(id)
 	f.clock.Advance(4*time.Minute + 59*time.Second)
 	time.Sleep(20 * time.Millisecond)
-	if state() != stateRunning {
+	if state() != StateRunning {
 		t.Fatalf("stopped before 5 idle minutes: %s", state())
 	}
 	f.clock.Advance(time.Second)
-	waitFor(t, "idle stop after hand-back", func() bool { return state() == stateStopped })
+	waitFor(t, "idle stop after hand-back", func() bool { return state() == StateStopped })
 
 	// Policy changes: out of range refused, requestId idempotent, 0 = never.
 	for _, tc := range []struct {
@@ -558,7 +550,7 @@ func TestIdleStop(t *testing.T) {
 	f.act("acc1", "g1", ActionStart)
 	f.clock.Advance(30 * 24 * time.Hour)
 	time.Sleep(20 * time.Millisecond)
-	if state() != stateRunning {
+	if state() != StateRunning {
 		t.Fatalf("'never' stopped the desktop")
 	}
 	// "Never" disables only the timer: a manual stop still stops.
@@ -569,7 +561,7 @@ func TestIdleStop(t *testing.T) {
 	if _, err := f.m.SetIdlePolicy(ctx, "r3", 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "idle stop after the policy shortened", func() bool { return state() == stateStopped })
+	waitFor(t, "idle stop after the policy shortened", func() bool { return state() == StateStopped })
 }
 
 func TestRecovery(t *testing.T) {
@@ -585,27 +577,31 @@ func TestRecovery(t *testing.T) {
 	f.m.Close()
 
 	// While the manager is down: g2's container vanishes; h1 was mid-stop (record says
-	// stopping, container still running); a stray and a leftover probe appear; g3 crashed
-	// mid-create after the container was created but before the record learned its id.
+	// stopping, container still running); a stray of this store, a container of another data
+	// directory and a leftover probe appear; g3 crashed mid-create after the container was
+	// created but before the record learned its id.
+	sid := f.st.Identity().ID
 	ctr2, _ := f.eng.ByName(v2.Desktop.Container)
 	f.eng.RemoveContainer(context.Background(), ctr2.State.ID, true)
-	f.st.UpdateVMInstance(v3.Desktop.ID, func(in *store.VMInstance) error { in.State = stateStopping; return nil })
-	stray := f.eng.Add("someone-elses", map[string]string{engine.LabelManaged: "true", LabelNode: "local",
+	f.st.UpdateVMInstance(v3.Desktop.ID, func(in *store.VMInstance) error { in.State = StateStopping; return nil })
+	stray := f.eng.Add("ours-unknown", map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelStore: sid,
 		LabelRole: "desktop", engine.LabelInstance: "vm-unknown"}, true)
+	f.eng.Add("someone-elses", map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelStore: "0123456789abcdef",
+		LabelRole: "desktop", engine.LabelInstance: "vm-unknown2"}, true)
 	os.MkdirAll(filepath.Join(f.dir, "run", "probe-dead"), 0o777)
-	f.eng.Add("cubicle-probe-dead", map[string]string{engine.LabelManaged: "true", LabelNode: "local",
+	f.eng.Add("cubicle-probe-dead", map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelStore: sid,
 		LabelRole: "probe", engine.LabelInstance: "probe-dead"}, true)
-	f.eng.Add("cubicle-probe-other", map[string]string{engine.LabelManaged: "true", LabelNode: "local",
+	f.eng.Add("cubicle-probe-other", map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelStore: "0123456789abcdef",
 		LabelRole: "probe", engine.LabelInstance: "probe-other"}, true) // another data dir's probe
 	in3, _, _ := f.m.resolve("acc1", "g3")
-	in3.State, in3.ImageRef, in3.ImageKey = stateCreating, "localhost/cubicle-desktop:standard-abc", "standard"
+	in3.State, in3.ImageRef, in3.ImageKey = StateCreating, "localhost/cubicle-desktop:standard-abc", "standard"
 	f.st.PutVMInstance(in3)
 	f.eng.Add(in3.ContainerName, map[string]string{engine.LabelManaged: "true", LabelNode: "local", LabelRole: "desktop",
-		engine.LabelInstance: in3.ID}, false, engine.Mount{Source: filepath.Join(f.dir, "run", in3.ID), Target: RunDirTarget})
+		LabelStore: sid, engine.LabelInstance: in3.ID}, false, engine.Mount{Source: filepath.Join(f.dir, "run", in3.ID), Target: RunDirTarget})
 
 	f.start(nil)
 	ctx := context.Background()
-	want := map[string]string{"g1": stateRunning, "g2": stateAbsent, "g3": stateStopped}
+	want := map[string]string{"g1": StateRunning, "g2": StateAbsent, "g3": StateStopped}
 	for agent, st := range want {
 		v, err := f.m.Agent(ctx, "acc1", agent)
 		wantClass(t, agent, err, nil)
@@ -613,7 +609,7 @@ func TestRecovery(t *testing.T) {
 			t.Errorf("%s after restart: %s, want %s", agent, v.Desktop.State, st)
 		}
 	}
-	if v, _ := f.m.Agent(ctx, "acc2", "h1"); v.Desktop.State != stateStopped {
+	if v, _ := f.m.Agent(ctx, "acc2", "h1"); v.Desktop.State != StateStopped {
 		t.Errorf("interrupted stop not completed: %s", v.Desktop.State)
 	}
 	if c, _ := f.eng.ByName(v3.Desktop.Container); c.State.Running {
@@ -626,17 +622,19 @@ func TestRecovery(t *testing.T) {
 		t.Error("a probe that is not ours was removed")
 	}
 	st, _ := f.m.Status(ctx)
-	if len(st.Strays) != 1 || st.Strays[0] != "someone-elses" {
-		t.Errorf("strays %v", st.Strays)
+	if len(st.Strays) != 1 || st.Strays[0] != "ours-unknown" {
+		t.Errorf("strays %v, want only this store's unknown container", st.Strays)
 	}
-	if _, ok := f.eng.ByName("someone-elses"); !ok {
-		t.Error("a stray was removed; strays are only reported")
+	for _, name := range []string{"ours-unknown", "someone-elses"} {
+		if c, ok := f.eng.ByName(name); !ok || !c.State.Running {
+			t.Errorf("%s was removed or stopped; strays and other stores' containers are left alone", name)
+		}
 	}
 	_ = stray
 	// Every desktop is usable again.
 	for _, a := range []string{"g2", "g3"} {
 		f.act("acc1", "g1", ActionStop)
-		if v := f.act("acc1", a, ActionStart); v.Desktop.State != stateRunning {
+		if v := f.act("acc1", a, ActionStart); v.Desktop.State != StateRunning {
 			t.Errorf("%s start after recovery: %s", a, v.Desktop.State)
 		}
 		f.act("acc1", a, ActionStop)
@@ -644,7 +642,7 @@ func TestRecovery(t *testing.T) {
 	// Close stops running desktops unless told to keep them.
 	f.act("acc1", "g1", ActionStart)
 	f.m.Close()
-	if got := f.eng.Running(); len(got) != 2 { // the stray and the foreign probe
+	if got := f.eng.Running(); len(got) != 3 { // the stray, the other store's container and its probe
 		t.Errorf("after Close running %v", got)
 	}
 }
@@ -666,7 +664,7 @@ func TestCompose(t *testing.T) {
 			t.Errorf("%s not fixed", in.ID)
 		}
 	}
-	if !st.Compose || states["desk-1"] != stateRunning || states["desk-2"] != stateStopped || states["desk-3"] != stateMissing {
+	if !st.Compose || states["desk-1"] != StateRunning || states["desk-2"] != StateStopped || states["desk-3"] != StateMissing {
 		t.Errorf("compose status %v (compose=%v)", states, st.Compose)
 	}
 	v, err := f.m.Agent(ctx, "acc1", "g1")

@@ -7,6 +7,7 @@
 // the desktop image, minutes when nothing is cached). Under CUBICLE_REQUIRE_ALL=1 it is never
 // skipped silently: with CUBICLE_E2E_DESKTOP unset it fails and says why; only an explicit
 // CUBICLE_E2E_DESKTOP=0 (visible in the CI script) skips it.
+// With CUBICLE_GUEST_LINK=exec it checks that the desktop is reached over the exec link.
 // It removes the desktop container it created and then its two volumes (work files and browser
 // profile, which the product keeps by design, SPEC §1.5) so runs leave nothing behind.
 
@@ -125,7 +126,11 @@ describe('real desktop flow', { skip: skip || false, timeout: 30 * 60_000 }, () 
     await page.locator('#vm-state', { hasText: 'running' }).waitFor({ timeout: 4 * 60_000 });
     const { desktop } = await api(`/api/app/agents/${agent.id}/local-vm`);
     volumes = [desktop.workspaceVolume, desktop.browserProfileVolume].filter(Boolean);
-    t.diagnostic(`desktop container ${desktop.container}, volumes ${desktop.workspaceVolume} ${desktop.browserProfileVolume}`);
+    t.diagnostic(`desktop container ${desktop.container}, volumes ${desktop.workspaceVolume} ${desktop.browserProfileVolume}, guest link ${desktop.guestLink}`);
+    // The guest link CUBICLE_GUEST_LINK asked for (scripts/test.sh runs this flow with each).
+    const wantLink = process.env.CUBICLE_GUEST_LINK || 'socket';
+    assert.equal(desktop.guestLink, wantLink === 'auto' ? 'socket' : wantLink, `guest link: ${JSON.stringify(desktop)}`);
+    assert.equal(desktop.health, 'ok', `desktop health: ${JSON.stringify(desktop)}`);
     const sel = '.screen-panel .screen-canvas';
     await page.waitForFunction((s) => Number(document.querySelector(s)?.dataset.frames) >= 1, sel, { timeout: 60_000 });
     // The first frames may show the desktop still starting (black): wait for a real screen.

@@ -246,6 +246,45 @@ describe('web UI', { skip: skip || false }, () => {
     assert.match(await page.locator('#prepare-notice').textContent(), /stops all VM tasks and running desktops/);
   });
 
+  test('settings: image sources refuse a bad digest and save a mirror', async () => {
+    const card = page.locator('#sources-card');
+    await card.waitFor();
+    const before = (await api('/api/app/admin/local-vm')).imageSources;
+    assert.equal(before.cursor.digestFrom, 'default');
+    assert.match(await page.locator('#source-cursor-in-force').textContent(), new RegExp(before.cursor.digest));
+    assert.equal(await page.locator('#source-cursor-digest').getAttribute('placeholder'), before.cursor.inherited.digest);
+
+    // A digest that is not sha256 + 64 hex: the server's message, and nothing saved.
+    const seen = problems.length;
+    await page.fill('#source-cursor-digest', 'sha256:not-hex');
+    await page.click('#sources-save');
+    await page.locator('#sources-error').waitFor();
+    assert.match(await page.locator('#sources-error').textContent(), /cursor\.digest.*sha256:<64 lowercase hex digits>/);
+    assert.deepEqual((await api('/api/app/admin/local-vm')).imageSources, before);
+    // The refused request logs one "status of 400" console line: it was asked for.
+    for (let i = problems.length - 1; i >= seen; i--) if (/status of 400/.test(problems[i])) problems.splice(i, 1);
+
+    // A mirror that serves the same image.
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    await page.fill('#source-cursor-image', 'registry.example.com:5000/mirror/universal:sand-box-latest');
+    await page.fill('#source-cursor-digest', digest);
+    await page.click('#sources-save');
+    await page.locator('#sources-status', { hasText: /^Saved\./ }).waitFor();
+    assert.equal(await page.locator('#sources-error').count(), 0);
+    const saved = (await api('/api/app/admin/local-vm')).imageSources;
+    assert.equal(saved.cursor.image, 'registry.example.com:5000/mirror/universal:sand-box-latest');
+    assert.equal(saved.cursor.digest, digest);
+    assert.equal(saved.cursor.imageFrom, 'settings');
+    assert.deepEqual(saved.standard, before.standard);
+    await page.locator('#source-cursor-in-force', { hasText: 'registry.example.com:5000/mirror/universal' }).waitFor();
+
+    // Back to the defaults.
+    await page.click('#sources-reset');
+    await page.locator('#sources-status', { hasText: /apply again/ }).waitFor();
+    assert.deepEqual((await api('/api/app/admin/local-vm')).imageSources, before);
+    assert.equal(await page.locator('#source-cursor-image').inputValue(), '');
+  });
+
   test('log out returns to the login form and ends the session', async () => {
     await page.click('#logout-button');
     await page.waitForURL(/#\/login$/);

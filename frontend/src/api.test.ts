@@ -308,6 +308,15 @@ describe('Client routes', () => {
       result: { isolation: 'shared', maxInstances: 3, idleStopMinutes: 5 },
     },
     {
+      name: 'image sources',
+      call: (c) => c.setImageSources({ cursor: { image: 'mirror.example/universal', digest: '' } }),
+      response: json(200, { baseSource: 'auto' }),
+      method: 'PUT',
+      path: '/api/app/admin/local-vm/image-sources',
+      body: { cursor: { image: 'mirror.example/universal', digest: '' } },
+      result: { baseSource: 'auto' },
+    },
+    {
       name: 'idle policy',
       call: (c) => c.setIdlePolicy('req-1', 0),
       response: json(200, { isolation: 'shared', maxInstances: 3, idleStopMinutes: 0 }),

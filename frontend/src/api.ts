@@ -234,6 +234,19 @@ export interface InstanceView {
   idleStopInSeconds?: number;
   startedAt?: string;
   lastError?: string;
+  /** How the running desktop's driver is reached: "socket" or "exec". */
+  guestLink?: string;
+  /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it). */
+  health?: string;
+}
+
+/** How new desktops' drivers are reached (CUBICLE_GUEST_LINK), and why. */
+export interface GuestLinkChoice {
+  mode: string;
+  transport: string;
+  fallback?: string;
+  mount: boolean;
+  reason: string;
 }
 
 /** The node's policies. */
@@ -241,6 +254,45 @@ export interface VMPolicy {
   isolation: string;
   maxInstances: number;
   idleStopMinutes: number;
+}
+
+/** A base image pinned by digest (images.Pin). */
+export interface ImagePin {
+  image: string;
+  digest: string;
+}
+
+/** Where an image source value comes from (backend/vm From*). */
+export type SourceOrigin = 'settings' | 'environment' | 'default';
+
+/** One base image's source (backend/vm SourceView). */
+export interface ImageSourceView {
+  /** In force. */
+  image: string;
+  digest: string;
+  imageFrom: SourceOrigin;
+  digestFrom: SourceOrigin;
+  /** What an admin saved; "" inherits. */
+  savedImage: string;
+  savedDigest: string;
+  /** What applies without the saved values (environment or built-in pin). */
+  inherited: ImagePin;
+  /** An invalid environment value. */
+  problem?: string;
+}
+
+/** The images' bases (backend/vm ImageSources). */
+export interface ImageSources {
+  standard: ImageSourceView;
+  cursor: ImageSourceView;
+  /** auto | pull | debootstrap (CUBICLE_BASE_SOURCE). */
+  baseSource: string;
+}
+
+/** PUT /api/app/admin/local-vm/image-sources: a part left out is unchanged, "" inherits. */
+export interface ImageSourcesUpdate {
+  standard?: ImagePin;
+  cursor?: ImagePin;
 }
 
 /** GET /api/app/admin/local-vm. */
@@ -251,9 +303,11 @@ export interface LocalVMStatus {
   images: ImageView[] | null;
   preparing: boolean;
   policy: VMPolicy;
+  imageSources?: ImageSources;
   running: number;
   instances: InstanceView[] | null;
   strays?: string[];
+  guestLink?: GuestLinkChoice;
 }
 
 /** GET /api/app/agents/:id/local-vm. */
@@ -557,6 +611,11 @@ export class Client {
   /** POST /api/app/admin/local-vm/prepare: starts (or joins) a preparation; poll localVM(). */
   prepareImage(imageKey: string): Promise<PrepareState> {
     return this.request<PrepareState>('POST', '/api/app/admin/local-vm/prepare', { imageKey });
+  }
+
+  /** PUT /api/app/admin/local-vm/image-sources (admin only). */
+  setImageSources(u: ImageSourcesUpdate): Promise<ImageSources> {
+    return this.request<ImageSources>('PUT', '/api/app/admin/local-vm/image-sources', u);
   }
 
   /** PUT /api/app/admin/local-vm/policy. */

@@ -232,4 +232,30 @@ describe('fromHistory', () => {
     ]);
     expect(fromHistory(null)).toEqual([]);
   });
+
+  it('shows a turn a restart interrupted as a warning, its cut-off tool as interrupted', () => {
+    const msgs = fromHistory([
+      { id: 'm1', name: 'u', role: 'user', content: [{ type: 'text', text: '/shell sleep 60' }] },
+      { id: 'm2', name: 'Bob', role: 'assistant', content: [{ type: 'tool_use', toolCallId: 't1', name: 'computer_shell' }] },
+      {
+        id: 'm3',
+        name: 'tools',
+        role: 'user',
+        content: [{ type: 'tool_result', toolCallId: 't1', state: 'interrupted', content: [{ type: 'text', text: 'Interrupted' }] }],
+      },
+      {
+        id: 'm4',
+        name: 'Cubicle',
+        role: 'assistant',
+        metadata: { interrupted: true },
+        content: [{ type: 'text', text: 'This turn was interrupted' }],
+      },
+    ]);
+    expect(msgs.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(msgs[0].blocks).toMatchObject([{ kind: 'text', text: '/shell sleep 60' }]);
+    expect(msgs[1].blocks).toMatchObject([
+      { kind: 'tool', name: 'computer_shell', state: 'interrupted' },
+      { kind: 'notice', tone: 'warn', text: 'This turn was interrupted' },
+    ]);
+  });
 });

@@ -20,6 +20,8 @@ export interface Msg {
   name: string;
   role: string;
   content: ContentBlock[] | null;
+  /** e.g. `interrupted: true` on the message that closes a turn a restart cut short. */
+  metadata?: Record<string, unknown>;
   timestamp?: string;
 }
 
@@ -409,11 +411,14 @@ export function fromHistory(history: Msg[] | null | undefined): ChatMessage[] {
   const tools = new Map<string, Extract<Block, { kind: 'tool' }>>();
   for (const [mi, msg] of (history ?? []).entries()) {
     const blocks: Block[] = [];
+    // A turn cut short by a restart (the server closes it with a message marked so).
+    const interrupted = msg.metadata?.interrupted === true;
     for (const [bi, c] of (msg.content ?? []).entries()) {
       const id = `${mi}-${bi}`;
       switch (c.type) {
         case 'text':
-          if (c.text) blocks.push({ kind: 'text', id, text: c.text, done: true });
+          if (c.text && interrupted) blocks.push({ kind: 'notice', id, tone: 'warn', text: c.text });
+          else if (c.text) blocks.push({ kind: 'text', id, text: c.text, done: true });
           break;
         case 'thinking':
           if (c.text) blocks.push({ kind: 'thinking', id, text: c.text, done: true });

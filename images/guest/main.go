@@ -5,7 +5,8 @@
 // change-driven frame stream, input through XTEST, exec and files. SIGTERM or SIGINT stop
 // everything within 2 s and exit 0.
 //
-// Build it static: CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest ./images/guest
+// Build it static, per architecture (scripts/build.sh does both):
+// CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest-arm64 ./images/guest
 package main
 
 import (
@@ -17,10 +18,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"cubicle/images/guest/wire"
 
@@ -36,6 +39,16 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "cubicle-guest:", err)
 		os.Exit(2)
+	}
+	if cfg.Relay {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := relay(ctx, filepath.Join(cfg.RunDir, wire.SocketName), cfg.RelayWait, os.Stdin, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cubicle-guest:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(cfg); err != nil {
 		cfg.Log.Error("driver failed", "err", err)
@@ -77,8 +90,13 @@ func configure(args []string) (Config, error) {
 	xvfb := fs.String("xvfb", env(wire.EnvXvfb, "Xvfb"), "X server program ("+wire.EnvXvfb+")")
 	level := fs.String("log-level", env(wire.EnvLogLevel, "info"), "debug, info, warn or error ("+wire.EnvLogLevel+")")
 	version := fs.Bool("version", false, "print the driver and protocol version and exit")
+	relayMode := fs.Bool(strings.TrimPrefix(wire.RelayFlag, "--"), false, "relay stdin/stdout to the running driver's socket (the exec link; the host starts it)")
+	relayWait := fs.Duration("relay-wait", 2*time.Minute, "how long the relay waits for the driver's socket")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
+	}
+	if *relayMode {
+		return Config{RunDir: *runDir, Relay: true, RelayWait: *relayWait}, nil
 	}
 	if *version {
 		fmt.Printf("cubicle-guest %s (bridge protocol %d)\n", buildVersion(), protocolVersion())

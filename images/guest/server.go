@@ -225,6 +225,8 @@ func decode(raw json.RawMessage, v any) error {
 // dispatch runs one operation.
 func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, blob []byte) (any, []byte, error) {
 	switch op {
+	case wire.OpPing:
+		return struct{}{}, nil, nil
 	case wire.OpHealth:
 		return s.health(), nil, nil
 	case wire.OpScreenshot:

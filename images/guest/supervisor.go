@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,9 @@ type Config struct {
 	Xvfb      string // the X server program
 	Version   string
 	Log       *slog.Logger
+	// Relay runs the exec link's relay instead of the driver (cubicle-guest --relay).
+	Relay     bool
+	RelayWait time.Duration
 }
 
 // stopGrace is how long children get after SIGTERM before SIGKILL: the container's stop
@@ -92,18 +94,13 @@ func (s *supervisor) Run(ctx context.Context) error {
 		return fmt.Errorf("run dir %s: %w", s.cfg.RunDir, err)
 	}
 	sock := filepath.Join(s.cfg.RunDir, wire.SocketName)
-	os.Remove(sock) // a stale socket from a previous run
-	ln, err := net.Listen("unix", sock)
+	// The socket is re-created when its file is deleted (the host reconnects to a new one);
+	// it is removed on exit.
+	ln, err := listenSocket(sock, time.Second, s.log)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", sock, err)
 	}
-	// The host's run directory is private to the host user; the socket itself is open so
-	// the host side can connect whatever uid the container maps to.
-	if err := os.Chmod(sock, 0o666); err != nil {
-		ln.Close()
-		return fmt.Errorf("chmod %s: %w", sock, err)
-	}
-	defer os.Remove(sock)
+	defer ln.Close()
 
 	srv := &server{
 		log: s.log, version: s.cfg.Version, screen: s.screen,

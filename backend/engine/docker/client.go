@@ -99,6 +99,8 @@ func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 		APIVersion: c.api.ClientVersion(),
 		Arch:       v.Arch,
 		OS:         v.Os,
+
+		OperatingSystem: in.OperatingSystem,
 	}
 	for _, o := range in.SecurityOptions {
 		if o == "name=rootless" {

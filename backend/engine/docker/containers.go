@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -130,8 +131,17 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 
 // StopContainer sends the stop signal and kills the container after timeout (rounded up to
 // whole seconds; <= 0 uses the container's own stop timeout). Stopping a stopped container is
-// a no-op.
+// a no-op; a paused one is unpaused first.
 func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	// A paused container is unpaused first: Docker would deliver SIGTERM only after the
+	// grace period (its processes are frozen), and Podman's compatible service refuses.
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if st.Paused {
+		if err := c.UnpauseContainer(ctx, id); err != nil && !errors.Is(err, fault.ErrConflict) {
+			return fmt.Errorf("stop container %q: %w", id, err)
+		}
+	}
 	var opts container.StopOptions
 	if timeout > 0 {
 		secs := int((timeout + time.Second - 1) / time.Second)
@@ -142,6 +152,34 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Dura
 			return nil
 		}
 		return fail(fmt.Sprintf("stop container %q", id), err)
+	}
+	return nil
+}
+
+// PauseContainer freezes every process of a running container; fault.ErrConflict when it
+// does not run.
+func (c *Client) PauseContainer(ctx context.Context, id string) error {
+	// Look first: Podman answers a container in the wrong state with a bare 500.
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if !st.Running {
+		return fmt.Errorf("pause container %q: %w", id, fault.Conflict("container %q is %s, not running", id, st.Status))
+	}
+	if err := c.api.ContainerPause(ctx, id); err != nil {
+		return fail(fmt.Sprintf("pause container %q", id), err)
+	}
+	return nil
+}
+
+// UnpauseContainer thaws a paused container; fault.ErrConflict when it is not paused.
+func (c *Client) UnpauseContainer(ctx context.Context, id string) error {
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if !st.Paused {
+		return fmt.Errorf("unpause container %q: %w", id, fault.Conflict("container %q is %s, not paused", id, st.Status))
+	}
+	if err := c.api.ContainerUnpause(ctx, id); err != nil {
+		return fail(fmt.Sprintf("unpause container %q", id), err)
 	}
 	return nil
 }
@@ -177,7 +215,8 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (engine.Contai
 		st.Labels = maps.Clone(d.Config.Labels)
 	}
 	if d.State != nil {
-		st.Running = d.State.Running
+		st.Paused = d.State.Paused
+		st.Running = d.State.Running && !d.State.Paused
 		st.Status = string(d.State.Status)
 		st.ExitCode = d.State.ExitCode
 		st.PID = d.State.Pid
@@ -214,6 +253,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 			Labels:  maps.Clone(s.Labels),
 			Status:  string(s.State),
 			Running: s.State == container.StateRunning,
+			Paused:  s.State == container.StatePaused,
 		}
 		if len(s.Names) > 0 {
 			st.Name = strings.TrimPrefix(s.Names[0], "/")

@@ -13,8 +13,13 @@ import (
 	"cubicle/backend/fault"
 )
 
-// dockerSocket finds a Docker daemon: DOCKER_HOST or the default sockets.
+// dockerSocket finds a Docker daemon: CUBICLE_DOCKER_SOCKET (the one scripts/lib.sh
+// ensure_docker_engine runs for the tests), else DOCKER_HOST or the default sockets.
 func dockerSocket(ctx context.Context) (string, bool) {
+	if s := os.Getenv("CUBICLE_DOCKER_SOCKET"); s != "" {
+		kind, _, _, err := engine.Ping(ctx, s, 3*time.Second)
+		return s, err == nil && kind == engine.Docker
+	}
 	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: engine.Docker, Timeout: 3 * time.Second})
 	for _, ep := range eps {
 		if ep.Reachable && ep.Kind == engine.Docker {

@@ -41,10 +41,14 @@ type Engine interface {
 	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	PauseContainer(ctx context.Context, id string) error
+	UnpauseContainer(ctx context.Context, id string) error
+	Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error)
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 	RemoveVolume(ctx context.Context, name string) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
 	Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
@@ -116,8 +120,11 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("VolumePersists", s.testVolumePersists)
 	t.Run("Resources", s.testResources)
+	t.Run("ExecAttach", s.testExecAttach)
+	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)
 	t.Run("Registry", s.testRegistry)
+	t.Run("RegistryIndex", s.testRegistryIndex)
 }
 
 func (s *suite) testInfo(t *testing.T) {
@@ -156,7 +163,10 @@ func (s *suite) cleanup(t *testing.T) {
 			break
 		}
 		for _, img := range imgs {
+			// Tags, then digest references (Docker refuses to delete by id an image that
+			// registry pulls left referenced in several repositories), then the id.
 			refs := append([]string{}, img.Names...)
+			refs = append(refs, img.Digests...)
 			refs = append(refs, img.ID)
 			for _, r := range refs {
 				_ = s.e.RemoveImage(ctx, r)
@@ -193,7 +203,7 @@ func BusyboxRootfs() ([]byte, error) {
 	if _, err := tw.Write(bin); err != nil {
 		return nil, err
 	}
-	for _, applet := range []string{"sh", "cat", "echo", "sleep", "grep", "df", "touch", "mkdir", "ls", "id", "true"} {
+	for _, applet := range []string{"sh", "cat", "echo", "sleep", "grep", "df", "touch", "mkdir", "ls", "id", "true", "ps"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777, ModTime: now}); err != nil {
 			return nil, err
 		}

@@ -92,6 +92,8 @@ func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 		Arch:       in.Host.Arch,
 		OS:         in.Host.OS,
 		Rootless:   in.Host.Security.Rootless,
+
+		OperatingSystem: in.Host.Distribution.Distribution,
 	}
 	if in.Version.Version != "" {
 		info.Version = in.Version.Version

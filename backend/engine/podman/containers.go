@@ -2,6 +2,7 @@ package podman
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -153,14 +154,50 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 
 // StopContainer sends the stop signal and kills the container after timeout (rounded up to
 // whole seconds; <= 0 uses the container's own stop timeout). Stopping a stopped container is
-// a no-op.
+// a no-op; a paused one is unpaused first (Podman refuses to stop a frozen container).
 func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	op := fmt.Sprintf("stop container %q", id)
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if st.Paused {
+		if err := c.UnpauseContainer(ctx, id); err != nil && !errors.Is(err, fault.ErrConflict) {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	opts := new(containers.StopOptions)
 	if timeout > 0 {
 		opts.WithTimeout(uint((timeout + time.Second - 1) / time.Second))
 	}
 	if err := containers.Stop(c.ctx(ctx), id, opts); err != nil {
-		return fail(fmt.Sprintf("stop container %q", id), err)
+		return fail(op, err)
+	}
+	return nil
+}
+
+// PauseContainer freezes every process of a running container; fault.ErrConflict when it
+// does not run.
+func (c *Client) PauseContainer(ctx context.Context, id string) error {
+	// Look first: Podman answers a container in the wrong state with a bare 500.
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if !st.Running {
+		return fmt.Errorf("pause container %q: %w", id, fault.Conflict("container %q is %s, not running", id, st.Status))
+	}
+	if err := containers.Pause(c.ctx(ctx), id, nil); err != nil {
+		return fail(fmt.Sprintf("pause container %q", id), err)
+	}
+	return nil
+}
+
+// UnpauseContainer thaws a paused container; fault.ErrConflict when it is not paused.
+func (c *Client) UnpauseContainer(ctx context.Context, id string) error {
+	if st, err := c.InspectContainer(ctx, id); err != nil {
+		return err
+	} else if !st.Paused {
+		return fmt.Errorf("unpause container %q: %w", id, fault.Conflict("container %q is %s, not paused", id, st.Status))
+	}
+	if err := containers.Unpause(c.ctx(ctx), id, nil); err != nil {
+		return fail(fmt.Sprintf("unpause container %q", id), err)
 	}
 	return nil
 }
@@ -206,7 +243,8 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (engine.Contai
 		st.Labels = maps.Clone(d.Config.Labels)
 	}
 	if d.State != nil {
-		st.Running = d.State.Running
+		st.Paused = d.State.Paused || d.State.Status == "paused"
+		st.Running = d.State.Running && !st.Paused
 		st.Status = d.State.Status
 		st.ExitCode = int(d.State.ExitCode)
 		st.StartedAt = d.State.StartedAt
@@ -245,6 +283,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 			Labels:   maps.Clone(lc.Labels),
 			Status:   lc.State,
 			Running:  lc.State == "running",
+			Paused:   lc.State == "paused",
 			ExitCode: int(lc.ExitCode),
 			PID:      lc.Pid,
 		}

@@ -5,78 +5,99 @@ package guesttest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"cubicle/backend/guest"
 	"cubicle/images/guest/wire"
+	"cubicle/images/guest/x11/xvfbtest"
 )
 
 // Driver is a running driver.
 type Driver struct {
 	Socket    string // the bridge socket
 	Workspace string // the driver's workspace directory on the host
+	display   string
+	bin       string
+	env       []string
 	cmd       *exec.Cmd
 }
 
 var build struct {
-	mu  sync.Mutex
-	dir string // temp dir holding the binary; "" until built
-	err error
-	out []byte
+	mu   sync.Mutex
+	dir  string            // temp dir holding the binaries; "" until the first build
+	bins map[string]string // GOARCH → path of its binary
+	errs map[string]error
+	outs map[string][]byte
 }
 
 // Binary builds ./images/guest once per test process the way scripts/build.sh does (static,
-// CGO-free, trimmed) and returns its path. Call Cleanup from TestMain to remove it.
+// CGO-free, trimmed) for this machine's architecture and returns its path. Call Cleanup from
+// TestMain to remove it.
 func Binary(t testing.TB) string {
+	t.Helper()
+	return BinaryFor(t, runtime.GOARCH)
+}
+
+// BinaryFor is Binary for linux/goarch (the driver is pure Go: any architecture cross-builds).
+func BinaryFor(t testing.TB, goarch string) string {
 	t.Helper()
 	build.mu.Lock()
 	defer build.mu.Unlock()
-	if build.dir == "" && build.err == nil {
-		build.err = func() error {
+	if build.bins == nil {
+		build.bins, build.errs, build.outs = map[string]string{}, map[string]error{}, map[string][]byte{}
+	}
+	if _, ok := build.bins[goarch]; !ok && build.errs[goarch] == nil {
+		build.errs[goarch] = func() error {
 			root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 			if err != nil {
 				return err
 			}
-			dir, err := os.MkdirTemp("", "cubicle-guesttest-")
-			if err != nil {
-				return err
+			if build.dir == "" {
+				if build.dir, err = os.MkdirTemp("", "cubicle-guesttest-"); err != nil {
+					return err
+				}
 			}
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "cubicle-guest"), "./images/guest")
+			out := filepath.Join(build.dir, "cubicle-guest-"+goarch)
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./images/guest")
 			cmd.Dir = strings.TrimSpace(string(root))
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-			if build.out, err = cmd.CombinedOutput(); err != nil {
-				os.RemoveAll(dir)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+			if build.outs[goarch], err = cmd.CombinedOutput(); err != nil {
 				return err
 			}
-			build.dir = dir
+			build.bins[goarch] = out
 			return nil
 		}()
 	}
-	if build.err != nil {
-		t.Fatalf("build the driver: %v\n%s", build.err, build.out)
+	if err := build.errs[goarch]; err != nil {
+		t.Fatalf("build the driver for linux/%s: %v\n%s", goarch, err, build.outs[goarch])
 	}
-	return filepath.Join(build.dir, "cubicle-guest")
+	return build.bins[goarch]
 }
 
-// Cleanup removes the binary Binary built; call it from TestMain after m.Run.
+// Cleanup removes the binaries Binary and BinaryFor built; call it from TestMain after m.Run.
 func Cleanup() {
 	build.mu.Lock()
 	defer build.mu.Unlock()
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 		build.dir = ""
+		build.bins = nil
 	}
 }
 
-// Start builds the driver, starts it on display (which must be free; it starts its own Xvfb)
-// with the given screen size ("" = 800x600) and no desktop session, and returns once its
-// socket answers. The driver stops when the test ends. Without Xvfb the test is skipped, or
+// Start builds the driver, starts it with its own Xvfb on display or, when another test on
+// the machine holds that one, the next free display (xvfbtest.Reserve), with the given screen
+// size ("" = 800x600) and no desktop session, and returns once its socket answers. The driver stops when the test ends. Without Xvfb the test is skipped, or
 // fails when CUBICLE_REQUIRE_ALL=1.
 func Start(t *testing.T, display, screen string) *Driver {
 	t.Helper()
@@ -89,22 +110,62 @@ func Start(t *testing.T, display, screen string) *Driver {
 	if screen == "" {
 		screen = "800x600"
 	}
+	n, err := strconv.Atoi(strings.TrimPrefix(display, ":"))
+	if err != nil {
+		t.Fatalf("display %q: want :N", display)
+	}
+	display = fmt.Sprintf(":%d", xvfbtest.Reserve(t, n))
 	bin := Binary(t)
 	dir := t.TempDir()
-	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace")}
+	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace"),
+		display: display, bin: bin}
 	os.MkdirAll(d.Workspace, 0o755)
 	os.MkdirAll(filepath.Dir(d.Socket), 0o755)
-	d.cmd = exec.Command(bin)
-	d.cmd.Env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(d.Socket), wire.EnvDisplay+"="+display,
+	d.env = append(os.Environ(), wire.EnvRunDir+"="+filepath.Dir(d.Socket), wire.EnvDisplay+"="+display,
 		wire.EnvSession+"=none", wire.EnvWorkspace+"="+d.Workspace, wire.EnvScreen+"="+screen, wire.EnvLogLevel+"=warn")
+	t.Cleanup(d.stop)
+	d.start(t)
+	return d
+}
+
+func (d *Driver) start(t *testing.T) {
+	t.Helper()
+	d.cmd = exec.Command(d.bin)
+	d.cmd.Env = d.env
 	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.stop)
 	c := d.Dial(t)
 	c.Close()
-	return d
+}
+
+// Kill kills the driver with SIGKILL, as a crash would (no clean-up: its socket file stays),
+// and the X server it started.
+func (d *Driver) Kill() {
+	if d.cmd.ProcessState != nil || d.cmd.Process == nil {
+		return
+	}
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	// The X server outlives its killed parent: end it so the display is free again.
+	lock := fmt.Sprintf("/tmp/.X%s-lock", strings.TrimPrefix(d.display, ":"))
+	if b, err := os.ReadFile(lock); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
+			for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// Restart starts the driver again after Kill or Stop, with the same socket and workspace,
+// and returns once it answers.
+func (d *Driver) Restart(t *testing.T) {
+	t.Helper()
+	d.stop()
+	d.start(t)
 }
 
 // Dial connects a new client; it is closed when the test ends.

@@ -1,27 +1,24 @@
 // Package vmtest holds in-memory stand-ins for the desktop manager's dependencies: a container
-// engine, an image builder, a driver dialer, a manual clock and an activity hook. They let
+// engine whose containers run fake drivers speaking the real protocol (driver.go), an image
+// builder, a manual clock and an activity hook. They let
 // tests of vm and of its consumers (the API) run the real manager logic without an engine.
 // Real-engine tests cover the same paths against Podman.
 package vmtest
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
-	"path/filepath"
 	"slices"
+	"io"
+	"net"
 	"sort"
 	"sync"
 	"time"
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
-	"cubicle/backend/guest"
 	"cubicle/images"
-	"cubicle/images/guest/wire"
 )
 
 // Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
@@ -33,24 +30,168 @@ type Engine struct {
 	calls   []string
 	failOn  map[string]error // method name → error to return once
 	stopped []time.Duration  // timeouts of StopContainer calls
+	blank   bool             // the fake drivers' screens are one colour
+	subs    map[*io.PipeWriter]bool
+	block   map[string]chan struct{} // method name → gate the call waits on
 }
 
 // Container is one container of the fake engine.
 type Container struct {
 	Spec  engine.ContainerSpec
 	State engine.ContainerState
+
+	driverDead bool       // KillDriver until the next start
+	conns      []net.Conn // the driver's open connections
 }
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
-	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{}}
+	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{},
+		subs: map[*io.PipeWriter]bool{}, block: map[string]chan struct{}{}}
 }
 
-func (f *Engine) hit(op string) error {
+// hit records a call of op and returns the error FailNext set for it. When Block set a gate
+// for op, the call waits (with f.mu released) until the gate is closed or ctx ends.
+func (f *Engine) hit(ctx context.Context, op string) error {
 	f.calls = append(f.calls, op)
+	if gate, ok := f.block[op]; ok {
+		f.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			f.mu.Lock()
+			return fault.Unavailable("%s: %v", op, ctx.Err())
+		}
+		f.mu.Lock()
+	}
 	if err, ok := f.failOn[op]; ok {
 		delete(f.failOn, op)
 		return err
+	}
+	return nil
+}
+
+// Block makes calls of op ("create", "start", "stop", "remove") wait until gate is closed
+// (or their context ends); nil removes the gate.
+func (f *Engine) Block(op string, gate chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gate == nil {
+		delete(f.block, op)
+		return
+	}
+	f.block[op] = gate
+}
+
+// emit sends an event of c to every subscriber. f.mu is held.
+func (f *Engine) emit(c *Container, action string) {
+	attrs := map[string]string{"name": c.State.Name, "image": c.State.Image}
+	for k, v := range c.State.Labels {
+		attrs[k] = v
+	}
+	line, _ := json.Marshal(map[string]any{"Type": "container", "Action": action, "id": c.State.ID,
+		"Actor": map[string]any{"ID": c.State.ID, "Attributes": attrs}, "timeNano": time.Now().UnixNano()})
+	line = append(line, '\n')
+	for w := range f.subs {
+		go w.Write(line) // a pipe write blocks until read; never under f.mu
+	}
+}
+
+// Events subscribes to the fake engine's container events (the same JSON lines a real engine
+// sends, read by engine.NewEventStream).
+func (f *Engine) Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.hit(ctx, "events"); err != nil {
+		return nil, err
+	}
+	r, w := io.Pipe()
+	f.subs[w] = true
+	go func() { // ends with the subscription
+		<-ctx.Done()
+		w.CloseWithError(ctx.Err())
+	}()
+	return engine.NewEventStream(&pipeReader{r: r, onClose: func() {
+		f.mu.Lock()
+		delete(f.subs, w)
+		f.mu.Unlock()
+		w.Close()
+	}}, labels), nil
+}
+
+// EndEvents ends every subscription as a restarting engine would.
+func (f *Engine) EndEvents() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for w := range f.subs {
+		w.CloseWithError(io.ErrUnexpectedEOF)
+		delete(f.subs, w)
+	}
+}
+
+// Subscribers returns how many event subscriptions are open.
+func (f *Engine) Subscribers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
+type pipeReader struct {
+	r       *io.PipeReader
+	onClose func()
+	once    sync.Once
+}
+
+func (p *pipeReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+func (p *pipeReader) Close() error {
+	p.once.Do(p.onClose)
+	return p.r.Close()
+}
+
+// Outside changes the container called name as someone outside Cubicle would (podman
+// stop/kill/rm -f/pause/unpause/start): action is "stop", "kill", "remove", "pause",
+// "unpause" or "start". The engine's events are sent. Silent changes nothing else.
+func (f *Engine) Outside(name, action string, silent bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var c *Container
+	for _, x := range f.ctrs {
+		if x.Spec.Name == name || x.State.ID == name {
+			c = x
+		}
+	}
+	if c == nil {
+		return fault.NotFound("no container %s", name)
+	}
+	emit := func(a string) {
+		if !silent {
+			f.emit(c, a)
+		}
+	}
+	switch action {
+	case "stop", "kill":
+		c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+		c.endDriver()
+		emit(action)
+		emit(engine.ActionDie)
+	case "remove":
+		c.State.Running, c.State.Paused = false, false
+		c.endDriver()
+		delete(f.ctrs, c.State.ID)
+		emit(engine.ActionDie)
+		emit(engine.ActionRemove)
+	case "pause":
+		c.State.Running, c.State.Paused, c.State.Status = false, true, "paused"
+		emit(engine.ActionPause)
+	case "unpause":
+		c.State.Running, c.State.Paused, c.State.Status = true, false, "running"
+		emit(engine.ActionUnpause)
+	case "start":
+		c.driverDead = false
+		c.State.Running, c.State.Paused, c.State.Status, c.State.StartedAt = true, false, "running", time.Now()
+		emit(engine.ActionStart)
+	default:
+		return fault.Invalid("unknown outside action %q", action)
 	}
 	return nil
 }
@@ -64,7 +205,7 @@ func (f *Engine) Info(ctx context.Context) (engine.Info, error) {
 func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("create"); err != nil {
+	if err := f.hit(ctx, "create"); err != nil {
 		return engine.ContainerState{}, err
 	}
 	for _, c := range f.ctrs {
@@ -79,8 +220,9 @@ func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec)
 	}
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
-	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: spec.Labels, Status: "created"}
+	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: engine.ManagedLabels(spec.Labels), Status: "created"}
 	f.ctrs[id] = &Container{Spec: spec, State: st}
+	f.emit(f.ctrs[id], engine.ActionCreate)
 	return st, nil
 }
 
@@ -90,8 +232,12 @@ func (f *Engine) Add(name string, labels map[string]string, running bool, mounts
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
+	status := "exited"
+	if running {
+		status = "running"
+	}
 	f.ctrs[id] = &Container{Spec: engine.ContainerSpec{Name: name, Labels: labels, Mounts: mounts},
-		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running}}
+		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running, Status: status}}
 	return id
 }
 
@@ -111,14 +257,21 @@ func (f *Engine) find(id string) (*Container, error) {
 func (f *Engine) StartContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("start"); err != nil {
+	if err := f.hit(ctx, "start"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
 	if err != nil {
 		return err
 	}
+	if c.State.Paused {
+		return fault.Conflict("container %s is paused", id)
+	}
+	if !c.State.Running {
+		c.driverDead = false // a new PID 1
+	}
 	c.State.Running, c.State.Status, c.State.StartedAt = true, "running", time.Now()
+	f.emit(c, engine.ActionStart)
 	return nil
 }
 
@@ -126,7 +279,7 @@ func (f *Engine) StartContainer(ctx context.Context, id string) error {
 func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("stop"); err != nil {
+	if err := f.hit(ctx, "stop"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
@@ -134,7 +287,31 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 		return err
 	}
 	f.stopped = append(f.stopped, timeout)
-	c.State.Running, c.State.Status = false, "exited"
+	was := c.State.Running || c.State.Paused
+	c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
+	c.endDriver()
+	if was {
+		f.emit(c, engine.ActionDie)
+	}
+	return nil
+}
+
+// UnpauseContainer thaws a paused container (fault.ErrConflict when it is not paused).
+func (f *Engine) UnpauseContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.hit(ctx, "unpause"); err != nil {
+		return err
+	}
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Paused {
+		return fault.Conflict("container %s is not paused", id)
+	}
+	c.State.Running, c.State.Paused, c.State.Status = true, false, "running"
+	f.emit(c, engine.ActionUnpause)
 	return nil
 }
 
@@ -142,7 +319,7 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("remove"); err != nil {
+	if err := f.hit(ctx, "remove"); err != nil {
 		return err
 	}
 	c, err := f.find(id)
@@ -152,7 +329,9 @@ func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) err
 	if c.State.Running && !force {
 		return fault.Conflict("running")
 	}
+	c.endDriver()
 	delete(f.ctrs, c.State.ID)
+	f.emit(c, engine.ActionRemove)
 	return nil
 }
 
@@ -196,7 +375,7 @@ func (f *Engine) EnsureVolume(ctx context.Context, name string, labels map[strin
 func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.hit("remove-volume"); err != nil {
+	if err := f.hit(ctx, "remove-volume"); err != nil {
 		return err
 	}
 	if _, ok := f.vols[name]; !ok {
@@ -270,62 +449,6 @@ func (f *Engine) ByName(name string) (*Container, bool) {
 	}
 	return nil, false
 }
-
-// Dial is a fake driver dialer: it answers when a running container has the socket's
-// directory bind-mounted at /run/cubicle (so the run-dir wiring is checked), else waits for
-// ctx. With blank, the driver's screenshots are a single colour.
-func (f *Engine) Dial(blank bool) func(ctx context.Context, socketPath string) (*Guest, error) {
-	return func(ctx context.Context, socketPath string) (*Guest, error) {
-		for {
-			f.mu.Lock()
-			ok := false
-			for _, c := range f.ctrs {
-				for _, mt := range c.Spec.Mounts {
-					if mt.Source == filepath.Dir(socketPath) && mt.Target == wire.RunDir && c.State.Running {
-						ok = true
-					}
-				}
-			}
-			f.mu.Unlock()
-			if ok {
-				return &Guest{blank: blank}, nil
-			}
-			select {
-			case <-ctx.Done():
-				return nil, fault.Unavailable("no driver at %s", socketPath)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// Guest is a fake driver connection.
-type Guest struct{ blank bool }
-
-// Hello returns a fixed handshake.
-func (g *Guest) Hello() guest.Hello {
-	return guest.Hello{Protocol: guest.ProtocolVersion, Driver: "fake-1", Screen: guest.Size{Width: 64, Height: 48}}
-}
-
-// Screenshot returns a 64x48 PNG: a gradient, or one colour when blank.
-func (g *Guest) Screenshot(ctx context.Context, o guest.ScreenshotOptions) (guest.Frame, error) {
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := 0; y < 48; y++ {
-		for x := 0; x < 64; x++ {
-			c := color.RGBA{20, 30, 40, 255}
-			if !g.blank {
-				c = color.RGBA{uint8(x * 4), uint8(y * 5), uint8(x + y), 255}
-			}
-			img.Set(x, y, c)
-		}
-	}
-	var buf bytes.Buffer
-	png.Encode(&buf, img)
-	return guest.Frame{ID: 1, Width: 64, Height: 48, Format: "png", Data: buf.Bytes()}, nil
-}
-
-// Close does nothing.
-func (g *Guest) Close() error { return nil }
 
 // Builder is an image builder (vm.ImageBuilder) that "builds" instantly, or blocks until its
 // gate is closed, or fails with a set error.

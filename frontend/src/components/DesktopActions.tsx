@@ -157,13 +157,16 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
             {busy === 'create' ? 'Creating…' : 'Create desktop'}
           </button>
         )}
-        {!fixed && exists && state !== 'running' && b('vm-start', 'Start', 'Starting…', 'start', true)}
+        {!fixed &&
+          exists &&
+          (state !== 'running' || desk.health === 'unhealthy') &&
+          b('vm-start', state === 'paused' ? 'Resume' : state === 'running' ? 'Repair' : 'Start', 'Starting…', 'start', true)}
         {state === 'running' && onOpenDesktop && (
           <button class="btn primary small" type="button" id="vm-open" onClick={onOpenDesktop}>
             Open desktop
           </button>
         )}
-        {!fixed && state === 'running' && b('vm-stop', 'Stop', 'Stopping…', 'stop')}
+        {!fixed && (state === 'running' || state === 'paused') && b('vm-stop', 'Stop', 'Stopping…', 'stop')}
         {!fixed && exists && b('vm-recreate', 'Recreate', 'Recreating…', 'recreate', false, 'Rebuilds the desktop; the working directory and browser profile are kept.')}
         {!fixed &&
           exists &&
@@ -184,6 +187,11 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
         <p class="muted small">{desk.description} — shared by your agents on this machine; one image for all of them.</p>
       )}
       {desk.busyBy && <p class="muted small">{desk.busyBy}</p>}
+      {desk.health === 'unhealthy' && (
+        <p class="form-error small" id="vm-unhealthy">
+          The desktop's driver cannot be reached: Repair restarts it (its files stay).
+        </p>
+      )}
       {desk.lastError && <p class="form-error small">{desk.lastError}</p>}
       {error !== '' && (
         <p class="form-error" role="alert" id="vm-error">

@@ -4,7 +4,14 @@
 import { ApiError, type Client } from '../api';
 import { useServerState } from '../hooks';
 
-const tone: Record<string, string> = { SUCCESS: 'ok', FAILED: 'fail', TIMEOUT: 'fail', RUNNING: 'pending', PENDING: 'pending' };
+const tone: Record<string, string> = {
+  SUCCESS: 'ok',
+  FAILED: 'fail',
+  TIMEOUT: 'fail',
+  INTERRUPTED: 'warn',
+  RUNNING: 'pending',
+  PENDING: 'pending',
+};
 
 function ms(n: number): string {
   return n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)} s` : `${n} ms`;

@@ -1,5 +1,5 @@
 // Settings → Local VM (admin only, SPEC §1.2–§1.5): the engine report with fix hints, image
-// preparation with live progress, the isolation policy and capacity, idle auto-stop, and
+// preparation with live progress, the images' sources (ImageSourcesCard), the isolation policy and capacity, idle auto-stop, and
 // the instance list. The server's answers are shown as they are; nothing is decided here.
 
 import { useEffect, useState } from 'preact/hooks';
@@ -10,6 +10,7 @@ import { messageFor } from '../errors';
 import type { BusEvent } from '../events';
 import { useEvents, useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
+import { ImageSourcesCard } from './ImageSourcesCard';
 import { LeftoversCard } from './Leftovers';
 import { bytes, formatCountdown, formatUptime, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
 
@@ -90,6 +91,7 @@ export function LocalVMSettings({ client }: { client: Client }) {
       {shown !== null && (
         <>
           <PrepareCard client={client} status={shown} onChanged={onChanged} />
+          <ImageSourcesCard client={client} status={shown} onChanged={onChanged} />
           <PolicyCard client={client} status={shown} onChanged={onChanged} />
           <IdleCard client={client} status={shown} onChanged={onChanged} />
           <InstancesCard client={client} status={shown} stats={stats} now={now} elapsed={(now - fetchedAt) / 1000} onChanged={onChanged} />
@@ -138,6 +140,13 @@ function EngineCard({ client, status, onForbidden }: { client: Client; status: L
           {engine.found
             ? `Using ${engine.kind ?? 'engine'} ${engine.version ?? ''}${engine.rootless ? ' (rootless)' : ''}${engine.arch ? ` on ${engine.arch}` : ''}.`
             : `No container engine: ${engine.problem ?? 'install and start Podman or Docker.'}`}
+        </p>
+      )}
+      {engine?.found && status?.guestLink && (
+        <p class="muted small" id="guest-link-line">
+          Desktops are reached over the {status.guestLink.transport} link
+          {status.guestLink.fallback ? ` (the ${status.guestLink.fallback} link if a desktop's socket does not answer)` : ''}:{' '}
+          {status.guestLink.reason}.
         </p>
       )}
       {error !== '' && (
@@ -509,6 +518,8 @@ function InstancesCard({
                     </td>
                     <td>
                       <span class={`badge ${stateTone(i.state)}`}>{i.state}</span>
+                      {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
+                      {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>
                     <td class="uptime">{i.state === 'running' && i.startedAt ? formatUptime(now - Date.parse(i.startedAt)) : <span class="muted">—</span>}</td>
                     <td class="idle-left">{left === null ? <span class="muted">—</span> : formatCountdown(left)}</td>
@@ -521,7 +532,7 @@ function InstancesCard({
                             class="btn small"
                             type="button"
                             data-action="stop"
-                            disabled={busy !== '' || i.state !== 'running'}
+                            disabled={busy !== '' || (i.state !== 'running' && i.state !== 'paused')}
                             title={i.task ? 'A task desktop is removed when stopped.' : undefined}
                             onClick={() => void act(i, 'stop')}
                           >

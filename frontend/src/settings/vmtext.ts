@@ -32,6 +32,8 @@ export function stateTone(state: string): string {
     case 'removing':
     case 'starting':
       return 'pending';
+    case 'paused':
+      return 'warn';
     case 'missing':
     case 'failed':
       return 'fail';

@@ -29,12 +29,16 @@ func WriteMessage(w io.Writer, env *Envelope, blob []byte) error {
 	binary.BigEndian.PutUint32(hdr[0:], uint32(len(js)))
 	binary.BigEndian.PutUint32(hdr[4:], uint32(len(blob)))
 	if c, ok := w.(net.Conn); ok {
-		bufs := net.Buffers{hdr[:], js, blob}
+		bufs := net.Buffers{hdr[:], js}
+		if len(blob) > 0 {
+			bufs = append(bufs, blob)
+		}
 		_, err = bufs.WriteTo(c)
 		return err
 	}
+	// Never an empty Write: on a synchronous stream (net.Pipe) it waits for a reader.
 	buf := append(append(hdr[:0:0], hdr[:]...), js...)
-	if _, err := w.Write(buf); err != nil {
+	if _, err := w.Write(buf); err != nil || len(blob) == 0 {
 		return err
 	}
 	_, err = w.Write(blob)

@@ -23,6 +23,7 @@ const (
 // Operation names on the wire.
 const (
 	OpHello       = "hello"
+	OpPing        = "ping" // answered at once with an empty result (heartbeats)
 	OpHealth      = "health"
 	OpScreenshot  = "screenshot"
 	OpWaitSettled = "wait_settled"

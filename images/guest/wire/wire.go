@@ -30,7 +30,17 @@ const (
 	WorkspaceDir = "/home/cua/workspace"
 	// BrowserProfileDir is the desktop browser's profile (a volume).
 	BrowserProfileDir = "/home/cua/.config/chromium"
+	// DriverPath is the driver binary in every desktop image (its entrypoint).
+	DriverPath = "/usr/local/bin/cubicle-guest"
+	// RelayFlag runs the driver binary as the exec link's relay: it connects to the running
+	// driver's socket and copies its stdin/stdout to it. A flag rather than a subcommand, so
+	// a driver too old to know it exits at once (unknown flag) instead of starting a second
+	// desktop.
+	RelayFlag = "--relay"
 )
+
+// RelayCommand is the exec link's command line inside a desktop.
+func RelayCommand() []string { return []string{DriverPath, RelayFlag} }
 
 // Environment variables the driver reads (each also has a flag, see cubicle-guest --help).
 const (
@@ -62,6 +72,9 @@ const (
 	LabelVolume = "io.cubicle.volume"
 	// LabelCompose names a fixed desktop created by Compose.
 	LabelCompose = "io.cubicle.compose-desktop"
+	// LabelStore is the id of the data file (its store identity) that owns a container or
+	// volume: a Cubicle touches only its own data file's objects.
+	LabelStore = "io.cubicle.store"
 	// LabelAccount, LabelAgent, LabelSession and LabelTask identify a helper's task desktop.
 	LabelAccount = "io.cubicle.account"
 	LabelAgent   = "io.cubicle.agent"

@@ -1,0 +1,210 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+	"cubicle/images"
+)
+
+// DefaultNodeID is the node a Manager runs when Config.NodeID is empty: this machine.
+const DefaultNodeID = "local"
+
+// Where an image source value comes from, lowest precedence last.
+const (
+	FromSettings    = "settings"    // saved by an admin (Settings → Local VM)
+	FromEnvironment = "environment" // CUBICLE_BASE_IMAGE, CUBICLE_CURSOR_DIGEST, …
+	FromDefault     = "default"     // the pin built into this version of Cubicle
+)
+
+// SourceView is one base image's source as the admin page shows it.
+type SourceView struct {
+	Image      string `json:"image"`      // the repository in force (fully qualified)
+	Digest     string `json:"digest"`     // the digest in force
+	ImageFrom  string `json:"imageFrom"`  // FromSettings | FromEnvironment | FromDefault
+	DigestFrom string `json:"digestFrom"` // likewise
+	// SavedImage and SavedDigest are what an admin saved ("" = inherit).
+	SavedImage  string `json:"savedImage"`
+	SavedDigest string `json:"savedDigest"`
+	// Inherited is what applies without the saved values: the environment's or the default.
+	Inherited images.Pin `json:"inherited"`
+	// Problem is set when an environment value is invalid (preparing the image fails with it
+	// until it is fixed); it says which variable and why.
+	Problem string `json:"problem,omitempty"`
+}
+
+// ImageSources are the bases of the two images (SPEC §1.2: the base reference and digest are
+// configuration, so a private mirror can serve them).
+type ImageSources struct {
+	Standard SourceView `json:"standard"` // the Debian base of the standard image
+	Cursor   SourceView `json:"cursor"`   // the Cursor Universal base
+	// BaseSource is how the standard base is obtained: auto, pull or debootstrap
+	// (CUBICLE_BASE_SOURCE; not a setting).
+	BaseSource string `json:"baseSource"`
+}
+
+// SourceUpdate sets one base's saved values; "" clears a value (inherit).
+type SourceUpdate struct {
+	Image  string `json:"image"`
+	Digest string `json:"digest"`
+}
+
+// ImageSourcesUpdate is PUT /api/app/admin/local-vm/image-sources: a nil part is left as it
+// is.
+type ImageSourcesUpdate struct {
+	Standard *SourceUpdate `json:"standard"`
+	Cursor   *SourceUpdate `json:"cursor"`
+}
+
+// resolved is one base's layers, resolved.
+type resolved struct {
+	view SourceView
+	pin  images.Pin
+	err  error // an invalid environment value
+}
+
+// resolveSource stacks saved values over the environment's (imageVar, digestVar) over def.
+func resolveSource(def images.Pin, getenv func(string) string, imageVar, digestVar, savedImage, savedDigest string) resolved {
+	r := resolved{view: SourceView{SavedImage: savedImage, SavedDigest: savedDigest, ImageFrom: FromDefault, DigestFrom: FromDefault}}
+	inherited := def
+	if v := strings.TrimSpace(getenv(imageVar)); v != "" {
+		img, err := images.ParseImage(v)
+		if err != nil {
+			r.err = fault.Invalid("%s: %v", imageVar, err)
+		} else {
+			inherited.Image, r.view.ImageFrom = img, FromEnvironment
+		}
+	}
+	if v := strings.TrimSpace(getenv(digestVar)); v != "" {
+		if err := images.ValidDigest(v); err != nil {
+			r.err = fault.Invalid("%s: %v", digestVar, err)
+		} else {
+			inherited.Digest, r.view.DigestFrom = v, FromEnvironment
+		}
+	}
+	r.view.Inherited = inherited
+	r.pin = inherited
+	if savedImage != "" {
+		r.pin.Image, r.view.ImageFrom = savedImage, FromSettings
+	}
+	if savedDigest != "" {
+		r.pin.Digest, r.view.DigestFrom = savedDigest, FromSettings
+	}
+	r.view.Image, r.view.Digest = r.pin.Image, r.pin.Digest
+	if r.err != nil {
+		r.view.Problem = r.err.Error()
+	}
+	return r
+}
+
+// sourcesOf resolves both bases for the node settings ns.
+func sourcesOf(ns store.NodeSettings, getenv func(string) string) (std, cursor resolved) {
+	def := images.DefaultPins()
+	std = resolveSource(def.Base, getenv, images.EnvBaseImage, images.EnvBaseDigest, ns.BaseImage, ns.BaseDigest)
+	cursor = resolveSource(def.Cursor, getenv, images.EnvCursorBase, images.EnvCursorDigest, ns.CursorBase, ns.CursorDigest)
+	return std, cursor
+}
+
+// PinSource returns the images.Config.Pins function for a node's desktops: the settings an
+// admin saved for node (in st), else the environment (getenv), else the built-in pins. It
+// reads the store at every call, so a saved change applies to the next preparation. An
+// invalid environment value is fault.ErrInvalid naming the variable. node "" is
+// DefaultNodeID.
+func PinSource(st *store.Store, node string, getenv func(string) string) func() (images.Pins, error) {
+	if node == "" {
+		node = DefaultNodeID
+	}
+	return func() (images.Pins, error) {
+		ns, err := st.NodeSettings(node)
+		if err != nil {
+			return images.Pins{}, err
+		}
+		std, cursor := sourcesOf(ns, getenv)
+		for _, r := range []resolved{std, cursor} {
+			if r.err != nil {
+				return images.Pins{}, r.err
+			}
+		}
+		return images.Pins{Base: std.pin, Cursor: cursor.pin}, nil
+	}
+}
+
+// ImageSources reports the bases in force and where each value comes from.
+func (m *Manager) ImageSources() (ImageSources, error) {
+	ns, err := m.st.NodeSettings(m.node)
+	if err != nil {
+		return ImageSources{}, err
+	}
+	return m.sourcesView(ns), nil
+}
+
+func (m *Manager) sourcesView(ns store.NodeSettings) ImageSources {
+	std, cursor := sourcesOf(ns, os.Getenv)
+	src, err := images.ParseBaseSource(os.Getenv(images.EnvBaseSource))
+	bs := string(src)
+	if err != nil {
+		bs = "invalid: " + err.Error()
+	}
+	return ImageSources{Standard: std.view, Cursor: cursor.view, BaseSource: bs}
+}
+
+// SetImageSources saves the admin's base sources. Every given value is validated first (an
+// image must parse as a reference without a digest, a digest must be sha256 and 64 lowercase
+// hex digits); any invalid value is fault.ErrInvalid naming the field, and nothing changes.
+// Prepared images and running desktops are not touched: the next preparation uses the new
+// sources (a changed digest gives a new image tag).
+func (m *Manager) SetImageSources(ctx context.Context, u ImageSourcesUpdate) (ImageSources, error) {
+	if u.Standard == nil && u.Cursor == nil {
+		return ImageSources{}, fault.Invalid(`send {"standard": {"image": "…", "digest": "sha256:…"}, "cursor": {…}}; ` +
+			`an empty value inherits the environment's or the built-in one`)
+	}
+	type field struct {
+		name string
+		val  string
+		dst  *string
+		img  bool
+	}
+	var std, cur SourceUpdate
+	var fields []field
+	if u.Standard != nil {
+		std = *u.Standard
+		fields = append(fields, field{"standard.image", std.Image, &std.Image, true}, field{"standard.digest", std.Digest, &std.Digest, false})
+	}
+	if u.Cursor != nil {
+		cur = *u.Cursor
+		fields = append(fields, field{"cursor.image", cur.Image, &cur.Image, true}, field{"cursor.digest", cur.Digest, &cur.Digest, false})
+	}
+	for _, f := range fields {
+		if f.val == "" {
+			continue
+		}
+		if f.img {
+			norm, err := images.ParseImage(f.val)
+			if err != nil {
+				return ImageSources{}, fault.Invalid("%s: %v", f.name, err)
+			}
+			*f.dst = norm
+		} else if err := images.ValidDigest(f.val); err != nil {
+			return ImageSources{}, fault.Invalid("%s: %v", f.name, err)
+		}
+	}
+	ns, err := m.st.UpdateNodeSettings(m.node, func(ns *store.NodeSettings) error {
+		if u.Standard != nil {
+			ns.BaseImage, ns.BaseDigest = std.Image, std.Digest
+		}
+		if u.Cursor != nil {
+			ns.CursorBase, ns.CursorDigest = cur.Image, cur.Digest
+		}
+		return nil
+	})
+	if err != nil {
+		return ImageSources{}, fmt.Errorf("save the image sources: %w", err)
+	}
+	v := m.sourcesView(ns)
+	m.log.Info("image sources changed", "standard", v.Standard.Image+"@"+v.Standard.Digest, "cursor", v.Cursor.Image+"@"+v.Cursor.Digest)
+	return v, nil
+}
