@@ -81,6 +81,7 @@ type AgentRef struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 }
+
 // Health values of InstanceView.
 const (
 	HealthOK        = "ok"
