@@ -461,8 +461,12 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     await screenshot(page, 'desktops-table');
 
     // The task desktop is in use by the helper's task: asked, then stopped anyway (removed).
+    const before409 = problems.length;
     await taskRow.locator('button[data-action="stop"]').click();
     await page.locator('dialog', { hasText: 'in use' }).waitFor();
+    // The server's 409 is the question's cause (Chromium logs it): exactly one, nothing else.
+    const asked = problems.splice(before409);
+    assert.deepEqual(asked, ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']);
     await page.locator('dialog button', { hasText: 'Stop anyway' }).click();
     await row(taskId).waitFor({ state: 'detached', timeout: 60_000 });
     assert.equal(containerExists(taskCtr), false, 'the task desktop is gone');

@@ -152,21 +152,7 @@ function PlanLine({ plan }: { plan: ComputerPlan | null }) {
 function OtherScreen({ client, agent, admin, onOpenDesktop }: ComputerPanelProps) {
   switch (agent.computer) {
     case 'host':
-      return (
-        <section class="panel-section screen-first" id="computer-screen" data-kind="host">
-          <ScreenView client={client} agentId={agent.id} variant="panel" onPreviewClick={onOpenDesktop} label={<span class="badge">Host screen</span>} />
-          <p class="muted small" id="host-note">
-            The execution node's own screen. View only until you take over; the agent's host desktop tools need "Host screen
-            control".
-            {admin && (
-              <>
-                {' '}
-                <a href="#/settings/host">Settings → Host</a>
-              </>
-            )}
-          </p>
-        </section>
-      );
+      return <HostScreen client={client} agent={agent} admin={admin} onOpenDesktop={onOpenDesktop} />;
     case 'browser':
       return (
         <section class="panel-section screen-first" id="computer-screen" data-kind="browser">
@@ -191,6 +177,41 @@ function OtherScreen({ client, agent, admin, onOpenDesktop }: ComputerPanelProps
             : 'This agent only chats. Choose a computer under Configure to give it a desktop, a browser or the host.'}
         </p>
       </div>
+    </section>
+  );
+}
+
+/**
+ * The host's own screen, view only until someone takes over; when the agent's host desktop
+ * tools are not offered, what is missing and how to grant it (the plan says; it follows
+ * Settings → Host through the event stream).
+ */
+function HostScreen({ client, agent, admin, onOpenDesktop }: Pick<ComputerPanelProps, 'client' | 'agent' | 'admin' | 'onOpenDesktop'>) {
+  const plan = usePlan(client, agent);
+  const problem = plan.data?.next.hostDesktopProblem ?? '';
+  return (
+    <section class="panel-section screen-first" id="computer-screen" data-kind="host">
+      <ScreenView client={client} agentId={agent.id} variant="panel" onPreviewClick={onOpenDesktop} label={<span class="badge">Host screen</span>} />
+      {problem !== '' ? (
+        <p class="form-error small" id="host-missing">
+          Host desktop tools are not available: {problem}.
+          {admin && (
+            <>
+              {' '}
+              <a href="#/settings/host">Settings → Host</a>
+            </>
+          )}
+        </p>
+      ) : (
+        plan.data && (
+          <p class="muted small" id="host-available-note">
+            The agent sees and operates this screen (every action asks first unless the safety level is off).
+          </p>
+        )
+      )}
+      <p class="muted small" id="host-note">
+        The execution node's own screen: view only until you take over. Host command and file tools work either way.
+      </p>
     </section>
   );
 }
