@@ -181,6 +181,8 @@ func TestAgentDeletionRoutes(t *testing.T) {
 	}{
 		{"preview: owner", "member", "GET", mine + "/deletion", "", 200, `"volumes":[]`},
 		{"preview: another account", "admin", "GET", mine + "/deletion", "", 404, "not_found"},
+		{"preview without sizes: owner", "member", "GET", mine + "/deletion?sizes=0", "", 200, `"sizeBytes":0`},
+		{"preview without sizes: another account", "admin", "GET", mine + "/deletion?sizes=0", "", 404, "not_found"},
 		{"delete: another account", "admin", "DELETE", mine, "", 404, "not_found"},
 		{"delete: data without the desktop", "member", "DELETE", mine, `{"removeDesktop":false,"deleteData":true}`, 400, "removeDesktop"},
 		{"delete: not JSON", "member", "DELETE", mine, `yes`, 400, "invalid"},

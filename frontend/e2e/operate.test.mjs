@@ -512,6 +512,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
 
     await page.locator(`[data-agent-id="${drop.id}"] button[aria-label="Delete DropData"]`).click();
     await page.locator('#delete-data').waitFor();
+    await page.locator('#delete-size[data-measured="1"]').waitFor({ timeout: 60_000 });
     const size = await page.locator('#delete-size').textContent();
     assert.match(size, /^(2\.[89]|[3-9]\.\d) MiB$/, `the size is shown: ${size}`);
     await page.check('#delete-data');

@@ -144,6 +144,14 @@ describe('Client routes', () => {
       result: { agentId: 'a/1', desktops: [], volumes: [], sizeBytes: 0 },
     },
     {
+      name: 'what deleting concerns, without measuring',
+      call: (c) => c.agentDeletion('a/1', false),
+      response: json(200, { agentId: 'a/1', desktops: [], volumes: [], sizeBytes: -1 }),
+      method: 'GET',
+      path: '/api/app/agents/a%2F1/deletion?sizes=0',
+      result: { agentId: 'a/1', desktops: [], volumes: [], sizeBytes: -1 },
+    },
+    {
       name: 'working directory',
       call: (c) => c.setWorkDir('a1', 'projects/x'),
       response: json(200, { agent, rebuilt: false }),

@@ -523,9 +523,9 @@ export class Client {
     await this.request<void>('DELETE', agentPath(id), opts);
   }
 
-  /** GET /api/app/agents/:id/deletion: the desktops and data deleting the agent concerns, with sizes. */
-  agentDeletion(id: string): Promise<AgentDeletion> {
-    return this.request<AgentDeletion>('GET', `${agentPath(id)}/deletion`);
+  /** GET /api/app/agents/:id/deletion: the desktops and data deleting the agent concerns, with sizes (measure false: at once, sizes -1). */
+  agentDeletion(id: string, measure = true): Promise<AgentDeletion> {
+    return this.request<AgentDeletion>('GET', `${agentPath(id)}/deletion${measure ? '' : '?sizes=0'}`);
   }
 
   /** PUT /api/app/agents/:id/workdir. */

@@ -60,15 +60,32 @@ export function AgentsPage({ client }: AgentsPageProps) {
   const [removeDesktop, setRemoveDesktop] = useState(true);
   const [deleteData, setDeleteData] = useState(false);
   const [preview, setPreview] = useState<AgentDeletion | null>(null);
+  const [sized, setSized] = useState(false);
   useEffect(() => {
     setPreview(null);
+    setSized(false);
     setRemoveDesktop(true);
     setDeleteData(false);
     if (!toDelete) return;
     let live = true;
+    let measured = false;
+    // What it concerns at once, then the sizes (measuring volumes can take seconds).
+    client.agentDeletion(toDelete.id, false).then(
+      (p) => live && !measured && setPreview(p),
+      () => undefined, // the measured answer below says what went wrong
+    );
     client.agentDeletion(toDelete.id).then(
-      (p) => live && setPreview(p),
-      (err) => live && setDeleteError(messageFor(err)),
+      (p) => {
+        measured = true;
+        if (!live) return;
+        setPreview(p);
+        setSized(true);
+      },
+      (err) => {
+        if (!live) return;
+        setDeleteError(messageFor(err));
+        setSized(true);
+      },
     );
     return () => {
       live = false;
@@ -163,6 +180,7 @@ export function AgentsPage({ client }: AgentsPageProps) {
           <p>The agent and its settings are removed. This cannot be undone.</p>
           <DeletionChoices
             preview={preview}
+            sized={sized}
             removeDesktop={removeDesktop}
             deleteData={deleteData}
             onRemoveDesktop={setRemoveDesktop}
@@ -176,6 +194,8 @@ export function AgentsPage({ client }: AgentsPageProps) {
 
 interface DeletionChoicesProps {
   preview: AgentDeletion | null;
+  /** Whether the sizes were measured (the first answer comes without them). */
+  sized: boolean;
   removeDesktop: boolean;
   deleteData: boolean;
   onRemoveDesktop: (v: boolean) => void;
@@ -187,7 +207,7 @@ interface DeletionChoicesProps {
  * asked (on by default); deleting its work files and browser profile only when ticked, with
  * their size shown. A shared desktop stays: the account's other agents use it.
  */
-function DeletionChoices({ preview, removeDesktop, deleteData, onRemoveDesktop, onDeleteData }: DeletionChoicesProps) {
+function DeletionChoices({ preview, sized, removeDesktop, deleteData, onRemoveDesktop, onDeleteData }: DeletionChoicesProps) {
   if (!preview) return <p class="muted small">Looking at the agent's desktop…</p>;
   const own = preview.desktops;
   const running = own.some((d) => d.state === 'running');
@@ -224,10 +244,10 @@ function DeletionChoices({ preview, removeDesktop, deleteData, onRemoveDesktop, 
             />
             <span>
               <span class="checkbox-label">
-                Also delete its work files and browser profile (<span id="delete-size">{bytes(preview.sizeBytes)}</span>)
+                Also delete its work files and browser profile (<span id="delete-size" data-measured={sized ? '1' : '0'}>{sized ? bytes(preview.sizeBytes) : 'measuring…'}</span>)
               </span>
               <span class="muted small">
-                {preview.volumes.map((v) => `${v.kind === 'workspace' ? 'work files' : 'browser profile'} ${bytes(v.sizeBytes)}`).join(', ')}
+                {preview.volumes.map((v) => `${v.kind === 'workspace' ? 'work files' : 'browser profile'} ${sized ? bytes(v.sizeBytes) : '…'}`).join(', ')}
                 {preview.sizeProblem ? ` — ${preview.sizeProblem}` : ''}. Unticked, they are kept (Settings → Local VM →
                 Leftovers lists them).
               </span>
