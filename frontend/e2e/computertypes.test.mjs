@@ -22,12 +22,14 @@ import {
 } from './harness.mjs';
 
 const xvfb = '/usr/bin/Xvfb';
-const skip = missingPrerequisite() || (existsSync(xvfb) ? false : 'Xvfb is not installed (apt-get install xvfb)');
+const noXvfb = existsSync(xvfb) ? '' : 'Xvfb is not installed (apt-get install xvfb)';
+if (noXvfb !== '' && process.env.CUBICLE_REQUIRE_ALL === '1') throw new Error(`CUBICLE_REQUIRE_ALL=1 and ${noXvfb}`);
+const skip = missingPrerequisite() || noXvfb || false;
 
 /** Starts Xvfb on a display number nobody uses; resolves once its socket exists. */
 async function startXvfb() {
   for (let tries = 0; tries < 20; tries++) {
-    const n = 300 + Math.floor(Math.random() * 400);
+    const n = 1200 + Math.floor(Math.random() * 400); // above the Go tests' reserved numbers (xvfbtest.Reserve)
     if (existsSync(`/tmp/.X11-unix/X${n}`) || existsSync(`/tmp/.X${n}-lock`)) continue;
     const child = spawn(xvfb, [`:${n}`, '-screen', '0', '1024x768x24', '-nolisten', 'tcp'], { stdio: 'ignore' });
     let exited = false;
