@@ -360,6 +360,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     await until('sticky Ctrl + l as one chord', async () => sent.some((s) => s.action === 'key' && s.keys === 'ctrl+l'), 10_000);
     assert.equal(await p.locator('.key-row [data-key="ctrl"]').getAttribute('aria-pressed'), 'false', 'the modifier released');
     const marker = `touch-${Date.now()}`;
+    const typedFrom = sent.length;
     await p.keyboard.type(`echo ${marker} 你好 > ~/workspace/touch.txt`);
     await p.keyboard.press('Enter');
     // (Checked once control is handed back: the agent's tools wait while a person controls.)
@@ -409,6 +410,11 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     await p.locator('#mobile-computer [data-action="take-over"]').waitFor();
     // What the soft keyboard typed ran in the desktop's terminal.
     const cat = await shell(desk, 'cat ~/workspace/touch.txt');
+    if (!new RegExp(`${marker} 你好`).test(cat)) {
+      const typed = sent.slice(typedFrom).filter((s) => s.action === 'type' || s.action === 'key');
+      t.diagnostic(`typed inputs: ${JSON.stringify(typed.map((s) => s.text ?? s.keys))}`);
+      await screenshot(p, 'phone-soft-keyboard-failed');
+    }
     assert.match(cat, new RegExp(`${marker} 你好`), 'the soft keyboard typed the command');
     assert.deepEqual(phoneProblems, []);
     await phone.close();
