@@ -121,7 +121,24 @@ func (c *Client) VolumeSizes(ctx context.Context, names []string) (map[string]in
 			return out, nil
 		}
 	}
-	du, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.VolumeObject}})
+	// The engine's report walks every volume; an engine (Podman's compatible API) fails it when
+	// a container disappears meanwhile, which a shared engine does all the time: try again.
+	var (
+		du  types.DiskUsage
+		err error
+	)
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, fail("measure volumes", ctx.Err())
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if du, err = c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.VolumeObject}}); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fail("measure volumes", err)
 	}

@@ -79,7 +79,7 @@ func (c *Client) Volumes(ctx context.Context, labels map[string]string) ([]engin
 // VolumeSizes returns the size in bytes of the named volumes (every volume when names is
 // empty). A volume whose mount point is on this machine is measured directly; otherwise the
 // engine measures all its volumes (its disk-usage report walks everything and can take seconds;
-// it fails when a container disappears meanwhile, so it is tried up to three times).
+// it fails when a container disappears meanwhile, so it is tried up to five times).
 func (c *Client) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
 	out := map[string]int64{}
 	if len(names) > 0 {
@@ -105,7 +105,7 @@ func (c *Client) VolumeSizes(ctx context.Context, names []string) (map[string]in
 		}
 	}
 	var err error
-	for attempt := range 3 {
+	for attempt := range 5 {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
