@@ -24,11 +24,13 @@ import (
 	"cubicle/backend/doctor"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
+	"cubicle/backend/security"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -49,6 +51,10 @@ type Config struct {
 	AllowedHosts []string
 	// TrustedOrigins are foreign page origins (the desktop window) allowed to call the API.
 	TrustedOrigins []string
+	// TrustedProxies are reverse proxies whose X-Forwarded-For/-Proto are believed (see
+	// api.Config); SecureCookies marks the session cookie Secure (served over TLS).
+	TrustedProxies []string
+	SecureCookies  bool
 	// Doctor checks the environment for the settings page; nil disables the route.
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
@@ -80,14 +86,17 @@ type Backend struct {
 	VMs      *vm.Manager
 	Control  *control.Manager
 	Models   *models.Service
-	Chat     *agent.Runtime
-	Binder   *binding.Binder
-	HostDesk *hostdesk.Desktop // the execution node's own screen and input
+	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
+	Security   *security.Service
+	HostAccess *hostaccess.Checker
+	Chat       *agent.Runtime
+	Binder     *binding.Binder
+	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
 	// Housekeeping lists and removes leftovers on the engine; nil without an engine.
 	Housekeeping *housekeeping.Housekeeper
-	Screens      *screen.Hubs
-	Computer     *api.ComputerChannel
-	API          *api.Server
+	Screens    *screen.Hubs
+	Computer   *api.ComputerChannel
+	API        *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -138,13 +147,28 @@ func (b *Backend) build() error {
 	if err != nil {
 		return err
 	}
-	if b.cfg.RequireChosenAdmin && b.cfg.Admin.Password == "" {
-		if _, err := b.Auth.Admin(); err != nil {
-			return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and CUBICLE_ADMIN_PASSWORD for the first start")
+	if b.cfg.RequireChosenAdmin {
+		if _, err := b.Auth.Admin(); err != nil && errors.Is(err, fault.ErrNotFound) {
+			// Nothing is created for a network-facing first start without a strong password.
+			if b.cfg.Admin.Password == "" {
+				return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and a strong CUBICLE_ADMIN_PASSWORD for the first start")
+			}
+			user := b.cfg.Admin.Username
+			if user == "" {
+				user = "admin"
+			}
+			if err := auth.CheckPassword(b.cfg.Admin.Password, user); err != nil {
+				return fault.Forbidden("CUBICLE_ADMIN_PASSWORD is not strong enough for a server that faces a network: %v", err)
+			}
 		}
 	}
 	if b.Bootstrap, err = b.Auth.EnsureAdmin(b.cfg.Admin); err != nil {
 		return err
+	}
+	if b.cfg.RequireChosenAdmin {
+		if err := b.Auth.NetworkReady(); err != nil {
+			return err
+		}
 	}
 	b.Profiles = profile.New(agentStore{b.Store, b.Events}, b.log.With("svc", "profile"))
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
@@ -156,6 +180,7 @@ func (b *Backend) build() error {
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
+	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
 	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
 	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
@@ -171,10 +196,12 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
+		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Events: b.Events,
 		Housekeeping: hk,
-		Version:      b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
+		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
+		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
 	})
 	return err

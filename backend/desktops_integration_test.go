@@ -251,7 +251,7 @@ func TestAdminStopsAndRemovesEveryDesktop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.b.Store.CreateAccount(store.Account{ID: "acc-other", Username: "olga", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := e.b.Store.CreateAccount(store.Account{ID: "acc-other", Username: "olga", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		t.Fatal(err)
 	}
 	otherAgent, err := e.b.Profiles.Create("acc-other", "OlgaBot")

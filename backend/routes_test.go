@@ -46,10 +46,10 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Store.CreateAccount(store.Account{ID: "member1", Username: "mia", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := b.Store.CreateAccount(store.Account{ID: "member1", Username: "mia", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := b.Auth.Login("mia", "member password 1")
+	p, err := b.Auth.Login("mia", "member password 1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ type VMs interface {
 	AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error)
 	AgentData(ctx context.Context, accountID, agentID string, measure bool) (vm.AgentData, error)
 	ForgetAgent(ctx context.Context, accountID, agentID string, removeDesktop, deleteData bool) error
+	DeleteData(ctx context.Context, instanceID string) error
 }
 
 var _ VMs = (*vm.Manager)(nil)
@@ -37,6 +38,7 @@ func (s *Server) localVMRoutes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))
 	mux.Handle("PUT /api/app/admin/local-vm/idle-policy", s.admin(s.vmIdlePolicy))
 	mux.Handle("POST /api/app/admin/local-vm/instances/{id}/{action}", s.admin(s.vmAdminAct))
+	mux.Handle("DELETE /api/app/admin/local-vm/instances/{id}/data", s.admin(s.vmDeleteData))
 	mux.Handle("PUT /api/app/admin/local-vm/image-sources", s.admin(s.vmImageSources))
 	mux.Handle("GET /api/app/agents/{id}/local-vm", s.authed(s.vmAgent))
 	mux.Handle("POST /api/app/agents/{id}/local-vm/{action}", s.authed(s.vmAct))
@@ -264,4 +266,19 @@ func (s *Server) vmAdminAct(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("administrator acted on a desktop", "by", principal(r).Username, "desktop", r.PathValue("id"),
 		"action", r.PathValue("action"), "force", body.Force)
 	writeJSON(w, http.StatusOK, v)
+}
+
+// vmDeleteData deletes a desktop's retained workspace and browser profile (with its container
+// and record): an administrator's explicit act, refused while the desktop is in use.
+func (s *Server) vmDeleteData(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	if err := m.DeleteData(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("desktop data deleted", "by", principal(r).Username, "instance", r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
 }

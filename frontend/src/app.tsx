@@ -7,6 +7,7 @@ import { TopBar } from './components/TopBar';
 import { messageFor } from './errors';
 import { EventHub } from './events';
 import { EventsContext, useHashRoute } from './hooks';
+import { AccountPage } from './pages/AccountPage';
 import { AgentsPage } from './pages/AgentsPage';
 import { ChatPage } from './pages/ChatPage';
 import { LoginPage } from './pages/LoginPage';
@@ -166,6 +167,9 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       break;
     case 'settings':
       page = <SettingsPage client={client} user={user} section={route.section} />;
+      break;
+    case 'account':
+      page = <AccountPage client={client} user={user} />;
       break;
     case 'not-found':
       page = (

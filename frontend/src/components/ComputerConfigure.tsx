@@ -10,6 +10,7 @@ import { messageFor } from '../errors';
 import { allowHost, chooseComputer } from '../selection';
 import { imageLabel } from '../settings/vmtext';
 import { AgentModelSection } from './AgentModelSection';
+import { AgentRules } from './AgentRules';
 import { useAgentVM } from './DesktopActions';
 
 interface ComputerConfigureProps {
@@ -97,6 +98,7 @@ export function ComputerConfigure({ client, agent, onAgent }: ComputerConfigureP
       {agent.computer === 'vm' && <ImageChoice client={client} agentId={agent.id} />}
       {agent.computer !== 'none' && agent.computer !== 'cloud' && <WorkSettings client={client} agent={agent} onAgent={onAgent} />}
       <AgentModelSection client={client} agentId={agent.id} />
+      <AgentRules client={client} agentId={agent.id} />
     </div>
   );
 }
