@@ -94,9 +94,9 @@ type Backend struct {
 	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
 	// Housekeeping lists and removes leftovers on the engine; nil without an engine.
 	Housekeeping *housekeeping.Housekeeper
-	Screens    *screen.Hubs
-	Computer   *api.ComputerChannel
-	API        *api.Server
+	Screens      *screen.Hubs
+	Computer     *api.ComputerChannel
+	API          *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -200,7 +200,7 @@ func (b *Backend) build() error {
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Events: b.Events,
 		Housekeeping: hk,
-		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
+		Version:      b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
 	})

@@ -46,8 +46,8 @@ type Config struct {
 	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
 	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
 	Housekeeping Housekeeping
-	Logger     *slog.Logger
-	Version    string
+	Logger       *slog.Logger
+	Version      string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
