@@ -5,6 +5,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,9 +22,11 @@ import (
 	"cubicle/backend/binding"
 	"cubicle/backend/control"
 	"cubicle/backend/doctor"
+	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
+	"cubicle/backend/housekeeping"
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
@@ -69,6 +72,9 @@ type Config struct {
 	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
 	// $CUBICLE_COMPOSE_DESKTOPS, a comma-separated list of names (see compose.desktops.yaml).
 	ComposeDesktops []vm.ComposeDesktop
+	// StatsInterval is how often the desktops' CPU and memory are sampled while an
+	// administrator's page shows them; 0 = 5 s.
+	StatsInterval time.Duration
 	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
 	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
 	GuestLink string
@@ -79,6 +85,7 @@ type Backend struct {
 	cfg      Config
 	log      *slog.Logger
 	Store    *store.Store
+	Events   *events.Bus // every change the UI shows (backend/events; wired in bus.go)
 	Auth     *auth.Service
 	Profiles *profile.Service
 	VMs      *vm.Manager
@@ -90,9 +97,11 @@ type Backend struct {
 	Chat       *agent.Runtime
 	Binder     *binding.Binder
 	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
-	Screens    *screen.Hubs
-	Computer   *api.ComputerChannel
-	API        *api.Server
+	// Housekeeping lists and removes leftovers on the engine; nil without an engine.
+	Housekeeping *housekeeping.Housekeeper
+	Screens      *screen.Hubs
+	Computer     *api.ComputerChannel
+	API          *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -104,6 +113,7 @@ type Backend struct {
 	computers     *computers     // each turn's computer (the gate's plan)
 	bg            sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG        context.CancelFunc
+	stats         statsSampler // desktops' CPU and memory for administrators
 
 	closeOnce sync.Once
 	closeErr  error
@@ -128,7 +138,8 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st}
+	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")})}
+	b.stats = statsSampler{b: b, interval: cmp.Or(cfg.StatsInterval, 5*time.Second)}
 	if err := b.build(); err != nil {
 		b.Close()
 		return nil, err
@@ -168,7 +179,7 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
-	b.Profiles = profile.New(b.Store, b.log.With("svc", "profile"))
+	b.Profiles = profile.New(agentStore{b.Store, b.Events}, b.log.With("svc", "profile"))
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
@@ -181,15 +192,23 @@ func (b *Backend) build() error {
 	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
 	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
 	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
-		Logger: b.log.With("svc", "computer")})
+		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err
+	}
+	var hk api.Housekeeping
+	if b.engine != nil {
+		if b.Housekeeping, err = NewHousekeeper(b.engine.Client, b.cfg.DataDir, b.Store, b.log.With("svc", "housekeeping")); err != nil {
+			return err
+		}
+		hk = b.Housekeeping
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
+		Events: b.Events, Housekeeping: hk,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -215,6 +234,8 @@ func (b *Backend) Start(ctx context.Context) error {
 	if err := b.VMs.Start(ctx); err != nil {
 		return err
 	}
+	b.runnerUp()
+	b.stats.start()
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBG = cancel
 	b.bg.Add(1)
@@ -280,12 +301,14 @@ func (b *Backend) Close() error {
 			b.stopBG()
 		}
 		b.bg.Wait()
+		b.stats.close()
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
 		}
 		if b.engine != nil {
 			errs = append(errs, b.engine.Close())
 		}
+		errs = append(errs, b.Events.Close()) // after the VM manager: its last changes are published
 		errs = append(errs, b.Store.Close())
 		b.closeErr = errors.Join(errs...)
 	})

@@ -85,7 +85,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	}
 	b.Chat, err = agent.New(agent.Config{
 		Tools: box, Models: b.Models.Resolve, Guard: turnGuard{gate: b.computers, sec: b.Security},
-		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
+		Recorder: history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), Sessions: b.Store,
 		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
 		Logger: b.log.With("svc", "agent"), System: systemPrompt,
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.

@@ -117,8 +117,10 @@ func (c *computers) Start(ctx context.Context, t agent.TurnInfo) ([]agent.Notice
 	p := c.decide(ctx, a, false)
 	c.mu.Lock()
 	c.turns[t.MainTurnID] = turnPlan{plan: p, agent: a}
+	before, had := c.last[a.ID]
 	c.last[a.ID] = p
 	c.mu.Unlock()
+	c.b.planChanged(a, before, p, had)
 	c.b.log.Debug("turn computer", "agent", a.ID, "selected", p.Selected, "computer", p.Kind, "tools", p.Families())
 	return []agent.Notice{{Name: "computer", Value: p.Notice()}}, nil
 }
@@ -255,7 +257,7 @@ func (c *computers) Host(ctx context.Context) (api.HostView, error) {
 // SetHostScreenControl implements api.Computers.
 func (c *computers) SetHostScreenControl(ctx context.Context, requestID string, on bool) (api.HostView, error) {
 	node := c.b.VMs.NodeID()
-	_, err := c.b.Store.UpdateNodeSettings(node, func(ns *store.NodeSettings) error {
+	ns, err := c.b.Store.UpdateNodeSettings(node, func(ns *store.NodeSettings) error {
 		if requestID != "" && ns.HostRequestID == requestID {
 			return nil // applied already
 		}
@@ -265,6 +267,7 @@ func (c *computers) SetHostScreenControl(ctx context.Context, requestID string, 
 	if err != nil {
 		return api.HostView{}, err
 	}
+	c.b.nodeChanged(ns)
 	if !on {
 		// Revoked: a person's control of the host screen ends now.
 		c.b.Control.Revoke(hostDesktopID(node))

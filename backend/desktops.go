@@ -140,6 +140,13 @@ func (a activity) Busy(instanceID string) (string, bool) {
 	return a.b.Control.Busy(instanceID)
 }
 
+// Revoke ends the task or control on instanceID (an administrator stops it anyway).
+func (a activity) Revoke(instanceID string) {
+	if a.b.Control != nil {
+		a.b.Control.Revoke(instanceID)
+	}
+}
+
 // StopAll ends every agent task and control lease (before an image is prepared).
 func (a activity) StopAll(ctx context.Context, reason string) error {
 	if a.b.Chat != nil {
@@ -178,9 +185,7 @@ func (b *Backend) controlChanged(c control.Change) {
 			}()
 		}
 	}
-	if b.Computer != nil {
-		b.Computer.ControlChanged(c)
-	}
+	b.publishControl(c) // the computer channel hears it from the bus
 }
 
 var (

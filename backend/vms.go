@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
+	"cubicle/backend/housekeeping"
 	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -62,7 +63,8 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			}
 		}
 	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: b.engineProblem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
+	cfg := vm.Config{Store: b.Store, EngineProblem: b.engineProblem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act,
+		OnChange: b.desktopChanged, OnPrepare: b.prepareChanged, OnSettings: b.nodeChanged}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Desktops()
 		cfg.MapUsers = b.engine.mapsUsers()
@@ -124,6 +126,7 @@ type EngineClient interface {
 	vm.Engine
 	images.Engine
 	images.Pusher
+	housekeeping.Engine
 	Close() error
 }
 

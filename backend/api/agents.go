@@ -7,6 +7,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 )
 
 // agentJSON is an agent as the API shows it.
@@ -88,11 +89,79 @@ func (s *Server) renameAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, agentOf(a))
 }
 
-func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := s.cfg.Profiles.Delete(principal(r).AccountID, r.PathValue("id")); err != nil {
+// deletionJSON answers GET /api/app/agents/:id/deletion: what deleting the agent concerns.
+type deletionJSON struct {
+	vm.AgentData
+	// Busy says why the agent cannot be deleted now ("" when it can).
+	Busy string `json:"busy,omitempty"`
+}
+
+// agentDeletion tells what deleting the agent would stop, remove and (only on request)
+// delete, with the sizes of its data (?sizes=0: without measuring them, at once).
+func (s *Server) agentDeletion(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	a, err := s.cfg.Profiles.Get(p.AccountID, r.PathValue("id"))
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
+	out := deletionJSON{AgentData: vm.AgentData{AgentID: a.ID, Desktops: []vm.InstanceView{}, Volumes: []vm.VolumeView{}}}
+	if s.cfg.VMs != nil {
+		if out.AgentData, err = s.cfg.VMs.AgentData(r.Context(), p.AccountID, a.ID, r.URL.Query().Get("sizes") != "0"); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	if s.cfg.Computers != nil {
+		out.Busy = s.cfg.Computers.Busy(r.Context(), p.AccountID, a.ID)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// deleteAgent deletes an agent. Body (optional): {"removeDesktop": true, "deleteData": false}
+// — by default its own desktop and browser are stopped and removed and their work files and
+// browser profile kept; {"removeDesktop": false} leaves them running (an administrator can
+// stop them); "deleteData" deletes the work files and browser profile too, and only then.
+// Refused (409, nothing changed) while the agent runs a task or a person controls its desktop.
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	body := struct {
+		RemoveDesktop *bool `json:"removeDesktop"`
+		DeleteData    bool  `json:"deleteData"`
+	}{}
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	remove := body.RemoveDesktop == nil || *body.RemoveDesktop
+	if body.DeleteData && !remove {
+		writeError(w, r, s.log, fault.Invalid(`"deleteData" needs "removeDesktop": the work files can be deleted only with the desktop`))
+		return
+	}
+	a, err := s.cfg.Profiles.Get(p.AccountID, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if s.cfg.Computers != nil {
+		if who := s.cfg.Computers.Busy(r.Context(), p.AccountID, a.ID); who != "" {
+			writeError(w, r, s.log, fault.Conflict("the agent cannot be deleted while %s; wait for it to finish or hand back control first", who))
+			return
+		}
+	}
+	if s.cfg.VMs != nil {
+		if err := s.cfg.VMs.ForgetAgent(r.Context(), p.AccountID, a.ID, remove, body.DeleteData); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	if err := s.cfg.Profiles.Delete(p.AccountID, a.ID); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("agent deleted", "agent", a.ID, "by", p.Username, "removeDesktop", remove, "deleteData", body.DeleteData)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -19,6 +19,7 @@ import (
 	"cubicle/backend/profile"
 	"cubicle/backend/security"
 	"cubicle/backend/store"
+	"cubicle/backend/vm/vmtest"
 )
 
 const testPassword = "correct horse battery staple"
@@ -31,6 +32,8 @@ type fixture struct {
 	store *store.Store
 	admin string // admin session token
 	user  string // non-admin session token
+
+	vmEngine *vmtest.Engine // the fake engine of newVMFixture
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -15,6 +15,7 @@ import (
 
 	"cubicle/backend/auth"
 	"cubicle/backend/control"
+	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/screen"
@@ -94,10 +95,19 @@ type ComputerConfig struct {
 	// WriteTimeout bounds every write to a client; a client that does not read is dropped.
 	// 0 means 10 s.
 	WriteTimeout time.Duration
-	// StatePoll is how often each connection looks at its desktop's state (the VM manager has
-	// no change feed yet; Refresh forces a look). 0 means 2 s.
-	StatePoll time.Duration
+	// Events is the event bus: desktop state, control, agent and node changes make the
+	// connections concerned look at their desktop again and send fresh status. Nothing polls;
+	// without a bus, status changes only through ControlChanged and Refresh.
+	Events EventSource
 }
+
+// EventSource is what the channel needs of the event bus; *events.Bus satisfies it.
+type EventSource interface {
+	Subscribe(o events.SubscribeOptions) *events.Subscription
+}
+
+// channelEvents are the event types that can change what a connection shows.
+var channelEvents = []events.Type{events.DesktopState, events.ControlChanged, events.AgentChanged, events.NodeChanged}
 
 // Limits of the channel.
 const (
@@ -132,6 +142,9 @@ type ComputerChannel struct {
 	upgrader websocket.Upgrader
 	wg       sync.WaitGroup // one per open connection
 
+	sub     *events.Subscription // nil without a bus
+	follows chan struct{}        // closed when the follower goroutine has ended
+
 	mu     sync.Mutex
 	conns  map[*computerConn]struct{} // guarded by mu
 	closed bool                       // guarded by mu
@@ -151,10 +164,7 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
-	if cfg.StatePoll <= 0 {
-		cfg.StatePoll = 2 * time.Second
-	}
-	c := &ComputerChannel{cfg: cfg, log: cfg.Logger, conns: map[*computerConn]struct{}{}}
+	c := &ComputerChannel{cfg: cfg, log: cfg.Logger, conns: map[*computerConn]struct{}{}, follows: make(chan struct{})}
 	c.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4 << 10,
@@ -164,11 +174,61 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 		// The guard has already refused foreign origins (same origin or a trusted one only).
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
+	if cfg.Events != nil {
+		c.sub = cfg.Events.Subscribe(events.SubscribeOptions{Types: channelEvents, Buffer: 1024})
+		go c.follow()
+	} else {
+		close(c.follows)
+	}
 	return c, nil
 }
 
-// ControlChanged makes every connection watching ch.DesktopID send fresh status. Call it
-// from control.Config.OnChange (with whatever else that hook does).
+// follow is the channel's one goroutine reading the bus: each event wakes the connections it
+// concerns (a lost event wakes them all). It ends when the subscription closes (Close, or the
+// bus closing).
+func (c *ComputerChannel) follow() {
+	defer close(c.follows)
+	for e := range c.sub.C() {
+		if c.sub.Lagged() {
+			c.Refresh()
+			continue
+		}
+		switch d := e.Data.(type) {
+		case events.Desktop:
+			c.each(func(k *computerConn) {
+				if k.desktopID() == d.InstanceID || (d.AccountID != "" && k.p.AccountID == d.AccountID) {
+					k.refresh()
+				}
+			})
+		case events.Control:
+			c.each(func(k *computerConn) {
+				if k.desktopID() == d.DesktopID {
+					k.wake()
+				}
+			})
+		case events.Agent:
+			c.each(func(k *computerConn) {
+				if k.agentID == d.AgentID {
+					k.refresh()
+				}
+			})
+		case events.Node:
+			c.Refresh()
+		}
+	}
+}
+
+func (c *ComputerChannel) each(fn func(k *computerConn)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.conns {
+		fn(k)
+	}
+}
+
+// ControlChanged makes every connection watching ch.DesktopID send fresh status. With a bus
+// the channel hears control changes from it; without one, call this from
+// control.Config.OnChange.
 func (c *ComputerChannel) ControlChanged(ch control.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -183,8 +243,7 @@ func (c *ComputerChannel) ControlChanged(ch control.Change) {
 // deleted, or its password changed); connections whose session ended are closed.
 func (c *ComputerChannel) Reauthenticate() { c.Refresh() }
 
-// Refresh makes every connection look at its desktop's state now (the VM manager may call it
-// after an instance changed state).
+// Refresh makes every connection look at its desktop's state now.
 func (c *ComputerChannel) Refresh() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -205,6 +264,10 @@ func (c *ComputerChannel) Close() error {
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
+	if c.sub != nil {
+		c.sub.Close()
+	}
+	<-c.follows
 	return nil
 }
 
@@ -462,8 +525,6 @@ func (k *computerConn) writeLoop() {
 	cfg := k.ch.cfg
 	ping := time.NewTicker(cfg.PingInterval)
 	defer ping.Stop()
-	poll := time.NewTicker(cfg.StatePoll)
-	defer poll.Stop()
 	var (
 		viewer    *screen.Viewer       // version 1 frames
 		rviewer   *screen.RegionViewer // version 2 regions
@@ -479,6 +540,10 @@ func (k *computerConn) writeLoop() {
 		// behind); its picture is not exact until a keyframe.
 		skippedRefresh bool
 		askedKey       bool // a keyframe was asked for to end skippedRefresh
+		// A stream that failed while its desktop runs is retried after a backoff (1 s doubling
+		// to 30 s, reset by what it sends): the desktop's state has not changed, so no event comes.
+		retry   <-chan time.Time
+		backoff = time.Second
 	)
 	held.Stop()
 	defer held.Stop()
@@ -497,7 +562,7 @@ func (k *computerConn) writeLoop() {
 	}
 	defer stopWatching()
 	// update (re)starts or stops watching to match the resolved desktop, then sends status if
-	// it changed. A viewer whose stream failed is only replaced at the next poll.
+	// it changed. A viewer whose stream failed is only replaced by a later update(true).
 	update := func(retry bool) error {
 		d := k.current()
 		want := d.ID != "" && d.State == "running" && d.Client != nil
@@ -607,9 +672,11 @@ func (k *computerConn) writeLoop() {
 			if viewer != nil {
 				if f, ok := viewer.Take(); ok {
 					err = k.writeFrame(&hdr, f)
+					backoff = time.Second
 				}
 			} else if rviewer != nil {
 				err = sendRegions()
+				backoff = time.Second
 			}
 		case <-held.C:
 			heldOn = false
@@ -631,6 +698,14 @@ func (k *computerConn) writeLoop() {
 			k.mu.Unlock()
 			stopWatching()
 			err = update(verr == nil)
+			if d := k.current(); verr != nil && d.State == "running" && d.Client != nil {
+				retry = time.After(backoff)
+				backoff = min(2*backoff, 30*time.Second)
+			}
+		case <-retry:
+			retry = nil
+			k.resolve(k.ctx)
+			err = update(true)
 		case <-k.poke:
 			err = update(false)
 		case <-k.look:
@@ -639,13 +714,11 @@ func (k *computerConn) writeLoop() {
 			}
 			k.resolve(k.ctx)
 			err = update(true)
-		case <-poll.C:
+		case <-ping.C:
+			// The session is checked with the ping too (it may expire without an event).
 			if k.sessionEnded() {
 				return
 			}
-			k.resolve(k.ctx)
-			err = update(true)
-		case <-ping.C:
 			err = k.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout))
 		}
 		if err != nil {

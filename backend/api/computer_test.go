@@ -284,7 +284,7 @@ func TestComputerChannelWithRealDriver(t *testing.T) {
 	d := screentest.Start(t, 82, 640, 400)
 	painter := screentest.NewPainter(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{StatePoll: 200 * time.Millisecond})
+	e := newComputerEnv(t, f, ComputerConfig{})
 	agent := e.agent(t, e.adminID, "researcher")
 	other := e.agent(t, e.adminID, "writer") // shares the desktop
 	bobs := e.agent(t, "user1", "bobs")      // a fixed desktop both accounts may use
@@ -454,7 +454,7 @@ func TestComputerChannelWithRealDriver(t *testing.T) {
 func TestComputerStoppedDesktopKeepsTheSocketOpen(t *testing.T) {
 	d := screentest.Start(t, 84, 320, 200)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{StatePoll: time.Hour})
+	e := newComputerEnv(t, f, ComputerConfig{})
 	agent := e.agent(t, e.adminID, "sleepy")
 	e.desktops.set(agent, Desktop{ID: "desk-s", State: "stopped"})
 	c := e.connect(t, f.admin, agent)
@@ -557,7 +557,7 @@ func (e *computerEnv) open() int {
 
 func TestComputerKeepaliveAndClose(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{PingInterval: 100 * time.Millisecond, StatePoll: time.Hour})
+	e := newComputerEnv(t, f, ComputerConfig{PingInterval: 100 * time.Millisecond})
 	agent := e.agent(t, e.adminID, "pinged")
 	e.desktops.set(agent, Desktop{ID: "desk-p", State: "stopped"})
 	live := e.connect(t, f.admin, agent)
@@ -603,7 +603,7 @@ func TestComputerKeepaliveAndClose(t *testing.T) {
 
 func TestComputerLeaseExpiry(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnvTTL(t, f, ComputerConfig{StatePoll: time.Hour}, 400*time.Millisecond)
+	e := newComputerEnvTTL(t, f, ComputerConfig{}, 400*time.Millisecond)
 	agent := e.agent(t, e.adminID, "expiring")
 	e.desktops.set(agent, Desktop{ID: "desk-e", State: "running"}) // no driver needed
 	c := e.connect(t, f.admin, agent)
@@ -764,7 +764,7 @@ func BenchmarkComputerIdleBytes(b *testing.B) {
 // (a password change) or disabling the account closes it (issue 15, item 1).
 func TestComputerChannelEndsWithTheSession(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{StatePoll: time.Hour})
+	e := newComputerEnv(t, f, ComputerConfig{PingInterval: time.Hour}) // only Reauthenticate can end it here
 	agent := e.agent(t, "user1", "bobs")
 	e.desktops.set(agent, Desktop{ID: "desk-s", State: "stopped"})
 	ended := func(name string, end func(token string)) {

@@ -24,6 +24,9 @@ type VMs interface {
 	Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error)
 	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
 	ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error)
+	AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error)
+	AgentData(ctx context.Context, accountID, agentID string, measure bool) (vm.AgentData, error)
+	ForgetAgent(ctx context.Context, accountID, agentID string, removeDesktop, deleteData bool) error
 	DeleteData(ctx context.Context, instanceID string) error
 }
 
@@ -34,6 +37,7 @@ func (s *Server) localVMRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /api/app/admin/local-vm/prepare", s.admin(s.vmPrepare))
 	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))
 	mux.Handle("PUT /api/app/admin/local-vm/idle-policy", s.admin(s.vmIdlePolicy))
+	mux.Handle("POST /api/app/admin/local-vm/instances/{id}/{action}", s.admin(s.vmAdminAct))
 	mux.Handle("DELETE /api/app/admin/local-vm/instances/{id}/data", s.admin(s.vmDeleteData))
 	mux.Handle("PUT /api/app/admin/local-vm/image-sources", s.admin(s.vmImageSources))
 	mux.Handle("GET /api/app/agents/{id}/local-vm", s.authed(s.vmAgent))
@@ -235,6 +239,32 @@ func (s *Server) vmImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// vmAdminAct stops or removes any desktop of the node by its id (an administrator's Desktops
+// table): {"force": true} ends the task or control on a desktop in use first.
+func (s *Server) vmAdminAct(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Force bool `json:"force"`
+	}
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	v, err := m.AdminAct(r.Context(), r.PathValue("id"), r.PathValue("action"), body.Force)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("administrator acted on a desktop", "by", principal(r).Username, "desktop", r.PathValue("id"),
+		"action", r.PathValue("action"), "force", body.Force)
 	writeJSON(w, http.StatusOK, v)
 }
 

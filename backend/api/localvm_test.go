@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func newVMFixture(t *testing.T) (*fixture, *vm.Manager) {
 	if f.srv, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
+	f.vmEngine = eng
 	return f, m
 }
 
@@ -204,6 +206,115 @@ func TestComputerSelectionRefusedWhileBusy(t *testing.T) {
 	}
 }
 
+// TestAdminInstanceRoute: the admin instance action reaches another account's desktop by id;
+// members are refused, and bad ids or actions change nothing.
+func TestAdminInstanceRoute(t *testing.T) {
+	f, _ := newVMFixture(t)
+	bobs := f.newAgent(f.user, "BobBot")
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	desk := decodeBody[vm.AgentView](t, f.do(req{method: "POST", path: "/api/app/agents/" + bobs + "/local-vm/create", cookie: f.user})).Desktop
+	base := "/api/app/admin/local-vm/instances/"
+	for _, tc := range []struct {
+		name   string
+		r      req
+		status int
+		has    string
+		state  string // the desktop's state afterwards
+	}{
+		{"member refused", req{method: "POST", path: base + desk.ID + "/stop", cookie: f.user}, 403, "forbidden", "running"},
+		{"no login", req{method: "POST", path: base + desk.ID + "/stop"}, 401, "", "running"},
+		{"unknown desktop", req{method: "POST", path: base + "vm-0000/stop", cookie: f.admin}, 404, "no desktop", "running"},
+		{"unknown action", req{method: "POST", path: base + desk.ID + "/start", cookie: f.admin}, 400, "stop or remove", "running"},
+		{"bad body", req{method: "POST", path: base + desk.ID + "/stop", cookie: f.admin, body: `{"force":"yes"}`}, 400, "invalid", "running"},
+		{"cross-site", req{method: "POST", path: base + desk.ID + "/stop", cookie: f.admin, header: map[string]string{"Origin": "http://evil.example"}}, 403, "", "running"},
+		{"stop another account's desktop", req{method: "POST", path: base + desk.ID + "/stop", cookie: f.admin}, 200, `"state":"stopped"`, "stopped"},
+		{"remove it", req{method: "POST", path: base + desk.ID + "/remove", cookie: f.admin, body: `{"force":false}`}, 200, `"state":"absent"`, "absent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do(tc.r)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.has) {
+				t.Fatalf("%s %s: %d %s; want %d with %q", tc.r.method, tc.r.path, rec.Code, rec.Body, tc.status, tc.has)
+			}
+			if in, err := f.store.VMInstance(desk.ID); err != nil || in.State != tc.state {
+				t.Fatalf("desktop afterwards: %+v %v; want %s", in.State, err, tc.state)
+			}
+		})
+	}
+}
+
+// TestAgentDeleteRoute: deleting an agent removes its desktop and keeps its work files unless
+// the person asked to delete them; the preview shows their sizes.
+func TestAgentDeleteRoute(t *testing.T) {
+	f, _ := newVMFixture(t)
+	keep := f.newAgent(f.user, "Keeper")
+	drop := f.newAgent(f.user, "Dropper")
+	running := f.newAgent(f.user, "Runner")
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	if rec := f.do(req{method: "PUT", path: "/api/app/admin/local-vm/policy", cookie: f.admin, body: `{"isolation":"per-agent","maxInstances":3}`}); rec.Code != 200 {
+		t.Fatalf("policy: %d %s", rec.Code, rec.Body)
+	}
+	desk := map[string]vm.InstanceView{}
+	for _, id := range []string{keep, drop, running} {
+		rec := f.do(req{method: "POST", path: "/api/app/agents/" + id + "/local-vm/create", cookie: f.user})
+		if rec.Code != 200 {
+			t.Fatalf("create: %d %s", rec.Code, rec.Body)
+		}
+		desk[id] = decodeBody[vm.AgentView](t, rec).Desktop
+	}
+	pre := decodeBody[deletionJSON](t, f.do(req{method: "GET", path: "/api/app/agents/" + drop + "/deletion", cookie: f.user}))
+	if len(pre.Volumes) != 2 || pre.SizeBytes != 2*vmtest.VolumeSize || len(pre.Desktops) != 1 || pre.Desktops[0].State != "running" {
+		t.Fatalf("preview %+v", pre)
+	}
+	records := func() []string {
+		st, err := f.srv.cfg.VMs.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, in := range st.Instances {
+			out = append(out, in.ID)
+		}
+		return out
+	}
+	// Default: the desktop goes, the data stays.
+	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + keep, cookie: f.user}); rec.Code != 204 {
+		t.Fatalf("delete: %d %s", rec.Code, rec.Body)
+	}
+	// With the data.
+	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + drop, cookie: f.user, body: `{"removeDesktop":true,"deleteData":true}`}); rec.Code != 204 {
+		t.Fatalf("delete with data: %d %s", rec.Code, rec.Body)
+	}
+	// Keeping the desktop running: it stays, orphaned.
+	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + running, cookie: f.user, body: `{"removeDesktop":false}`}); rec.Code != 204 {
+		t.Fatalf("delete keeping the desktop: %d %s", rec.Code, rec.Body)
+	}
+	ids := records()
+	if slices.Contains(ids, desk[keep].ID) || slices.Contains(ids, desk[drop].ID) || !slices.Contains(ids, desk[running].ID) {
+		t.Fatalf("desktop records afterwards: %v", ids)
+	}
+	st, _ := f.srv.cfg.VMs.Status(context.Background())
+	for _, in := range st.Instances {
+		if in.ID == desk[running].ID && (!in.Orphaned || in.State != "running") {
+			t.Fatalf("the kept desktop: %+v", in)
+		}
+	}
+	vols := f.vmEngine.Volumes()
+	for _, v := range []string{desk[keep].Workspace, desk[keep].BrowserVolume, desk[running].Workspace} {
+		if !slices.Contains(vols, v) {
+			t.Errorf("volume %s was deleted without being asked to", v)
+		}
+	}
+	for _, v := range []string{desk[drop].Workspace, desk[drop].BrowserVolume} {
+		if slices.Contains(vols, v) {
+			t.Errorf("volume %s is still there after a delete with data", v)
+		}
+	}
+}
+
 // An administrator deletes an agent's retained workspace and browser profile explicitly
 // (issue 15, item 12: they outlived the agent forever); in use it is refused, members cannot.
 func TestDeleteDesktopData(t *testing.T) {
@@ -224,7 +335,8 @@ func TestDeleteDesktopData(t *testing.T) {
 	}
 	m.MarkIdle(id)
 	// The agent is deleted; its desktop's data stays until the administrator deletes it.
-	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + agent, cookie: f.user}); rec.Code != 204 {
+	// (Its desktop is kept: {"removeDesktop": false}; removing it would forget the record.)
+	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + agent, cookie: f.user, body: `{"removeDesktop":false}`}); rec.Code != 204 {
 		t.Fatalf("delete agent: %d", rec.Code)
 	}
 	if _, err := f.store.VMInstance(id); err != nil {

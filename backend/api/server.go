@@ -44,8 +44,11 @@ type Config struct {
 	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers  Computers                               // agents' computer settings; nil answers 503
 	Engines    Engines                                 // the node's engine choice; nil answers 503
-	Logger     *slog.Logger
-	Version    string
+	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
+	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
+	Housekeeping Housekeeping
+	Logger       *slog.Logger
+	Version      string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -141,12 +144,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/auth/login", s.login)
 	mux.Handle("POST /api/auth/logout", s.authed(s.logout))
 	mux.Handle("GET /api/auth/me", s.authed(s.me))
+	mux.Handle("GET /api/app/events", s.authed(s.streamEvents))
 
 	mux.Handle("GET /api/app/agents", s.authed(s.listAgents))
 	mux.Handle("POST /api/app/agents", s.authed(s.createAgent))
 	mux.Handle("GET /api/app/agents/{id}", s.authed(s.getAgent))
 	mux.Handle("PATCH /api/app/agents/{id}", s.authed(s.renameAgent))
 	mux.Handle("DELETE /api/app/agents/{id}", s.authed(s.deleteAgent))
+	mux.Handle("GET /api/app/agents/{id}/deletion", s.authed(s.agentDeletion))
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
@@ -157,6 +162,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
 	s.engineRoutes(mux)
+	mux.Handle("GET /api/app/admin/housekeeping", s.admin(s.leftovers))
+	mux.Handle("POST /api/app/admin/housekeeping/clean", s.admin(s.cleanLeftovers))
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	s.userRoutes(mux)

@@ -9,6 +9,7 @@ import (
 
 	"cubicle/backend"
 	"cubicle/backend/doctor"
+	"cubicle/backend/fault"
 	"cubicle/backend/link"
 )
 
@@ -23,12 +24,18 @@ func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 }
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--json] [--check-store]")
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--json] [--check-store] [--clean] [--remove-volume NAME]...")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
 	asJSON := fs.Bool("json", false, `print {"engines": […], "checks": […], "ok": bool} instead of tables`)
 	storeOnly := fs.Bool("check-store", false, "only check the data file fully, every page and record (stop Cubicle first)")
+	clean := fs.Bool("clean", false, "remove the leftover desktop containers and unused desktop image tags listed (never volumes)")
+	var volumes names
+	fs.Var(&volumes, "remove-volume", "remove this leftover volume (someone's work files; repeat for more)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *asJSON && (*clean || len(volumes) > 0) {
+		return fault.Invalid("--clean and --remove-volume print what they removed: use them without --json")
 	}
 	if *storeOnly {
 		return checkStore(e, *dataDir)
@@ -73,6 +80,12 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ep.Kind, src, ep.Socket, state, ep.Version, where)
 		}
 		tw.Flush()
+	}
+	if !*asJSON {
+		// The leftovers on the engine (and, on request, their clean-up) after the checks.
+		if err := leftovers(ctx, e, *dataDir, e.getenv("CUBICLE_ENGINE"), *clean, volumes); err != nil {
+			return err
+		}
 	}
 	if !r.OK() {
 		where := "see FIX above"

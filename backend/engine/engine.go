@@ -119,6 +119,25 @@ type ContainerState struct {
 	ExitCode  int
 	StartedAt time.Time
 	PID       int // host pid of the container's init, 0 when not running
+	// Mounts are the container's bind mounts (host directory → container path) and Volumes
+	// its named volumes; filled by InspectContainer only (a list does not carry them).
+	Mounts  []Mount
+	Volumes []VolumeMount
+}
+
+// Stats is what a container uses now, as the engine samples it.
+type Stats struct {
+	CPUPercent  float64 // of one CPU: 200 = two CPUs busy
+	MemoryBytes uint64
+	MemoryLimit uint64
+	PIDs        uint64
+}
+
+// Volume describes a named volume.
+type Volume struct {
+	Name      string
+	Labels    map[string]string
+	CreatedAt time.Time
 }
 
 // Image is what an engine reports about an image.

@@ -50,6 +50,7 @@ func (m *Manager) SetPolicy(ctx context.Context, isolation string, maxInstances 
 		return store.NodeSettings{}, fmt.Errorf("save the Local VM policy: %w", err)
 	}
 	m.log.Info("local VM policy changed", "isolation", isolation, "maxInstances", maxInstances)
+	m.settingsChanged(ns)
 	return ns, nil
 }
 
@@ -97,5 +98,13 @@ func (m *Manager) SetIdlePolicy(ctx context.Context, requestID string, minutes i
 	m.idleMins = ns.IdleStopMinutes
 	m.mu.Unlock()
 	m.wakeLoop()
+	m.settingsChanged(ns)
 	return ns, nil
+}
+
+// settingsChanged tells Config.OnSettings about the node's settings.
+func (m *Manager) settingsChanged(ns store.NodeSettings) {
+	if m.cfg.OnSettings != nil {
+		m.cfg.OnSettings(ns)
+	}
 }

@@ -114,9 +114,11 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 		Message: "stopping VM tasks and desktops", Percent: 0, StartedAt: m.clock.Now().UTC()}}
 	m.preps[key] = j
 	m.preparing++
+	first := j.state
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		m.prepared(first)
 		res, err := m.prepare(m.ctx, j, k)
 		m.mu.Lock()
 		m.preparing--
@@ -128,8 +130,10 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 		} else {
 			j.state.Phase, j.state.Percent, j.state.Message = "done", 100, "image ready: "+res.Ref
 		}
+		st := j.state
 		m.mu.Unlock()
 		close(j.done)
+		m.prepared(st)
 	}()
 	return j, nil
 }
@@ -140,7 +144,16 @@ func (m *Manager) progress(j *prepJob, phase, msg string, pct float64) {
 	if pct >= 0 {
 		j.state.Percent = pct
 	}
+	st := j.state
 	m.mu.Unlock()
+	m.prepared(st)
+}
+
+// prepared tells Config.OnPrepare about a preparation's progress.
+func (m *Manager) prepared(st PrepareState) {
+	if m.cfg.OnPrepare != nil {
+		m.cfg.OnPrepare(st)
+	}
 }
 
 // prepare is SPEC §1.2: stop tasks and desktops, ensure the image, verify it in a probe

@@ -38,12 +38,22 @@ type ImageView struct {
 // InstanceView is a desktop as the API shows it.
 type InstanceView struct {
 	ID          string `json:"id"`
-	Scope       string `json:"scope"` // shared | agent | compose
+	NodeID      string `json:"nodeId"`
+	Scope       string `json:"scope"` // shared | agent | browser | task | compose
 	AccountID   string `json:"accountId,omitempty"`
 	AgentID     string `json:"agentId,omitempty"`
 	Description string `json:"description"`
-	Name        string `json:"name,omitempty"` // compose desktops
-	Fixed       bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
+	// Owner is the owning account's username ("" for fixed desktops or a deleted account).
+	Owner string `json:"owner,omitempty"`
+	// Agents are the agents that use the desktop: the agent of an own desktop, browser or task
+	// desktop; every agent of the account on a Local VM (or auto) for a shared one.
+	Agents []AgentRef `json:"agents"`
+	// Orphaned: the desktop's agent (or, for a shared desktop, its account) was deleted.
+	Orphaned bool `json:"orphaned"`
+	// Removed: the record is gone (an answer to the removal of an orphaned or task desktop).
+	Removed bool   `json:"removed,omitempty"`
+	Name    string `json:"name,omitempty"` // compose desktops
+	Fixed   bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
 	// Task marks a helper's task-isolated desktop: removed when its task ends, never started,
 	// stopped, recreated or removed by people.
 	Task          bool      `json:"task"`
@@ -70,6 +80,12 @@ type InstanceView struct {
 	// when the link ended or cannot be made (LastError says why; Start repairs it); empty
 	// when not running or not yet connected.
 	Health string `json:"health,omitempty"`
+}
+
+// AgentRef names an agent.
+type AgentRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 // Health values of InstanceView.
@@ -184,10 +200,28 @@ func (m *Manager) engineView(ctx context.Context) EngineView {
 
 func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	v := InstanceView{
-		ID: in.ID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID, Name: in.Name,
+		ID: in.ID, NodeID: in.NodeID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID, Name: in.Name,
 		Description: m.describe(in), Fixed: in.Scope == scopeCompose, Task: in.Scope == scopeTask,
 		ImageKey: in.ImageKey, ImageRef: in.ImageRef, State: in.State, Container: in.ContainerName,
 		Workspace: in.WorkspaceVol, BrowserVolume: in.ProfileVol, StartedAt: in.StartedAt, LastError: in.LastError, HostWall: in.HostWall,
+		Agents: []AgentRef{}, Orphaned: m.orphaned(in),
+	}
+	if acc, err := m.st.Account(in.AccountID); err == nil && in.AccountID != "" {
+		v.Owner = acc.Username
+	}
+	switch in.Scope {
+	case scopeShared:
+		if ags, err := m.st.Agents(in.AccountID); err == nil {
+			for _, a := range ags {
+				if a.Computer == "vm" || a.Computer == "auto" {
+					v.Agents = append(v.Agents, AgentRef{ID: a.ID, Name: a.Name})
+				}
+			}
+		}
+	case scopeAgent, scopeBrowser, scopeTask:
+		if a, err := m.st.Agent(in.AgentID); err == nil {
+			v.Agents = append(v.Agents, AgentRef{ID: a.ID, Name: a.Name})
+		}
 	}
 	if in.ImageKey != "" && in.ImageRef != "" && in.ContainerID != "" {
 		if img, err := m.st.VMImage(m.node, in.ImageKey); err == nil && img.Ref != in.ImageRef {

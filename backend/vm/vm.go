@@ -78,7 +78,12 @@ type Engine interface {
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	// RemoveVolume: fault.ErrNotFound when absent, fault.ErrConflict while a container uses it.
 	RemoveVolume(ctx context.Context, name string) error
+	// VolumeSizes measures the named volumes (bytes by name; -1 unknown); it may take seconds.
+	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
+	// ContainerStats samples a running container: fault.ErrConflict when it does not run.
+	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 	// ExecAttach starts an attached exec session (the exec link to a desktop's driver).
 	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 	// Events subscribes to container events (labels: a selector, nil for all); it returns
@@ -102,6 +107,9 @@ type Activity interface {
 	// StopAll cancels every VM task and ends every control lease of this node's desktops
 	// (before an image is prepared, SPEC §1.2).
 	StopAll(ctx context.Context, reason string) error
+	// Revoke ends the agent task or person's control on instanceID (fenced: late operations of
+	// the old holder are refused), before an administrator stops or removes it anyway.
+	Revoke(instanceID string)
 }
 
 // Clock is the manager's time source; tests pass a fake one.
@@ -206,6 +214,12 @@ type Config struct {
 	// called synchronously, possibly with an instance's operation under way: it must return
 	// quickly and must not call the Manager's lifecycle methods.
 	OnChange func(InstanceChange)
+	// OnPrepare, when set, hears every step of an image preparation and its end, with the same
+	// contract as OnChange.
+	OnPrepare func(PrepareState)
+	// OnSettings, when set, hears the node's settings after the policy or the idle policy
+	// changed, with the same contract as OnChange.
+	OnSettings func(store.NodeSettings)
 	// ResyncInterval is how often the store is compared with the whole engine, as a safety
 	// net under the event stream; 0 = 15 s.
 	ResyncInterval time.Duration
@@ -214,13 +228,14 @@ type Config struct {
 // InstanceChange is a change of one desktop's recorded state.
 type InstanceChange struct {
 	InstanceID string
-	Scope      string // shared | agent | task | compose
+	Scope      string // shared | agent | browser | task | compose
 	AccountID  string
 	AgentID    string
-	State      string // the new state (State* constants)
+	State      string // the new state
 	Previous   string // the state before ("" for a new record)
 	LastError  string
-	// Removed: the record itself is gone (a task desktop whose task ended).
+	// Removed: the record itself is gone (a task desktop whose task ended, an orphaned desktop
+	// removed by an administrator, the desktop of a deleted agent).
 	Removed bool
 	At      time.Time
 }

@@ -70,10 +70,11 @@ export async function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Starts `cubicle serve` and waits until GET /api/health answers. Returns { url, stop, log }.
+ * Starts `cubicle serve` (opts.env: extra environment) and waits until GET /api/health
+ * answers. Returns { url, stop, log }.
  * stop() ends the server (SIGTERM, then SIGKILL after 5 s) and deletes its data dir.
  */
-export async function startServer() {
+export async function startServer(opts = {}) {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-e2e-'));
   const url = `http://127.0.0.1:${port}`;
@@ -83,6 +84,7 @@ export async function startServer() {
       ...process.env,
       CUBICLE_ADMIN_USER: adminUser,
       CUBICLE_ADMIN_PASSWORD: adminPassword,
+      ...(opts.env ?? {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -200,4 +202,12 @@ export async function unexplainedProblems(problems, context, url, agentId) {
       !(chatMissing && /status of 503 \(Service Unavailable\)/.test(p)) &&
       !(wsMissing && /WebSocket connection to .*\/computer' failed: .*404/.test(p)),
   );
+}
+
+/** Opens the computer panel's "Configure" section (collapsed by default) if it is closed. */
+export async function openConfigure(page) {
+  const details = page.locator('#computer-configure');
+  await details.waitFor();
+  if ((await details.getAttribute('open')) === null) await details.locator('summary').click();
+  await page.locator('#computer-selector').waitFor();
 }

@@ -9,6 +9,7 @@ import {
   launchBrowser,
   logIn,
   missingPrerequisite,
+  openConfigure,
   phoneViewport,
   screenshot,
   startServer,
@@ -104,6 +105,9 @@ describe('web UI', { skip: skip || false }, () => {
     const toggle = page.locator('#computer-toggle');
     if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
     await page.locator('#computer-panel').waitFor();
+    // Screen first: the computer type is under "Configure", collapsed until opened.
+    assert.equal(await page.locator('#computer-selector').isVisible(), false);
+    await openConfigure(page);
     assert.equal(await page.locator('#computer-selector').isVisible(), true);
     assert.equal(await page.locator('input[name=computer]').count(), 6);
     // The selector shows the type the server gave the new agent (its default).
@@ -119,7 +123,7 @@ describe('web UI', { skip: skip || false }, () => {
     await page.locator('.status-line', { hasText: /^Saved: None$/ }).waitFor();
     const empty = page.locator('#computer-empty');
     assert.equal(await empty.isVisible(), true);
-    assert.match(await empty.textContent(), /No desktop for None/);
+    assert.match(await empty.textContent(), /No computer \(None\)/);
     assert.equal(await page.locator('#allow-host-environment').count(), 0);
     assert.equal((await api(`/api/app/agents/${agentId}`)).computer, 'none');
 

@@ -5,7 +5,17 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { desktopViewport, launchBrowser, logIn, missingPrerequisite, screenshot, startServer, unexplainedProblems, watchPage } from './harness.mjs';
+import {
+  desktopViewport,
+  launchBrowser,
+  logIn,
+  missingPrerequisite,
+  openConfigure,
+  screenshot,
+  startServer,
+  unexplainedProblems,
+  watchPage,
+} from './harness.mjs';
 
 const skip = missingPrerequisite();
 
@@ -205,6 +215,7 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     await page.locator('#chat-title', { hasText: 'Operator' }).waitFor();
     const toggle = page.locator('#computer-toggle');
     if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    await openConfigure(page);
     await page.locator('#agent-model-form').waitFor();
     await page.waitForFunction(() => !document.getElementById('agent-model-save').disabled);
     await page.fill('#agent-model-base-url', 'http://127.0.0.1:9/agent/v1');

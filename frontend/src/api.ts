@@ -116,8 +116,104 @@ export interface Agent {
   name: string;
   computer: ComputerType;
   allowHostEnvironment: boolean;
+  /** The working directory (terminal.cwd); "" or "." is the default. */
+  workdir?: string;
+  /** Bind the desktop at the first tool call (true) or before the first model call (false). */
+  lazyInit?: boolean;
   createdAt: string;
   updatedAt: string;
+}
+
+/** What an agent's turn gets (GET /api/app/agents/:id/computer-plan; backend/computer Plan.Notice). */
+export interface PlanNotice {
+  selected: string;
+  computer: string;
+  label: string;
+  tools: string[];
+  reason?: string;
+  unavailable?: boolean;
+  hostProblem?: string;
+  hostDesktopProblem?: string;
+}
+
+/** GET /api/app/agents/:id/computer-plan. */
+export interface ComputerPlan {
+  agentId: string;
+  next: PlanNotice;
+  last?: PlanNotice;
+}
+
+/** GET/PUT /api/app/admin/host: the execution node's own screen. */
+export interface HostView {
+  nodeId: string;
+  screenControl: boolean;
+  os: { granted: boolean; missing?: string; howToGrant?: string };
+  displays: Array<{ index: number; width: number; height: number; primary?: boolean }>;
+  available: boolean;
+  problem?: string;
+}
+
+/** A desktop volume (work files or browser profile). */
+export interface VolumeView {
+  name: string;
+  kind: string;
+  instanceId: string;
+  /** -1 when the engine could not measure it. */
+  sizeBytes: number;
+}
+
+/** GET /api/app/agents/:id/deletion: what deleting the agent concerns. */
+export interface AgentDeletion {
+  agentId: string;
+  desktops: InstanceView[];
+  shared?: InstanceView;
+  volumes: VolumeView[];
+  /** -1 when a size is unknown. */
+  sizeBytes: number;
+  sizeProblem?: string;
+  /** Why the agent cannot be deleted now. */
+  busy?: string;
+}
+
+/** The body of DELETE /api/app/agents/:id. */
+export interface DeleteAgentOptions {
+  removeDesktop: boolean;
+  deleteData: boolean;
+}
+
+/** GET /api/app/admin/housekeeping. */
+export interface Leftovers {
+  containers: Array<{ name: string; id: string; instance?: string; role?: string; state: string; running: boolean; image?: string; dataDir: string; why: string }>;
+  volumes: Array<{ name: string; instance?: string; kind?: string; sizeBytes: number; createdAt?: string; why: string }>;
+  images: Array<{ ref: string; id: string; sizeBytes: number; createdAt?: string; why: string }>;
+  notes?: string[];
+}
+
+/** What to remove (POST /api/app/admin/housekeeping/clean). */
+export interface LeftoverSelection {
+  containers: string[];
+  volumes: string[];
+  images: string[];
+}
+
+/** One removal's outcome. */
+export interface CleanOutcome {
+  kind: 'container' | 'volume' | 'image';
+  name: string;
+  removed: boolean;
+  error?: string;
+}
+
+/** One message of the event stream (GET /api/app/events; docs/events.md). */
+export interface StreamMessage {
+  type: string;
+  /** "<epoch>-<n>" on bus events; absent on stream.hello / stream.resync. */
+  id?: string;
+  time?: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  data?: any;
+  epoch?: string;
+  admin?: boolean;
 }
 
 /** The body of PUT /api/app/agents/:id/computer-selection. */
@@ -211,10 +307,21 @@ export interface ImageView {
 /** A desktop (backend/vm InstanceView). */
 export interface InstanceView {
   id: string;
+  nodeId?: string;
   scope: string;
   accountId?: string;
   agentId?: string;
   description: string;
+  /** The owning account's username. */
+  owner?: string;
+  /** The agents that use it. */
+  agents?: Array<{ id: string; name: string }>;
+  /** Its agent (or account) was deleted. */
+  orphaned?: boolean;
+  /** The record is gone (the answer to removing an orphaned or task desktop). */
+  removed?: boolean;
+  workspaceVolume?: string;
+  browserProfileVolume?: string;
   name?: string;
   fixed: boolean;
   /** A temporary task helper's desktop: removed when its task ends; no actions. */
@@ -540,9 +647,61 @@ export class Client {
     return this.request<Agent>('PATCH', agentPath(id), { name });
   }
 
-  /** DELETE /api/app/agents/:id. */
-  async deleteAgent(id: string): Promise<void> {
-    await this.request<void>('DELETE', agentPath(id));
+  /**
+   * DELETE /api/app/agents/:id. Without options the server stops and removes the agent's own
+   * desktop and keeps its work files; deleteData deletes them too (only on request).
+   */
+  async deleteAgent(id: string, opts?: DeleteAgentOptions): Promise<void> {
+    await this.request<void>('DELETE', agentPath(id), opts);
+  }
+
+  /** GET /api/app/agents/:id/deletion: the desktops and data deleting the agent concerns, with sizes (measure false: at once, sizes -1). */
+  agentDeletion(id: string, measure = true): Promise<AgentDeletion> {
+    return this.request<AgentDeletion>('GET', `${agentPath(id)}/deletion${measure ? '' : '?sizes=0'}`);
+  }
+
+  /** PUT /api/app/agents/:id/workdir. */
+  setWorkDir(id: string, workdir: string): Promise<{ agent: Agent; rebuilt: boolean }> {
+    return this.request<{ agent: Agent; rebuilt: boolean }>('PUT', `${agentPath(id)}/workdir`, { workdir });
+  }
+
+  /** PUT /api/app/agents/:id/lazy-init. */
+  setLazyInit(id: string, lazyInit: boolean): Promise<Agent> {
+    return this.request<Agent>('PUT', `${agentPath(id)}/lazy-init`, { lazyInit });
+  }
+
+  /** GET /api/app/agents/:id/computer-plan: the computer of the next and the latest turn. */
+  computerPlan(id: string): Promise<ComputerPlan> {
+    return this.request<ComputerPlan>('GET', `${agentPath(id)}/computer-plan`);
+  }
+
+  /** GET /api/app/admin/host (admin only). */
+  host(): Promise<HostView> {
+    return this.request<HostView>('GET', '/api/app/admin/host');
+  }
+
+  /** PUT /api/app/admin/host (admin only): "Host screen control" of the node. */
+  setHostScreenControl(requestId: string, screenControl: boolean): Promise<HostView> {
+    return this.request<HostView>('PUT', '/api/app/admin/host', { requestId, screenControl });
+  }
+
+  /** POST /api/app/admin/local-vm/instances/:id/:action (admin only): any desktop of the node. */
+  adminDesktopAction(id: string, action: 'stop' | 'remove', force = false): Promise<InstanceView> {
+    return this.request<InstanceView>(
+      'POST',
+      `/api/app/admin/local-vm/instances/${encodeURIComponent(id)}/${action}`,
+      force ? { force } : undefined,
+    );
+  }
+
+  /** GET /api/app/admin/housekeeping (admin only): leftovers on the engine. */
+  leftovers(): Promise<Leftovers> {
+    return this.request<Leftovers>('GET', '/api/app/admin/housekeeping');
+  }
+
+  /** POST /api/app/admin/housekeeping/clean (admin only): removes exactly the named leftovers. */
+  cleanLeftovers(sel: LeftoverSelection): Promise<{ outcomes: CleanOutcome[]; leftovers: Leftovers }> {
+    return this.request<{ outcomes: CleanOutcome[]; leftovers: Leftovers }>('POST', '/api/app/admin/housekeeping/clean', sel);
   }
 
   /** PUT /api/app/agents/:id/computer-selection; returns the agent as the server saved it. */
@@ -716,6 +875,11 @@ export class Client {
     return this.request<AgentVM>('PUT', `${agentPath(id)}/local-vm/image`, { imageKey });
   }
 
+  /** PUT /api/app/agents/:id/local-vm/image with a fixed (Compose) desktop instead of an image. */
+  chooseDesktop(id: string, desktop: string): Promise<AgentVM> {
+    return this.request<AgentVM>('PUT', `${agentPath(id)}/local-vm/image`, { desktop });
+  }
+
   /** GET /api/app/chat/sessions?agentId=. */
   async chatSessions(agentId: string): Promise<ChatSessionInfo[]> {
     const res = await this.request<{ sessions: ChatSessionInfo[] | null }>(
@@ -787,6 +951,63 @@ export class Client {
       emit(dec.decode(value, { stream: true }));
     }
     emit(dec.decode() + '\n\n');
+  }
+
+  /**
+   * GET /api/app/events: the event stream, read with fetch (so the desktop window's bearer
+   * token works as the cookie does). Calls onMessage for every message until the stream ends
+   * (resolves) or fails (rejects with an ApiError; 401 also calls onUnauthenticated).
+   * lastEventId resumes after an event seen before.
+   */
+  async events(onMessage: (m: StreamMessage) => void, opts: { lastEventId?: string; signal?: AbortSignal } = {}): Promise<void> {
+    const headers: Record<string, string> = { Accept: 'text/event-stream' };
+    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+    if (opts.lastEventId) headers['Last-Event-ID'] = opts.lastEventId;
+    let res: Response;
+    try {
+      res = await this.fetchImpl(this.baseUrl + '/api/app/events', {
+        method: 'GET',
+        headers,
+        credentials: this.usesToken ? 'omit' : 'same-origin',
+        cache: 'no-store',
+        signal: opts.signal,
+      });
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
+    }
+    if (!res.ok) {
+      const err = await errorFrom(res);
+      if (res.status === 401) this.onUnauthenticated?.();
+      throw err;
+    }
+    const parser = new SSEParser();
+    const emit = (chunk: string) => {
+      for (const data of parser.push(chunk)) {
+        try {
+          onMessage(JSON.parse(data) as StreamMessage);
+        } catch {
+          // not JSON: skip
+        }
+      }
+    };
+    if (!res.body) {
+      emit((await res.text()) + '\n\n');
+      return;
+    }
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        emit(dec.decode(value, { stream: true }));
+      }
+    } catch (err) {
+      if (opts.signal?.aborted) return;
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ApiError(0, 'network', `The event stream broke off (${why}).`);
+    }
   }
 
   /** The base URL ('' = same origin) and bearer token, for the websocket channel. */

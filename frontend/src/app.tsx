@@ -5,7 +5,8 @@ import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Client, type User } from './api';
 import { TopBar } from './components/TopBar';
 import { messageFor } from './errors';
-import { useHashRoute } from './hooks';
+import { EventHub } from './events';
+import { EventsContext, useHashRoute } from './hooks';
 import { AccountPage } from './pages/AccountPage';
 import { AgentsPage } from './pages/AgentsPage';
 import { ChatPage } from './pages/ChatPage';
@@ -38,6 +39,19 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
   const afterLogin = useRef('#/agents');
   const readySent = useRef(false);
   const loggedOut = useRef(false);
+  // The page's one event stream, while someone is signed in.
+  const [hub, setHub] = useState<EventHub | null>(null);
+  const userId = user ? user.id : '';
+  useEffect(() => {
+    if (userId === '') return;
+    const h = new EventHub(client);
+    h.start();
+    setHub(h);
+    return () => {
+      h.stop();
+      setHub(null);
+    };
+  }, [client, userId]);
 
   const loadUser = useCallback(async () => {
     setBootError('');
@@ -170,6 +184,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
   }
 
   return (
+    <EventsContext.Provider value={hub}>
     <div class="shell">
       <TopBar user={user} route={route} canLogOut={shell.kind === 'web'} onLogout={logout} />
       {banner !== '' && (
@@ -182,6 +197,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       )}
       {page}
     </div>
+    </EventsContext.Provider>
   );
 }
 

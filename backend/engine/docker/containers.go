@@ -230,6 +230,14 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (engine.Contai
 			st.StartedAt = t
 		}
 	}
+	for _, m := range d.Mounts {
+		switch m.Type {
+		case "bind":
+			st.Mounts = append(st.Mounts, engine.Mount{Source: m.Source, Target: m.Destination, ReadOnly: !m.RW})
+		case "volume":
+			st.Volumes = append(st.Volumes, engine.VolumeMount{Name: m.Name, Target: m.Destination})
+		}
+	}
 	return st, nil
 }
 

@@ -56,6 +56,9 @@ type Containers interface {
 	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 	RemoveVolume(ctx context.Context, name string) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]string, error)
+	Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error)
+	VolumeSizes(ctx context.Context, names []string) (map[string]int64, error)
+	ContainerStats(ctx context.Context, id string) (engine.Stats, error)
 	Close() error
 }
 
@@ -160,6 +163,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Build", s.testBuild)
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("VolumePersists", s.testVolumePersists)
+	t.Run("Resources", s.testResources)
 	t.Run("ExecAttach", s.testExecAttach)
 	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)

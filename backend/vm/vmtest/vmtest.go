@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -369,18 +370,57 @@ func (f *Engine) EnsureVolume(ctx context.Context, name string, labels map[strin
 	return nil
 }
 
-// RemoveVolume removes a volume; a missing one is fault.ErrNotFound.
+// RemoveVolume deletes a volume: fault.ErrNotFound when absent, fault.ErrConflict while a
+// container mounts it.
 func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
-	if err := f.hit(ctx, "RemoveVolume"); err != nil {
-		return err
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.hit(ctx, "remove-volume"); err != nil {
+		return err
+	}
 	if _, ok := f.vols[name]; !ok {
-		return fault.NotFound("no volume %q", name)
+		return fault.NotFound("no volume %s", name)
+	}
+	for _, c := range f.ctrs {
+		for _, v := range c.Spec.Volumes {
+			if v.Name == name {
+				return fault.Conflict("volume %s is in use by container %s", name, c.Spec.Name)
+			}
+		}
 	}
 	delete(f.vols, name)
 	return nil
+}
+
+// VolumeSizes says every volume (of names; all when empty) holds VolumeSize bytes.
+func (f *Engine) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int64{}
+	for v := range f.vols {
+		if len(names) == 0 || slices.Contains(names, v) {
+			out[v] = VolumeSize
+		}
+	}
+	return out, nil
+}
+
+// VolumeSize is the size the fake engine reports for every volume.
+const VolumeSize = 5 << 20
+
+// ContainerStats reports fixed numbers for a running container (12.5 % CPU, 100 MiB of 3 GiB,
+// 42 processes); fault.ErrConflict when it does not run.
+func (f *Engine) ContainerStats(ctx context.Context, id string) (engine.Stats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return engine.Stats{}, err
+	}
+	if !c.State.Running {
+		return engine.Stats{}, fault.Conflict("container %s does not run", id)
+	}
+	return engine.Stats{CPUPercent: 12.5, MemoryBytes: 100 << 20, MemoryLimit: 3 << 30, PIDs: 42}, nil
 }
 
 // Running returns the names of the running containers, sorted.
@@ -518,6 +558,22 @@ type Activity struct {
 	mu       sync.Mutex
 	busy     map[string]string
 	stopAlls int
+	revoked  []string
+}
+
+// Revoke ends whoever uses id (the busy mark) and records the call.
+func (a *Activity) Revoke(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.revoked = append(a.revoked, id)
+	delete(a.busy, id)
+}
+
+// Revoked returns the ids Revoke was called with, in order.
+func (a *Activity) Revoked() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.revoked...)
 }
 
 // SetBusy marks id as used by who ("" clears it).

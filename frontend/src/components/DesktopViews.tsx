@@ -2,14 +2,26 @@
 // desktop"), the dual desktop (two agents' desktops side by side, view only on entry), and
 // the phone's black full-screen computer view (SPEC §1.4, §1.8).
 
-import { useEffect, useRef, useState } from 'preact/hooks';
-import type { Agent, AgentVM, Client } from '../api';
-import { messageFor } from '../errors';
+import { useRef, useState } from 'preact/hooks';
+import type { Agent, Client } from '../api';
 import { refusalText, type ChannelError, type Lease } from '../screen';
+import { DesktopActions, DesktopState, useAgentVM } from './DesktopActions';
 import { ScreenView, type ScreenHandle } from './ScreenView';
+
+/** A Local VM desktop's actions (Stop, Recreate, Remove instance) next to a big screen. */
+function VMButtons({ client, agentId }: { client: Client; agentId: string }) {
+  const vm = useAgentVM(client, agentId);
+  return (
+    <div class="view-actions">
+      <DesktopState vm={vm.data} />
+      <DesktopActions client={client} agentId={agentId} vm={vm} />
+    </div>
+  );
+}
 
 /** The interactive view of one desktop: takes over on open, hands back on close. */
 export function InteractiveDesktop({ client, agent, onClose }: { client: Client; agent: Agent; onClose: () => void }) {
+  const vmAgent = agent.computer === 'vm' || agent.computer === 'auto';
   return (
     <section class="desktop-view" id="interactive-desktop" aria-label={`${agent.name}'s desktop`}>
       <header class="desktop-head">
@@ -18,7 +30,13 @@ export function InteractiveDesktop({ client, agent, onClose }: { client: Client;
           Close (hand back)
         </button>
       </header>
-      <ScreenView client={client} agentId={agent.id} variant="full" autoTakeOver />
+      <ScreenView
+        client={client}
+        agentId={agent.id}
+        variant="full"
+        autoTakeOver
+        actions={vmAgent ? <VMButtons client={client} agentId={agent.id} /> : undefined}
+      />
     </section>
   );
 }
@@ -88,6 +106,7 @@ export function DualDesktop({ client, agents, agentId, onClose }: { client: Clie
                 label={picker(side.v, side.set, `${side.id}-pick`)}
                 takeOver={takeOver}
                 onHandle={onHandle}
+                actions={<VMButtons client={client} agentId={side.v} />}
               />
             )}
           </div>
@@ -97,48 +116,73 @@ export function DualDesktop({ client, agents, agentId, onClose }: { client: Clie
   );
 }
 
-/** The phone's computer view: black, full screen, original aspect ratio. */
+/**
+ * The phone's computer view (SPEC §1.8): black, full screen, original aspect ratio; top bar
+ * with the agent's name, shared badge and status; take over / hand back at the bottom. An agent
+ * without a computer here shows the hint to configure one on a wider screen; phones never
+ * create a desktop.
+ */
 export function MobileComputer({ client, agent, onClose }: { client: Client; agent: Agent; onClose: () => void }) {
-  const [vm, setVm] = useState<AgentVM | null>(null);
-  const [error, setError] = useState('');
-  useEffect(() => {
-    if (agent.computer !== 'vm') return;
-    client.agentVM(agent.id).then(setVm, (err) => setError(messageFor(err)));
-  }, [client, agent]);
-  const loading = agent.computer === 'vm' && vm === null && error === '';
-  const hasComputer = agent.computer === 'vm' && vm !== null && vm.desktop.state !== '' && vm.desktop.state !== 'absent';
+  const screenKind = agent.computer === 'host' || agent.computer === 'browser';
+  const vmKind = agent.computer === 'vm' || agent.computer === 'auto';
   return (
     <div class="mobile-computer" id="mobile-computer" role="dialog" aria-label={`${agent.name}'s computer`}>
-      {loading ? (
-        <div class="mobile-empty">
-          <p class="muted">Loading {agent.name}'s computer…</p>
-        </div>
-      ) : !hasComputer || error !== '' ? (
-        <>
-          <div class="mobile-top">
-            <strong>{agent.name}</strong>
-            <button class="btn ghost small" type="button" id="mobile-close" onClick={onClose} aria-label="Close">
-              ✕
-            </button>
-          </div>
-          <div class="mobile-empty" id="mobile-no-computer">
-            <p>{error !== '' ? error : `${agent.name} has no computer yet.`}</p>
-            <p class="muted small">Configure a computer for this agent on the desktop app or a wider screen.</p>
-          </div>
-        </>
+      {vmKind ? (
+        <MobileVM client={client} agent={agent} onClose={onClose} />
+      ) : screenKind ? (
+        <MobileScreen client={client} agent={agent} onClose={onClose} />
       ) : (
-        <ScreenView
-          client={client}
-          agentId={agent.id}
-          variant="mobile"
-          label={<strong class="mobile-name">{agent.name}</strong>}
-          actions={
-            <button class="btn ghost small" type="button" id="mobile-close" onClick={onClose}>
-              Close
-            </button>
-          }
-        />
+        <MobileHint agent={agent} onClose={onClose} text={`${agent.name} has no computer here.`} />
       )}
     </div>
+  );
+}
+
+function MobileVM({ client, agent, onClose }: { client: Client; agent: Agent; onClose: () => void }) {
+  const vm = useAgentVM(client, agent.id);
+  if (vm.data === null && vm.error === '') {
+    return (
+      <div class="mobile-empty">
+        <p class="muted">Loading {agent.name}'s computer…</p>
+      </div>
+    );
+  }
+  const state = vm.data?.desktop.state ?? '';
+  if (vm.error !== '' || state === '' || state === 'absent') {
+    return <MobileHint agent={agent} onClose={onClose} text={vm.error !== '' ? vm.error : `${agent.name} has no computer yet.`} />;
+  }
+  return <MobileScreen client={client} agent={agent} onClose={onClose} />;
+}
+
+function MobileScreen({ client, agent, onClose }: { client: Client; agent: Agent; onClose: () => void }) {
+  return (
+    <ScreenView
+      client={client}
+      agentId={agent.id}
+      variant="mobile"
+      label={<strong class="mobile-name">{agent.name}</strong>}
+      actions={
+        <button class="btn ghost small" type="button" id="mobile-close" onClick={onClose}>
+          Close
+        </button>
+      }
+    />
+  );
+}
+
+function MobileHint({ agent, onClose, text }: { agent: Agent; onClose: () => void; text: string }) {
+  return (
+    <>
+      <div class="mobile-top">
+        <strong>{agent.name}</strong>
+        <button class="btn ghost small" type="button" id="mobile-close" onClick={onClose} aria-label="Close">
+          ✕
+        </button>
+      </div>
+      <div class="mobile-empty" id="mobile-no-computer">
+        <p>{text}</p>
+        <p class="muted small">Configure a computer for this agent on the desktop app or a wider screen.</p>
+      </div>
+    </>
   );
 }

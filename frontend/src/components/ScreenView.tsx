@@ -9,6 +9,7 @@ import type { Client } from '../api';
 import { messageFor } from '../errors';
 import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
 import { formatCountdown } from '../settings/vmtext';
+import { KeyRow, touchDevice, useTouch } from './TouchInput';
 import {
   buttonFor,
   channelUrl,
@@ -66,6 +67,7 @@ export function ScreenView(props: ScreenViewProps) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const overlayCanvas = useRef<HTMLCanvasElement>(null);
   const overlay = useRef<PointerOverlay | null>(null);
+  const stage = useRef<HTMLDivElement>(null);
   const chan = useRef<ScreenChannel | null>(null);
   const [lossless, setLossless] = useState(false);
   const [cursorCSS, setCursorCSS] = useState('');
@@ -209,6 +211,19 @@ export function ScreenView(props: ScreenViewProps) {
   };
   const lastMove = useRef(0);
   const send = (a: Parameters<ScreenChannel['input']>[0]) => chan.current?.input(a) ?? false;
+  // Touch (phones, tablets): gestures on the stage, the view zoom, the trackpad cursor.
+  const touch = useTouch({
+    stage,
+    canvas,
+    size,
+    mine,
+    send,
+    onViewTap: variant === 'panel' ? props.onPreviewClick : undefined,
+  });
+  const touchKeys = mine && variant !== 'panel' && (variant === 'mobile' || touchDevice());
+  const keyRow = touchKeys && (
+    <KeyRow send={send} mode={touch.mode} onMode={touch.setMode} zoomed={touch.zoomed} onResetZoom={touch.resetZoom} />
+  );
 
   const onMouseDown = (e: MouseEvent) => {
     if (!mine) {
@@ -324,13 +339,21 @@ export function ScreenView(props: ScreenViewProps) {
           </span>
         )}
       </div>
-      <div class="screen-stage">
+      <div
+        class={`screen-stage touch-${touch.mode}`}
+        ref={stage}
+        onTouchStart={touch.handlers.onTouchStart}
+        onTouchMove={touch.handlers.onTouchMove}
+        onTouchEnd={touch.handlers.onTouchEnd}
+        onTouchCancel={touch.handlers.onTouchCancel}
+      >
         <canvas
           ref={canvas}
           class="screen-canvas"
           width={16}
           height={10}
           tabIndex={0}
+          style={touch.zoomStyle}
           aria-label={mine ? 'Desktop screen: you are in control' : 'Desktop screen (view only)'}
           data-frames={frames}
           data-lossless={lossless ? 'true' : 'false'}
@@ -366,6 +389,9 @@ export function ScreenView(props: ScreenViewProps) {
             Click to open the desktop
           </div>
         )}
+        {touch.mode === 'trackpad' && touch.cursorAt && (mine || touchKeys) && (
+          <div class="touch-cursor" aria-hidden="true" style={{ left: `${touch.cursorAt.left}px`, top: `${touch.cursorAt.top}px` }} />
+        )}
       </div>
       <div class="screen-actions">
         {mine ? (
@@ -392,6 +418,7 @@ export function ScreenView(props: ScreenViewProps) {
       )}
       {mine && variant !== 'panel' && variant !== 'mobile' && (
         <div class="screen-input">
+          {keyRow}
           {textEntry}
           {shortcutRow}
           <p class="muted small">
@@ -401,16 +428,17 @@ export function ScreenView(props: ScreenViewProps) {
       )}
       {mine && variant === 'mobile' && (
         <div class="screen-input mobile-input">
+          {keyRow}
           <details>
-            <summary>Keyboard</summary>
+            <summary>Shortcuts</summary>
             {shortcutRow}
           </details>
-          <details open>
+          <details>
             <summary>Text</summary>
             {textEntry}
           </details>
           <details>
-            <summary>Scroll and hand back</summary>
+            <summary>Scroll, touch and hand back</summary>
             <div class="shortcut-row">
               {[-5, 5].map((dy) => (
                 <button
@@ -424,7 +452,11 @@ export function ScreenView(props: ScreenViewProps) {
                 </button>
               ))}
             </div>
-            <p class="small">Tap the screen to click. Tap “Hand back” when you are done so the agent can continue.</p>
+            <p class="small">
+              Direct: tap to click, hold for a right click, drag to drag, two fingers to scroll, pinch to zoom. Trackpad: move
+              the cursor with one finger, tap to click, tap with two fingers for a right click. Tap “Hand back” when you are
+              done so the agent can continue.
+            </p>
           </details>
         </div>
       )}

@@ -1,9 +1,8 @@
 // The execution timeline of a chat session (SPEC §2.5): every tool run with its step,
 // status and duration, the failure rate, and the totals per tool.
 
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Client, type Timeline as TimelineData } from '../api';
-import { messageFor } from '../errors';
+import { ApiError, type Client } from '../api';
+import { useServerState } from '../hooks';
 
 const tone: Record<string, string> = {
   SUCCESS: 'ok',
@@ -18,34 +17,18 @@ function ms(n: number): string {
   return n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)} s` : `${n} ms`;
 }
 
-/** The timeline view. */
+/**
+ * The timeline view. It follows the event stream: every tool run recorded or finished in this
+ * session (timeline.entry) loads it again; nothing polls while the stream is up.
+ */
 export function Timeline({ client, sessionId, running }: { client: Client; sessionId: string; running: boolean }) {
-  const [data, setData] = useState<TimelineData | null>(null);
-  const [error, setError] = useState('');
-  const [empty, setEmpty] = useState(false);
-  useEffect(() => {
-    let live = true;
-    const load = () =>
-      client.chatTimeline(sessionId).then(
-        (d) => {
-          if (!live) return;
-          setData(d);
-          setError('');
-          setEmpty(false);
-        },
-        (err) => {
-          if (!live) return;
-          if (err instanceof ApiError && err.status === 404) setEmpty(true);
-          else setError(messageFor(err));
-        },
-      );
-    void load();
-    const t = running ? setInterval(load, 2000) : undefined;
-    return () => {
-      live = false;
-      if (t) clearInterval(t);
-    };
-  }, [client, sessionId, running]);
+  const st = useServerState(() => client.chatTimeline(sessionId), [client, sessionId], {
+    when: (e) => e.type === 'timeline.entry' && e.data.sessionId === sessionId,
+    fallbackMs: running ? 5000 : 30_000,
+  });
+  const data = st.data;
+  const empty = st.failure instanceof ApiError && st.failure.status === 404;
+  const error = empty ? '' : st.error;
 
   const runs = data?.runs ?? [];
   return (

@@ -1,11 +1,12 @@
 // The agent list: create, rename, delete.
 
 import { useEffect, useState } from 'preact/hooks';
-import type { Agent, Client } from '../api';
+import type { Agent, AgentDeletion, Client } from '../api';
 import { AgentRow } from '../components/AgentRow';
 import { ConfirmDialog } from '../components/ConfirmDialog';
 import { messageFor } from '../errors';
-import { useTitle } from '../hooks';
+import { useEvents, useTitle } from '../hooks';
+import { bytes } from '../settings/vmtext';
 
 interface AgentsPageProps {
   client: Client;
@@ -35,6 +36,10 @@ export function AgentsPage({ client }: AgentsPageProps) {
   useEffect(() => {
     void load();
   }, [client]);
+  // Agents made, renamed or deleted elsewhere (another window) show up here too.
+  useEvents((e) => {
+    if (e.type === 'agent.changed') void load();
+  });
 
   const create = async (e: Event) => {
     e.preventDefault();
@@ -52,12 +57,47 @@ export function AgentsPage({ client }: AgentsPageProps) {
     }
   };
 
+  const [removeDesktop, setRemoveDesktop] = useState(true);
+  const [deleteData, setDeleteData] = useState(false);
+  const [preview, setPreview] = useState<AgentDeletion | null>(null);
+  const [sized, setSized] = useState(false);
+  useEffect(() => {
+    setPreview(null);
+    setSized(false);
+    setRemoveDesktop(true);
+    setDeleteData(false);
+    if (!toDelete) return;
+    let live = true;
+    let measured = false;
+    // What it concerns at once, then the sizes (measuring volumes can take seconds).
+    client.agentDeletion(toDelete.id, false).then(
+      (p) => live && !measured && setPreview(p),
+      () => undefined, // the measured answer below says what went wrong
+    );
+    client.agentDeletion(toDelete.id).then(
+      (p) => {
+        measured = true;
+        if (!live) return;
+        setPreview(p);
+        setSized(true);
+      },
+      (err) => {
+        if (!live) return;
+        setDeleteError(messageFor(err));
+        setSized(true);
+      },
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, toDelete?.id]);
+
   const confirmDelete = async () => {
     if (!toDelete || deleting) return;
     setDeleting(true);
     setDeleteError('');
     try {
-      await client.deleteAgent(toDelete.id);
+      await client.deleteAgent(toDelete.id, { removeDesktop, deleteData: removeDesktop && deleteData });
       const gone = toDelete.id;
       setAgents((list) => (list ?? []).filter((a) => a.id !== gone));
       setToDelete(null);
@@ -137,11 +177,84 @@ export function AgentsPage({ client }: AgentsPageProps) {
           onConfirm={() => void confirmDelete()}
           onCancel={() => setToDelete(null)}
         >
-          <p>
-            The agent and its settings are removed. This cannot be undone.
-          </p>
+          <p>The agent and its settings are removed. This cannot be undone.</p>
+          <DeletionChoices
+            preview={preview}
+            sized={sized}
+            removeDesktop={removeDesktop}
+            deleteData={deleteData}
+            onRemoveDesktop={setRemoveDesktop}
+            onDeleteData={setDeleteData}
+          />
         </ConfirmDialog>
       )}
     </main>
+  );
+}
+
+interface DeletionChoicesProps {
+  preview: AgentDeletion | null;
+  /** Whether the sizes were measured (the first answer comes without them). */
+  sized: boolean;
+  removeDesktop: boolean;
+  deleteData: boolean;
+  onRemoveDesktop: (v: boolean) => void;
+  onDeleteData: (v: boolean) => void;
+}
+
+/**
+ * What happens to the agent's desktop and data: stopping and removing its own desktop is
+ * asked (on by default); deleting its work files and browser profile only when ticked, with
+ * their size shown. A shared desktop stays: the account's other agents use it.
+ */
+function DeletionChoices({ preview, sized, removeDesktop, deleteData, onRemoveDesktop, onDeleteData }: DeletionChoicesProps) {
+  if (!preview) return <p class="muted small">Looking at the agent's desktop…</p>;
+  const own = preview.desktops;
+  const running = own.some((d) => d.state === 'running');
+  return (
+    <div class="deletion-choices" id="delete-choices">
+      {preview.busy && (
+        <p class="form-error" role="alert" id="delete-busy">
+          It cannot be deleted now: {preview.busy}.
+        </p>
+      )}
+      {own.length === 0 ? (
+        <p class="muted small" id="delete-no-desktop">
+          {preview.shared ? 'It uses the shared desktop of your agents, which stays.' : 'It has no desktop of its own.'}
+        </p>
+      ) : (
+        <>
+          <label class="checkbox">
+            <input id="delete-remove-desktop" type="checkbox" checked={removeDesktop} onChange={(e) => onRemoveDesktop(e.currentTarget.checked)} />
+            <span>
+              <span class="checkbox-label">{running ? 'Stop and remove its desktop' : 'Remove its desktop'}</span>
+              <span class="muted small">
+                {own.map((d) => `${d.description} (${d.state})`).join('; ')}. Unticked, it keeps running without an agent until an
+                administrator stops it.
+              </span>
+            </span>
+          </label>
+          <label class="checkbox">
+            <input
+              id="delete-data"
+              type="checkbox"
+              checked={removeDesktop && deleteData}
+              disabled={!removeDesktop || preview.volumes.length === 0}
+              onChange={(e) => onDeleteData(e.currentTarget.checked)}
+            />
+            <span>
+              <span class="checkbox-label">
+                Also delete its work files and browser profile (<span id="delete-size" data-measured={sized ? '1' : '0'}>{sized ? bytes(preview.sizeBytes) : 'measuring…'}</span>)
+              </span>
+              <span class="muted small">
+                {preview.volumes.map((v) => `${v.kind === 'workspace' ? 'work files' : 'browser profile'} ${sized ? bytes(v.sizeBytes) : '…'}`).join(', ')}
+                {preview.sizeProblem ? ` — ${preview.sizeProblem}` : ''}. Unticked, they are kept (Settings → Local VM →
+                Leftovers lists them).
+              </span>
+            </span>
+          </label>
+        </>
+      )}
+    </div>
   );
 }

@@ -8,7 +8,7 @@ import { ComputerPanel } from '../components/ComputerPanel';
 import { Conversation } from '../components/Conversation';
 import { DualDesktop, InteractiveDesktop, MobileComputer } from '../components/DesktopViews';
 import { messageFor } from '../errors';
-import { useTitle } from '../hooks';
+import { useEvents, useTitle } from '../hooks';
 
 interface ChatPageProps {
   client: Client;
@@ -74,6 +74,15 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
       live = false;
     };
   }, [client, agentId]);
+
+  // The agent and the list follow changes made elsewhere (another window, a computer change).
+  useEvents((e) => {
+    if (e.type !== 'agent.changed') return;
+    client.listAgents().then(setAgents, () => undefined);
+    if (e.data.agentId !== agentId) return;
+    if (e.data.change === 'deleted') setAgentError({ message: 'This agent was deleted.', notFound: true });
+    else client.getAgent(agentId).then(setAgent, () => undefined);
+  });
 
   const togglePanel = () => {
     if (phone) {
@@ -154,6 +163,7 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
         <ComputerPanel
           client={client}
           agent={agent}
+          admin={user.role === 'admin'}
           onAgent={updateAgent}
           onClose={togglePanel}
           onOpenDesktop={() => setMainView('desktop')}

@@ -6,6 +6,7 @@ import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
 import type { SettingsSection } from '../router';
 import { Forbidden } from '../settings/Forbidden';
+import { HostSettings } from '../settings/HostSettings';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
@@ -16,6 +17,7 @@ const sections: Array<{ id: SettingsSection; label: string }> = [
   { id: 'model', label: 'Model' },
   { id: 'users', label: 'Users' },
   { id: 'security', label: 'Security' },
+  { id: 'host', label: 'Host' },
 ];
 
 interface SettingsPageProps {
@@ -55,6 +57,8 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
             <UsersSettings client={client} user={user} />
           ) : section === 'security' ? (
             <SecuritySettingsSection client={client} />
+          ) : section === 'host' ? (
+            <HostSettings client={client} />
           ) : (
             <LocalVMSettings client={client} />
           )}

@@ -2,60 +2,79 @@
 // preparation with live progress, the images' sources (ImageSourcesCard), the isolation policy and capacity, idle auto-stop, and
 // the instance list. The server's answers are shown as they are; nothing is decided here.
 
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalVMStatus } from '../api';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalVMStatus, type PrepareState } from '../api';
 import { randomId } from '../chat';
+import { ConfirmDialog } from '../components/ConfirmDialog';
 import { messageFor } from '../errors';
 import { EngineChoiceCard } from './EngineChoice';
+import type { BusEvent } from '../events';
+import { useEvents, useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
-import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
+import { LeftoversCard } from './Leftovers';
+import { bytes, formatCountdown, formatUptime, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
 
-/** The Local VM section. */
+/** Events after which the Local VM status is read again. */
+function concernsStatus(e: BusEvent): boolean {
+  switch (e.type) {
+    case 'desktop.state':
+    case 'images.changed':
+    case 'node.changed':
+    case 'control.changed':
+    case 'agent.changed':
+      return true;
+    case 'prepare.progress':
+      return !e.data.running; // progress itself is patched in; the end changes the images
+  }
+  return false;
+}
+
+/** One desktop's resources, from the desktop.stats events. */
+interface Stats {
+  cpuPercent: number;
+  memoryBytes: number;
+  memoryLimit?: number;
+}
+
+/** The Local VM section. It follows the event stream; nothing polls while the stream is up. */
 export function LocalVMSettings({ client }: { client: Client }) {
-  const [forbidden, setForbidden] = useState(false);
-  const [status, setStatus] = useState<LocalVMStatus | null>(null);
-  const [statusError, setStatusError] = useState('');
+  const st = useServerState(() => client.localVM(), [client], { when: concernsStatus });
   const [fetchedAt, setFetchedAt] = useState(0);
   const [now, setNow] = useState(Date.now());
-  const live = useRef(true);
+  const [progress, setProgress] = useState<Record<string, PrepareState>>({});
+  const [stats, setStats] = useState<Record<string, Stats>>({});
+  const forbidden = st.failure instanceof ApiError && st.failure.status === 403;
+  const status = st.data;
 
-  const loadStatus = async () => {
-    try {
-      const st = await client.localVM();
-      if (!live.current) return;
-      setStatus(st);
-      setFetchedAt(Date.now());
-      setStatusError('');
-    } catch (err) {
-      if (!live.current) return;
-      if (err instanceof ApiError && err.status === 403) setForbidden(true);
-      else setStatusError(messageFor(err));
+  useEffect(() => {
+    setFetchedAt(Date.now());
+    setProgress({});
+  }, [status]);
+  // Preparation progress and resources arrive as events and are shown as they come.
+  useEvents((e) => {
+    if (e.type === 'prepare.progress') setProgress((p) => ({ ...p, [e.data.imageKey]: e.data as PrepareState }));
+    if (e.type === 'desktop.stats') {
+      const next: Record<string, Stats> = {};
+      for (const i of e.data.instances ?? []) next[i.instanceId] = i;
+      setStats(next);
     }
-  };
-
-  useEffect(() => {
-    live.current = true;
-    void loadStatus();
-    return () => {
-      live.current = false;
-    };
-  }, [client]);
-
-  // Poll every second while an image is being prepared, else every 5 s; tick the countdowns.
-  const preparing = status?.preparing ?? false;
-  useEffect(() => {
-    const t = setInterval(() => void loadStatus(), preparing ? 1000 : 5000);
-    return () => clearInterval(t);
-  }, [client, preparing]);
+  });
+  // The countdowns and uptimes tick here, from the last answer; no request is made.
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(t);
   }, []);
 
   if (forbidden) return <Forbidden />;
+  const shown: LocalVMStatus | null = status && {
+    ...status,
+    images: (status.images ?? []).map((i) => (progress[i.imageKey] ? { ...i, prepare: progress[i.imageKey] } : i)),
+    preparing: status.preparing || Object.values(progress).some((p) => p.running),
+  };
+  const onChanged = st.reload;
 
   return (
     <section class="settings-section" id="local-vm-settings" aria-labelledby="local-vm-title">
@@ -63,21 +82,22 @@ export function LocalVMSettings({ client }: { client: Client }) {
       <p class="muted">
         Agents' desktops run as containers on this machine (Podman or Docker), or as Pods of a Kubernetes cluster.
       </p>
-      <EngineCard client={client} status={status} onForbidden={() => setForbidden(true)} />
-      <EngineChoiceCard client={client} onForbidden={() => setForbidden(true)} />
-      {statusError !== '' && (
+      <EngineCard client={client} status={shown} onForbidden={() => void 0} />
+      <EngineChoiceCard client={client} onForbidden={() => void 0} />
+      {st.error !== '' && !forbidden && (
         <p class="form-error" role="alert" id="local-vm-error">
-          Could not load the Local VM status: {statusError}
+          Could not load the Local VM status: {st.error}
         </p>
       )}
-      {status === null && statusError === '' && <p class="muted">Loading the Local VM status…</p>}
-      {status !== null && (
+      {shown === null && st.error === '' && <p class="muted">Loading the Local VM status…</p>}
+      {shown !== null && (
         <>
-          <PrepareCard client={client} status={status} onChanged={loadStatus} />
-          <ImageSourcesCard client={client} status={status} onChanged={loadStatus} />
-          <PolicyCard client={client} status={status} onChanged={loadStatus} />
-          <IdleCard client={client} status={status} onChanged={loadStatus} />
-          <InstancesCard client={client} status={status} elapsed={(now - fetchedAt) / 1000} onChanged={loadStatus} />
+          <PrepareCard client={client} status={shown} onChanged={onChanged} />
+          <ImageSourcesCard client={client} status={shown} onChanged={onChanged} />
+          <PolicyCard client={client} status={shown} onChanged={onChanged} />
+          <IdleCard client={client} status={shown} onChanged={onChanged} />
+          <InstancesCard client={client} status={shown} stats={stats} now={now} elapsed={(now - fetchedAt) / 1000} onChanged={onChanged} />
+          <LeftoversCard client={client} />
         </>
       )}
     </section>
@@ -410,18 +430,28 @@ function IdleCard({ client, status, onChanged }: CardProps) {
   );
 }
 
-function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { elapsed: number }) {
+function InstancesCard({
+  client,
+  status,
+  stats,
+  now,
+  elapsed,
+  onChanged,
+}: CardProps & { stats: Record<string, Stats>; now: number; elapsed: number }) {
   const instances = status.instances ?? [];
   const [busy, setBusy] = useState('');
   const [error, setError] = useState('');
-  const act = async (inst: InstanceView, action: 'stop' | 'remove') => {
-    if (!inst.agentId) return;
+  const [confirm, setConfirm] = useState<{ inst: InstanceView; action: 'stop' | 'remove'; why: string } | null>(null);
+  const act = async (inst: InstanceView, action: 'stop' | 'remove', force = false) => {
     setBusy(`${inst.id}:${action}`);
     setError('');
     try {
-      await client.agentVMAction(inst.agentId, action);
+      await client.adminDesktopAction(inst.id, action, force);
+      setConfirm(null);
     } catch (err) {
-      setError(messageFor(err));
+      // In use: say by whom, and offer to do it anyway (their task or control ends).
+      if (!force && err instanceof ApiError && err.status === 409 && inst.busyBy) setConfirm({ inst, action, why: err.message });
+      else setError(messageFor(err));
     } finally {
       setBusy('');
       await onChanged();
@@ -463,9 +493,15 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
             <thead>
               <tr>
                 <th scope="col">Desktop</th>
+                <th scope="col">Owner</th>
+                <th scope="col">Agents</th>
+                <th scope="col">Node</th>
                 <th scope="col">Image</th>
                 <th scope="col">State</th>
+                <th scope="col">Uptime</th>
                 <th scope="col">Idle stop</th>
+                <th scope="col">CPU</th>
+                <th scope="col">Memory</th>
                 <th scope="col">
                   <span class="sr-only">Actions</span>
                 </th>
@@ -474,15 +510,24 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
             <tbody>
               {instances.map((i) => {
                 const left = i.idleStopInSeconds === undefined ? null : Math.max(0, i.idleStopInSeconds - elapsed);
+                const s = i.state === 'running' ? stats[i.id] : undefined;
                 return (
-                  <tr key={i.id} data-instance={i.id} data-state={i.state}>
+                  <tr key={i.id} data-instance={i.id} data-state={i.state} data-scope={i.scope} data-orphaned={i.orphaned ? '1' : '0'}>
                     <th scope="row">
                       {i.description}
+                      {i.orphaned && (
+                        <span class="badge warn block-badge" title="Its agent (or account) was deleted">
+                          orphaned
+                        </span>
+                      )}
                       {i.task && <span class="muted small block">task desktop: removed when the helper's task ends</span>}
                       {i.busyBy && <span class="muted small block">{i.busyBy}</span>}
                       {i.lastError && <span class="form-error small block">{i.lastError}</span>}
                       {i.hostWall && i.hostWall !== 'on' && <span class="muted small block host-wall-off">{i.hostWall}</span>}
                     </th>
+                    <td>{i.owner || <span class="muted">—</span>}</td>
+                    <td class="agents-cell">{(i.agents ?? []).map((a) => a.name).join(', ') || <span class="muted">—</span>}</td>
+                    <td>{i.nodeId || status.nodeId}</td>
                     <td>
                       {i.imageKey ? imageLabel(i.imageKey) : '—'}
                       {i.imagePending && <span class="muted small block">new image on recreate</span>}
@@ -492,14 +537,19 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                       {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
                       {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>
+                    <td class="uptime">{i.state === 'running' && i.startedAt ? formatUptime(now - Date.parse(i.startedAt)) : <span class="muted">—</span>}</td>
                     <td class="idle-left">{left === null ? <span class="muted">—</span> : formatCountdown(left)}</td>
+                    <td class="cpu">{s ? `${s.cpuPercent.toFixed(1)}%` : <span class="muted">—</span>}</td>
+                    <td class="memory">{s ? bytes(s.memoryBytes) : <span class="muted">—</span>}</td>
                     <td class="row-actions">
-                      {!i.fixed && !i.task && i.agentId && (
+                      {!i.fixed && (
                         <>
                           <button
                             class="btn small"
                             type="button"
+                            data-action="stop"
                             disabled={busy !== '' || (i.state !== 'running' && i.state !== 'paused')}
+                            title={i.task ? 'A task desktop is removed when stopped.' : undefined}
                             onClick={() => void act(i, 'stop')}
                           >
                             {busy === `${i.id}:stop` ? 'Stopping…' : 'Stop'}
@@ -507,7 +557,8 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                           <button
                             class="btn small danger"
                             type="button"
-                            disabled={busy !== '' || i.state === 'absent'}
+                            data-action="remove"
+                            disabled={busy !== '' || (i.state === 'absent' && !i.orphaned)}
                             title="Removes the container; work files and the browser profile are kept."
                             onClick={() => void act(i, 'remove')}
                           >
@@ -534,8 +585,18 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
           </table>
         </div>
       )}
-      {(status.strays ?? []).length > 0 && (
-        <p class="muted small">Containers with Cubicle's labels that no record knows: {(status.strays ?? []).join(', ')}</p>
+      {confirm && (
+        <ConfirmDialog
+          title={`${confirm.action === 'stop' ? 'Stop' : 'Remove'} a desktop in use?`}
+          confirmLabel={confirm.action === 'stop' ? 'Stop anyway' : 'Remove anyway'}
+          busy={busy !== ''}
+          error=""
+          onConfirm={() => void act(confirm.inst, confirm.action, true)}
+          onCancel={() => setConfirm(null)}
+        >
+          <p>{confirm.why}</p>
+          <p class="muted small">Doing it anyway ends their task or control first. Work files and the browser profile are kept.</p>
+        </ConfirmDialog>
       )}
     </div>
   );

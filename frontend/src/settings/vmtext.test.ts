@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
+import { bytes, formatCountdown, formatUptime, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
 
 describe('vmtext', () => {
   it('idle presets are the spec list plus never', () => {
@@ -26,4 +26,22 @@ describe('vmtext', () => {
   ])('prepare line %s', (_n, p, want) => {
     expect(prepareLine({ imageKey: 'standard', startedAt: '', ...p })).toBe(want);
   });
+});
+
+describe('uptime and sizes', () => {
+  it.each([
+    [0, '0 s'],
+    [59_999, '59 s'],
+    [60_000, '1 min'],
+    [3_600_000 + 5 * 60_000, '1 h 05 min'],
+    [(2 * 24 + 4) * 3_600_000, '2 d 4 h'],
+    [-5, '0 s'],
+  ])('uptime %s ms', (ms, want) => expect(formatUptime(ms)).toBe(want));
+  it.each([
+    [0, '0 B'],
+    [2048, '2.0 KiB'],
+    [5 << 20, '5.0 MiB'],
+    [3 * 2 ** 30, '3.0 GiB'],
+    [-1, 'unknown size'],
+  ])('bytes %s', (n, want) => expect(bytes(n)).toBe(want));
 });

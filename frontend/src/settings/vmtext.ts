@@ -59,3 +59,23 @@ export function prepareLine(p: PrepareState): string {
   const phase = p.phase ? `${p.phase[0].toUpperCase()}${p.phase.slice(1)}` : 'Working';
   return `${phase}${pct}${p.message ? ` — ${p.message}` : ''}`;
 }
+
+/** How long something has run: "45 s", "12 min", "3 h 05 min", "2 d 4 h". */
+export function formatUptime(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${String(m % 60).padStart(2, '0')} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+/** A size in bytes for people; negative is unknown. */
+export function bytes(n: number): string {
+  if (n < 0 || !Number.isFinite(n)) return 'unknown size';
+  if (n >= 1 << 30) return `${(n / (1 << 30)).toFixed(1)} GiB`;
+  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MiB`;
+  if (n >= 1 << 10) return `${(n / (1 << 10)).toFixed(1)} KiB`;
+  return `${n} B`;
+}

@@ -1,0 +1,124 @@
+package events
+
+import "time"
+
+// The payloads of the event types. They are the JSON the UI's stream carries in "data" (the
+// field names are the wire contract, docs/events.md); publishers fill them, readers switch on
+// Event.Type and assert the payload type.
+
+// Desktop is the payload of DesktopState: one desktop's recorded state changed.
+type Desktop struct {
+	InstanceID string `json:"instanceId"`
+	NodeID     string `json:"nodeId,omitempty"`
+	Scope      string `json:"scope"` // shared | agent | browser | task | compose
+	AccountID  string `json:"accountId,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	State      string `json:"state"`
+	Previous   string `json:"previous,omitempty"`
+	LastError  string `json:"lastError,omitempty"`
+	// Removed: the record itself is gone (a task desktop whose task ended, an orphaned desktop
+	// an administrator removed, a deleted agent's desktop).
+	Removed bool `json:"removed,omitempty"`
+}
+
+// Stats is the payload of DesktopStats: a sample of every running desktop's resources.
+type Stats struct {
+	NodeID    string          `json:"nodeId"`
+	Instances []InstanceStats `json:"instances"`
+}
+
+// InstanceStats is one desktop's resources as the engine reports them.
+type InstanceStats struct {
+	InstanceID  string  `json:"instanceId"`
+	CPUPercent  float64 `json:"cpuPercent"` // of one CPU: 200 = two CPUs busy
+	MemoryBytes uint64  `json:"memoryBytes"`
+	MemoryLimit uint64  `json:"memoryLimit,omitempty"`
+	PIDs        uint64  `json:"pids,omitempty"`
+}
+
+// Prepare is the payload of PrepareProgress.
+type Prepare struct {
+	NodeID     string    `json:"nodeId"`
+	ImageKey   string    `json:"imageKey"`
+	Running    bool      `json:"running"`
+	Phase      string    `json:"phase"`
+	Message    string    `json:"message"`
+	Percent    float64   `json:"percent"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Images is the payload of ImagesChanged: the image keys now prepared on a node.
+type Images struct {
+	NodeID   string   `json:"nodeId"`
+	Prepared []string `json:"prepared"`
+}
+
+// Control is the payload of ControlChanged.
+type Control struct {
+	DesktopID string `json:"desktopId"`
+	// Kind is the change: taken, renewed, handed_back, expired, revoked, task_started, task_ended.
+	Kind string `json:"kind"`
+	// HolderKind is person or agent; Holder names them ("alice", "agent Bot"); Activity is a
+	// sentence for people.
+	HolderKind string    `json:"holderKind"`
+	Holder     string    `json:"holder"`
+	Activity   string    `json:"activity"`
+	AgentID    string    `json:"agentId,omitempty"` // the agent whose channel or task it is
+	Version    uint64    `json:"version"`
+	ExpiresAt  time.Time `json:"expiresAt,omitzero"`
+}
+
+// Timeline is the payload of TimelineEntry: a tool run of a chat session was recorded
+// (RUNNING) or finished. Run is the run as GET /api/app/chat/sessions/:id/history lists it.
+type Timeline struct {
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId"`
+	Tool      string `json:"tool"`
+	Status    string `json:"status"`
+	Run       any    `json:"run"`
+}
+
+// Agent is the payload of AgentChanged.
+type Agent struct {
+	AgentID   string `json:"agentId"`
+	AccountID string `json:"accountId"`
+	// Change is created, updated or deleted.
+	Change string `json:"change"`
+}
+
+// Agent changes.
+const (
+	AgentCreated = "created"
+	AgentUpdated = "updated"
+	AgentDeleted = "deleted"
+)
+
+// Node is the payload of NodeChanged: the node's settings as they are now.
+type Node struct {
+	NodeID            string `json:"nodeId"`
+	Isolation         string `json:"isolation"`
+	MaxInstances      int    `json:"maxInstances"`
+	IdleStopMinutes   int    `json:"idleStopMinutes"`
+	HostScreenControl bool   `json:"hostScreenControl"`
+}
+
+// Runner is the payload of RunnerStatus (published by the runner link, which comes later; the
+// managed local runner announces itself as connected when the backend starts).
+type Runner struct {
+	NodeID       string   `json:"nodeId"`
+	State        string   `json:"state"` // connected | disconnected
+	Managed      bool     `json:"managed"`
+	Version      string   `json:"version,omitempty"`
+	OS           string   `json:"os,omitempty"`
+	Arch         string   `json:"arch,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Message      string   `json:"message,omitempty"`
+}
+
+// Runner states.
+const (
+	RunnerConnected    = "connected"
+	RunnerDisconnected = "disconnected"
+)
