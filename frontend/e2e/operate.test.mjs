@@ -442,7 +442,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
 
     // Task: a helper of agent Boss (scripted model) holds a task desktop while its step waits.
     const boss = await newAgent('Boss');
-    await api('PUT', `/api/app/agents/${boss.id}/model`, { baseUrl: model.baseUrl, model: 'scripted' });
+    await api('PUT', `/api/app/agents/${boss.id}/model`, { baseUrl: model.baseUrl, model: 'scripted', allowPrivate: true });
     model.push(call('task_helper', { name: 'scout', task: 'look at the screen' }), call('computer_screenshot', {}));
     const release = model.hold(text('the helper saw the desktop'));
     model.push(text('done'));
