@@ -353,11 +353,10 @@ export function ScreenView(props: ScreenViewProps) {
           width={16}
           height={10}
           tabIndex={0}
-          style={touch.zoomStyle}
           aria-label={mine ? 'Desktop screen: you are in control' : 'Desktop screen (view only)'}
           data-frames={frames}
           data-lossless={lossless ? 'true' : 'false'}
-          style={ownsPointer ? { cursor: cursorCSS } : undefined}
+          style={{ ...touch.zoomStyle, ...(ownsPointer ? { cursor: cursorCSS } : {}) }}
           onMouseDown={onMouseDown}
           onMouseUp={onMouseUp}
           onMouseMove={onMouseMove}
@@ -373,7 +372,15 @@ export function ScreenView(props: ScreenViewProps) {
           width={16}
           height={10}
           aria-hidden="true"
-          style={{ position: 'absolute', inset: 0, width: '100%', height: '100%', objectFit: 'contain', pointerEvents: 'none' }}
+          style={{
+            position: 'absolute',
+            inset: 0,
+            width: '100%',
+            height: '100%',
+            objectFit: 'contain',
+            pointerEvents: 'none',
+            ...touch.zoomStyle,
+          }}
         />
         {(!running || frames === 0) && (
           <div class="screen-placeholder">
