@@ -24,6 +24,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/models"
+	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
 	"cubicle/backend/store"
@@ -76,6 +77,7 @@ type Backend struct {
 	Chat     *agent.Runtime
 	Binder   *binding.Binder
 	HostDesk *hostdesk.Desktop // the execution node's own screen and input
+	Nodes    *nodes.Hub        // registered runners and their links
 	Screens  *screen.Hubs
 	Computer *api.ComputerChannel
 	API      *api.Server
@@ -84,6 +86,7 @@ type Backend struct {
 
 	engine    *ConnectedEngine // nil when no engine was found
 	computers *computers       // each turn's computer (the gate's plan)
+	place     *placement       // which node an agent's (and a desktop's) calls go to
 	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
 	stopBG    context.CancelFunc
 
@@ -140,6 +143,11 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
+	b.place = newPlacement(b)
+	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
+		OnDisconnect: b.nodeDisconnected}); err != nil {
+		return err
+	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	dk := desktops{b: b, vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
@@ -155,6 +163,7 @@ func (b *Backend) build() error {
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers,
+		Placement: b.place, Runners: b.Nodes,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		Assets: assets, AssetsBuilt: built,
 	})
@@ -227,6 +236,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Computer != nil {
 			errs = append(errs, b.Computer.Close())
+		}
+		if b.Nodes != nil {
+			errs = append(errs, b.Nodes.Close())
 		}
 		if b.Screens != nil {
 			errs = append(errs, b.Screens.Close())

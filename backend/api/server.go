@@ -35,6 +35,8 @@ type Config struct {
 	Models    Models                                  // chat model settings; nil answers 503
 	Computer  *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers Computers                               // agents' computer settings; nil answers 503
+	Placement Placement                               // routes Local VM calls to nodes; nil: VMs only
+	Runners   Runners                                 // execution nodes; nil answers 503
 	Logger    *slog.Logger
 	Version   string
 
@@ -124,6 +126,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
+	s.runnerRoutes(mux)
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 
