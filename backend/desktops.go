@@ -308,3 +308,10 @@ func (h hostDriver) Frames(ctx context.Context, o guest.StreamOptions) (guest.Fr
 }
 
 func (h hostDriver) Input(ctx context.Context, in guest.Input) error { return h.d.Input(ctx, 0, in) }
+
+// AgentDesktop is the screen agentID's computer panel shows, as api.Desktops gives it to the
+// computer channel (never starting anything): on a runner whose link is down its state is
+// "unreachable".
+func (b *Backend) AgentDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	return desktops{b: b, vms: b.VMs}.Desktop(ctx, accountID, agentID)
+}
