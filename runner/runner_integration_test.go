@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +24,10 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/auth"
 	"cubicle/backend/cli"
-	"cubicle/backend/control"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
+	"cubicle/backend/screen/screentest"
 	"cubicle/backend/vm"
 )
 
@@ -360,9 +361,57 @@ func TestRunnerEndToEnd(t *testing.T) {
 		t.Fatalf("panel desktop: %+v, %v", d, err)
 	}
 
+	// Live frames through the server, take over and type: a terminal is opened in the
+	// runner's desktop and a person types a command into it over the computer channel.
+	state, text = s.shell(t, admin.ID, ag.ID, "s1", "setsid xfce4-terminal --title=relay --geometry=100x30+40+40 -x bash -c 'touch ~/ready; exec bash' >/dev/null 2>&1 < /dev/null & "+
+		"for i in $(seq 150); do test -e ~/ready && break; sleep 0.2; done; sleep 2; ls ~/ready", 2*time.Minute)
+	if state != agent.StateSuccess {
+		t.Fatalf("open a terminal: %s %q", state, text)
+	}
+	c := s.channel(t, ag.ID)
+	c.Status(30*time.Second, func(st map[string]any) bool { return st["streaming"] == true })
+	m, ok := c.FrameAfter(0, time.Minute)
+	if !ok || m.Frame.Width != 1280 || m.Frame.Height != 800 {
+		t.Fatalf("no live frame from the runner's desktop: %+v", m.Frame)
+	}
+	var lease map[string]any
+	input := func(extra map[string]any) map[string]any {
+		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": c.Frame()}
+		for k, v := range extra {
+			msg[k] = v
+		}
+		return c.Call(msg)
+	}
+	// The terminal's window may not have the focus yet when the first keys arrive (the
+	// window manager's business, not the relay's): a few attempts, each one complete.
+	for attempt := 1; ; attempt++ {
+		if lease = c.Call(map[string]any{"type": "take_over"}); lease["type"] != "lease" {
+			t.Fatalf("take over: %v", lease)
+		}
+		for _, in := range []map[string]any{{"action": "click", "x": 300, "y": 200},
+			{"action": "type", "text": "echo typed-over-the-$((1+1))-relays > ~/typed.txt"}, {"action": "key", "keys": "Return"}} {
+			if r := input(in); r["type"] != "ok" {
+				t.Fatalf("input %v: %v", in, r)
+			}
+			c.FrameAfter(c.Frame(), time.Second) // let the screen show it
+		}
+		if r := c.Call(map[string]any{"type": "hand_back", "token": lease["token"]}); r["type"] != "ok" {
+			t.Fatalf("hand back: %v", r)
+		}
+		state, text = s.shell(t, admin.ID, ag.ID, "s1", "for i in $(seq 25); do test -s ~/typed.txt && break; sleep 0.2; done; cat ~/typed.txt", 2*time.Minute)
+		if state == agent.StateSuccess && strings.Contains(text, "typed-over-the-2-relays") {
+			t.Logf("typed over the relay (attempt %d)", attempt)
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("what the person typed did not arrive in 3 attempts: %s %q", state, text)
+		}
+	}
+
 	// A person takes control; kill -9 of the runner ends the lease and refuses calls.
-	if _, err := s.b.Control.TakeOver(desk, control.Person{AccountID: admin.ID, Username: adminUser, AgentID: ag.ID}); err != nil {
-		t.Fatal(err)
+	lease = c.Call(map[string]any{"type": "take_over"})
+	if lease["type"] != "lease" {
+		t.Fatalf("take over: %v", lease)
 	}
 	r.cmd.Process.Kill()
 	r.exitCode(t, time.Minute)
@@ -378,13 +427,19 @@ func TestRunnerEndToEnd(t *testing.T) {
 	}
 	var refused map[string]any
 	s.do(t, "POST", "/api/app/agents/"+ag.ID+"/local-vm/start", nil, http.StatusServiceUnavailable, &refused)
+	// The old lease types nothing: refused, never queued for later.
+	if r := input(map[string]any{"action": "type", "text": "echo stale > ~/stale.txt"}); r["type"] != "error" {
+		t.Fatalf("input with the lease of a disconnected runner: %v", r)
+	}
+	input(map[string]any{"action": "key", "keys": "Return"})
 
 	// The runner comes back with its data: the desktop is found again (reconcile), its
 	// files kept.
 	r = startRunner(t, nil, args...)
 	s.waitStatus(t, created.ID, nodes.StatusConnected, 2*time.Minute)
-	state, text = s.shell(t, admin.ID, ag.ID, "s3", "echo back-again", 3*time.Minute)
-	if state != agent.StateSuccess || !strings.Contains(text, "back-again") {
+	state, text = s.shell(t, admin.ID, ag.ID, "s3", "sleep 1; cat ~/typed.txt; ls ~/stale.txt 2>&1; echo back-again", 3*time.Minute)
+	if state != agent.StateSuccess || !strings.Contains(text, "back-again") || !strings.Contains(text, "typed-over-the-2-relays") ||
+		!strings.Contains(text, "No such file") {
 		t.Fatalf("/shell after the runner came back: %s %q", state, text)
 	}
 
@@ -404,6 +459,25 @@ func TestRunnerEndToEnd(t *testing.T) {
 	if code := again.exitCode(t, time.Minute); code != 5 {
 		t.Fatalf("revoked token: exit %d:\n%s", code, again.out.String())
 	}
+}
+
+// channel opens the agent's computer channel with the admin's session.
+func (s *server) channel(t *testing.T, agentID string) *screentest.Client {
+	t.Helper()
+	u, _ := url.Parse(s.url)
+	var cookies []string
+	for _, c := range s.http.Jar.Cookies(u) {
+		cookies = append(cookies, c.Name+"="+c.Value)
+	}
+	c, resp, err := screentest.Dial(t, "ws://"+u.Host+"/api/app/agents/"+agentID+"/computer", http.Header{"Cookie": {strings.Join(cookies, "; ")}}, true)
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		t.Fatalf("computer channel: %v (HTTP %d)", err, code)
+	}
+	return c
 }
 
 // checkLabel checks that container name carries node's label.
