@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -316,6 +317,11 @@ func (m *Manager) syncLocked(ctx context.Context, id, lastErr string) error {
 	switch {
 	case state == StateRunning:
 		lastErr = ""
+	case lastErr == keepError && (prev == StateRunning || prev == StatePaused) && state == StateStopped:
+		// Our own stops record their outcome under the queue before anyone follows, so a
+		// running desktop that is found exited ended outside Cubicle: say so and how to go on.
+		lastErr = fmt.Sprintf("the desktop's container exited by itself (exit code %d: its driver ended, "+
+			"or it was stopped outside Cubicle); start the desktop again", c.ExitCode)
 	case lastErr == keepError:
 		lastErr = in.LastError
 	}

@@ -95,6 +95,10 @@ func TestFollowOutsideChanges(t *testing.T) {
 		f.waitState("acc1", "g1", tc.state)
 		av, err := f.m.Agent(ctx, "acc1", "g1")
 		wantClass(t, "view", err, nil)
+		if said := strings.Contains(av.Desktop.LastError, "exited by itself"); said != (tc.state == StateStopped) {
+			t.Errorf("after outside %s: lastError %q (a desktop that ended outside Cubicle says so; others say nothing)",
+				tc.action, av.Desktop.LastError)
+		}
 		idle := av.Desktop.IdleStopInSeconds != nil
 		if idle != (tc.state == StateRunning || tc.state == StatePaused) {
 			t.Errorf("after outside %s: idle timer running=%v in state %s", tc.action, idle, tc.state)

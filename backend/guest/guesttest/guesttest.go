@@ -19,6 +19,7 @@ import (
 
 	"cubicle/backend/guest"
 	"cubicle/images/guest/wire"
+	"cubicle/images/guest/x11/xvfbtest"
 )
 
 // Driver is a running driver.
@@ -94,9 +95,9 @@ func Cleanup() {
 	}
 }
 
-// Start builds the driver, starts it on display (which must be free; it starts its own Xvfb)
-// with the given screen size ("" = 800x600) and no desktop session, and returns once its
-// socket answers. The driver stops when the test ends. Without Xvfb the test is skipped, or
+// Start builds the driver, starts it with its own Xvfb on display or, when another test on
+// the machine holds that one, the next free display (xvfbtest.Reserve), with the given screen
+// size ("" = 800x600) and no desktop session, and returns once its socket answers. The driver stops when the test ends. Without Xvfb the test is skipped, or
 // fails when CUBICLE_REQUIRE_ALL=1.
 func Start(t *testing.T, display, screen string) *Driver {
 	t.Helper()
@@ -109,6 +110,11 @@ func Start(t *testing.T, display, screen string) *Driver {
 	if screen == "" {
 		screen = "800x600"
 	}
+	n, err := strconv.Atoi(strings.TrimPrefix(display, ":"))
+	if err != nil {
+		t.Fatalf("display %q: want :N", display)
+	}
+	display = fmt.Sprintf(":%d", xvfbtest.Reserve(t, n))
 	bin := Binary(t)
 	dir := t.TempDir()
 	d := &Driver{Socket: filepath.Join(dir, "run", wire.SocketName), Workspace: filepath.Join(dir, "workspace"),

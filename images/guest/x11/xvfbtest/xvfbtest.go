@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,7 +33,8 @@ func Require(t testing.TB, program string) string {
 
 // Start runs `Xvfb :display -screen 0 WxHx24 -nolisten tcp -noreset` (without -noreset
 // the server resets whenever its last client leaves and refuses connections meanwhile) and waits until it accepts
-// connections. It is stopped when the test ends.
+// connections. It is stopped when the test ends. display is where the search for a free
+// number starts (Reserve); the name of the display actually started is returned.
 func Start(t testing.TB, display, width, height int) string {
 	t.Helper()
 	return StartWith(t, display, width, height)
@@ -44,10 +44,8 @@ func Start(t testing.TB, display, width, height int) string {
 func StartWith(t testing.TB, display, width, height int, extra ...string) string {
 	t.Helper()
 	xvfb := Require(t, "Xvfb")
+	display = Reserve(t, display) // the number asked for, or the next one free on this machine
 	name := fmt.Sprintf(":%d", display)
-	// A previous crashed run may have left its lock and socket behind.
-	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display))
-	os.Remove(filepath.Join("/tmp/.X11-unix", fmt.Sprintf("X%d", display)))
 	args := append([]string{name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset"}, extra...)
 	cmd := exec.Command(xvfb, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
