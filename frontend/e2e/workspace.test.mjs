@@ -197,6 +197,30 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     assert.equal(res.status(), 200, await res.text());
   });
 
+  test('runners settings: add shows the join command once, revoke marks it revoked', async (t) => {
+    const probe = await context.request.get(`${server.url}/api/app/admin/runners`);
+    if (!(await needRoute(t, probe, 'Runners'))) return;
+    await page.goto(`${server.url}/#/settings/runners`);
+    await page.locator('#runner-add-card').waitFor();
+    await page.fill('#runner-name', 'e2e box');
+    await page.fill('#runner-server-url', 'http://192.0.2.7:8765');
+    await page.click('#runner-add');
+    const cmd = (await page.locator('#runner-join-command').textContent()) ?? '';
+    const m = cmd.match(/^cubicle runner --server http:\/\/192\.0\.2\.7:8765 --token (r-[0-9a-f]{12})\.(\S+) --name 'e2e box'$/);
+    assert.ok(m, `join command: ${cmd}`);
+    const [, id, secret] = m;
+    await page.locator(`#runners-table tr[data-status="disconnected"]`, { hasText: id }).waitFor();
+    const list = await api('/api/app/admin/runners');
+    assert.equal(JSON.stringify(list).includes(secret), false, 'the list never shows the token');
+    await page.reload();
+    await page.locator('#runners-table').waitFor();
+    assert.equal((await page.content()).includes(secret), false, 'the token is shown once');
+    await screenshot(page, 'settings-runners');
+    page.once('dialog', (d) => void d.accept());
+    await page.locator('#runners-table tr', { hasText: id }).locator('button', { hasText: 'Revoke' }).click();
+    await page.locator(`#runners-table tr[data-status="revoked"]`, { hasText: id }).waitFor();
+  });
+
   test('agent model: set in the computer panel, kept after a reload, "Use app default" clears it', async (t) => {
     const probe = await context.request.get(`${server.url}/api/app/agents/${agent.id}/model`);
     if (!(await needRoute(t, probe, 'Agent model'))) return;

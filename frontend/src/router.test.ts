@@ -14,6 +14,7 @@ describe('parseRoute', () => {
     { name: 'settings', hash: '#/settings', want: { name: 'settings', section: 'local-vm' } },
     { name: 'local vm settings', hash: '#/settings/local-vm', want: { name: 'settings', section: 'local-vm' } },
     { name: 'model settings', hash: '#/settings/model', want: { name: 'settings', section: 'model' } },
+    { name: 'runners settings', hash: '#/settings/runners', want: { name: 'settings', section: 'runners' } },
     { name: 'unknown settings section', hash: '#/settings/other', want: { name: 'not-found', hash: '#/settings/other' } },
     { name: 'too deep', hash: '#/agents/a/b', want: { name: 'not-found', hash: '#/agents/a/b' } },
     { name: 'bad escape', hash: '#/agents/%E0%A4%A', want: { name: 'not-found', hash: '#/agents/%E0%A4%A' } },

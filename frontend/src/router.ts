@@ -9,7 +9,7 @@ export type Route =
   | { name: 'not-found'; hash: string };
 
 /** Sections of the Settings page. */
-export type SettingsSection = 'local-vm' | 'model';
+export type SettingsSection = 'local-vm' | 'model' | 'runners';
 
 /** Parses location.hash ("#/agents/abc") into a Route. An empty hash is the agent list. */
 export function parseRoute(hash: string): Route {
@@ -35,6 +35,7 @@ export function parseRoute(hash: string): Route {
         return { name: 'settings', section: 'local-vm' };
       }
       if (parts.length === 2 && parts[1] === 'model') return { name: 'settings', section: 'model' };
+      if (parts.length === 2 && parts[1] === 'runners') return { name: 'settings', section: 'runners' };
       break;
   }
   return { name: 'not-found', hash };

@@ -1,5 +1,5 @@
 // Settings (admin only): Local VM (engine report, image preparation, isolation and idle
-// policies, instances) and Model (the chat model). The sections live in src/settings/.
+// policies, instances), Model (the chat model) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
@@ -7,6 +7,7 @@ import type { SettingsSection } from '../router';
 import { Forbidden } from '../settings/Forbidden';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
+import { RunnersSettings } from '../settings/RunnersSettings';
 
 interface SettingsPageProps {
   client: Client;
@@ -40,11 +41,21 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
           >
             Model
           </a>
+          <a
+            href="#/settings/runners"
+            id="settings-nav-runners"
+            class={section === 'runners' ? 'active' : ''}
+            aria-current={section === 'runners' ? 'page' : undefined}
+          >
+            Runners
+          </a>
         </nav>
         <div class="settings-body">
           {user.role === 'admin' ? (
             section === 'model' ? (
               <ModelSettingsSection client={client} />
+            ) : section === 'runners' ? (
+              <RunnersSettings client={client} />
             ) : (
               <LocalVMSettings client={client} />
             )
