@@ -221,6 +221,33 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     await page.locator(`#runners-table tr[data-status="revoked"]`, { hasText: id }).waitFor();
   });
 
+  test('node picker: an agent moves to a runner (its desktop then unreachable) and back', async (t) => {
+    const probe = await context.request.get(`${server.url}/api/app/admin/runners`);
+    if (!(await needRoute(t, probe, 'Runners'))) return;
+    const res = await context.request.post(`${server.url}/api/app/admin/runners`, {
+      data: { name: 'picker box' },
+      headers: { Origin: server.url },
+    });
+    assert.equal(res.status(), 201, await res.text());
+    const runner = await res.json();
+    const before = problems.length;
+    await page.goto(`${server.url}/#/agents/${agent.id}`);
+    const toggle = page.locator('#computer-toggle');
+    await toggle.waitFor();
+    if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    await page.locator('#vm-node').waitFor();
+    await page.selectOption('#vm-node', runner.id);
+    await page.locator('#local-vm-panel-error', { hasText: 'has not connected yet' }).waitFor();
+    assert.equal((await api(`/api/app/agents/${agent.id}`)).nodeId, runner.id);
+    await screenshot(page, 'computer-panel-node-picker');
+    await page.selectOption('#vm-node', 'local');
+    await page.locator('#vm-title').waitFor();
+    assert.equal((await api(`/api/app/agents/${agent.id}`)).nodeId, 'local');
+    // The Local VM of an agent on a runner that never connected answers 503: expected here.
+    const added = problems.splice(before);
+    for (const p of added) assert.match(p, /status of 503 \(Service Unavailable\)/);
+  });
+
   test('agent model: set in the computer panel, kept after a reload, "Use app default" clears it', async (t) => {
     const probe = await context.request.get(`${server.url}/api/app/agents/${agent.id}/model`);
     if (!(await needRoute(t, probe, 'Agent model'))) return;

@@ -23,6 +23,8 @@ export interface Agent {
   name: string;
   computer: ComputerType;
   allowHostEnvironment: boolean;
+  /** The execution node of its desktop: "local" or a runner's id. */
+  nodeId?: string;
   createdAt: string;
   updatedAt: string;
 }

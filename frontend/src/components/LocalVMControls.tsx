@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type AgentVM, type Client, type VMAction } from '../api';
 import { messageFor } from '../errors';
 import { imageLabel, stateTone } from '../settings/vmtext';
+import { NodePicker } from './NodePicker';
 import { ScreenView } from './ScreenView';
 
 interface LocalVMControlsProps {
@@ -72,6 +73,13 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
     }
   };
 
+  // After a move the desktop is another node's: forget the old view while the new one loads.
+  const moved = () => {
+    setVm(null);
+    setLoadError('');
+    void load();
+  };
+
   const chooseImage = async (key: string) => {
     setImage(key);
     if (!desk || desk.state === 'absent' || key === desk.imageKey) return;
@@ -86,6 +94,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
   if (loadError !== '' && !vm) {
     return (
       <section class="panel-section" id="local-vm-panel">
+        <NodePicker client={client} agentId={agentId} onMoved={moved} />
         <p class="form-error" role="alert" id="local-vm-panel-error">
           {loadError}
         </p>
@@ -113,6 +122,7 @@ export function LocalVMControls({ client, agentId, onOpenDesktop, onOpenDual, de
           </span>
           {shared && <span class="badge">Shared</span>}
         </div>
+        <NodePicker client={client} agentId={agentId} onMoved={moved} />
         <label class="field">
           <span>VM image</span>
           <select id="vm-image" value={image} onChange={(e) => void chooseImage(e.currentTarget.value)} disabled={busy !== '' || images.length === 0}>
