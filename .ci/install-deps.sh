@@ -13,6 +13,8 @@ pkgs=(
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite
   ca-certificates git curl procps psmisc
+  wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
+  nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -229,7 +229,7 @@ func startApp(t *testing.T, bin, display string, args ...string) *runningApp {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DISPLAY="+display)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ownProcessGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
@@ -258,7 +258,7 @@ func startApp(t *testing.T, bin, display string, args ...string) *runningApp {
 		close(a.exited)
 	}()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the group: app and WebKit helpers
+		killProcessGroup(cmd.Process) // the group: app and WebKit helpers
 		<-a.exited
 		pr.Close() // ends the reader even if a helper still held the pipe
 		wg.Wait()

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite build/appicon.png from the icon drawn in icon.go")
+var update = flag.Bool("update", false, "rewrite build/appicon.png, build/windows/icon.ico and build/darwin/iconfile.icns from the icon drawn in icon.go")
 
 // appIconSize is the side of build/appicon.png; `wails build` derives the other icons from it.
 const appIconSize = 1024

@@ -72,7 +72,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 // GuestLinkChoice decides how desktops' drivers on engine e are reached under mode (see
 // link.Choose); it asks the engine what it runs on.
 func GuestLinkChoice(ctx context.Context, mode link.Mode, e *ConnectedEngine) link.Choice {
-	le := link.Engine{GOOS: runtime.GOOS, Socket: e.Endpoint.Socket}
+	le := link.Engine{GOOS: runtime.GOOS, Socket: e.Endpoint.Socket, Remote: e.Endpoint.Remote, VM: e.Endpoint.VM}
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if info, err := e.Client.Info(ictx); err == nil {
@@ -113,7 +113,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 	if err != nil {
 		return nil, fault.Invalid("%v", err)
 	}
-	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: pref})
+	eps, _ := DiscoverEngines(ctx, engine.DiscoverOptions{Prefer: pref})
 	ep, ok := engine.Pick(eps)
 	var owned *engine.OwnedService
 	if !ok && pref != engine.Docker {
@@ -124,7 +124,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 					return nil, fault.Unavailable("podman is installed but its service could not be started: %v", err)
 				}
 				owned = svc
-				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: "unix://" + svc.Socket()}, true
+				ep, ok = engine.Endpoint{Kind: engine.Podman, Socket: svc.Socket(), Source: engine.SourceOwned, Rootless: os.Getuid() != 0}, true
 				break
 			}
 		}
@@ -138,19 +138,14 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 		}
 		return nil, fault.Unavailable("%s", msg)
 	}
-	var c EngineClient
-	switch ep.Kind {
-	case engine.Docker:
-		c, err = docker.Connect(ctx, ep.Socket, docker.Options{Logger: log})
-	default:
-		c, err = podman.Connect(ctx, ep.Socket, podman.Options{Logger: log})
-	}
+	c, err := connectEndpoint(ctx, ep, log)
 	if err != nil {
 		if owned != nil {
 			owned.Close()
 		}
 		return nil, err
 	}
-	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "version", ep.Version)
+	log.Info("container engine connected", "kind", ep.Kind, "socket", ep.Socket, "source", ep.Source,
+		"version", ep.Version, "remote", ep.Remote, "vm", ep.VM)
 	return &ConnectedEngine{Client: c, Endpoint: ep, owned: owned}, nil
 }

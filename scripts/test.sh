@@ -18,6 +18,9 @@ mkdir -p test-artifacts
 say "go vet"
 go vet ./...
 
+say "ports: Windows and macOS builds, Windows tests under Wine"
+bash "$ROOT/scripts/ports.sh"
+
 say "Go tests (never from the test cache: many depend on the engine, images and displays)"
 go test -count=1 -timeout 40m ./... 2>&1 | tee test-artifacts/go-test.log
 

@@ -51,6 +51,7 @@ func commands() []command {
 
 // Main runs the command line args (without the program name) and returns the exit code.
 func Main(args []string, shell DesktopShell) int {
+	attachConsole()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, shell: shell}

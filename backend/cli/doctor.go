@@ -2,18 +2,20 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
+	"cubicle/backend"
 	"cubicle/backend/doctor"
 	"cubicle/backend/link"
 )
 
 func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 	return []doctor.Checker{
-		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv),
-		doctor.GuestLink(getenv(link.EnvVar), getenv),
+		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv, backend.DiscoverEngines),
+		doctor.GuestLink(getenv(link.EnvVar), getenv, backend.DiscoverEngines),
 		doctor.Display(getenv),
 		doctor.DataDir(dataDir),
 		doctor.Version(Version),
@@ -21,8 +23,9 @@ func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 }
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--check-store]")
+	fs := newFlags(e, "doctor", "cubicle doctor [--data-dir DIR] [--json] [--check-store]")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the data directory to check (env CUBICLE_DATA_DIR)")
+	asJSON := fs.Bool("json", false, `print {"engines": […], "checks": […], "ok": bool} instead of tables`)
 	storeOnly := fs.Bool("check-store", false, "only check the data file fully, every page and record (stop Cubicle first)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -31,14 +34,52 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		return checkStore(e, *dataDir)
 	}
 	r := doctor.Run(ctx, checkers(*dataDir, e.getenv)...)
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL\tFIX")
-	for _, c := range r.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Status)), c.Detail, c.Fix)
+	if *asJSON {
+		out := struct {
+			doctor.Report
+			OK bool `json:"ok"`
+		}{r, r.OK()}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL\tFIX")
+		for _, c := range r.Checks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Status)), c.Detail, c.Fix)
+		}
+		tw.Flush()
+		fmt.Fprintln(e.stdout)
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENGINE\tSOURCE\tADDRESS\tREACHABLE\tVERSION\tWHERE")
+		for _, ep := range r.Engines {
+			where := "this machine"
+			switch {
+			case ep.Remote:
+				where = "remote"
+			case ep.VM:
+				where = "VM"
+			}
+			state := "yes"
+			if !ep.Reachable {
+				state = "no: " + ep.Err
+			}
+			src := ep.Source
+			if ep.Name != "" {
+				src += " (" + ep.Name + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ep.Kind, src, ep.Socket, state, ep.Version, where)
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 	if !r.OK() {
-		fmt.Fprintln(e.stderr, "cubicle doctor: something required is missing (see FIX above)")
+		where := "see FIX above"
+		if *asJSON {
+			where = `see the checks' "fix"`
+		}
+		fmt.Fprintf(e.stderr, "cubicle doctor: something required is missing (%s)\n", where)
 		return exitError{code: 1}
 	}
 	return nil

@@ -14,8 +14,17 @@ import (
 	"cubicle/backend/link"
 )
 
-// Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" = any).
-func Engine(prefer string, getenv func(string) string) Checker {
+// Discover lists the engines of this machine (backend.DiscoverEngines, which also probes
+// ssh:// endpoints; engine.Discover otherwise).
+type Discover func(ctx context.Context, opts engine.DiscoverOptions) ([]engine.Endpoint, error)
+
+// Engine checks for a container engine Cubicle can drive. prefer is CUBICLE_ENGINE ("" =
+// any); discover nil means engine.Discover. The check carries every endpoint it probed
+// (Check.Engines), which Run lists in the report.
+func Engine(prefer string, getenv func(string) string, discover Discover) Checker {
+	if discover == nil {
+		discover = engine.Discover
+	}
 	return func(ctx context.Context) []Check {
 		c := Check{Name: "container engine", Required: true}
 		kind, err := engine.ParseKind(prefer)
@@ -23,7 +32,8 @@ func Engine(prefer string, getenv func(string) string) Checker {
 			c.Status, c.Detail, c.Fix = Fail, "CUBICLE_ENGINE: "+err.Error(), "set CUBICLE_ENGINE to podman or docker, or unset it"
 			return []Check{c}
 		}
-		eps, err := engine.Discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		eps, err := discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		c.Engines = eps
 		if err != nil {
 			c.Status, c.Detail = Fail, "checking engines: "+err.Error()
 			return []Check{c}
@@ -33,11 +43,18 @@ func Engine(prefer string, getenv func(string) string) Checker {
 			if ep.Rootless {
 				mode = "rootless"
 			}
-			c.Status, c.Detail = OK, fmt.Sprintf("%s %s running, %s, socket %s", ep.Kind, ep.Version, mode, ep.Socket)
+			where := ""
+			switch {
+			case ep.Remote:
+				where = ", on another machine"
+			case ep.VM:
+				where = ", in a VM"
+			}
+			c.Status, c.Detail = OK, fmt.Sprintf("%s %s running, %s%s, socket %s (%s)", ep.Kind, ep.Version, mode, where, ep.Socket, ep.Source)
 			return []Check{c}
 		}
 		for _, ep := range eps {
-			if ep.Kind == engine.Podman && ep.CLI != "" {
+			if ep.Kind == engine.Podman && ep.CLI != "" && runtime.GOOS == "linux" {
 				c.Status = Warn
 				c.Detail = fmt.Sprintf("podman is installed (%s) but its API service does not answer (%s); Cubicle starts and owns one when it needs it", ep.CLI, ep.Err)
 				c.Fix = ep.Fix
@@ -153,8 +170,11 @@ func Version(v string) Checker {
 
 // GuestLink says how new desktops' drivers will be reached (CUBICLE_GUEST_LINK, see
 // backend/link) and why: the unix socket for a local Linux engine, the exec link for a
-// remote or VM-backed one. mode is the variable's value.
-func GuestLink(mode string, getenv func(string) string) Checker {
+// remote or VM-backed one. mode is the variable's value; discover nil means engine.Discover.
+func GuestLink(mode string, getenv func(string) string, discover Discover) Checker {
+	if discover == nil {
+		discover = engine.Discover
+	}
 	return func(ctx context.Context) []Check {
 		c := Check{Name: "guest link"}
 		m, err := link.ParseMode(mode)
@@ -163,21 +183,28 @@ func GuestLink(mode string, getenv func(string) string) Checker {
 			return []Check{c}
 		}
 		kind, _ := engine.ParseKind(getenv("CUBICLE_ENGINE"))
-		eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
+		eps, _ := discover(ctx, engine.DiscoverOptions{Prefer: kind, Getenv: getenv, Timeout: 10 * time.Second})
 		ep, ok := engine.Pick(eps)
 		if !ok {
 			c.Status = Warn
 			c.Detail = fmt.Sprintf("%s=%s; no engine answers yet, so the link is chosen when one does", link.EnvVar, m)
+			if m != link.Auto || runtime.GOOS != "linux" {
+				// Forced, or off Linux where every engine runs its containers in a VM: the
+				// choice does not depend on which engine answers.
+				ch := link.Choose(m, link.Engine{GOOS: runtime.GOOS})
+				c.Detail = "no engine answers yet; new desktops will use the " + ch.Primary + " link: " + ch.Reason
+			}
 			return []Check{c}
 		}
-		ch := link.Choose(m, link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket})
+		le := link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket, Remote: ep.Remote, VM: ep.VM}
+		ch := link.Choose(m, le)
 		c.Status = OK
 		c.Detail = "new desktops use the " + ch.Primary + " link"
 		if ch.Fallback != "" {
 			c.Detail += " (the " + ch.Fallback + " link if a desktop's socket does not answer)"
 		}
 		c.Detail += ": " + ch.Reason
-		if m == link.SocketMode && ch.Primary == link.NameSocket && link.Choose(link.Auto, link.Engine{GOOS: runtime.GOOS, Socket: ep.Socket}).Primary == link.NameExec {
+		if m == link.SocketMode && ch.Primary == link.NameSocket && link.Choose(link.Auto, le).Primary == link.NameExec {
 			c.Status = Warn
 			c.Fix = "this engine's containers cannot share this host's sockets: unset " + link.EnvVar + " (or set it to exec)"
 		}

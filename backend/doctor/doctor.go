@@ -6,6 +6,8 @@ package doctor
 import (
 	"context"
 	"sync"
+
+	"cubicle/backend/engine"
 )
 
 // Status of one check.
@@ -25,11 +27,15 @@ type Check struct {
 	Detail   string `json:"detail"`
 	Fix      string `json:"fix,omitempty"`
 	Required bool   `json:"required"` // a failed required check makes the report fail
+	// Engines are the endpoints the engine check probed; Run lists them in Report.Engines.
+	Engines []engine.Endpoint `json:"-"`
 }
 
-// Report is the outcome of all checks, in a stable order.
+// Report is the outcome of all checks, in a stable order, and every container engine
+// endpoint discovery probed, in order of preference.
 type Report struct {
-	Checks []Check `json:"checks"`
+	Engines []engine.Endpoint `json:"engines"`
+	Checks  []Check           `json:"checks"`
 }
 
 // OK reports whether every required check passed.
@@ -57,12 +63,12 @@ func Run(ctx context.Context, checkers ...Checker) Report {
 		}()
 	}
 	wg.Wait()
-	var r Report
+	r := Report{Engines: []engine.Endpoint{}, Checks: []Check{}}
 	for _, cs := range out {
+		for _, c := range cs {
+			r.Engines = append(r.Engines, c.Engines...)
+		}
 		r.Checks = append(r.Checks, cs...)
-	}
-	if r.Checks == nil {
-		r.Checks = []Check{}
 	}
 	return r
 }

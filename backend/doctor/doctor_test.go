@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"cubicle/backend/engine"
 	"cubicle/images/guest/x11/xvfbtest"
 )
 
@@ -65,7 +67,7 @@ func TestDisplay(t *testing.T) {
 }
 
 func TestEngineUnknownPreference(t *testing.T) {
-	c := Engine("lxc", env(nil))(context.Background())[0]
+	c := Engine("lxc", env(nil), nil)(context.Background())[0]
 	if c.Status != Fail || !c.Required {
 		t.Fatalf("bad CUBICLE_ENGINE: %+v", c)
 	}
@@ -78,15 +80,28 @@ func TestEngineRealPodman(t *testing.T) {
 		}
 		t.Skip("no rootful Podman service")
 	}
-	c := Engine("podman", os.Getenv)(context.Background())[0]
+	c := Engine("podman", os.Getenv, nil)(context.Background())[0]
 	if c.Status != OK {
 		t.Fatalf("podman: %+v", c)
 	}
 }
 
 func TestGuestLink(t *testing.T) {
-	if c := GuestLink("ssh", env(nil))(context.Background())[0]; c.Status != Fail || !strings.Contains(c.Fix, "auto, socket or exec") {
+	if c := GuestLink("ssh", env(nil), nil)(context.Background())[0]; c.Status != Fail || !strings.Contains(c.Fix, "auto, socket or exec") {
 		t.Fatalf("bad CUBICLE_GUEST_LINK: %+v", c)
+	}
+	none := func(ctx context.Context, opts engine.DiscoverOptions) ([]engine.Endpoint, error) {
+		return []engine.Endpoint{{Kind: engine.Podman, Socket: "unix:///nowhere/podman.sock", Err: "no socket"}}, nil
+	}
+	if c := GuestLink("exec", env(nil), none)(context.Background())[0]; c.Status != Warn || !strings.Contains(c.Detail, "no engine answers yet; new desktops will use the exec link") {
+		t.Errorf("forced exec, no engine: %+v", c)
+	}
+	wantAuto := "no engine answers yet, so the link is chosen when one does"
+	if runtime.GOOS != "linux" {
+		wantAuto = "new desktops will use the exec link: Cubicle runs on " + runtime.GOOS
+	}
+	if c := GuestLink("", env(nil), none)(context.Background())[0]; c.Status != Warn || !strings.Contains(c.Detail, wantAuto) {
+		t.Errorf("auto, no engine: %+v, want %q", c, wantAuto)
 	}
 	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
 		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
@@ -106,7 +121,7 @@ func TestGuestLink(t *testing.T) {
 		{"socket", "new desktops use the socket link: CUBICLE_GUEST_LINK=socket"},
 	}
 	for _, tt := range tests {
-		c := GuestLink(tt.mode, getenv)(context.Background())[0]
+		c := GuestLink(tt.mode, getenv, nil)(context.Background())[0]
 		if c.Status != OK || !strings.Contains(c.Detail, tt.want) {
 			t.Errorf("mode %q: %+v, want %q", tt.mode, c, tt.want)
 		}

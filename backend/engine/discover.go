@@ -3,50 +3,123 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"net"
-	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+)
+
+// Where a candidate endpoint came from (Endpoint.Source).
+const (
+	SourceContainerHost    = "CONTAINER_HOST"    // $CONTAINER_HOST (Podman's remote URI)
+	SourceDockerHost       = "DOCKER_HOST"       // $DOCKER_HOST
+	SourceDockerContext    = "docker-context"    // the docker CLI's current context (~/.docker)
+	SourcePodmanConnection = "podman-connection" // podman system connection list, containers.conf, podman-connections.json
+	SourcePodmanMachine    = "podman-machine"    // the API socket or pipe of a Podman machine
+	SourceDockerDesktop    = "docker-desktop"    // Docker Desktop's sockets and named pipes
+	SourceColima           = "colima"            // ~/.colima/<profile>/docker.sock
+	SourceOrbStack         = "orbstack"          // ~/.orbstack/run/docker.sock
+	SourceRancherDesktop   = "rancher-desktop"   // ~/.rd/docker.sock
+	SourceRootless         = "rootless"          // $XDG_RUNTIME_DIR/podman/podman.sock, $XDG_RUNTIME_DIR/docker.sock
+	SourceRootful          = "rootful"           // /run/podman/podman.sock, /var/run/docker.sock (Linux)
+	SourceOwned            = "cubicle"           // a Podman service Cubicle started itself (StartPodmanService)
 )
 
 // DiscoverOptions tune Discover. The zero value probes the real environment.
 type DiscoverOptions struct {
 	// Prefer puts endpoints of this kind first (from CUBICLE_ENGINE or a setting); "" keeps
-	// the default order, Podman before Docker.
+	// the default order (see Candidates).
 	Prefer Kind
-	// Timeout bounds each probe; 0 means one second.
+	// Timeout bounds each probe; 0 means one second (ssh endpoints get five times as long).
 	Timeout time.Duration
-	// Getenv and LookPath replace os.Getenv and exec.LookPath in tests; UID replaces
-	// os.Getuid when non-nil.
-	Getenv   func(string) string
+	// ProbeSSH checks an ssh:// endpoint through the engine clients' own ssh support
+	// (docker's connection helper, the Podman bindings' ssh connection), which this package
+	// does not link; backend.DiscoverEngines provides it. Nil leaves ssh endpoints unprobed
+	// (not reachable, with Err saying so).
+	ProbeSSH func(ctx context.Context, ep Endpoint, timeout time.Duration) (kind Kind, version, apiVersion string, err error)
+
+	// The rest replace the real environment in tests.
+
+	// Getenv replaces os.Getenv. The podman CLI that discovery runs sees the same values for
+	// the variables that locate its configuration (HOME, XDG_*, CONTAINERS_CONF, …).
+	Getenv func(string) string
+	// LookPath replaces exec.LookPath.
 	LookPath func(string) (string, error)
-	UID      *int
+	// RunCLI replaces running a command-line tool (podman) and reading its output; env is
+	// the environment it must see (nil: this process's).
+	RunCLI func(ctx context.Context, env []string, name string, args ...string) ([]byte, error)
+	// UID replaces os.Getuid when non-nil.
+	UID *int
+	// GOOS replaces runtime.GOOS: which platform's candidates to list.
+	GOOS string
+	// SystemRoot is prepended to the system-wide socket paths (/run/podman/podman.sock,
+	// /var/run/docker.sock) so that tests can serve them from a temporary directory.
+	SystemRoot string
+	// Dial replaces how probes connect to a unix, npipe or tcp endpoint (tests use it for
+	// named pipes on other OSes); nil dials for real.
+	Dial DialFunc
+
+	defaulted bool // withDefaults ran
+	customEnv bool // Getenv was given: CLIs run see its values
 }
 
-// Endpoint is one candidate engine socket and what probing it found.
+// Endpoint is one candidate engine and what probing it found.
 type Endpoint struct {
-	Kind     Kind   // the engine that answered; the expected one when nothing answered
-	Socket   string // unix:///path
-	Source   string // where the candidate came from: "CONTAINER_HOST", "DOCKER_HOST", "rootless", "rootful"
-	Rootless bool
+	Kind   Kind   `json:"kind"`           // the engine that answered; the expected one when nothing answered
+	Socket string `json:"socket"`         // URI: unix:///path, npipe:////./pipe/name, tcp://host:port, ssh://user@host[:port]/path
+	Source string `json:"source"`         // where the candidate came from: one of the Source* constants
+	Name   string `json:"name,omitempty"` // the docker context, Podman connection or machine it came from
+
+	// Remote is true for an engine reached over the network (tcp://, ssh://): it cannot see
+	// this machine's files, so nothing can be bind-mounted from here.
+	Remote bool `json:"remote"`
+	// VM is true for an engine that runs its containers in a Linux VM on this machine
+	// (Docker Desktop, Podman machine, Colima, OrbStack, Rancher Desktop; every local engine
+	// on macOS and Windows): a unix socket created in a bind mount is not reachable from here.
+	VM       bool `json:"vm"`
+	Rootless bool `json:"rootless"`
+
+	// Identity is the ssh private key of an ssh:// Podman connection.
+	Identity string `json:"-"`
+	// TLS holds the client certificates of a tcp:// endpoint that needs them.
+	TLS *TLSFiles `json:"-"`
+
 	// CLI is the path of the kind's command-line tool ("" when not installed). Cubicle can
 	// start its own Podman service when the podman CLI is present (StartPodmanService).
-	CLI        string
-	Reachable  bool
-	Version    string // server version, e.g. "4.3.1"
-	APIVersion string // Docker-compatible API version the socket speaks, e.g. "1.41"
-	Err        string // why it is not reachable, for people
-	Fix        string // the command that would fix it, for people
+	CLI        string `json:"cli,omitempty"`
+	Reachable  bool   `json:"reachable"`
+	Version    string `json:"version,omitempty"`    // server version, e.g. "4.3.1"
+	APIVersion string `json:"apiVersion,omitempty"` // Docker-compatible API version, e.g. "1.41"
+	Err        string `json:"error,omitempty"`      // why it is not reachable, for people
+	Fix        string `json:"fix,omitempty"`        // what would fix it, for people
+}
+
+// TLSFiles are the PEM files of a TLS client (docker's ca.pem, cert.pem, key.pem).
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
+	SkipVerify                bool
+}
+
+// Scheme returns the endpoint URI's scheme: "unix", "npipe", "tcp" or "ssh".
+func (ep Endpoint) Scheme() string {
+	s, _, _ := strings.Cut(ep.Socket, "://")
+	return s
+}
+
+// SSHClient names the engine client whose ssh support reaches an ssh:// endpoint: Docker's
+// (`ssh … docker system dial-stdio`) for addresses from DOCKER_HOST or a docker context,
+// which name a Docker host, whatever engine answers there; Podman's (a unix-socket channel
+// to the socket in the address's path) for the rest.
+func (ep Endpoint) SSHClient() Kind {
+	if ep.Source == SourceDockerHost || ep.Source == SourceDockerContext {
+		return Docker
+	}
+	return Podman
 }
 
 // ParseKind reads an engine name as given in CUBICLE_ENGINE or a setting ("" is allowed and
@@ -60,27 +133,16 @@ func ParseKind(s string) (Kind, error) {
 	}
 }
 
-// Discover lists the engine sockets of this machine in order of preference and probes each
-// over HTTP (_ping, then version) with a short timeout, in parallel. It never fails because
-// an engine is missing: each Endpoint says what was found and how to fix it. The first
-// Reachable endpoint (see Pick) is the one to use.
+// Discover lists the engines this machine can reach, in order of preference (see
+// Candidates), and probes each in parallel (_ping, then version) with a short timeout. It
+// never fails because an engine is missing: each Endpoint says what was found and how to fix
+// it. The first Reachable endpoint (see Pick) is the one to use.
 func Discover(ctx context.Context, opts DiscoverOptions) ([]Endpoint, error) {
-	getenv, look := opts.Getenv, opts.LookPath
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if look == nil {
-		look = exec.LookPath
-	}
-	uid := os.Getuid()
-	if opts.UID != nil {
-		uid = *opts.UID
-	}
-	timeout := cmp.Or(opts.Timeout, time.Second)
-	eps := Candidates(getenv, uid, opts.Prefer)
+	opts = opts.withDefaults()
+	eps := Candidates(ctx, opts)
 	clis := map[Kind]string{}
 	for _, k := range []Kind{Podman, Docker} {
-		if p, err := look(string(k)); err == nil {
+		if p, err := opts.LookPath(string(k)); err == nil {
 			clis[k] = p
 		}
 	}
@@ -90,7 +152,7 @@ func Discover(ctx context.Context, opts DiscoverOptions) ([]Endpoint, error) {
 		wg.Add(1)
 		go func(ep *Endpoint) {
 			defer wg.Done()
-			probeEndpoint(ctx, ep, timeout)
+			probeEndpoint(ctx, ep, opts)
 		}(&eps[i])
 	}
 	wg.Wait()
@@ -107,57 +169,87 @@ func Pick(eps []Endpoint) (Endpoint, bool) {
 	return Endpoint{}, false
 }
 
-// Candidates lists the sockets to probe, without probing: the socket named by CONTAINER_HOST
-// (Podman) or DOCKER_HOST (Docker) when it is a unix URI, then the rootless and rootful
-// default sockets (rootful first for root), Podman before Docker unless prefer says otherwise.
-// Duplicate paths are listed once.
-func Candidates(getenv func(string) string, uid int, prefer Kind) []Endpoint {
-	runtimeDir := getenv("XDG_RUNTIME_DIR")
-	if runtimeDir == "" && uid != 0 {
-		runtimeDir = "/run/user/" + strconv.Itoa(uid)
+// withDefaults fills in the real environment for unset fields.
+func (o DiscoverOptions) withDefaults() DiscoverOptions {
+	if o.defaulted {
+		return o
 	}
-	var podman, docker []Endpoint
-	if p, ok := unixPath(getenv("CONTAINER_HOST")); ok {
-		podman = append(podman, Endpoint{Kind: Podman, Socket: "unix://" + p, Source: "CONTAINER_HOST", Rootless: uid != 0})
+	o.defaulted = true
+	o.customEnv = o.Getenv != nil
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
 	}
-	if p, ok := unixPath(getenv("DOCKER_HOST")); ok {
-		docker = append(docker, Endpoint{Kind: Docker, Socket: "unix://" + p, Source: "DOCKER_HOST", Rootless: uid != 0})
+	if o.RunCLI == nil {
+		o.RunCLI = runCLI
 	}
-	rootful := []Endpoint{
-		{Kind: Podman, Socket: "unix:///run/podman/podman.sock", Source: "rootful"},
-		{Kind: Docker, Socket: "unix:///var/run/docker.sock", Source: "rootful"},
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
 	}
-	var rootless []Endpoint
-	if runtimeDir != "" {
-		rootless = []Endpoint{
-			{Kind: Podman, Socket: "unix://" + filepath.Join(runtimeDir, "podman/podman.sock"), Source: "rootless", Rootless: true},
-			{Kind: Docker, Socket: "unix://" + filepath.Join(runtimeDir, "docker.sock"), Source: "rootless", Rootless: true},
-		}
+	if o.UID == nil {
+		uid := os.Getuid()
+		o.UID = &uid
 	}
-	defaults := append(rootless, rootful...)
-	if uid == 0 {
-		defaults = append(rootful, rootless...)
-	}
-	for _, ep := range defaults {
-		if ep.Kind == Podman {
-			podman = append(podman, ep)
-		} else {
-			docker = append(docker, ep)
-		}
-	}
-	all := append(podman, docker...)
-	if prefer == Docker {
-		all = append(docker, podman...)
+	o.GOOS = cmp.Or(o.GOOS, runtime.GOOS)
+	o.Timeout = cmp.Or(o.Timeout, time.Second)
+	return o
+}
+
+// Candidates lists the endpoints to probe, without probing, in this order:
+//
+//  1. CONTAINER_HOST, then DOCKER_HOST: what the user set for this shell;
+//  2. the docker CLI's current context, when it is not "default";
+//  3. the native Linux sockets: rootless first for a user, rootful first for root;
+//  4. the engines of desktop apps, which run their containers in a VM: Podman machine,
+//     Docker Desktop, Colima, OrbStack, Rancher Desktop;
+//  5. Podman's connections (the default one first), which also cover remote Podman hosts.
+//
+// Within a step Podman comes before Docker. With opts.Prefer, every endpoint of that kind
+// comes first, in the same order. An address listed twice keeps its first place.
+func Candidates(ctx context.Context, opts DiscoverOptions) []Endpoint {
+	opts = opts.withDefaults()
+	e := newEnviron(opts)
+	var all []Endpoint
+	all = append(all, e.fromEnv()...)
+	all = append(all, e.dockerContext()...)
+	all = append(all, e.nativeSockets()...)
+	all = append(all, e.vmSockets(ctx)...)
+	all = append(all, e.podmanConnections(ctx)...)
+	if opts.Prefer != "" {
+		slices.SortStableFunc(all, func(a, b Endpoint) int {
+			return boolRank(a.Kind != opts.Prefer) - boolRank(b.Kind != opts.Prefer)
+		})
 	}
 	seen := map[string]bool{}
 	out := all[:0:0]
 	for _, ep := range all {
-		if !seen[ep.Socket] {
-			seen[ep.Socket] = true
-			out = append(out, ep)
+		if ep.Socket == "" || seen[ep.Socket] {
+			continue
 		}
+		seen[ep.Socket] = true
+		ep.Remote = ep.Scheme() == "tcp" || ep.Scheme() == "ssh"
+		if !ep.Remote && (opts.GOOS != "linux" || isVMSource(ep.Source) || e.vmSourceOf(ep.Socket) != "") {
+			ep.VM = true
+		}
+		out = append(out, ep)
 	}
 	return out
+}
+
+// isVMSource reports whether a source's engines run containers in a Linux VM on this
+// machine.
+func isVMSource(source string) bool {
+	switch source {
+	case SourcePodmanMachine, SourceDockerDesktop, SourceColima, SourceOrbStack, SourceRancherDesktop:
+		return true
+	}
+	return false
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // unixPath returns the path of a unix:// URI (or a bare absolute path).
@@ -165,135 +257,57 @@ func unixPath(uri string) (string, bool) {
 	switch {
 	case strings.HasPrefix(uri, "unix://"):
 		p := strings.TrimPrefix(uri, "unix://")
-		return p, strings.HasPrefix(p, "/")
+		return p, strings.HasPrefix(p, "/") || isWindowsAbs(p)
 	case strings.HasPrefix(uri, "/"):
 		return uri, true
 	}
 	return "", false
 }
 
-// SocketPath returns the file system path of a unix socket URI.
+// isWindowsAbs reports whether p is a Windows drive path (C:\… or C:/…).
+func isWindowsAbs(p string) bool {
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
+}
+
+// SocketPath returns the file system path of a unix socket URI ("" for other schemes).
 func SocketPath(uri string) string {
 	p, _ := unixPath(uri)
 	return p
 }
 
-// versionReply is the part of GET /version both engines answer.
-type versionReply struct {
-	Version    string `json:"Version"`
-	APIVersion string `json:"ApiVersion"`
-	Components []struct {
-		Name string `json:"Name"`
-	} `json:"Components"`
+// pipeURI turns a Windows pipe path (\\.\pipe\name) into a docker-style npipe URI
+// (npipe:////./pipe/name).
+func pipeURI(path string) string {
+	return "npipe://" + strings.ReplaceAll(path, `\`, "/")
 }
 
-// Ping probes a unix socket URI with GET /_ping (and GET /version for Docker). It reports
-// the engine that answered (Podman answers the Docker API too, and says so in a header), its
-// version and the Docker-compatible API version.
-func Ping(ctx context.Context, socketURI string, timeout time.Duration) (kind Kind, version, apiVersion string, err error) {
-	path := SocketPath(socketURI)
-	if path == "" {
-		return "", "", "", fmt.Errorf("%q is not a unix socket URI", socketURI)
-	}
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(timeout, time.Second))
-	defer cancel()
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
-	get := func(p string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://engine"+p, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("GET %s: HTTP %d", p, resp.StatusCode)
-		}
-		return resp, nil
-	}
-	resp, err := get("/_ping")
-	if err != nil {
-		return "", "", "", err
-	}
-	resp.Body.Close()
-	// Podman names its version in the ping headers; asking /version would make it fork
-	// conmon and the OCI runtime, which takes seconds on a busy host.
-	if v := resp.Header.Get("Libpod-API-Version"); v != "" {
-		return Podman, v, resp.Header.Get("API-Version"), nil
-	}
-	resp, err = get("/version")
-	if err != nil {
-		return Docker, "", "", err
-	}
-	defer resp.Body.Close()
-	var v versionReply
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return Docker, "", "", fmt.Errorf("GET /version: %w", err)
-	}
-	kind = Docker
-	for _, c := range v.Components {
-		if c.Name == "Podman Engine" {
-			kind = Podman
-		}
-	}
-	return kind, v.Version, v.APIVersion, nil
+// pipePath turns an npipe URI back into the pipe path Windows opens (\\.\pipe\name).
+func pipePath(uri string) string {
+	p := strings.TrimPrefix(uri, "npipe://")
+	return strings.ReplaceAll(p, "/", `\`)
 }
 
-// probeEndpoint fills in reachability, versions and, when unreachable, Err and Fix.
-func probeEndpoint(ctx context.Context, ep *Endpoint, timeout time.Duration) {
-	kind, version, api, err := Ping(ctx, ep.Socket, timeout)
-	if err == nil {
-		ep.Kind, ep.Reachable, ep.Version, ep.APIVersion = kind, true, version, api
-		return
+// redactURI hides a password in a URI for messages.
+func redactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return uri
 	}
-	path := SocketPath(ep.Socket)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		ep.Err = "no socket at " + path
-	case errors.Is(err, syscall.ECONNREFUSED):
-		ep.Err = "nothing is listening on " + path
-	case errors.Is(err, fs.ErrPermission):
-		ep.Err = "permission denied on " + path
-	default:
-		ep.Err = err.Error()
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxx")
 	}
-	ep.Fix = fixFor(*ep, errors.Is(err, fs.ErrPermission))
-}
-
-// fixFor returns the command a person runs to make ep answer.
-func fixFor(ep Endpoint, denied bool) string {
-	path := SocketPath(ep.Socket)
-	switch {
-	case ep.Kind == Podman && ep.CLI == "":
-		return "install Podman (Debian/Ubuntu: sudo apt-get install podman), or see https://podman.io/docs/installation"
-	case ep.Kind == Docker && ep.CLI == "":
-		return "install Docker, see https://docs.docker.com/engine/install/"
-	case ep.Kind == Docker && denied:
-		return "sudo usermod -aG docker $USER, then log out and in again"
-	case ep.Kind == Podman && denied:
-		return "run Cubicle as the socket's owner, or use the rootless socket: systemctl --user start podman.socket"
-	case ep.Kind == Podman && ep.Source == "rootful":
-		return "sudo systemctl start podman.socket (or: sudo podman system service --time=0 unix://" + path + " &)"
-	case ep.Kind == Podman:
-		return "systemctl --user start podman.socket (or: podman system service --time=0 unix://" + path + " &)"
-	case ep.Source == "rootless":
-		return "systemctl --user start docker"
-	default:
-		return "sudo systemctl start docker"
-	}
+	return u.String()
 }
 
 // Describe is a one-line summary of an endpoint for logs and `cubicle doctor`.
 func (ep Endpoint) Describe() string {
-	if ep.Reachable {
-		return fmt.Sprintf("%s %s at %s (API %s)", ep.Kind, ep.Version, ep.Socket, ep.APIVersion)
+	where := ep.Source
+	if ep.Name != "" {
+		where += " " + ep.Name
 	}
-	return fmt.Sprintf("%s at %s: %s; fix: %s", ep.Kind, ep.Socket, ep.Err, ep.Fix)
+	if ep.Reachable {
+		return fmt.Sprintf("%s %s at %s (%s, API %s)", ep.Kind, ep.Version, redactURI(ep.Socket), where, ep.APIVersion)
+	}
+	return fmt.Sprintf("%s at %s (%s): %s; fix: %s", ep.Kind, redactURI(ep.Socket), where, ep.Err, ep.Fix)
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"cubicle/backend/fault"
@@ -44,7 +43,8 @@ func DefaultOwnedSocket(getenv func(string) string, uid int) string {
 }
 
 // StartPodmanService starts `podman system service --time=0 unix://<socketPath>` and waits
-// (bounded by ctx) until it answers. A socket that answers already is refused with
+// (bounded by ctx) until it answers. Only Linux has it: elsewhere Podman runs in a VM (Podman
+// machine) and StartPodmanService is fault.ErrUnavailable saying how to start that. A socket that answers already is refused with
 // fault.ErrExists (use it instead); a stale socket file is replaced. The service's output goes
 // to logger at debug level. Close stops the process and waits for it.
 func StartPodmanService(ctx context.Context, socketPath string, logger *slog.Logger) (*OwnedService, error) {
@@ -52,6 +52,9 @@ func StartPodmanService(ctx context.Context, socketPath string, logger *slog.Log
 		logger = slog.New(slog.DiscardHandler)
 	}
 	op := "start podman service on " + socketPath
+	if err := ownedServiceSupported(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	bin, err := exec.LookPath("podman")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, fault.Unavailable("podman is not installed (Debian/Ubuntu: sudo apt-get install podman)"))
@@ -70,9 +73,7 @@ func StartPodmanService(ctx context.Context, socketPath string, logger *slog.Log
 	tail := &tailWriter{logger: logger, max: 4096}
 	cmd := exec.Command(bin, "system", "service", "--time=0", uri)
 	cmd.Stdout, cmd.Stderr = tail, tail
-	// Own process group so a terminal's Ctrl-C reaches the app first; Pdeathsig so the
-	// service does not outlive an app killed with SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = serviceProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, fault.Unavailable("cannot run podman: %v", err))
 	}
@@ -115,7 +116,7 @@ func (s *OwnedService) Close() error {
 			return
 		default:
 		}
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Process.Signal(stopSignal)
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):

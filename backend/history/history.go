@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"cubicle/backend/agent"
@@ -96,24 +95,6 @@ func (r *Recorder) End(id, state string, output []agent.ContentBlock, elapsed ti
 	if err := r.st.PutToolRun(run); err != nil {
 		r.log.Warn("record tool run", "tool", run.Tool, "err", err)
 	}
-}
-
-// cpuTime is the process's user+system CPU time (the tool runs in or through this process).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// maxRSS is the process's peak resident memory in bytes.
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024
 }
 
 // Timeline is a session's history with its totals.

@@ -37,6 +37,10 @@ type Engine struct {
 	// OperatingSystem is what the engine reports about its host ("Docker Desktop", "Debian
 	// GNU/Linux 12 (bookworm)"); "" when unknown.
 	OperatingSystem string
+	// Remote and VM are what engine discovery knows about the endpoint (engine.Endpoint):
+	// reached over the network, or running its containers in a VM on this machine (Docker
+	// Desktop, Podman machine, Colima, OrbStack, Rancher Desktop). Either means exec.
+	Remote, VM bool
 }
 
 // Choice is how new desktops are reached and why.
@@ -70,8 +74,11 @@ func Choose(mode Mode, e Engine) Choice {
 		return exec(fmt.Sprintf("Cubicle runs on %s: the engine's containers live in a Linux VM whose sockets this host cannot open", e.GOOS))
 	}
 	u, err := url.Parse(e.Socket)
-	if err != nil || (u.Scheme != "unix" && u.Scheme != "") {
+	if e.Remote || err != nil || (u.Scheme != "unix" && u.Scheme != "") {
 		return exec(fmt.Sprintf("the engine is remote (%s): its containers do not share this host's files", e.Socket))
+	}
+	if e.VM {
+		return exec(fmt.Sprintf("the engine (%s) runs its containers in a VM", e.Socket))
 	}
 	if strings.Contains(strings.ToLower(e.OperatingSystem), "docker desktop") {
 		return exec("the engine is Docker Desktop: its containers live in a VM")

@@ -1,3 +1,8 @@
+//go:build linux
+
+// The tests of the shared links run the real driver (a Linux program) on Xvfb; choice_test.go
+// holds the portable ones.
+
 package link
 
 import (
@@ -285,45 +290,5 @@ func TestExecLinkToAnOldImage(t *testing.T) {
 	l2 := testLinks(t, Choose(ExecMode, Engine{}), nil)
 	if _, err := l2.Connect(context.Background(), Target{InstanceID: "x"}, false); err == nil || !strings.Contains(err.Error(), "CUBICLE_GUEST_LINK") {
 		t.Fatalf("exec without a transport: %v", err)
-	}
-}
-
-func TestChoose(t *testing.T) {
-	tests := []struct {
-		name    string
-		mode    Mode
-		eng     Engine
-		want    string
-		fb      string
-		mount   bool
-		because string
-	}{
-		{"auto local podman", Auto, Engine{GOOS: "linux", Socket: "unix:///run/podman/podman.sock"}, NameSocket, NameExec, true, "local Linux engine"},
-		{"auto local docker", Auto, Engine{GOOS: "linux", Socket: "unix:///var/run/docker.sock", OperatingSystem: "Debian GNU/Linux 12"}, NameSocket, NameExec, true, "local"},
-		{"auto macOS", Auto, Engine{GOOS: "darwin", Socket: "unix:///Users/a/.docker/run/docker.sock"}, NameExec, "", false, "darwin"},
-		{"auto windows", Auto, Engine{GOOS: "windows", Socket: "npipe:////./pipe/docker_engine"}, NameExec, "", false, "windows"},
-		{"auto ssh", Auto, Engine{GOOS: "linux", Socket: "ssh://user@host/run/podman/podman.sock"}, NameExec, "", false, "remote"},
-		{"auto tcp", Auto, Engine{GOOS: "linux", Socket: "tcp://10.0.0.2:2375"}, NameExec, "", false, "remote"},
-		{"auto docker desktop linux", Auto, Engine{GOOS: "linux", Socket: "unix:///home/a/.docker/desktop/docker.sock", OperatingSystem: "Docker Desktop"}, NameExec, "", false, "Docker Desktop"},
-		{"auto podman machine", Auto, Engine{GOOS: "linux", Socket: "unix:///run/user/1000/podman/machine/qemu/podman.sock"}, NameExec, "", false, "VM"},
-		{"auto colima", Auto, Engine{GOOS: "linux", Socket: "unix:///home/a/.colima/default/docker.sock"}, NameExec, "", false, "VM"},
-		{"forced socket remote", SocketMode, Engine{GOOS: "linux", Socket: "tcp://h:1"}, NameSocket, "", true, "=socket"},
-		{"forced exec local", ExecMode, Engine{GOOS: "linux", Socket: "unix:///run/podman/podman.sock"}, NameExec, "", false, "=exec"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Choose(tt.mode, tt.eng)
-			if c.Primary != tt.want || c.Fallback != tt.fb || c.Mount != tt.mount || !strings.Contains(c.Reason, tt.because) {
-				t.Fatalf("Choose = %+v", c)
-			}
-		})
-	}
-	for in, want := range map[string]Mode{"": Auto, "AUTO": Auto, " exec ": ExecMode, "socket": SocketMode} {
-		if m, err := ParseMode(in); err != nil || m != want {
-			t.Errorf("ParseMode(%q) = %v, %v", in, m, err)
-		}
-	}
-	if _, err := ParseMode("ssh"); err == nil || !strings.Contains(err.Error(), "auto, socket or exec") {
-		t.Errorf("ParseMode(ssh) = %v", err)
 	}
 }

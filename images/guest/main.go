@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command cubicle-guest is the in-guest driver of Cubicle's desktops. It runs as the
 // container's PID 1 (as the unprivileged desktop user): it starts Xvfb and the desktop
 // session, reaps every child, restarts a crashed X server, and serves the bridge protocol
@@ -7,6 +9,10 @@
 //
 // Build it static, per architecture (scripts/build.sh does both):
 // CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags='-s -w' -o images/bin/cubicle-guest-arm64 ./images/guest
+//
+// It is a Linux program (an init for Linux containers): every file of this package carries
+// the linux build constraint, so that `go build ./...` on macOS and Windows skips it; the
+// app cross-builds it with GOOS=linux. Its x11 and jpegenc packages build everywhere.
 package main
 
 import (

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -21,7 +20,7 @@ import (
 )
 
 var hostSpecs = []agent.ToolSpec{
-	spec("host_shell", "Run a shell command on the execution node's host, with the runner user's permissions (default directory: the profile's working directory, else the home directory).", shellParam),
+	spec("host_shell", hostShellLead+" on the execution node's host, with the runner user's permissions (default directory: the profile's working directory, else the home directory).", shellParam),
 	spec("host_read_file", "Read a file on the execution node's host.", pathParams),
 	spec("host_write_file", "Write a file on the execution node's host (replaced atomically).", writeParam),
 	spec("computer_copy_file", "Copy a file between the host and the agent's desktop (binary safe, at most 25 MiB; an existing target is overwritten).",
@@ -45,23 +44,29 @@ type ShellResult struct {
 }
 
 // LocalHost is the machine this process runs on.
-type LocalHost struct{}
+type LocalHost struct {
+	// Interpreter is the program host_shell runs commands with; "" picks the platform's:
+	// /bin/sh on Unix; on Windows PowerShell (pwsh, else Windows PowerShell), else cmd.exe.
+	Interpreter string
+}
 
 // Home is the runner user's home directory.
 func (LocalHost) Home() (string, error) { return os.UserHomeDir() }
 
-// Shell runs cmd with sh -c in dir; its process group is killed when the timeout passes.
-func (LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error) {
+// Shell runs cmd with the host's shell in dir. When the timeout passes, the command and every
+// process it started are killed: its process group on Unix, its job object on Windows.
+func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c, err := h.command(ctx, cmd)
+	if err != nil {
+		return ShellResult{}, err
+	}
 	c.Dir = dir
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 2 * time.Second
 	stdout, stderr := &capped{max: maxOut}, &capped{max: maxOut}
 	c.Stdout, c.Stderr = stdout, stderr
-	err := c.Run()
+	err = runTree(c)
 	res := ShellResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.cut || stderr.cut}
 	var ee *exec.ExitError
 	switch {
@@ -72,7 +77,7 @@ func (LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Durati
 		res.ExitCode = ee.ExitCode()
 		return res, nil
 	case err != nil:
-		if errors.Is(err, fs.ErrNotExist) {
+		if _, statErr := os.Stat(dir); dir != "" && errors.Is(statErr, fs.ErrNotExist) {
 			return res, fault.NotFound("working directory %s does not exist on the host", dir)
 		}
 		return res, fmt.Errorf("host shell: %w", err)

@@ -13,12 +13,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/cli/cli/connhelper"
 	"github.com/docker/docker/client"
 
 	"cubicle/backend/engine"
@@ -30,8 +32,12 @@ type Options struct {
 	// Logger receives debug lines; nil discards them.
 	Logger *slog.Logger
 	// HostLimits overrides the rlimit ceilings containers are clamped to. Nil reads them from
-	// this process and, when visible, the daemon process (engine.ReadHostLimits).
+	// this process and, when visible, the daemon process (engine.ReadHostLimits) for a
+	// unix socket; other addresses leave the rlimits to the daemon.
 	HostLimits *engine.HostLimits
+	// TLS are the client certificates a tcp:// daemon wants (a docker context's, or
+	// DOCKER_CERT_PATH's); nil talks plain HTTP.
+	TLS *engine.TLSFiles
 }
 
 // Client is a connection to one Docker Engine API endpoint.
@@ -46,15 +52,18 @@ type Client struct {
 	podman bool
 }
 
-// Connect opens a client for the daemon at socketURI (unix:///var/run/docker.sock),
-// negotiates the API version and checks that it answers. An unreachable daemon is
-// fault.ErrUnavailable.
-func Connect(ctx context.Context, socketURI string, opts Options) (*Client, error) {
-	op := "connect to docker at " + socketURI
-	if engine.SocketPath(socketURI) == "" {
-		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("socket must be a unix:// URI"))
+// Connect opens a client for the daemon at uri, negotiates the API version and checks that
+// it answers. uri is a unix socket (unix:///var/run/docker.sock), a Windows named pipe
+// (npipe:////./pipe/docker_engine), tcp://host:port (TLS with opts.TLS) or ssh://user@host,
+// reached like the docker CLI does: `ssh … docker system dial-stdio` on the remote host
+// (docker's connection helper). An unreachable daemon is fault.ErrUnavailable.
+func Connect(ctx context.Context, uri string, opts Options) (*Client, error) {
+	op := "connect to docker at " + uri
+	copts, err := clientOptions(uri, opts.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	api, err := client.NewClientWithOpts(client.WithHost(socketURI), client.WithAPIVersionNegotiation())
+	api, err := client.NewClientWithOpts(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("%v", err))
 	}
@@ -62,21 +71,68 @@ func Connect(ctx context.Context, socketURI string, opts Options) (*Client, erro
 		api.Close()
 		return nil, fail(op, err)
 	}
-	c := &Client{api: api, socket: socketURI, logger: opts.Logger}
-	if kind, _, _, err := engine.Ping(ctx, socketURI, 5*time.Second); err == nil && kind == engine.Podman {
-		c.podman = true
-	}
+	c := &Client{api: api, socket: uri, logger: opts.Logger}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.HostLimits != nil {
-		c.limits = *opts.HostLimits
-	} else {
-		c.limits = engine.ReadHostLimits(engine.SocketPath(socketURI))
+	if path := engine.SocketPath(uri); path != "" {
+		// Podman says so in the ping headers, cheaper than /version on Podman.
+		if kind, _, _, err := engine.Ping(ctx, uri, 5*time.Second); err == nil && kind == engine.Podman {
+			c.podman = true
+		}
+	} else if v, err := api.ServerVersion(ctx); err == nil {
+		for _, comp := range v.Components {
+			if comp.Name == "Podman Engine" {
+				c.podman = true
+			}
+		}
 	}
-	c.logger.Debug("connected to docker", "socket", socketURI, "api", api.ClientVersion(),
+	switch {
+	case opts.HostLimits != nil:
+		c.limits = *opts.HostLimits
+	case engine.SocketPath(uri) != "":
+		c.limits = engine.ReadHostLimits(engine.SocketPath(uri))
+	}
+	c.logger.Debug("connected to docker", "uri", uri, "api", api.ClientVersion(), "podman", c.podman,
 		"nofile", c.limits.NoFile, "nproc", c.limits.NProc)
 	return c, nil
+}
+
+// clientOptions are the Docker client options that reach uri.
+func clientOptions(uri string, tlsFiles *engine.TLSFiles) ([]client.Opt, error) {
+	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	switch scheme, _, _ := strings.Cut(uri, "://"); scheme {
+	case "unix", "npipe":
+		return append(opts, client.WithHost(uri)), nil
+	case "tcp":
+		opts = append(opts, client.WithHost(uri))
+		if tlsFiles != nil {
+			conf, err := tlsFiles.Config()
+			if err != nil {
+				return nil, fault.Invalid("TLS files: %v", err)
+			}
+			opts = append(opts, client.WithScheme("https"),
+				client.WithHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: conf, Proxy: http.ProxyFromEnvironment}}))
+		}
+		return opts, nil
+	case "ssh":
+		helper, err := connhelper.GetConnectionHelper(uri)
+		if err != nil {
+			return nil, fault.Invalid("%v", err)
+		}
+		return append(opts, client.WithHost(helper.Host), client.WithDialContext(helper.Dialer)), nil
+	}
+	return nil, fault.Invalid("the address must be unix://, npipe://, tcp:// or ssh://")
+}
+
+// PingSSH probes the Docker daemon at an ssh:// address through docker's connection helper
+// (discovery's engine.DiscoverOptions.ProbeSSH for Docker endpoints).
+func PingSSH(ctx context.Context, uri string, timeout time.Duration) (engine.Kind, string, string, error) {
+	helper, err := connhelper.GetConnectionHelper(uri)
+	if err != nil {
+		return "", "", "", err
+	}
+	return engine.PingDial(ctx, func(ctx context.Context) (net.Conn, error) { return helper.Dialer(ctx, "tcp", "") }, timeout)
 }
 
 // Close releases the client's connections.

@@ -79,8 +79,20 @@ func TestConformance(t *testing.T) {
 func TestConnectUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := docker.Connect(ctx, "unix://"+t.TempDir()+"/none.sock", docker.Options{})
-	if !errors.Is(err, fault.ErrUnavailable) {
-		t.Fatalf("Connect(missing socket) = %v, want ErrUnavailable", err)
+	tests := []struct {
+		name string
+		uri  string
+		want error
+	}{
+		{"missing socket", "unix://" + t.TempDir() + "/none.sock", fault.ErrUnavailable},
+		{"nothing on tcp", "tcp://127.0.0.1:1", fault.ErrUnavailable},
+		{"unknown scheme", "ftp://127.0.0.1:1", fault.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := docker.Connect(ctx, tt.uri, docker.Options{}); !errors.Is(err, tt.want) {
+				t.Fatalf("Connect(%s) = %v, want %v", tt.uri, err, tt.want)
+			}
+		})
 	}
 }

@@ -8,12 +8,21 @@
 package podman
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	osuser "os/user"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/blang/semver/v4"
+	"github.com/containers/common/pkg/ssh"
 	"github.com/containers/podman/v5/pkg/bindings"
 	"github.com/containers/podman/v5/pkg/bindings/system"
 	"github.com/containers/podman/v5/pkg/errorhandling"
@@ -27,8 +36,15 @@ type Options struct {
 	// Logger receives debug lines about requests; nil discards them.
 	Logger *slog.Logger
 	// HostLimits overrides the rlimit ceilings containers are clamped to. Nil reads them from
-	// this process and, when visible, the service process (engine.ReadHostLimits).
+	// this process and, when visible, the service process (engine.ReadHostLimits) for a unix
+	// socket; other addresses leave the rlimits to the service.
 	HostLimits *engine.HostLimits
+	// Identity is the ssh private key for an ssh:// address ("" tries $CONTAINER_SSHKEY,
+	// ssh_config and the ssh agent, as podman does).
+	Identity string
+	// Machine marks an ssh:// address of a Podman machine: podman skips host key checks for
+	// those, whose keys change with every machine.
+	Machine bool
 }
 
 // Client is a connection to one Podman API service.
@@ -40,18 +56,25 @@ type Client struct {
 	logger  *slog.Logger
 }
 
-// Connect opens a client for the Podman service at socketURI (unix:///run/podman/podman.sock)
-// and checks that it answers. An unreachable service is fault.ErrUnavailable.
-func Connect(ctx context.Context, socketURI string, opts Options) (*Client, error) {
-	op := "connect to podman at " + socketURI
-	if engine.SocketPath(socketURI) == "" {
-		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("socket must be a unix:// URI"))
+// Connect opens a client for the Podman service at uri and checks that it answers. uri is a
+// unix socket (unix:///run/podman/podman.sock), tcp://host:port, or
+// ssh://user@host[:port]/path/to/podman.sock through the bindings' own ssh connection.
+// Named pipes (Podman machine on Windows) speak the Docker API: connect them with the docker
+// adapter. An unreachable service is fault.ErrUnavailable.
+func Connect(ctx context.Context, uri string, opts Options) (*Client, error) {
+	op := "connect to podman at " + uri
+	switch scheme, _, _ := strings.Cut(uri, "://"); scheme {
+	case "unix", "tcp", "ssh":
+	case "npipe":
+		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("the Podman bindings cannot open named pipes; the pipe speaks the Docker API: use the docker adapter"))
+	default:
+		return nil, fmt.Errorf("%s: %w", op, fault.Invalid("the address must be unix://, tcp:// or ssh://"))
 	}
-	conn, err := bindings.NewConnection(ctx, socketURI)
+	conn, err := bindings.NewConnectionWithIdentity(ctx, uri, opts.Identity, opts.Machine)
 	if err != nil {
 		return nil, engine.Wrap(op, 0, err)
 	}
-	c := &Client{conn: conn, socket: socketURI, logger: opts.Logger}
+	c := &Client{conn: conn, socket: uri, logger: opts.Logger}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
@@ -61,14 +84,66 @@ func Connect(ctx context.Context, socketURI string, opts Options) (*Client, erro
 	if !c.atLeast(4, 0) {
 		return nil, fmt.Errorf("%s: %w", op, fault.Unavailable("Podman %s is too old: Cubicle needs Podman 4.0 or newer", c.version))
 	}
-	if opts.HostLimits != nil {
+	switch {
+	case opts.HostLimits != nil:
 		c.limits = *opts.HostLimits
-	} else {
-		c.limits = engine.ReadHostLimits(engine.SocketPath(socketURI))
+	case engine.SocketPath(uri) != "":
+		c.limits = engine.ReadHostLimits(engine.SocketPath(uri))
 	}
-	c.logger.Debug("connected to podman", "socket", socketURI, "api", c.version.String(),
+	c.logger.Debug("connected to podman", "uri", uri, "api", c.version.String(),
 		"nofile", c.limits.NoFile, "nproc", c.limits.NProc)
 	return c, nil
+}
+
+// PingSSH probes the Podman service at an ssh:// address (ssh://user@host[:port]/socket)
+// through the ssh layer Podman's bindings use (containers/common/pkg/ssh: key or agent
+// authentication, known_hosts in ~/.ssh, trust on first use) and closes the connection
+// afterwards. It is discovery's engine.DiscoverOptions.ProbeSSH for Podman endpoints. It
+// never asks for a password: without a key (identity, $CONTAINER_SSHKEY, an ssh agent or a
+// password in the address) it fails saying so. The port is tried first within timeout; the
+// ssh handshake itself is bounded by that layer (40 s).
+func PingSSH(ctx context.Context, uri, identity string, machine bool, timeout time.Duration) (engine.Kind, string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "ssh" {
+		return "", "", "", fmt.Errorf("%q is not an ssh:// address", uri)
+	}
+	if u.Path == "" || u.Path == "/" {
+		return "", "", "", errors.New("the address names no socket: ssh://user@host/run/user/UID/podman/podman.sock")
+	}
+	identity = cmp.Or(identity, os.Getenv("CONTAINER_SSHKEY"))
+	_, hasPassword := u.User.Password()
+	if identity == "" && os.Getenv("SSH_AUTH_SOCK") == "" && !hasPassword {
+		return "", "", "", errors.New("no ssh key for this connection: give it one (podman system connection add --identity KEY …) or start an ssh agent")
+	}
+	port := 22
+	if u.Port() != "" {
+		if port, err = strconv.Atoi(u.Port()); err != nil {
+			return "", "", "", fmt.Errorf("port %q: %w", u.Port(), err)
+		}
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), strconv.Itoa(port)))
+	if err != nil {
+		return "", "", "", err
+	}
+	c.Close()
+	user := u.User
+	if user == nil {
+		cur, err := osuser.Current()
+		if err != nil {
+			return "", "", "", err
+		}
+		user = url.User(cur.Username)
+	}
+	client, err := ssh.Dial(&ssh.ConnectionDialOptions{Host: u.Hostname(), Port: port, User: user, Identity: identity,
+		InsecureIsMachineConnection: machine}, ssh.GolangMode)
+	if err != nil {
+		return "", "", "", err
+	}
+	defer client.Close()
+	return engine.PingDial(ctx, func(context.Context) (net.Conn, error) { return ssh.DialNet(client, "unix", u) }, timeout)
 }
 
 // Close releases idle connections. Calls in flight are not interrupted.

@@ -51,7 +51,9 @@ func TestConnectUnavailable(t *testing.T) {
 		want error
 	}{
 		{"missing socket", "unix://" + t.TempDir() + "/none.sock", fault.ErrUnavailable},
-		{"not unix", "tcp://127.0.0.1:1", fault.ErrInvalid},
+		{"nothing on tcp", "tcp://127.0.0.1:1", fault.ErrUnavailable},
+		{"named pipe", "npipe:////./pipe/podman-machine-default", fault.ErrInvalid},
+		{"unknown scheme", "http://127.0.0.1:1", fault.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -152,10 +151,7 @@ func (d *Driver) Kill() {
 	lock := fmt.Sprintf("/tmp/.X%s-lock", strings.TrimPrefix(d.display, ":"))
 	if b, err := os.ReadFile(lock); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-			syscall.Kill(pid, syscall.SIGKILL)
-			for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
+			killAndWait(pid)
 		}
 	}
 }

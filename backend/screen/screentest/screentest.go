@@ -64,7 +64,7 @@ func Start(t testing.TB, display, width, height int) *Desktop {
 		wire.EnvNoXServer+"=1", wire.EnvWorkspace+"="+ws, fmt.Sprintf("%s=%dx%d", wire.EnvScreen, width, height),
 		wire.EnvLogLevel+"=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = xvfbtest.OwnProcessGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start driver: %v", err)
 	}

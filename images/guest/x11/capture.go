@@ -8,7 +8,6 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
-	"golang.org/x/sys/unix"
 )
 
 // capturer reads the root window's pixels: through one persistent MIT-SHM segment when the
@@ -43,13 +42,13 @@ func (c *capturer) initSHM(conn *xgb.Conn) error {
 		return err
 	}
 	size := c.w * c.h * 4
-	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, size, unix.IPC_CREAT|0o600)
+	id, err := shmCreate(size)
 	if err != nil {
 		return err
 	}
-	buf, err := unix.SysvShmAttach(id, 0, 0)
+	buf, err := shmAttach(id)
 	if err != nil {
-		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		shmRemove(id)
 		return err
 	}
 	seg, err := shm.NewSegId(conn)
@@ -58,9 +57,9 @@ func (c *capturer) initSHM(conn *xgb.Conn) error {
 	}
 	// Once the server has attached, mark the segment for removal: it disappears when both
 	// sides detach, even if we crash.
-	unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	shmRemove(id)
 	if err != nil {
-		unix.SysvShmDetach(buf)
+		shmDetach(buf)
 		return err
 	}
 	c.shm, c.seg, c.shmID, c.shmBuf = true, seg, id, buf
@@ -70,7 +69,7 @@ func (c *capturer) initSHM(conn *xgb.Conn) error {
 func (c *capturer) release(conn *xgb.Conn) {
 	if c.shm {
 		shm.Detach(conn, c.seg)
-		unix.SysvShmDetach(c.shmBuf)
+		shmDetach(c.shmBuf)
 		c.shm, c.shmBuf = false, nil
 	}
 }

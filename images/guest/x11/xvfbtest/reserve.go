@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 )
 
@@ -24,7 +23,7 @@ func Reserve(t testing.TB, hint int) int {
 		if err != nil {
 			t.Fatalf("reserve display: %v", err)
 		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		if !tryLock(f) {
 			f.Close()
 			continue
 		}
@@ -48,7 +47,7 @@ func displayBusy(n int) bool {
 		return false
 	}
 	var pid int
-	if _, err := fmt.Sscanf(string(b), "%d", &pid); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+	if _, err := fmt.Sscanf(string(b), "%d", &pid); err == nil && pid > 0 && alive(pid) {
 		return true
 	}
 	os.Remove(lock)

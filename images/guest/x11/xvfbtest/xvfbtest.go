@@ -48,7 +48,7 @@ func StartWith(t testing.TB, display, width, height int, extra ...string) string
 	name := fmt.Sprintf(":%d", display)
 	args := append([]string{name, "-screen", "0", fmt.Sprintf("%dx%dx24", width, height), "-nolisten", "tcp", "-noreset"}, extra...)
 	cmd := exec.Command(xvfb, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = OwnProcessGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start Xvfb %s: %v", name, err)
 	}

@@ -1,0 +1,25 @@
+//go:build unix
+
+package tools
+
+import (
+	"cmp"
+	"context"
+	"os/exec"
+	"syscall"
+)
+
+// hostShellLead starts the host_shell tool's description: it names the command language.
+const hostShellLead = "Run a shell command"
+
+// command runs script with sh -c in a process group of its own, so that cancelling kills
+// everything the command started.
+func (h LocalHost) command(ctx context.Context, script string) (*exec.Cmd, error) {
+	c := exec.CommandContext(ctx, cmp.Or(h.Interpreter, "/bin/sh"), "-c", script)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	return c, nil
+}
+
+// runTree runs c to its end; command already arranged the process group.
+func runTree(c *exec.Cmd) error { return c.Run() }
