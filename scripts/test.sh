@@ -34,7 +34,7 @@ CUBICLE_GUEST_LINK=exec go test -count=1 -timeout 40m ./backend ./backend/vm/...
 
 say "Go tests of the concurrent core under the race detector"
 go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/binding/... \
-  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... 2>  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... 2>&1 | tee test-artifacts/go-race.log1 | tee test-artifacts/go-race.log
+  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/... 2>&1 | tee test-artifacts/go-race.log
 
 say "benchmark, quick mode (run so it cannot rot; the numbers are not judged here)"
 "$ROOT/bin/cubicle" bench --quick --json test-artifacts/bench.json
