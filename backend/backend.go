@@ -22,11 +22,13 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
+	"cubicle/backend/security"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -47,6 +49,10 @@ type Config struct {
 	AllowedHosts []string
 	// TrustedOrigins are foreign page origins (the desktop window) allowed to call the API.
 	TrustedOrigins []string
+	// TrustedProxies are reverse proxies whose X-Forwarded-For/-Proto are believed (see
+	// api.Config); SecureCookies marks the session cookie Secure (served over TLS).
+	TrustedProxies []string
+	SecureCookies  bool
 	// Doctor checks the environment for the settings page; nil disables the route.
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
@@ -74,13 +80,16 @@ type Backend struct {
 	VMs      *vm.Manager
 	Control  *control.Manager
 	Models   *models.Service
-	Chat     *agent.Runtime
-	Binder   *binding.Binder
-	HostDesk *hostdesk.Desktop // the execution node's own screen and input
-	Nodes    *nodes.Hub        // registered runners and their links
-	Screens  *screen.Hubs
-	Computer *api.ComputerChannel
-	API      *api.Server
+	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
+	Security   *security.Service
+	HostAccess *hostaccess.Checker
+	Chat       *agent.Runtime
+	Binder     *binding.Binder
+	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
+	Nodes      *nodes.Hub        // registered runners and their links
+	Screens    *screen.Hubs
+	Computer   *api.ComputerChannel
+	API        *api.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -130,13 +139,28 @@ func (b *Backend) build() error {
 	if err != nil {
 		return err
 	}
-	if b.cfg.RequireChosenAdmin && b.cfg.Admin.Password == "" {
-		if _, err := b.Auth.Admin(); err != nil {
-			return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and CUBICLE_ADMIN_PASSWORD for the first start")
+	if b.cfg.RequireChosenAdmin {
+		if _, err := b.Auth.Admin(); err != nil && errors.Is(err, fault.ErrNotFound) {
+			// Nothing is created for a network-facing first start without a strong password.
+			if b.cfg.Admin.Password == "" {
+				return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and a strong CUBICLE_ADMIN_PASSWORD for the first start")
+			}
+			user := b.cfg.Admin.Username
+			if user == "" {
+				user = "admin"
+			}
+			if err := auth.CheckPassword(b.cfg.Admin.Password, user); err != nil {
+				return fault.Forbidden("CUBICLE_ADMIN_PASSWORD is not strong enough for a server that faces a network: %v", err)
+			}
 		}
 	}
 	if b.Bootstrap, err = b.Auth.EnsureAdmin(b.cfg.Admin); err != nil {
 		return err
+	}
+	if b.cfg.RequireChosenAdmin {
+		if err := b.Auth.NetworkReady(); err != nil {
+			return err
+		}
 	}
 	b.Profiles = profile.New(b.Store, b.log.With("svc", "profile"))
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
@@ -153,6 +177,7 @@ func (b *Backend) build() error {
 	if err := b.buildChat(dk, b.Control); err != nil {
 		return err
 	}
+	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
 	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
 	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
 		Logger: b.log.With("svc", "computer")})
@@ -161,10 +186,12 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
+		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers,
 		Placement: b.place, Runners: b.Nodes,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
+		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
 	})
 	return err

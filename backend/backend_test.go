@@ -9,6 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cubicle/backend/agent"
+	"cubicle/backend/auth"
+	"cubicle/backend/hostaccess"
+	"cubicle/backend/profile"
+	"cubicle/backend/store"
 )
 
 // TestWiring starts the whole backend (no container engine) on loopback and talks to it:
@@ -81,4 +87,79 @@ func TestWiring(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Host tools need an administrator's grant on the node (issue 15, item 2): an agent whose
+// record says "Allow host environment" (ticked before grants existed) gets no host tools
+// until the grant, and none again after it is withdrawn (the toolbox offers and runs host
+// tools only when the turn's plan offers them).
+func TestHostToolsNeedTheGrant(t *testing.T) {
+	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	root, err := b.Auth.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := b.Auth.Issue(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := b.Auth.CreateAccount(admin, auth.NewAccount{Username: "mia", Password: "Long-pass-of-the-member-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := b.Profiles.Create(member.ID, "M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.UpdateAgent(ag.ID, func(a *store.Agent) error { a.AllowHostEnvironment = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	turn := agent.TurnInfo{UserID: member.ID, AgentID: ag.ID, SessionID: "s"}
+	hostTools := func() bool {
+		env, err := b.computers.Environment(context.Background(), turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.Plan.Host && env.Plan.Offers("host_shell")
+	}
+	if hostTools() {
+		t.Fatal("host tools without a grant")
+	}
+	if err := b.HostAccess.Grant(root.ID, member.ID, hostaccess.LocalNode, hostaccess.Access{HostTools: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !hostTools() {
+		t.Fatal("no host tools with the grant")
+	}
+	// The host computer: host tools with the grant, host desktop tools only with their own grant.
+	if _, err := b.Store.UpdateAgent(ag.ID, func(a *store.Agent) error { a.Computer = "host"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	env, err := b.computers.Environment(context.Background(), turn)
+	if err != nil || !env.Plan.Host || env.Plan.HostDesktop || !strings.Contains(env.Plan.HostDesktopProblem, "not granted") {
+		t.Fatalf("host computer with host tools only: %+v %v", env.Plan, err)
+	}
+	if err := b.HostAccess.Grant(root.ID, member.ID, hostaccess.LocalNode, hostaccess.Access{}); err != nil {
+		t.Fatal(err)
+	}
+	if hostTools() {
+		t.Fatal("host tools after the grant was withdrawn")
+	}
+	// An administrator holds host access by role.
+	adminAgent, err := b.Profiles.SelectComputer(root.ID, must(b.Profiles.Create(root.ID, "A")).ID, profile.Selection{Computer: "vm", AllowHostEnvironment: true})
+	if err != nil || !adminAgent.AllowHostEnvironment {
+		t.Fatalf("admin ticks the box: %+v %v", adminAgent, err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -12,9 +12,12 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
+	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/history"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/models"
+	"cubicle/backend/security"
 	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
 )
@@ -26,58 +29,62 @@ Your working directory is /home/cua/workspace; files there are kept across resta
 host_* tools, when offered, act on the person's own machine: use them only when the task needs it.
 Be concise; say what you did and what you found.`
 
-// buildChat wires the agent runtime: models, safety layers, the toolbox over the desktops,
-// the thread↔desktop binding, history and saved conversations.
+// buildChat wires the agent runtime: models, safety layers (Settings → Security), the
+// toolbox over the desktops, the thread↔desktop binding, history and saved conversations.
 func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "model.key"))
 	if err != nil {
-		return err
-	}
-	if b.Models, err = models.New(models.Config{Store: b.Store, Key: key, Getenv: os.Getenv}); err != nil {
 		return err
 	}
 	level, err := guard.ParseLevel(os.Getenv("CUBICLE_TOOL_GUARD"))
 	if err != nil {
 		return fmt.Errorf("CUBICLE_TOOL_GUARD: %w", err)
 	}
-	g, err := guard.New(guard.Config{Level: level})
-	if err != nil {
-		return err
-	}
-	dataDir, err := filepath.Abs(b.cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	hostFiles, err := guard.NewFileGuard([]string{dataDir})
-	if err != nil {
-		return err
-	}
-	vmFiles, err := guard.NewLexicalFileGuard([]string{wire.RunDir})
-	if err != nil {
-		return err
-	}
 	home, _ := os.UserHomeDir()
-	safety := &guard.Safety{Guard: g, HostFiles: hostFiles, VMFiles: vmFiles, HostHome: home, VMHome: "/home/cua"}
-
+	b.HostAccess = hostaccess.New(b.Store)
+	b.computers = newComputers(b)
+	// Host access is granted by an administrator per account and node (SPEC §3): the gate
+	// asks the grants for every turn.
+	b.computers.grant = func(accountID, nodeID string) computer.Grant {
+		a, err := b.HostAccess.Check(accountID, nodeID)
+		if err != nil {
+			return computer.Grant{Denied: true, DesktopDenied: true, Reason: "host access could not be checked: " + err.Error()}
+		}
+		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
+		if g.Denied {
+			g.Reason = "host access is not granted to this account on this execution node: an administrator grants it in Settings → Users"
+		}
+		return g
+	}
+	b.Security, err = security.New(security.Config{
+		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
+		LocalTools: func() []string { return append(tools.Names(), agent.HelperTool) },
+		WorkDir:    b.workDir(home), Logger: b.log.With("svc", "security"),
+	})
+	if err != nil {
+		return err
+	}
+	if b.Models, err = models.New(models.Config{Store: b.Store, Key: key, Getenv: os.Getenv, Endpoints: b.Security}); err != nil {
+		return err
+	}
 	names := func(agentID string) string {
 		if a, err := b.Store.Agent(agentID); err == nil {
 			return a.Name
 		}
 		return agentID
 	}
-	b.computers = newComputers(b)
 	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.fence,
 		Logger: b.log.With("svc", "binding")})
 	if err != nil {
 		return err
 	}
-	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles,
+	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles{b.Security},
 		HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}
 	b.Chat, err = agent.New(agent.Config{
-		Tools: box, Models: b.Models.Resolve, Guard: safetyGuard{s: safety, envs: b.computers, home: home},
+		Tools: box, Models: b.Models.Resolve, Guard: turnGuard{gate: b.computers, sec: b.Security},
 		Recorder: history.New(b.Store, b.log.With("svc", "history")), Sessions: b.Store,
 		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
 		Logger: b.log.With("svc", "agent"), System: systemPrompt,
@@ -87,19 +94,15 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	return err
 }
 
-// safetyGuard adapts the safety layers to the runtime's Guard.
-type safetyGuard struct {
-	s    *guard.Safety
-	envs tools.Environments
-	home string
+// turnGuard is the runtime's Guard: the computer gate first (a tool this turn's computer does
+// not offer is refused, never asked about), then Settings → Security's layers.
+type turnGuard struct {
+	gate tools.Environments
+	sec  *security.Service
 }
 
-func (g safetyGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
-	workDir := tools.Workspace
-	env, envErr := g.envs.Environment(context.Background(), t)
-	if envErr == nil {
-		// The computer gate first: a tool this turn's computer does not offer is refused, never
-		// asked about.
+func (g turnGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
+	if env, err := g.gate.Environment(context.Background(), t); err == nil {
 		plan := env.Plan
 		if t.TaskID != "" {
 			plan = plan.ForHelper()
@@ -107,24 +110,53 @@ func (g safetyGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, 
 		if why := plan.Check(c.Name); why != "" {
 			return agent.Deny, why
 		}
-		if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
-			workDir = d
-		}
 	}
-	if strings.HasPrefix(c.Name, "host_") {
-		workDir = g.home
-		if envErr == nil && filepath.IsAbs(env.WorkDir) {
-			workDir = env.WorkDir
-		} else if envErr == nil && !filepath.IsAbs(env.WorkDir) && vm.ResolveWorkDir(env.WorkDir) != "" {
-			workDir = filepath.Join(g.home, env.WorkDir)
-		}
-	}
-	d, reason, _ := g.s.Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, workDir)
-	return agent.Decision(d), reason
+	return g.sec.Check(t, c)
 }
 
-func (g safetyGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) {
-	_ = g.s.AllowRule(guard.ToolCall{Name: c.Name, Args: c.Input}, rule)
+func (g turnGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) error {
+	return g.sec.AllowRule(t, c, rule)
+}
+
+// Confirmed records every answer a person gives (agent.ConfirmRecorder).
+func (g turnGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason string) {
+	g.sec.Confirmed(t, r, reason)
+}
+
+var _ agent.ConfirmRecorder = turnGuard{}
+
+// workDir is where relative paths of a call start: the agent's desktop working directory, or
+// for host tools its working directory on the host (default the runner user's home).
+func (b *Backend) workDir(home string) func(t agent.TurnInfo, tool string) string {
+	return func(t agent.TurnInfo, tool string) string {
+		dir := tools.Workspace
+		env, err := b.computers.Environment(context.Background(), t)
+		if err == nil {
+			if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
+				dir = d
+			}
+		}
+		if strings.HasPrefix(tool, "host_") {
+			dir = home
+			switch {
+			case err == nil && filepath.IsAbs(env.WorkDir):
+				dir = env.WorkDir
+			case err == nil && vm.ResolveWorkDir(env.WorkDir) != "":
+				dir = filepath.Join(home, env.WorkDir)
+			}
+		}
+		return dir
+	}
+}
+
+// hostFiles is the host tools' own file check, from the protected paths in force.
+type hostFiles struct{ s *security.Service }
+
+func (h hostFiles) CheckPath(path string, write bool) error {
+	if f := h.s.Safety().HostFiles; f != nil {
+		return f.CheckPath(path, write)
+	}
+	return nil
 }
 
 var _ binding.Tasks = (*control.Manager)(nil)

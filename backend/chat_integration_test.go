@@ -138,7 +138,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 	model := &scriptedModel{}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -234,7 +234,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 		t.Fatalf("after confirmed rm: %q", out)
 	}
 	// Every call is in the execution history.
-	runs, err := b.Store.ToolRuns("s1")
+	runs, err := b.Store.ToolRuns(admin.ID, "s1")
 	if err != nil || len(runs) < 10 {
 		t.Fatalf("history: %d runs, %v", len(runs), err)
 	}
@@ -299,6 +299,9 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 	return b, dir, ctx
 }
 
+// allowLoopback is the administrator's allowance for the scripted model on 127.0.0.1.
+var allowLoopback = true
+
 // removeStoreObjects removes the containers and volumes labelled with store id.
 func removeStoreObjects(t *testing.T, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -312,6 +315,7 @@ func removeStoreObjects(t *testing.T, id string) {
 	sel := map[string]string{vm.LabelStore: id}
 	cs, _ := eng.ListContainers(ctx, sel)
 	for _, c := range cs {
+		eng.StopContainer(ctx, c.ID, 5*time.Second) // a user namespace's /dev/shm: see vm's ensureRunning
 		if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			t.Logf("cleanup: %v", err)
 		}

@@ -122,7 +122,7 @@ func TestComputerTypesOnRealEngine(t *testing.T) {
 		model.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(name, computer string, allowHost bool) store.Agent {
@@ -409,6 +409,14 @@ http.server.HTTPServer(("127.0.0.1", 8765), H).serve_forever()
 				evs = append(evs, e)
 				if e.Type == agent.ToolResultStart && e.ToolCallID == "sl" {
 					go func() {
+						// Mid-task: once the desktop runs the sleep (its start takes seconds
+						// on a loaded host).
+						for i := 0; i < 600; i++ {
+							if v, err := b.VMs.Agent(ctx, admin.ID, a.ID); err == nil && v.Desktop.State == "running" {
+								break
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
 						time.Sleep(time.Second)
 						b.Chat.Stop(admin.ID, "fence-1")
 					}()

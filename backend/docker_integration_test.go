@@ -156,6 +156,8 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 	if err != nil || !ctr.Running || ctr.Labels[engine.LabelInstance] != inst.ID || ctr.ImageID != img.ImageID {
 		t.Fatalf("the desktop's container in Docker: %+v, %v", ctr, err)
 	}
+	// Walled off from this machine's services on Docker too (issue 15, item 12).
+	wantHostWalled(t, b, inst)
 
 	// A live frame over the computer websocket of the real HTTP API.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -98,7 +98,7 @@ func TestHelperOnTaskDesktop(t *testing.T) {
 		model.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -182,7 +182,7 @@ func TestHelperOnTaskDesktop(t *testing.T) {
 		t.Fatal("task desktop record left")
 	}
 	// The calls the helper ran are in the execution history with their source.
-	runs, err := b.Store.ToolRuns("s1")
+	runs, err := b.Store.ToolRuns(admin.ID, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}

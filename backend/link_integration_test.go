@@ -222,6 +222,14 @@ func wantRepaired(t *testing.T, d *linkDesktop) {
 	}
 }
 
+// wantWalled checks, when the desktop runs walled off from this machine (root, a rootful
+// engine), that it still is: a repair restarts the container, which gets a new network
+// namespace, so the wall must be raised again (issue 15, item 12).
+func wantWalled(t *testing.T, d *linkDesktop) {
+	t.Helper()
+	wantHostWalled(t, d.b, d.view(t))
+}
+
 func execShell(s string) guest.ExecRequest {
 	return guest.ExecRequest{Shell: s, Timeout: 30 * time.Second}
 }
@@ -236,6 +244,7 @@ func TestLinkDriverKilled(t *testing.T) {
 	wantErrorResult(t, res, time.Minute, "desktop driver")
 	wantUnhealthy(t, d)
 	wantRepaired(t, d)
+	wantWalled(t, d)
 }
 
 func TestLinkDriverHung(t *testing.T) {

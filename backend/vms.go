@@ -15,6 +15,7 @@ import (
 	"cubicle/backend/engine/docker"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/images"
@@ -53,9 +54,11 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			}
 		}
 	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
+	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act,
+		HostWall: b.hostWall}
 	if b.engine != nil {
 		cfg.Engine = b.engine.Client
+		cfg.MapUsers = b.engine.mapsUsers()
 		cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
 		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)
 		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
@@ -67,6 +70,20 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 		}
 	}
 	return vm.New(cfg)
+}
+
+// hostWall walls a started desktop off from this machine's services, except the host ports
+// Settings → Security allows (vm.Config.HostWall).
+func (b *Backend) hostWall(ctx context.Context, pid int, containerID, runDir string) error {
+	var ports []int
+	if b.Security != nil {
+		ports = b.Security.DesktopHostPorts()
+	}
+	w, err := hostwall.Plan(pid, ports)
+	if err != nil {
+		return err
+	}
+	return hostwall.Apply(pid, hostwall.Proof{ContainerID: containerID, RunDir: runDir, ContainerRunDir: vm.RunDirTarget}, w)
 }
 
 // GuestLinkChoice decides how desktops' drivers on engine e are reached under mode (see
@@ -93,6 +110,27 @@ type ConnectedEngine struct {
 	Client   EngineClient
 	Endpoint engine.Endpoint
 	owned    *engine.OwnedService // a Podman service Cubicle started itself
+}
+
+// mapsUsers reports whether desktops get their own user namespace: only where the engine maps
+// per container (rootful Podman), unless CUBICLE_DESKTOP_USERNS=off keeps the engine's
+// default. The engine is asked only when its socket does not tell.
+func (e *ConnectedEngine) mapsUsers() bool {
+	if e.Endpoint.Kind != engine.Podman || os.Getenv("CUBICLE_DESKTOP_USERNS") == "off" {
+		return false
+	}
+	switch e.Endpoint.Source {
+	case engine.SourceRootful:
+		return true
+	case engine.SourceRootless:
+		return false
+	case engine.SourceOwned: // a service Cubicle started: rootful when Cubicle runs as root
+		return !e.Endpoint.Rootless
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.Client.Info(ctx)
+	return err == nil && info.Kind == engine.Podman && !info.Rootless
 }
 
 // Close releases the client and stops a Podman service Cubicle started.
@@ -149,3 +187,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 		"version", ep.Version, "remote", ep.Remote, "vm", ep.VM)
 	return &ConnectedEngine{Client: c, Endpoint: ep, owned: owned}, nil
 }
+
+// MapsUsers reports whether desktops on this engine get their own user namespace (see
+// mapsUsers); a runner's VM manager uses it as the server's does.
+func (e *ConnectedEngine) MapsUsers() bool { return e.mapsUsers() }

@@ -36,6 +36,7 @@ import (
 
 	"cubicle/backend"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -146,8 +147,10 @@ func (r *Runner) buildVMs() error {
 	if err != nil {
 		return fault.Invalid("%v", err)
 	}
-	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log}
+	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
+		HostWall: hostWall}
 	if r.engine != nil {
+		cfg.MapUsers = r.engine.MapsUsers()
 		r.hello.Engine = string(r.engine.Endpoint.Kind)
 		cfg.Engine = r.engine.Client
 		cfg.Link.Choice = backend.GuestLinkChoice(context.Background(), mode, r.engine)
@@ -163,6 +166,16 @@ func (r *Runner) buildVMs() error {
 	}
 	r.vms, err = vm.New(cfg)
 	return err
+}
+
+// hostWall walls a started desktop off from the runner machine's own services, as the server
+// does for its desktops; a runner allows no host port (it has no Settings → Security).
+func hostWall(ctx context.Context, pid int, containerID, runDir string) error {
+	w, err := hostwall.Plan(pid, nil)
+	if err != nil {
+		return err
+	}
+	return hostwall.Apply(pid, hostwall.Proof{ContainerID: containerID, RunDir: runDir, ContainerRunDir: vm.RunDirTarget}, w)
 }
 
 // NodeID is the node this runner serves (from its token).

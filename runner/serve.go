@@ -121,7 +121,7 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 			return nil, err
 		}
 		return r.vms.SetImageSources(ctx, u)
-	case wire.OpStopInstance, wire.OpMarkBusy, wire.OpMarkIdle:
+	case wire.OpStopInstance, wire.OpMarkBusy, wire.OpMarkIdle, wire.OpDeleteData:
 		var a wire.InstanceArgs
 		if err := args(&a); err != nil {
 			return nil, err
@@ -129,6 +129,8 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 		switch req.Op {
 		case wire.OpStopInstance:
 			return true, r.vms.StopInstance(ctx, a.ID, a.Reason)
+		case wire.OpDeleteData:
+			return true, r.vms.DeleteData(ctx, a.ID)
 		case wire.OpMarkBusy:
 			r.mu.Lock()
 			r.busy[a.ID] = true

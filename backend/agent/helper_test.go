@@ -95,7 +95,7 @@ func newHelperHarness(t *testing.T, hc agent.HelperConfig) *helperHarness {
 	}
 	rt, err := agent.New(agent.Config{Tools: h.tools, Guard: &askGuard{}, Recorder: h.rec, System: "MAIN PROMPT", Helpers: &hc,
 		Models: func(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
-			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +401,7 @@ func (askHelpers) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, str
 	}
 	return agent.Allow, ""
 }
-func (askHelpers) AllowRule(agent.TurnInfo, agent.ToolCall, string) {}
+func (askHelpers) AllowRule(agent.TurnInfo, agent.ToolCall, string) error { return nil }
 
 // TestConfirmedHelper: a task_helper call the person confirms runs when the conversation
 // resumes (before the resumed turn's model call).
@@ -413,7 +413,7 @@ func TestConfirmedHelper(t *testing.T) {
 	ended := 0
 	rt, err := agent.New(agent.Config{Tools: tb, Guard: askHelpers{}, Helpers: &agent.HelperConfig{Ended: func(agent.TurnInfo) { ended++ }},
 		Models: func(ctx context.Context, agentID string, chat *agent.ChatModel) (agent.Model, error) {
-			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+			return openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 		}})
 	if err != nil {
 		t.Fatal(err)

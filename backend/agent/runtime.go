@@ -136,8 +136,16 @@ const (
 // Guard decides whether a tool call may run.
 type Guard interface {
 	Check(t TurnInfo, call ToolCall) (Decision, string)
-	// AllowRule records an "always allow" rule a person added while confirming.
-	AllowRule(t TurnInfo, call ToolCall, rule string)
+	// AllowRule records an "always allow" rule a person added while confirming; an error
+	// (a rule that cannot be made, such as one for a CRITICAL finding) is shown to the person.
+	AllowRule(t TurnInfo, call ToolCall, rule string) error
+}
+
+// ConfirmRecorder keeps a record of every answer a person gives to a confirmation request
+// (who: t.UserID; when; what: the call, why it was asked, the answer and any rules). A Guard
+// that implements it is told of every answer.
+type ConfirmRecorder interface {
+	Confirmed(t TurnInfo, r ConfirmResult, reason string)
 }
 
 // Recorder writes the execution history (SPEC §2.5). Begin returns an id End completes.

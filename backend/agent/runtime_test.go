@@ -122,12 +122,23 @@ func (tb *tools) called() []agent.ToolCall {
 	return append([]agent.ToolCall(nil), tb.calls...)
 }
 
-// askGuard asks about every "rm" call and allows the rest.
-type askGuard struct{ rules []string }
+// askGuard asks about every "rm" call and allows the rest; it records the answers people give.
+type askGuard struct {
+	rules     []string
+	confirmed []string // "<user> <confirmed> <tool> <reason>"
+	denyRm    bool     // the settings changed: rm is now denied
+}
+
+func (g *askGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason string) {
+	g.confirmed = append(g.confirmed, fmt.Sprintf("%s %v %s %s", t.UserID, r.Confirmed, r.ToolCall.Name, reason))
+}
 
 func (g *askGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
 	if c.Name == "denied" {
 		return agent.Deny, "denied tool"
+	}
+	if cmd, _ := c.Input["command"].(string); g.denyRm && strings.Contains(cmd, "rm ") {
+		return agent.Deny, "rm is denied now"
 	}
 	if cmd, _ := c.Input["command"].(string); strings.Contains(cmd, "rm ") {
 		return agent.Ask, "dangerous rm"
@@ -135,8 +146,9 @@ func (g *askGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, st
 	return agent.Allow, ""
 }
 
-func (g *askGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) {
+func (g *askGuard) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) error {
 	g.rules = append(g.rules, rule)
+	return nil
 }
 
 type harness struct {
@@ -156,7 +168,7 @@ func newHarness(t *testing.T, withModel bool, maxIters int) *harness {
 		if !withModel {
 			return nil, agent.ErrNoModel
 		}
-		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "scripted"})
+		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "scripted", AllowPrivate: true})
 	}
 	rt, err := agent.New(agent.Config{Tools: h.tools, Models: resolve, Guard: h.guard, MaxIters: maxIters})
 	if err != nil {
@@ -315,6 +327,29 @@ func TestConfirmationPausesAndResumes(t *testing.T) {
 	}
 	if find(evs2, agent.AgentResult).Result.Content[0].Text != "cleaned" {
 		t.Fatalf("model did not continue: %v", types(evs2))
+	}
+	// The answer is on record: who, the call and why it was asked.
+	if len(h.guard.confirmed) != 1 || h.guard.confirmed[0] != "u1 true echo dangerous rm" {
+		t.Fatalf("confirmations recorded: %q", h.guard.confirmed)
+	}
+}
+
+// A call confirmed after the settings changed to deny it does not run (issue 15: what is
+// denied stays denied whatever the answer), and the answer is still recorded.
+func TestConfirmedCallDeniedSinceIsRefused(t *testing.T) {
+	h := newHarness(t, true, 0)
+	h.model.replies = [][]string{toolReply("c1", "echo", `{"command":"rm -rf build"}`), textReply("ok")}
+	h.run("s1", "clean up")
+	h.guard.denyRm = true
+	evs := h.run("s1", "yes")
+	if len(h.tools.called()) != 0 {
+		t.Fatalf("a call denied since ran: %v", h.tools.called())
+	}
+	if e := find(evs, agent.ToolResultEnd); e == nil || e.State != agent.StateDenied {
+		t.Fatalf("state: %v", types(evs))
+	}
+	if len(h.guard.confirmed) != 1 || !strings.HasPrefix(h.guard.confirmed[0], "u1 true echo rm is denied now") {
+		t.Fatalf("confirmations recorded: %q", h.guard.confirmed)
 	}
 }
 

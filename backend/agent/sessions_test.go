@@ -23,7 +23,7 @@ func TestConversationsSurviveRestart(t *testing.T) {
 	newRuntime := func(st *store.Store) *agent.Runtime {
 		rt, err := agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: st,
 			Models: func(ctx context.Context, id string, c *agent.ChatModel) (agent.Model, error) {
-				return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m"})
+				return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m", AllowPrivate: true})
 			}})
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +83,7 @@ func TestTurnIsDurable(t *testing.T) {
 	defer st.Close()
 	h := newHarness(t, true, 0)
 	resolve := func(ctx context.Context, id string, c *agent.ChatModel) (agent.Model, error) {
-		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m"})
+		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m", AllowPrivate: true})
 	}
 	rt, err := agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: st, Models: resolve})
 	if err != nil {

@@ -291,14 +291,31 @@ func (tr *turnRun) resumeConfirm() error {
 	e := newEvent(UserConfirmResult)
 	e.ConfirmResults = out
 	tr.emit(e)
+	rec, _ := tr.rt.cfg.Guard.(ConfirmRecorder)
 	for _, a := range out {
+		// The call is judged again: settings may have changed while it waited, and what is
+		// denied now stays denied whatever the answer.
+		d, reason := Ask, ""
+		if tr.rt.cfg.Guard != nil {
+			d, reason = tr.rt.cfg.Guard.Check(tr.info, a.ToolCall)
+		}
+		if rec != nil {
+			rec.Confirmed(tr.info, a, reason)
+		}
 		if !a.Confirmed {
 			results.Content = append(results.Content, tr.refuse(a.ToolCall, "The person declined this tool call."))
 			continue
 		}
+		if d == Deny {
+			results.Content = append(results.Content, tr.refuse(a.ToolCall, "Refused by the safety policy: "+reason))
+			continue
+		}
 		for _, rule := range a.Rules {
-			if tr.rt.cfg.Guard != nil {
-				tr.rt.cfg.Guard.AllowRule(tr.info, a.ToolCall, rule)
+			if tr.rt.cfg.Guard == nil {
+				continue
+			}
+			if err := tr.rt.cfg.Guard.AllowRule(tr.info, a.ToolCall, rule); err != nil {
+				tr.text("The rule \"" + rule + "\" was not saved: " + err.Error())
 			}
 		}
 		results.Content = append(results.Content, tr.runCall(a.ToolCall))

@@ -12,7 +12,7 @@ import (
 // the handlers do.
 type AgentModels interface {
 	AgentView(agentID string) (models.AgentView, error)
-	SetAgent(agentID string, u models.Update) (models.AgentView, error)
+	SetAgent(agentID string, u models.Update, by models.Setter) (models.AgentView, error)
 }
 
 // agentModelAccess lets the agent's owner, or an administrator, at agent id's model. Another
@@ -60,7 +60,8 @@ func (s *Server) putAgentModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	v, err := s.cfg.Models.SetAgent(id, u)
+	p := principal(r)
+	v, err := s.cfg.Models.SetAgent(id, u, models.Setter{AccountID: p.AccountID, Admin: p.Admin()})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

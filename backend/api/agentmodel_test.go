@@ -17,7 +17,7 @@ import (
 
 func withModels(t *testing.T, f *fixture) *models.Service {
 	t.Helper()
-	ms, err := models.New(models.Config{Store: f.store, Key: []byte(strings.Repeat("m", 32))})
+	ms, err := models.New(models.Config{Store: f.store, Key: []byte(strings.Repeat("m", 32)), Endpoints: f.srv.cfg.Security.(models.Endpoints)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,11 @@ func TestAgentModelRoutes(t *testing.T) {
 		code                     int
 		want                     string // in the answer
 	}{
-		{"owner sets an endpoint", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-m","apiKey":"sk-agent-b"}`, f.user, 200, `"hasApiKey":true`},
+		{"a member cannot point the agent anywhere", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-m","apiKey":"sk-agent-b"}`, f.user, 403, "not an approved model endpoint"},
+		{"nor allow private addresses", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-m","allowPrivate":true}`, f.user, 403, "administrator"},
+		{"the admin approves the endpoint", "PUT", "/api/app/admin/security", `{"modelEndpoints":[{"baseUrl":"https://B.example:443/v1/"}]}`, f.admin, 200, `"modelEndpoints":[{"baseUrl":"https://b.example/v1"}]`},
+		{"a member may not approve endpoints", "PUT", "/api/app/admin/security", `{"modelEndpoints":[{"baseUrl":"https://evil.example/v1"}]}`, f.user, 403, ""},
+		{"owner sets an approved endpoint", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-m","apiKey":"sk-agent-b"}`, f.user, 200, `"hasApiKey":true,"approved":true`},
 		{"another user's agent does not exist", "GET", "/api/app/agents/" + theirs.ID + "/model", "", f.user, 404, ""},
 		{"nor can they change it", "PUT", "/api/app/agents/" + theirs.ID + "/model", `{"model":"x"}`, f.user, 404, ""},
 		{"an administrator may look", "GET", path, "", f.admin, 200, `"source":"agent"`},
@@ -59,7 +63,10 @@ func TestAgentModelRoutes(t *testing.T) {
 		{"key without a base URL", "PUT", path, `{"model":"m","apiKey":"k"}`, f.user, 400, "base URL"},
 		{"not JSON", "PUT", path, `{"model":`, f.user, 400, ""},
 		{"nothing changed by refusals", "GET", path, "", f.user, 200, `"baseUrl":"https://b.example/v1","model":"b-m","hasApiKey":true`},
-		{"omitted key is kept", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2"}`, f.user, 200, `"model":"b-2","hasApiKey":true`},
+		{"omitted key is kept at the same URL", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2"}`, f.user, 200, `"model":"b-2","hasApiKey":true`},
+		{"an administrator points it elsewhere: the key stays behind", "PUT", path, `{"baseUrl":"https://c.example/v1","model":"b-2"}`, f.admin, 200, `"model":"b-2","hasApiKey":false,"approved":true`},
+		{"and back: the dropped key does not return", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2"}`, f.user, 200, `"model":"b-2","hasApiKey":false`},
+		{"set a key again", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2","apiKey":"sk-again"}`, f.user, 200, `"hasApiKey":true`},
 		{"empty key clears it", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2","apiKey":""}`, f.user, 200, `"model":"b-2","hasApiKey":false`},
 		{"administrator sets a model name", "PUT", path, `{"model":"admin-pick"}`, f.admin, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"admin-pick","source":"agent","configured":true}`},
 		{"all empty inherits", "PUT", path, `{"baseUrl":"","model":""}`, f.user, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"app-m","source":"settings","configured":true}`},
@@ -133,12 +140,12 @@ func TestAgentModelUsedByChat(t *testing.T) {
 	f.srv.cfg.Chat, f.srv.cfg.Chats = rt, f.store
 	a, b := newModelServer(t, "answer from A"), newModelServer(t, "answer from B")
 
-	if rec := f.do(req{method: "PUT", path: "/api/app/admin/model", body: `{"baseUrl":"` + a.URL + `/v1","model":"model-a","apiKey":"key-a"}`, cookie: f.admin}); rec.Code != 200 {
+	if rec := f.do(req{method: "PUT", path: "/api/app/admin/model", body: `{"baseUrl":"` + a.URL + `/v1","model":"model-a","apiKey":"key-a","allowPrivate":true}`, cookie: f.admin}); rec.Code != 200 {
 		t.Fatalf("app model: %d %s", rec.Code, rec.Body)
 	}
 	x := decodeBody[agentJSON](t, f.do(req{method: "POST", path: "/api/app/agents", body: `{"name":"X"}`, cookie: f.admin}))
 	y := decodeBody[agentJSON](t, f.do(req{method: "POST", path: "/api/app/agents", body: `{"name":"Y"}`, cookie: f.admin}))
-	if rec := f.do(req{method: "PUT", path: "/api/app/agents/" + x.ID + "/model", body: `{"baseUrl":"` + b.URL + `/v1","model":"model-x","apiKey":"key-x"}`, cookie: f.admin}); rec.Code != 200 {
+	if rec := f.do(req{method: "PUT", path: "/api/app/agents/" + x.ID + "/model", body: `{"baseUrl":"` + b.URL + `/v1","model":"model-x","apiKey":"key-x","allowPrivate":true}`, cookie: f.admin}); rec.Code != 200 {
 		t.Fatalf("agent model: %d %s", rec.Code, rec.Body)
 	}
 	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User

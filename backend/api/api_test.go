@@ -12,13 +12,16 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"cubicle/backend/agent/tools"
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/profile"
+	"cubicle/backend/security"
 	"cubicle/backend/store"
 )
 
-const testPassword = "correct horse battery"
+const testPassword = "correct horse battery staple"
 
 // fixture is a real handler over a real store in a temp dir.
 type fixture struct {
@@ -49,11 +52,17 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	host := hostaccess.New(st)
+	sec, err := security.New(security.Config{Store: st, DataDir: t.TempDir(), Logger: log, LocalTools: tools.Names})
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := New(Config{
-		Auth: as, Profiles: profile.New(st, log), Logger: log, Version: "test",
+		Auth: as, Accounts: st, HostAccess: host, Security: sec,
+		Profiles: profile.New(st, log).WithHostAccess(host, hostaccess.LocalNode), Logger: log, Version: "test",
 		AllowedHosts:   []string{"127.0.0.1", "localhost"},
 		TrustedOrigins: []string{"wails://wails"},
 		Doctor: func(ctx context.Context) doctor.Report {

@@ -138,7 +138,7 @@ func (s *Server) needChat(h http.HandlerFunc) http.HandlerFunc {
 type ChatStore interface {
 	ChatSessions(userID string) ([]store.ChatSession, error)
 	ChatSession(userID, sessionID string) (store.ChatSession, error)
-	ToolRuns(sessionID string) ([]store.ToolRun, error)
+	ToolRuns(userID, sessionID string) ([]store.ToolRun, error)
 }
 
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +173,7 @@ func (s *Server) chatHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	tl, err := history.Query(s.cfg.Chats, id)
+	tl, err := history.Query(s.cfg.Chats, principal(r).AccountID, id)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -122,6 +122,18 @@ func TestChatSessionsAndHistory(t *testing.T) {
 			t.Fatalf("%s as other user: %d", p, rec.Code)
 		}
 	}
+	// Not even by using the same session id (issue 15, item 6: runs were keyed by the session
+	// id alone): its timeline holds its own run only.
+	bob := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.user})).User
+	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"s-1","userId":"` + bob.ID + `","input":"/shell id"}`, cookie: f.user}); rec.Code != 200 {
+		t.Fatalf("bob's chat: %d %s", rec.Code, rec.Body)
+	}
+	if tl := decodeBody[history.Timeline](t, f.do(req{method: "GET", path: "/api/app/chat/sessions/s-1/history", cookie: f.user})); tl.Total != 1 || tl.Runs[0].UserID != bob.ID {
+		t.Fatalf("bob's timeline of s-1 = %+v", tl)
+	}
+	if tl := decodeBody[history.Timeline](t, f.do(req{method: "GET", path: "/api/app/chat/sessions/s-1/history", cookie: f.admin})); tl.Total != 2 {
+		t.Fatalf("the admin's timeline of s-1 after bob's = %+v", tl)
+	}
 	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"bad id/..","userId":"` + me.ID + `","input":"x"}`, cookie: f.admin}); rec.Code != 400 {
 		t.Fatalf("bad session id: %d", rec.Code)
 	}

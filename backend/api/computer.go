@@ -174,6 +174,10 @@ func (c *ComputerChannel) ControlChanged(ch control.Change) {
 	}
 }
 
+// Reauthenticate makes every connection check its session now (an account was disabled or
+// deleted, or its password changed); connections whose session ended are closed.
+func (c *ComputerChannel) Reauthenticate() { c.Refresh() }
+
 // Refresh makes every connection look at its desktop's state now (the VM manager may call it
 // after an instance changed state).
 func (c *ComputerChannel) Refresh() {
@@ -231,13 +235,21 @@ func (s *Server) computerRoute(ch *ComputerChannel) http.Handler {
 			_, err := s.cfg.Profiles.Get(p.AccountID, agent)
 			return err
 		}
-		ch.serve(w, r, p, agentID, owns)
+		// The session is checked again while the channel is open: logging out, a password
+		// change, disabling or deleting the account ends it.
+		valid := func() error {
+			if _, err := s.cfg.Auth.Authenticate(tok); err != nil {
+				return err
+			}
+			return owns(agentID)
+		}
+		ch.serve(w, r, p, agentID, owns, valid)
 	})
 }
 
 // serve runs one connection (or answers a plain GET with the status).
-func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.Principal, agentID string, owns func(string) error) {
-	k := &computerConn{ch: c, p: p, agentID: agentID, owns: owns,
+func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.Principal, agentID string, owns func(string) error, valid func() error) {
+	k := &computerConn{ch: c, p: p, agentID: agentID, owns: owns, valid: valid,
 		poke: make(chan struct{}, 1), look: make(chan struct{}, 1), replies: make(chan any, 32)}
 	k.resolve(r.Context())
 	if !isUpgrade(r) {
@@ -285,6 +297,7 @@ type computerConn struct {
 	p       auth.Principal
 	agentID string
 	owns    func(agentID string) error // nil when the caller owns that agent
+	valid   func() error               // nil while the session and the agent are still the caller's
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -508,9 +521,15 @@ func (k *computerConn) writeLoop() {
 		case <-k.poke:
 			err = update(false)
 		case <-k.look:
+			if k.sessionEnded() {
+				return
+			}
 			k.resolve(k.ctx)
 			err = update(true)
 		case <-poll.C:
+			if k.sessionEnded() {
+				return
+			}
 			k.resolve(k.ctx)
 			err = update(true)
 		case <-ping.C:
@@ -521,6 +540,22 @@ func (k *computerConn) writeLoop() {
 			return
 		}
 	}
+}
+
+// sessionEnded checks the connection's session; when it ended, it says why and closes.
+func (k *computerConn) sessionEnded() bool {
+	if k.valid == nil {
+		return false
+	}
+	err := k.valid()
+	if err == nil {
+		return false
+	}
+	k.writeJSON(errorJSON{Type: "error", Op: "session", Reason: "session_ended", Code: "unauthenticated", Message: err.Error()})
+	k.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "session ended"),
+		time.Now().Add(time.Second))
+	k.ch.log.Info("computer channel closed: the session ended", "agent", k.agentID, "user", k.p.Username, "why", err)
+	return true
 }
 
 func (k *computerConn) writeJSON(v any) error {

@@ -92,10 +92,10 @@ func newComputerServer(tb testing.TB) *computerServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(Config{Auth: as, Profiles: profile.New(st, log), Logger: log, Version: "test",
+	srv, err := New(Config{Auth: as, Accounts: st, Profiles: profile.New(st, log), Logger: log, Version: "test",
 		AllowedHosts: []string{"127.0.0.1", "localhost"}, TrustedOrigins: []string{"wails://wails"}})
 	if err != nil {
 		tb.Fatal(err)
@@ -105,7 +105,7 @@ func newComputerServer(tb testing.TB) *computerServer {
 		name string
 		tok  *string
 	}{{"admin", &cs.admin}, {"bob", &cs.user}} {
-		p, err := as.Login(u.name, testPassword)
+		p, err := as.Login(u.name, testPassword, "test")
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -758,4 +758,58 @@ func BenchmarkComputerIdleBytes(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(total)/el.Seconds(), "B/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// An open computer channel ends with its session: logging out, ending the account's sessions
+// (a password change) or disabling the account closes it (issue 15, item 1).
+func TestComputerChannelEndsWithTheSession(t *testing.T) {
+	f := newComputerServer(t)
+	e := newComputerEnv(t, f, ComputerConfig{StatePoll: time.Hour})
+	agent := e.agent(t, "user1", "bobs")
+	e.desktops.set(agent, Desktop{ID: "desk-s", State: "stopped"})
+	ended := func(name string, end func(token string)) {
+		t.Helper()
+		p, err := f.auth.Login("bob", testPassword, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := e.connect(t, p.Token, agent)
+		c.Expect("status", "", 5*time.Second)
+		end(p.Token)
+		e.ch.Reauthenticate()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case m := <-c.Messages():
+				if m.Closed != nil {
+					if !websocket.IsCloseError(m.Closed, websocket.ClosePolicyViolation) {
+						t.Fatalf("%s: closed with %v", name, m.Closed)
+					}
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: the channel stayed open", name)
+			}
+		}
+	}
+	ended("log out", func(tok string) {
+		if err := f.auth.Revoke(tok); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ended("sessions ended", func(string) {
+		if err := f.auth.EndSessions("user1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	admin, err := f.auth.Authenticate(f.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended("disabled", func(string) {
+		yes := true
+		if _, err := f.auth.UpdateAccount(admin, "user1", auth.AccountChange{Disabled: &yes}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

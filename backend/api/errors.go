@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -25,6 +26,8 @@ func status(err error) (int, string) {
 		return http.StatusUnauthorized, "unauthenticated"
 	case fault.ErrUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
+	case fault.ErrTooMany:
+		return http.StatusTooManyRequests, "rate_limited"
 	}
 	return http.StatusInternalServerError, "internal"
 }
@@ -56,11 +59,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	}
 }
 
-// decode reads a JSON body of at most 1 MiB into v.
+// decode reads a JSON body of at most 1 MiB into v. It reads the body to its end, which also
+// lifts the body's read deadline before a long answer.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	body := http.MaxBytesReader(nil, r.Body, 1<<20)
+	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		return fault.Invalid("the request body is not valid JSON for this call: %v", err)
 	}
+	io.Copy(io.Discard, body)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"cubicle/backend/fault"
@@ -25,6 +26,7 @@ type VMs interface {
 	Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error)
 	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
 	ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error)
+	DeleteData(ctx context.Context, instanceID string) error
 }
 
 var _ VMs = (*vm.Manager)(nil)
@@ -34,6 +36,7 @@ func (s *Server) localVMRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /api/app/admin/local-vm/prepare", s.admin(s.vmPrepare))
 	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))
 	mux.Handle("PUT /api/app/admin/local-vm/idle-policy", s.admin(s.vmIdlePolicy))
+	mux.Handle("DELETE /api/app/admin/local-vm/instances/{id}/data", s.admin(s.vmDeleteData))
 	mux.Handle("PUT /api/app/admin/local-vm/image-sources", s.admin(s.vmImageSources))
 	mux.Handle("GET /api/app/agents/{id}/local-vm", s.authed(s.vmAgent))
 	mux.Handle("POST /api/app/agents/{id}/local-vm/{action}", s.authed(s.vmAct))
@@ -46,7 +49,7 @@ func (s *Server) vms(w http.ResponseWriter, r *http.Request) (VMs, bool) {
 	if p := s.cfg.Placement; p != nil {
 		var m VMs
 		var err error
-		if id := r.PathValue("id"); id != "" {
+		if id := r.PathValue("id"); id != "" && strings.HasPrefix(r.URL.Path, "/api/app/agents/") {
 			m, err = p.ForAgent(id)
 			if errors.Is(err, fault.ErrNotFound) {
 				err = fault.NotFound("agent %q not found", id)
@@ -253,4 +256,19 @@ func (s *Server) vmImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// vmDeleteData deletes a desktop's retained workspace and browser profile (with its container
+// and record): an administrator's explicit act, refused while the desktop is in use.
+func (s *Server) vmDeleteData(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.vms(w, r)
+	if !ok {
+		return
+	}
+	if err := m.DeleteData(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("desktop data deleted", "by", principal(r).Username, "instance", r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
 }

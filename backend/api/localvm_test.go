@@ -127,6 +127,7 @@ func TestLocalVMAgentRoutes(t *testing.T) {
 		{"view needs login", req{method: "GET", path: path(mine, "")}, 401, ""},
 		{"another account's agent", req{method: "GET", path: path(admins, ""), cookie: f.user}, 404, ""},
 		{"another account's agent action", req{method: "POST", path: path(admins, "/create"), cookie: f.user}, 404, ""},
+		{"another account's agent image", req{method: "PUT", path: path(admins, "/image"), cookie: f.user, body: `{"imageKey":"standard"}`}, 404, ""},
 		{"unknown action", req{method: "POST", path: path(mine, "/reboot"), cookie: f.user}, 400, "create, start, stop, recreate, remove"},
 		{"image not prepared", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"cursor"}`}, 400, "not prepared"},
 		{"image id refused", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"sha256:0123"}`}, 400, ""},
@@ -200,5 +201,42 @@ func TestComputerSelectionRefusedWhileBusy(t *testing.T) {
 	m.MarkIdle(v.Desktop.ID)
 	if rec := f.do(req{method: "PUT", path: "/api/app/agents/" + id + "/computer-selection", cookie: f.admin, body: `{"computer":"none"}`}); rec.Code != 200 {
 		t.Fatalf("change when idle: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// An administrator deletes an agent's retained workspace and browser profile explicitly
+// (issue 15, item 12: they outlived the agent forever); in use it is refused, members cannot.
+func TestDeleteDesktopData(t *testing.T) {
+	f, m := newVMFixture(t)
+	agent := f.newAgent(f.user, "Kept")
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin, body: `{"imageKey":"standard"}`}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	v := decodeBody[vm.AgentView](t, f.do(req{method: "POST", path: "/api/app/agents/" + agent + "/local-vm/create", cookie: f.user}))
+	id := v.Desktop.ID
+	path := "/api/app/admin/local-vm/instances/" + id + "/data"
+	if rec := f.do(req{method: "DELETE", path: path, cookie: f.user}); rec.Code != 403 {
+		t.Fatalf("member: %d", rec.Code)
+	}
+	m.MarkBusy(id, "bob (control)")
+	if rec := f.do(req{method: "DELETE", path: path, cookie: f.admin}); rec.Code != 409 || !strings.Contains(rec.Body.String(), "bob (control)") {
+		t.Fatalf("in use: %d %s", rec.Code, rec.Body)
+	}
+	m.MarkIdle(id)
+	// The agent is deleted; its desktop's data stays until the administrator deletes it.
+	if rec := f.do(req{method: "DELETE", path: "/api/app/agents/" + agent, cookie: f.user}); rec.Code != 204 {
+		t.Fatalf("delete agent: %d", rec.Code)
+	}
+	if _, err := f.store.VMInstance(id); err != nil {
+		t.Fatalf("the record went with the agent: %v", err)
+	}
+	if rec := f.do(req{method: "DELETE", path: path, cookie: f.admin}); rec.Code != 204 {
+		t.Fatalf("delete data: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := f.store.VMInstance(id); err == nil {
+		t.Fatal("the record is left")
+	}
+	if rec := f.do(req{method: "DELETE", path: path, cookie: f.admin}); rec.Code != 404 {
+		t.Fatalf("twice: %d", rec.Code)
 	}
 }

@@ -10,35 +10,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
+	"cubicle/backend/fault"
 	"cubicle/backend/profile"
+	"cubicle/backend/store"
 )
 
 // SessionCookie is the name of the session cookie.
 const SessionCookie = "cubicle_session"
 
-// Config configures a Server. Auth, Profiles and AllowedHosts are required.
+// Config configures a Server. Auth, Accounts, Profiles and AllowedHosts are required.
 type Config struct {
-	Auth      *auth.Service
-	Profiles  *profile.Service
-	Doctor    func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
-	VMs       VMs                                     // the Local VM manager; nil: its routes answer 503
-	Chat      Chat                                    // nil: the chat routes answer 503
-	Chats     ChatStore                               // saved conversations and tool history
-	Models    Models                                  // chat model settings; nil answers 503
-	Computer  *ComputerChannel                        // the live screen channel; nil answers 503
-	Computers Computers                               // agents' computer settings; nil answers 503
-	Placement Placement                               // routes Local VM calls to nodes; nil: VMs only
-	Runners   Runners                                 // execution nodes; nil answers 503
-	Logger    *slog.Logger
-	Version   string
+	Auth       *auth.Service
+	Accounts   Accounts   // the accounts the Users page lists
+	HostAccess HostAccess // host access grants; nil: the grant routes answer 503
+	Security   Security   // Settings → Security; nil: its routes answer 503
+	Profiles   *profile.Service
+	Doctor     func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
+	VMs        VMs                                     // the Local VM manager; nil: its routes answer 503
+	Chat       Chat                                    // nil: the chat routes answer 503
+	Chats      ChatStore                               // saved conversations and tool history
+	Models     Models                                  // chat model settings; nil answers 503
+	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
+	Computers  Computers                               // agents' computer settings; nil answers 503
+	Placement  Placement                               // routes Local VM calls to nodes; nil: VMs only
+	Runners    Runners                                 // execution nodes; nil answers 503
+	Logger     *slog.Logger
+	Version    string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -50,6 +58,19 @@ type Config struct {
 	AssetsBuilt bool
 	// SecureCookies marks the session cookie Secure (set when served behind TLS).
 	SecureCookies bool
+	// TrustedProxies are the addresses or CIDR prefixes of reverse proxies whose
+	// X-Forwarded-For (the client's address, for the login limit) and X-Forwarded-Proto
+	// ("https" marks the session cookie Secure) are believed.
+	TrustedProxies []string
+	// BodyTimeout bounds reading a request's body (a client that sends it slowly is cut off);
+	// 0 means 30 s. The header has its own bound (10 s).
+	BodyTimeout time.Duration
+}
+
+// Accounts is the part of the store the Users page reads.
+type Accounts interface {
+	Account(id string) (store.Account, error)
+	Accounts() ([]store.Account, error)
 }
 
 // Server is the HTTP front of the backend.
@@ -57,13 +78,13 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
-	logins  *loginLimiter
+	proxies []netip.Prefix // Config.TrustedProxies
 }
 
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Auth == nil || cfg.Profiles == nil {
-		return nil, errors.New("api: Config.Auth and Config.Profiles are required")
+	if cfg.Auth == nil || cfg.Profiles == nil || cfg.Accounts == nil {
+		return nil, errors.New("api: Config.Auth, Config.Accounts and Config.Profiles are required")
 	}
 	if len(cfg.AllowedHosts) == 0 {
 		return nil, errors.New("api: Config.AllowedHosts is required")
@@ -71,10 +92,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, logins: newLoginLimiter(10, time.Minute)}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	for _, p := range cfg.TrustedProxies {
+		pre, err := parsePrefix(p)
+		if err != nil {
+			return nil, err
+		}
+		s.proxies = append(s.proxies, pre)
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins, securityHeaders(mux))
+	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins, securityHeaders(bodyDeadline(cfg.BodyTimeout, mux)))
 	return s, nil
 }
 
@@ -129,6 +160,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.runnerRoutes(mux)
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
+	s.userRoutes(mux)
+	s.securityRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))
@@ -144,6 +177,57 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.cfg.Version})
+}
+
+// parsePrefix reads a trusted proxy: an address or a CIDR prefix.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fault.Invalid("trusted proxy %q is neither an IP address nor a CIDR prefix (e.g. 10.0.0.5 or 10.0.0.0/24)", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// bodyDeadline bounds the time a client may take to send a request's body: a body sent
+// slowly (slowloris) is cut off after d, and the connection closed. The deadline ends as soon
+// as the body has been read, so a long answer (a chat stream) is not cut off.
+func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || isUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			next.ServeHTTP(w, r) // not a real connection (tests with a recorder)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline once the body has been read to its end. A body cut off
+// by the deadline keeps it, so the server gives up on the connection instead of waiting for
+// the rest.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func securityHeaders(next http.Handler) http.Handler {

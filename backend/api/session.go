@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
-	"sync"
-	"time"
 
 	"cubicle/backend/auth"
 	"cubicle/backend/fault"
@@ -73,12 +73,6 @@ func userOf(p auth.Principal) userJSON {
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	ip := clientIP(r)
-	if !s.logins.allow(ip) {
-		w.Header().Set("Retry-After", "60")
-		writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "too many failed logins; wait a minute and try again", Code: "rate_limited"})
-		return
-	}
 	var body struct {
 		Username string `json:"username"`
 		Password string `json:"password"`
@@ -91,25 +85,37 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fault.Invalid("enter a username and a password"))
 		return
 	}
-	p, err := s.cfg.Auth.Login(body.Username, body.Password)
+	ip := s.clientIP(r)
+	p, err := s.cfg.Auth.Login(body.Username, body.Password, ip)
 	if err != nil {
-		s.logins.fail(ip)
-		s.log.Warn("login failed", "user", body.Username, "remote", ip)
+		if errors.Is(err, fault.ErrTooMany) {
+			w.Header().Set("Retry-After", "60")
+		}
+		s.log.Warn("login failed", "user", body.Username, "remote", ip, "err", err)
 		writeError(w, r, s.log, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: p.Token, Path: "/", Expires: p.Expires,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookies || r.TLS != nil,
-	})
+	s.setSession(w, r, p)
 	s.log.Info("login", "user", p.Username, "remote", ip)
 	writeJSON(w, http.StatusOK, map[string]any{"user": userOf(p)})
 }
 
+// setSession sets the session cookie of p: HttpOnly, SameSite=Strict, and Secure when the
+// server is reached over TLS (its own, or a trusted proxy's).
+func (s *Server) setSession(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	http.SetCookie(w, &http.Cookie{
+		Name: SessionCookie, Value: p.Token, Path: "/", Expires: p.Expires,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+	})
+}
+
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	s.cfg.Auth.Revoke(principal(r).Token)
+	if err := s.cfg.Auth.Revoke(principal(r).Token); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookies || r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -117,50 +123,85 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"user": userOf(principal(r))})
 }
 
-func clientIP(r *http.Request) string {
+// changePassword changes the caller's own password ({currentPassword, newPassword}). Every
+// session of the account ends; the caller gets a fresh one (a new cookie, and the token in
+// the answer for bearer clients).
+func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Current string `json:"currentPassword"`
+		New     string `json:"newPassword"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.Current == "" || body.New == "" {
+		writeError(w, r, s.log, fault.Invalid(`send {"currentPassword": "…", "newPassword": "…"}`))
+		return
+	}
+	p, err := s.cfg.Auth.ChangePassword(principal(r), body.Current, body.New, s.clientIP(r))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		s.setSession(w, r, p)
+	}
+	out := map[string]any{"user": userOf(p)}
+	if token(r) != "" && r.Header.Get("Authorization") != "" {
+		out["token"] = p.Token
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// clientIP is the address a request came from: the peer, or — when the peer is a trusted
+// proxy — the nearest address in X-Forwarded-For that is not a trusted proxy itself.
+func (s *Server) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if !s.trustedProxy(host) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		h := strings.TrimSpace(hops[i])
+		if h == "" {
+			continue
+		}
+		if !s.trustedProxy(h) {
+			return h
+		}
 	}
 	return host
 }
 
-// loginLimiter allows a client a number of failed logins per window.
-type loginLimiter struct {
-	max    int
-	window time.Duration
-	mu     sync.Mutex
-	fails  map[string][]time.Time // guarded by mu
-}
-
-func newLoginLimiter(max int, window time.Duration) *loginLimiter {
-	return &loginLimiter{max: max, window: window, fails: map[string][]time.Time{}}
-}
-
-func (l *loginLimiter) recent(ip string, now time.Time) []time.Time {
-	kept := l.fails[ip][:0]
-	for _, t := range l.fails[ip] {
-		if now.Sub(t) < l.window {
-			kept = append(kept, t)
+// trustedProxy reports whether addr (an IP address) is one of Config.TrustedProxies.
+func (s *Server) trustedProxy(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range s.proxies {
+		if p.Contains(ip) {
+			return true
 		}
 	}
-	if len(kept) == 0 {
-		delete(l.fails, ip)
-		return nil
+	return false
+}
+
+// secure reports whether the client reached the server over TLS: the server's own TLS, or a
+// trusted proxy that says so in X-Forwarded-Proto (or Config.SecureCookies says so).
+func (s *Server) secure(r *http.Request) bool {
+	if s.cfg.SecureCookies || r.TLS != nil {
+		return true
 	}
-	l.fails[ip] = kept
-	return kept
-}
-
-func (l *loginLimiter) allow(ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recent(ip, time.Now())) < l.max
-}
-
-func (l *loginLimiter) fail(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	l.fails[ip] = append(l.recent(ip, now), now)
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || !s.trustedProxy(host) {
+		return false
+	}
+	proto := strings.TrimSpace(strings.SplitN(r.Header.Get("X-Forwarded-Proto"), ",", 2)[0])
+	return strings.EqualFold(proto, "https")
 }

@@ -1,11 +1,17 @@
-// Package auth owns who may use Cubicle: salted password hashes (bcrypt), HMAC-signed session
-// tokens with an expiry, the admin account created on first start, and the per-launch token of
-// the desktop app's local admin.
+// Package auth owns who may use Cubicle: accounts with roles (admin, member), salted password
+// hashes (bcrypt) that pass a strength check, HMAC-signed session tokens with an expiry, the
+// admin account created on first start, the login rate limit, and the per-launch token of the
+// desktop app's local admin.
 //
 // A session token is "v1.<payload>.<mac>", both parts base64url: the payload is JSON
-// {account id, role, expiry, nonce}, the MAC is HMAC-SHA256 over "v1."+payload with a 32-byte key
-// kept in a 0600 file in the data directory. Tokens survive a restart (same key) and expire;
-// logging out revokes a token for the rest of the process's life.
+// {account id, role, expiry, nonce, session generation}, the MAC is HMAC-SHA256 over
+// "v1."+payload with a 32-byte key kept in a 0600 file in the data directory. Tokens survive a
+// restart (same key) and expire. Ending sessions survives a restart too, because both ways of
+// ending them live in the store: logging out records the token's nonce as revoked, and a
+// password change or disabling the account bumps the account's session generation, which
+// every older token of that account no longer matches. The account is read on every check, so
+// its current role counts (not the one in the token) and a deleted account's tokens stop
+// working.
 package auth
 
 import (
@@ -22,7 +28,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -37,6 +42,10 @@ type Accounts interface {
 	AccountByUsername(name string) (store.Account, error)
 	Accounts() ([]store.Account, error)
 	CreateAccount(a store.Account) error
+	UpdateAccount(id string, fn func(*store.Account) error) (store.Account, error)
+	DeleteAccount(id string) error
+	RevokeSession(nonce string, exp, now time.Time) error
+	SessionRevoked(nonce string) (bool, error)
 }
 
 // Principal is an authenticated caller.
@@ -58,18 +67,21 @@ type Config struct {
 	TTL      time.Duration // session lifetime; default 7 days
 	Logger   *slog.Logger
 	Now      func() time.Time // default time.Now
+	// Limits of failed logins; zero fields take DefaultLoginLimits.
+	Limits LoginLimits
 }
 
-// Service logs people in and checks their tokens. It is safe for concurrent use.
+// Service logs people in, checks their tokens and manages accounts. It is safe for
+// concurrent use.
 type Service struct {
 	accounts Accounts
 	key      []byte
 	ttl      time.Duration
 	log      *slog.Logger
 	now      func() time.Time
-
-	mu      sync.Mutex
-	revoked map[string]time.Time // nonce → token expiry; guarded by mu
+	limiter  *limiter
+	// compare checks a password against a hash (bcrypt; tests count the calls).
+	compare func(hash, password []byte) error
 }
 
 // New returns a Service.
@@ -90,10 +102,11 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	return &Service{accounts: cfg.Accounts, key: cfg.Key, ttl: cfg.TTL, log: cfg.Logger, now: cfg.Now,
-		revoked: make(map[string]time.Time)}, nil
+		limiter: newLimiter(cfg.Limits, cfg.Now), compare: bcrypt.CompareHashAndPassword}, nil
 }
 
-// HashPassword returns a salted bcrypt hash of password.
+// HashPassword returns a salted bcrypt hash of password. It checks only the length bcrypt
+// can take (8 to 72 bytes); CheckPassword is the strength check every chosen password passes.
 func HashPassword(password string) (string, error) {
 	if len(password) < 8 {
 		return "", fault.Invalid("the password must have at least 8 characters")
@@ -112,19 +125,37 @@ func HashPassword(password string) (string, error) {
 // wrong password take the same time.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("cubicle-timing-equaliser"), bcrypt.DefaultCost)
 
-// Login checks a username and password and returns a new session token.
-func (s *Service) Login(username, password string) (Principal, error) {
+// Login checks a username and password from client (its network address, for the rate limit)
+// and returns a new session token. The attempt is counted against the account and the client
+// before the password is checked, so parallel guesses cannot outrun the limit: past it, Login
+// answers fault.ErrTooMany without checking anything. A disabled account is refused (after a
+// correct password only, so the answer does not tell whether an account exists).
+func (s *Service) Login(username, password, client string) (Principal, error) {
+	username = strings.TrimSpace(username)
+	done, err := s.limiter.begin(username, client)
+	if err != nil {
+		return Principal{}, err
+	}
+	p, err := s.login(username, password)
+	done(err == nil)
+	return p, err
+}
+
+func (s *Service) login(username, password string) (Principal, error) {
 	wrong := fault.New(fault.ErrUnauthenticated, "wrong username or password")
-	acct, err := s.accounts.AccountByUsername(strings.TrimSpace(username))
+	acct, err := s.accounts.AccountByUsername(username)
 	if err != nil {
 		if errors.Is(err, fault.ErrNotFound) {
-			_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+			_ = s.compare(dummyHash, []byte(password))
 			return Principal{}, wrong
 		}
 		return Principal{}, fmt.Errorf("login: %w", err)
 	}
-	if bcrypt.CompareHashAndPassword([]byte(acct.PasswordHash), []byte(password)) != nil {
+	if s.compare([]byte(acct.PasswordHash), []byte(password)) != nil {
 		return Principal{}, wrong
+	}
+	if acct.Disabled {
+		return Principal{}, fault.Forbidden("the account %s is disabled; ask an administrator to enable it", acct.Username)
 	}
 	return s.Issue(acct)
 }
@@ -137,7 +168,7 @@ func (s *Service) Issue(acct store.Account) (Principal, error) {
 		return Principal{}, fmt.Errorf("issue session: %w", err)
 	}
 	exp := s.now().Add(s.ttl).Truncate(time.Second)
-	c := claims{Account: acct.ID, Role: acct.Role, Exp: exp.Unix(), Nonce: hex.EncodeToString(nonce)}
+	c := claims{Account: acct.ID, Role: acct.Role, Exp: exp.Unix(), Nonce: hex.EncodeToString(nonce), Gen: acct.SessionGen}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return Principal{}, fmt.Errorf("issue session: %w", err)
@@ -152,6 +183,7 @@ type claims struct {
 	Role    store.Role `json:"r"`
 	Exp     int64      `json:"e"`
 	Nonce   string     `json:"n"`
+	Gen     uint64     `json:"g,omitempty"`
 }
 
 func (s *Service) mac(body string) []byte {
@@ -161,11 +193,19 @@ func (s *Service) mac(body string) []byte {
 }
 
 // Authenticate checks a token and returns who it belongs to. Every failure is
-// fault.ErrUnauthenticated; the account is looked up so a deleted account's tokens stop working.
+// fault.ErrUnauthenticated: a bad, expired or revoked token, a token of an account that was
+// deleted or disabled or whose sessions were ended since (its session generation moved on).
 func (s *Service) Authenticate(token string) (Principal, error) {
 	c, err := s.parse(token)
 	if err != nil {
 		return Principal{}, err
+	}
+	revoked, err := s.accounts.SessionRevoked(c.Nonce)
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if revoked {
+		return Principal{}, fault.New(fault.ErrUnauthenticated, "this session was logged out; log in again")
 	}
 	acct, err := s.accounts.Account(c.Account)
 	if err != nil {
@@ -173,6 +213,12 @@ func (s *Service) Authenticate(token string) (Principal, error) {
 			return Principal{}, fault.New(fault.ErrUnauthenticated, "your account no longer exists; log in again")
 		}
 		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	switch {
+	case acct.Disabled:
+		return Principal{}, fault.New(fault.ErrUnauthenticated, "your account was disabled by an administrator")
+	case acct.SessionGen != c.Gen:
+		return Principal{}, fault.New(fault.ErrUnauthenticated, "your sessions were ended (password changed or signed out everywhere); log in again")
 	}
 	return Principal{AccountID: acct.ID, Username: acct.Username, Role: acct.Role, Token: token, Expires: time.Unix(c.Exp, 0)}, nil
 }
@@ -193,37 +239,26 @@ func (s *Service) parse(token string) (claims, error) {
 		return claims{}, bad
 	}
 	var c claims
-	if json.Unmarshal(payload, &c) != nil || c.Account == "" {
+	if json.Unmarshal(payload, &c) != nil || c.Account == "" || c.Nonce == "" {
 		return claims{}, bad
 	}
-	now := s.now()
-	if now.Unix() >= c.Exp {
-		return claims{}, bad
-	}
-	s.mu.Lock()
-	_, revoked := s.revoked[c.Nonce]
-	s.mu.Unlock()
-	if revoked {
+	if s.now().Unix() >= c.Exp {
 		return claims{}, bad
 	}
 	return c, nil
 }
 
-// Revoke ends a token before its expiry (log out). Unknown or invalid tokens are ignored.
-func (s *Service) Revoke(token string) {
+// Revoke ends a token before its expiry (log out); the revocation is stored, so it survives a
+// restart. Unknown or invalid tokens are ignored.
+func (s *Service) Revoke(token string) error {
 	c, err := s.parse(token)
 	if err != nil {
-		return
+		return nil
 	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for n, exp := range s.revoked { // drop entries whose tokens expired anyway
-		if now.After(exp) {
-			delete(s.revoked, n)
-		}
+	if err := s.accounts.RevokeSession(c.Nonce, time.Unix(c.Exp, 0), s.now()); err != nil {
+		return fmt.Errorf("log out: %w", err)
 	}
-	s.revoked[c.Nonce] = time.Unix(c.Exp, 0)
+	return nil
 }
 
 // LoadOrCreateKey reads the HMAC key at path, creating a random one (file 0600, directory 0700)

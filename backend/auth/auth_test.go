@@ -50,7 +50,7 @@ func TestBootstrapAndLogin(t *testing.T) {
 	if accts, _ := st.Accounts(); len(accts) != 1 {
 		t.Fatalf("accounts = %d", len(accts))
 	}
-	p, err := s.Login("admin", r.Password)
+	p, err := s.Login("admin", r.Password, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func TestBootstrapAndLogin(t *testing.T) {
 	if err != nil || got.AccountID != acct.ID || !got.Admin() {
 		t.Fatalf("authenticate = %+v, %v", got, err)
 	}
-	if _, err := s.Login("admin", r.Password+"x"); !errors.Is(err, fault.ErrUnauthenticated) {
+	if _, err := s.Login("admin", r.Password+"x", "test"); !errors.Is(err, fault.ErrUnauthenticated) {
 		t.Fatalf("wrong password: %v", err)
 	}
-	if _, err := s.Login("nobody", r.Password); !errors.Is(err, fault.ErrUnauthenticated) {
+	if _, err := s.Login("nobody", r.Password, "test"); !errors.Is(err, fault.ErrUnauthenticated) {
 		t.Fatalf("unknown user: %v", err)
 	}
 }
@@ -75,7 +75,7 @@ func TestBootstrapFromEnvironmentValues(t *testing.T) {
 	if err != nil || r.Generated || r.Password != "" || r.Username != "root" {
 		t.Fatalf("bootstrap = %+v, %v", r, err)
 	}
-	if _, err := s.Login("root", "long enough pw"); err != nil {
+	if _, err := s.Login("root", "long enough pw", "test"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,7 +87,7 @@ func TestTokens(t *testing.T) {
 	if _, err := s.EnsureAdmin(Bootstrap{Password: "password-1"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Login("admin", "password-1")
+	p, err := s.Login("admin", "password-1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +134,11 @@ func TestRevokeAndDeletedAccount(t *testing.T) {
 	if _, err := s.EnsureAdmin(Bootstrap{Password: "password-1"}); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := s.Login("admin", "password-1")
-	b, _ := s.Login("admin", "password-1")
-	s.Revoke(a.Token)
+	a, _ := s.Login("admin", "password-1", "test")
+	b, _ := s.Login("admin", "password-1", "test")
+	if err := s.Revoke(a.Token); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Authenticate(a.Token); err == nil {
 		t.Fatal("revoked token accepted")
 	}
@@ -144,7 +146,7 @@ func TestRevokeAndDeletedAccount(t *testing.T) {
 		t.Fatalf("revoking one session ended another: %v", err)
 	}
 	hash, _ := HashPassword("password-2")
-	if err := st.CreateAccount(store.Account{ID: "u", Username: "u", PasswordHash: hash, Role: store.RoleUser}); err != nil {
+	if err := st.CreateAccount(store.Account{ID: "u", Username: "u", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := s.Issue(store.Account{ID: "ghost", Username: "ghost", Role: store.RoleAdmin})

@@ -74,7 +74,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 	if _, err := as.EnsureAdmin(auth.Bootstrap{Username: "bench", Password: hex.EncodeToString(pw)}); err != nil {
 		return nil, err
 	}
-	p, err := as.Login("bench", hex.EncodeToString(pw))
+	p, err := as.Login("bench", hex.EncodeToString(pw), "bench")
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 		return nil, err
 	}
 	chp.Store(ls.ch)
-	srv, err := api.New(api.Config{Auth: as, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
+	srv, err := api.New(api.Config{Auth: as, Accounts: ls.st, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
 		AllowedHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ var Version = "0.1.0-dev"
 
 // env is what a command runs with; tests replace its parts.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	shell          DesktopShell
@@ -45,6 +46,7 @@ func commands() []command {
 		{"runner", "run this machine as an execution node of a server (--server URL --token TOKEN)", runRunner},
 		{"image", "build or list the desktop images (build standard|cursor, list)", runImage},
 		{"bench", "measure Cubicle against other agent-desktop tools' methods (--quick, --json FILE)", runBench},
+		{"admin", "tasks on the server's machine: reset-password USER", runAdmin},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -54,7 +56,7 @@ func Main(args []string, shell DesktopShell) int {
 	attachConsole()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, shell: shell}
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, shell: shell}
 	return run(ctx, e, args)
 }
 

@@ -3,9 +3,19 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -33,7 +43,7 @@ func (s *syncBuffer) String() string {
 
 func testEnv(vars map[string]string) (*env, *syncBuffer, *syncBuffer) {
 	out, errb := &syncBuffer{}, &syncBuffer{}
-	return &env{stdout: out, stderr: errb, getenv: func(k string) string { return vars[k] }}, out, errb
+	return &env{stdin: strings.NewReader(""), stdout: out, stderr: errb, getenv: func(k string) string { return vars[k] }}, out, errb
 }
 
 func TestHelpAndUsage(t *testing.T) {
@@ -83,6 +93,132 @@ func TestServeRefusesPublicBindWithoutChosenPassword(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exit %d", code)
 	}
+}
+
+// The first-start generated password never faces a network, also when the data dir was first
+// started on loopback; neither does a weak one. `cubicle admin reset-password` on the
+// server's machine sets one that does (issue 15, item 4).
+func TestNetworkStartNeedsAChosenStrongPassword(t *testing.T) {
+	dir := t.TempDir()
+	// A weak first-start password for a network start: refused, and nothing is created.
+	e, _, errb := testEnv(map[string]string{"CUBICLE_ADMIN_PASSWORD": "password1"})
+	if code := run(context.Background(), e, []string{"serve", "--listen", "0.0.0.0:0", "--data-dir", dir}); code != 5 || !strings.Contains(errb.String(), "not strong enough") {
+		t.Fatalf("weak password: exit %d, %q", code, errb)
+	}
+	// First start on loopback: a generated password.
+	ctx, cancel := context.WithCancel(context.Background())
+	e, out, _ := testEnv(nil)
+	done := make(chan int)
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}) }()
+	waitFor(t, out, "with password ")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+	// Then on the network: refused, with the way out; CUBICLE_ADMIN_PASSWORD changes nothing now.
+	e, _, errb = testEnv(map[string]string{"CUBICLE_ADMIN_PASSWORD": "Strong-but-too-late-7"})
+	if code := run(context.Background(), e, []string{"serve", "--listen", "0.0.0.0:0", "--data-dir", dir}); code != 5 || !strings.Contains(errb.String(), "reset-password") {
+		t.Fatalf("generated password on the network: exit %d, %q", code, errb)
+	}
+	// reset-password: a weak one is refused, a strong one (from standard input) is set.
+	e, _, errb = testEnv(nil)
+	e.stdin = strings.NewReader("weakweak\n")
+	if code := run(context.Background(), e, []string{"admin", "reset-password", "--data-dir", dir, "admin"}); code != 2 || !strings.Contains(errb.String(), "too short") {
+		t.Fatalf("weak reset: exit %d %q", code, errb)
+	}
+	e, _, errb = testEnv(nil)
+	e.stdin = strings.NewReader("Chosen-by-the-operator-9\n")
+	if code := run(context.Background(), e, []string{"admin", "reset-password", "--data-dir", dir, "nobody"}); code != 6 {
+		t.Fatalf("unknown user: exit %d %q", code, errb)
+	}
+	e, out, errb = testEnv(nil)
+	e.stdin = strings.NewReader("Chosen-by-the-operator-9\n")
+	if code := run(context.Background(), e, []string{"admin", "reset-password", "--data-dir", dir, "admin"}); code != 0 || !strings.Contains(out.String(), "every session of the account has ended") {
+		t.Fatalf("reset: exit %d %q %q", code, out, errb)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	e, out, _ = testEnv(nil)
+	go func() { done <- run(ctx, e, []string{"serve", "--listen", "0.0.0.0:0", "--data-dir", dir}) }()
+	waitFor(t, out, "Listening beyond this machine")
+	url := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`).FindString(out.String())
+	resp, err := http.Post(url+"api/auth/login", "application/json", strings.NewReader(`{"username":"admin","password":"Chosen-by-the-operator-9"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("login with the reset password: %d", resp.StatusCode)
+	}
+	// While serving, the data file is the server's: reset-password says to stop it first.
+	e2, _, errb2 := testEnv(nil)
+	e2.stdin = strings.NewReader("Chosen-by-the-operator-9\n")
+	if code := run(context.Background(), e2, []string{"admin", "reset-password", "--data-dir", dir, "admin"}); code != 3 || !strings.Contains(errb2.String(), "stop the Cubicle server") {
+		t.Fatalf("reset while serving: exit %d %q", code, errb2)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+}
+
+// serve --tls-cert/--tls-key serves HTTPS and the session cookie is Secure (issue 15, item 3).
+func TestServeTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir)
+	vars := map[string]string{"CUBICLE_ADMIN_USER": "boss", "CUBICLE_ADMIN_PASSWORD": "Tls-serving-pass-42"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, out, _ := testEnv(vars)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, e, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--tls-cert", cert, "--tls-key", key})
+	}()
+	url := regexp.MustCompile(`https://127\.0\.0\.1:\d+/`).FindString(waitFor(t, out, "is running at"))
+	if url == "" {
+		t.Fatalf("no https URL: %q", out)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Post(url+"api/auth/login", "application/json", strings.NewReader(`{"username":"boss","password":"Tls-serving-pass-42"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var secure bool
+	for _, c := range resp.Cookies() {
+		secure = secure || c.Secure
+	}
+	if resp.StatusCode != 200 || !secure {
+		t.Fatalf("login over TLS: %d, secure cookie %v", resp.StatusCode, secure)
+	}
+	e2, _, errb := testEnv(nil)
+	if code := run(context.Background(), e2, []string{"serve", "--tls-cert", cert}); code != 2 || !strings.Contains(errb.String(), "go together") {
+		t.Fatalf("cert without key: %d %q", code, errb)
+	}
+	cancel()
+	<-done
+}
+
+func writeSelfSigned(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return cert, key
 }
 
 func TestServeEndToEnd(t *testing.T) {
@@ -179,9 +315,11 @@ func TestDesktopRunsShellWithLoopbackSession(t *testing.T) {
 	}
 }
 
+// waitFor waits for s in b; a start talks to the container engine, which a loaded machine
+// may answer slowly.
 func waitFor(t *testing.T, b *syncBuffer, s string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if out := b.String(); strings.Contains(out, s) {
 			return out

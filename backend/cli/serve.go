@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -22,16 +23,23 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]…")
+	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]… [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDR]…")
 	listen := fs.String("listen", defaultListen(e.getenv), "address to listen on; a non-loopback address needs an admin password set by you (CUBICLE_ADMIN_PASSWORD or an existing account)")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "where Cubicle keeps its data (env CUBICLE_DATA_DIR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	var hosts listFlag
+	var hosts, proxies listFlag
 	fs.Var(&hosts, "allowed-host", "a further host name the server answers to (repeatable), e.g. the name of a reverse proxy")
+	fs.Var(&proxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For/-Proto are believed (repeatable)")
+	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts})
+	if (*cert == "") != (*key == "") {
+		return fault.Invalid("--tls-cert and --tls-key go together: give both, or neither")
+	}
+	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts,
+		proxies: proxies, tlsCert: *cert, tlsKey: *key})
 }
 
 // defaultListen is $CUBICLE_LISTEN, else DefaultListen.
@@ -44,7 +52,8 @@ func defaultListen(getenv func(string) string) string {
 
 type serveOptions struct {
 	listen, dataDir, logLevel string
-	hosts                     []string
+	hosts, proxies            []string
+	tlsCert, tlsKey           string
 	note                      string // printed before the URL (e.g. why the desktop app fell back to serve)
 }
 
@@ -62,11 +71,21 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if !loopback && host != "" && host != "0.0.0.0" && host != "::" {
 		allowed = append(allowed, host)
 	}
+	var tlsCfg *tls.Config
+	if o.tlsCert != "" {
+		c, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fault.Invalid("cannot load --tls-cert %s / --tls-key %s: %v", o.tlsCert, o.tlsKey, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	}
 	b, err := backend.New(backend.Config{
 		DataDir: o.dataDir, Logger: log, Version: Version,
 		Admin:              adminFromEnv(e.getenv),
 		RequireChosenAdmin: !loopback,
 		AllowedHosts:       allowed,
+		TrustedProxies:     o.proxies,
+		SecureCookies:      tlsCfg != nil,
 		Doctor:             doctorFunc(o.dataDir, e.getenv),
 	})
 	if err != nil {
@@ -83,13 +102,20 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if err != nil {
 		return fault.Unavailable("cannot listen on %s: %v (is another Cubicle or program using the port? pick another with --listen)", o.listen, err)
 	}
+	scheme := "http"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+	}
 	if o.note != "" {
 		fmt.Fprintln(e.stdout, o.note)
 	}
-	fmt.Fprintf(e.stdout, "Cubicle %s is running at %s\n", Version, urlOf(ln.Addr()))
+	fmt.Fprintf(e.stdout, "Cubicle %s is running at %s\n", Version, strings.Replace(urlOf(ln.Addr()), "http://", scheme+"://", 1))
 	printLogin(e, b.Bootstrap)
 	if !loopback {
-		fmt.Fprintf(e.stdout, "Listening beyond this machine. The server answers to host names: %s (add more with --allowed-host). Put it behind TLS.\n", strings.Join(allowed, ", "))
+		fmt.Fprintf(e.stdout, "Listening beyond this machine. The server answers to host names: %s (add more with --allowed-host).\n", strings.Join(allowed, ", "))
+		if tlsCfg == nil && len(o.proxies) == 0 {
+			fmt.Fprintln(e.stdout, "Warning: without --tls-cert/--tls-key or a TLS proxy (--trusted-proxy), passwords and sessions cross the network in clear.")
+		}
 	}
 	return b.Serve(ctx, ln)
 }
@@ -97,7 +123,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 func printLogin(e *env, r auth.BootstrapResult) {
 	switch {
 	case r.Generated:
-		fmt.Fprintf(e.stdout, "Log in as %q with password %s\n(shown only now; it is stored hashed — set CUBICLE_ADMIN_PASSWORD on first start to choose your own)\n", r.Username, r.Password)
+		fmt.Fprintf(e.stdout, "Log in as %q with password %s\n(shown only now; it is stored hashed. It serves 127.0.0.1 only: to listen on a network, choose your own with `cubicle admin reset-password %s`, or under Account)\n", r.Username, r.Password, r.Username)
 	case r.Created:
 		fmt.Fprintf(e.stdout, "Log in as %q with the password from CUBICLE_ADMIN_PASSWORD\n", r.Username)
 	default:

@@ -120,7 +120,10 @@ func (n Node) has(c string) bool { return slices.Contains(n.Caps, c) }
 // zero value grants it, which is what a node without grants does; Reason explains a refusal.
 type Grant struct {
 	Denied bool
-	Reason string
+	// DesktopDenied withholds the host desktop tools only (a grant of host tools without the
+	// host screen).
+	DesktopDenied bool
+	Reason        string
 }
 
 // Input is everything the gate decides from.
@@ -229,6 +232,9 @@ func (p *Plan) hostTools(in Input, wanted bool) {
 
 func (p *Plan) hostDesktop(in Input) {
 	switch {
+	case in.Grant.DesktopDenied:
+		p.HostDesktopProblem = "host screen control is not granted to this account on this execution node: an administrator " +
+			"grants it in Settings → Users; host command and file tools still work"
 	case !in.Node.has(CapHostDesktop):
 		p.HostDesktopProblem = fmt.Sprintf("this execution node cannot control its screen (capability %s); update its runner", CapHostDesktop)
 	case !in.Node.HostScreenControl:

@@ -61,7 +61,8 @@ type VolumeMount struct {
 	Target string
 }
 
-// Limits bound what a container may consume. Zero means the engine default.
+// Limits bound what a container may consume. Zero means the engine default. Adapters give a
+// container no swap beyond its memory limit (memory+swap = memory).
 type Limits struct {
 	MemoryBytes int64
 	NanoCPUs    int64 // 1e9 = one CPU
@@ -86,9 +87,20 @@ type ContainerSpec struct {
 	// Hardening. Adapters always set no-new-privileges and drop every capability except CapAdd.
 	CapAdd         []string
 	ReadOnlyRootfs bool
-	NetworkMode    string        // "" = engine default bridge; "none" disables networking
-	StopTimeout    time.Duration // grace period before SIGKILL on stop
-	Platform       string        // "linux/amd64" when an image needs it; "" = native
+	NetworkMode    string // "" = engine default bridge; "none" disables networking
+	// IDMap runs the container in its own user namespace: container IDs 0..Size-1 are host
+	// IDs HostID..HostID+Size-1 (uid and gid alike), so no process of the container is a real
+	// user of the host. nil = the engine's default. Only Podman maps per container (Docker
+	// only daemon-wide, with userns-remap): the Docker adapter refuses it (fault.ErrInvalid).
+	IDMap       *IDMap
+	StopTimeout time.Duration // grace period before SIGKILL on stop
+	Platform    string        // "linux/amd64" when an image needs it; "" = native
+}
+
+// IDMap is a container's user-namespace mapping (see ContainerSpec.IDMap).
+type IDMap struct {
+	HostID int
+	Size   int
 }
 
 // ContainerState is what an engine reports about a container.

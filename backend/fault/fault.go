@@ -27,6 +27,8 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrUnavailable: a dependency (engine, driver, model, runner) cannot be reached now.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrTooMany: the caller tried too often (failed logins); wait and try again.
+	ErrTooMany = errors.New("too many attempts")
 )
 
 // classErr carries a class and a message meant for people.
@@ -64,7 +66,7 @@ func Unavailable(format string, args ...any) error { return New(ErrUnavailable, 
 
 // Class returns the class sentinel err wraps, or nil when it wraps none.
 func Class(err error) error {
-	for _, c := range []error{ErrNotFound, ErrExists, ErrConflict, ErrInvalid, ErrForbidden, ErrUnauthenticated, ErrUnavailable} {
+	for _, c := range []error{ErrNotFound, ErrExists, ErrConflict, ErrInvalid, ErrForbidden, ErrUnauthenticated, ErrUnavailable, ErrTooMany} {
 		if errors.Is(err, c) {
 			return c
 		}

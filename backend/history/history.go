@@ -21,7 +21,7 @@ import (
 // Store is the part of the store the history needs.
 type Store interface {
 	PutToolRun(r store.ToolRun) error
-	ToolRuns(sessionID string) ([]store.ToolRun, error)
+	ToolRuns(userID, sessionID string) ([]store.ToolRun, error)
 }
 
 // Recorder implements agent.Recorder on the store. Writes that fail are logged, never fatal
@@ -117,14 +117,15 @@ type ToolStats struct {
 	MaxMs      int64  `json:"maxMs"`
 }
 
-// Runs reads a session's runs (the store implements it).
+// Runs reads the runs of one account's session (the store implements it).
 type Runs interface {
-	ToolRuns(sessionID string) ([]store.ToolRun, error)
+	ToolRuns(userID, sessionID string) ([]store.ToolRun, error)
 }
 
-// Query returns a session's timeline.
-func Query(st Runs, sessionID string) (Timeline, error) {
-	runs, err := st.ToolRuns(sessionID)
+// Query returns the timeline of userID's session sessionID: only that account's runs, even
+// when another account used the same session id.
+func Query(st Runs, userID, sessionID string) (Timeline, error) {
+	runs, err := st.ToolRuns(userID, sessionID)
 	if err != nil {
 		return Timeline{}, err
 	}

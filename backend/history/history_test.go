@@ -19,7 +19,7 @@ func TestRecordAndQuery(t *testing.T) {
 	turn := agent.TurnInfo{SessionID: "s1", UserID: "u", TurnID: "t1", Step: 1}
 	a := r.Begin(turn, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "ls"}})
 	// While running, the run is visible as RUNNING.
-	tl, err := Query(st, "s1")
+	tl, err := Query(st, "u", "s1")
 	if err != nil || len(tl.Runs) != 1 || tl.Runs[0].Status != store.RunRunning || tl.Runs[0].OutputSHA256 != nil {
 		t.Fatalf("running: %+v %v", tl, err)
 	}
@@ -33,8 +33,10 @@ func TestRecordAndQuery(t *testing.T) {
 	c := r.Begin(turn, agent.ToolCall{Name: "computer_screenshot", Input: map[string]any{}})
 	r.End(c, agent.StateInterrupted, nil, 5*time.Millisecond)
 	r.Begin(agent.TurnInfo{SessionID: "other"}, agent.ToolCall{Name: "x"})
+	// Another account's run under the same session id is never part of "u"'s timeline.
+	r.Begin(agent.TurnInfo{SessionID: "s1", UserID: "intruder", TurnID: "t9"}, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "id"}})
 
-	tl, err = Query(st, "s1")
+	tl, err = Query(st, "u", "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,18 +60,22 @@ func TestRecordAndQuery(t *testing.T) {
 	if len(tl.ByTool) != 2 || tl.ByTool[0].Tool != "computer_screenshot" || tl.ByTool[1].Count != 2 || tl.ByTool[1].MaxMs != 120 {
 		t.Fatalf("by tool: %+v", tl.ByTool)
 	}
-	if empty, _ := Query(st, "none"); empty.Total != 0 || empty.Runs == nil {
+	if empty, _ := Query(st, "u", "none"); empty.Total != 0 || empty.Runs == nil {
 		t.Fatalf("empty: %+v", empty)
+	}
+	// The other account sees only its own run of "s1", never u's.
+	if other, _ := Query(st, "intruder", "s1"); other.Total != 1 || other.Runs[0].TurnID != "t9" {
+		t.Fatalf("intruder's view of s1: %+v", other)
 	}
 
 	// A run left RUNNING by a process that ended becomes INTERRUPTED at the next start, and
 	// counts as failed; finished runs are left as they were.
 	r.Begin(turn, agent.ToolCall{Name: "computer_shell", Input: map[string]any{"command": "sleep 100"}})
 	n, err := st.InterruptRuns(time.Now())
-	if err != nil || n != 2 { // this one and the "other" session's
-		t.Fatalf("InterruptRuns = %d, %v; want 2", n, err)
+	if err != nil || n != 3 { // this one, the "other" session's and the intruder's
+		t.Fatalf("InterruptRuns = %d, %v; want 3", n, err)
 	}
-	tl, err = Query(st, "s1")
+	tl, err = Query(st, "u", "s1")
 	if err != nil || tl.Total != 4 || tl.Runs[3].Status != store.RunInterrupted || tl.Failed != 3 || tl.Runs[0].Status != store.RunSuccess {
 		t.Fatalf("after InterruptRuns: %+v, %v", tl, err)
 	}

@@ -27,11 +27,22 @@ const agentFix = "the agent's Model section (its chat page → Computer panel �
 // AgentView is what an agent's Model section shows: the agent's own override (never its key),
 // the app's settings it inherits from, and the model a turn would use.
 type AgentView struct {
-	BaseURL   string    `json:"baseUrl"`
-	Model     string    `json:"model"`
-	HasAPIKey bool      `json:"hasApiKey"`
-	Inherits  View      `json:"inherits"`
-	Effective Effective `json:"effective"`
+	BaseURL   string `json:"baseUrl"`
+	Model     string `json:"model"`
+	HasAPIKey bool   `json:"hasApiKey"`
+	// Approved: the agent's own base URL was set by an administrator or is on the approved
+	// list; AllowPrivate: it may be a loopback or private address.
+	Approved     bool      `json:"approved"`
+	AllowPrivate bool      `json:"allowPrivate"`
+	Inherits     View      `json:"inherits"`
+	Effective    Effective `json:"effective"`
+}
+
+// Setter is who changes an agent's model: an administrator may give it any base URL (that is
+// the approval), a member only one on the approved list.
+type Setter struct {
+	AccountID string
+	Admin     bool
 }
 
 // Effective is the model a turn of the agent would use (without a turn's own model name).
@@ -47,9 +58,17 @@ type Effective struct {
 // resolved is the outcome of combining a turn, an agent and the app's settings.
 type resolved struct {
 	baseURL, model, source string
+	allowPrivate           bool
 	keyOf                  func() (string, error) // opens the key that goes with baseURL
 	problem                error                  // a misconfiguration; nil when the model can run or none is set
 	fix                    string                 // where to fix a failing call
+}
+
+// approval says whether an agent's own base URL may be used, and with private addresses.
+func (s *Service) approval(am *store.AgentModel) (approved, allowPrivate bool) {
+	listed, listPrivate := s.endpoints.Endpoint(am.BaseURL)
+	admin := am.ApprovedBy != ""
+	return admin || listed, (admin && am.AllowPrivate) || (listed && listPrivate)
 }
 
 // resolve combines the settings: turn name > agent name > app name; agent base URL (with the
@@ -58,13 +77,21 @@ func (s *Service) resolve(app appSettings, agentName string, am *store.AgentMode
 	if am == nil {
 		am = &store.AgentModel{}
 	}
-	r := resolved{baseURL: app.baseURL, model: app.model, source: app.source, fix: appFix(app.source)}
+	r := resolved{baseURL: app.baseURL, model: app.model, source: app.source, fix: appFix(app.source), allowPrivate: app.allowPrivate}
 	r.keyOf = func() (string, error) { return s.appKey(app) }
 	if am.BaseURL != "" {
 		sealed := am.APIKeySealed
-		r.baseURL, r.source, r.fix = am.BaseURL, SourceAgent, agentFix
+		if am.KeyBaseURL != "" && !sameURL(am.KeyBaseURL, am.BaseURL) {
+			sealed = nil // never send a key to a URL it was not saved with
+		}
+		approved, private := s.approval(am)
+		r.baseURL, r.source, r.fix, r.allowPrivate = am.BaseURL, SourceAgent, agentFix, private
 		r.keyOf = func() (string, error) {
 			return s.open(sealed, keyWhere{whose: fmt.Sprintf("agent %q's saved API key", agentName), fix: agentFix})
+		}
+		if !approved {
+			r.problem = fault.Forbidden("agent %q's model endpoint %s is not approved: an administrator must set it, "+
+				"or add it to Settings → Security → model endpoints", agentName, am.BaseURL)
 		}
 	}
 	if am.Model != "" {
@@ -77,7 +104,7 @@ func (s *Service) resolve(app appSettings, agentName string, am *store.AgentMode
 	if turnModel != "" {
 		r.model = turnModel
 	}
-	if r.baseURL == "" && am.Model != "" {
+	if r.baseURL == "" && am.Model != "" && r.problem == nil {
 		r.problem = fault.Conflict("agent %q uses model %q but no base URL is configured for it: "+
 			"set a base URL in %s, or configure the app's model in Settings → Model", agentName, am.Model, agentFix)
 	}
@@ -135,7 +162,7 @@ func (s *Service) Resolve(ctx context.Context, agentID string, chat *agent.ChatM
 	if err != nil {
 		return nil, err
 	}
-	m, err := openai.New(openai.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model})
+	m, err := openai.New(openai.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model, AllowPrivate: r.allowPrivate})
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +202,9 @@ func (s *Service) agentView(a store.Agent) (AgentView, error) {
 		Configured: app.baseURL != "" && app.model != "", Source: app.source}}
 	if am := a.Model; am != nil {
 		v.BaseURL, v.Model, v.HasAPIKey = am.BaseURL, am.Model, len(am.APIKeySealed) > 0
+		if am.BaseURL != "" {
+			v.Approved, v.AllowPrivate = s.approval(am)
+		}
 	}
 	r := s.resolve(app, a.Name, a.Model, "")
 	v.Effective = Effective{BaseURL: r.baseURL, Model: r.model, Source: r.source}
@@ -195,14 +225,26 @@ func (s *Service) agentView(a store.Agent) (AgentView, error) {
 }
 
 // SetAgent saves agent id's override. Empty fields inherit the app's settings; all empty
-// removes the override. A nil APIKey keeps the agent's saved key, "" clears it; a key belongs
-// to the agent's own base URL (without one it is refused, and clearing the base URL drops the
-// key). Invalid input changes nothing and returns a fault.ErrInvalid error; an unknown agent a
-// fault.ErrNotFound error. Ownership is the caller's business.
-func (s *Service) SetAgent(id string, u Update) (AgentView, error) {
+// removes the override. A nil APIKey keeps the agent's saved key while the base URL stays the
+// one it was saved with (a new base URL drops it), "" clears it; a key belongs to the agent's
+// own base URL (without one it is refused). A member's base URL must be on the approved list
+// (fault.ErrForbidden otherwise); an administrator's is approved by setting it, and only an
+// administrator may allow a loopback or private address. Invalid input changes nothing and
+// returns a fault.ErrInvalid error; an unknown agent a fault.ErrNotFound error. Ownership is the
+// caller's business.
+func (s *Service) SetAgent(id string, u Update, by Setter) (AgentView, error) {
 	u.BaseURL, u.Model = strings.TrimSpace(u.BaseURL), strings.TrimSpace(u.Model)
 	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
 		return AgentView{}, fmt.Errorf("the agent's model: %w", err)
+	}
+	if u.AllowPrivate != nil && *u.AllowPrivate && !by.Admin {
+		return AgentView{}, fault.Forbidden("only an administrator may let a model endpoint use loopback or private addresses")
+	}
+	if u.BaseURL != "" && !by.Admin {
+		if ok, _ := s.endpoints.Endpoint(u.BaseURL); !ok {
+			return AgentView{}, fault.Forbidden("the base URL %s is not an approved model endpoint: ask an administrator to add it "+
+				"to Settings → Security → model endpoints (or to set it for this agent)", u.BaseURL)
+		}
 	}
 	if u.BaseURL == "" && u.APIKey != nil && *u.APIKey != "" {
 		return AgentView{}, fault.Invalid("an agent's API key goes with its own base URL: enter the base URL too, " +
@@ -217,12 +259,27 @@ func (s *Service) SetAgent(id string, u Update) (AgentView, error) {
 	}
 	a, err := s.st.UpdateAgent(id, func(a *store.Agent) error {
 		m := store.AgentModel{BaseURL: u.BaseURL, Model: u.Model}
+		old := a.Model
+		same := old != nil && old.BaseURL != "" && sameURL(old.BaseURL, u.BaseURL) && (old.KeyBaseURL == "" || sameURL(old.KeyBaseURL, u.BaseURL))
 		switch {
 		case u.BaseURL == "":
 		case u.APIKey != nil:
 			m.APIKeySealed = sealed
-		case a.Model != nil:
-			m.APIKeySealed = a.Model.APIKeySealed
+		case same:
+			m.APIKeySealed = old.APIKeySealed
+		}
+		if len(m.APIKeySealed) > 0 {
+			m.KeyBaseURL = u.BaseURL
+		}
+		if u.BaseURL != "" {
+			switch {
+			case by.Admin:
+				m.ApprovedBy = by.AccountID
+				m.AllowPrivate = u.AllowPrivate != nil && *u.AllowPrivate || u.AllowPrivate == nil && same && old.AllowPrivate
+			case same:
+				// A member saving again keeps an administrator's approval of the same URL.
+				m.ApprovedBy, m.AllowPrivate = old.ApprovedBy, old.AllowPrivate
+			}
 		}
 		if m.Empty() {
 			a.Model = nil

@@ -88,6 +88,11 @@ func openStore(t *testing.T) (*store.Store, string) {
 
 func ptr(s string) *string { return &s }
 
+func yes() *bool { b := true; return &b }
+
+// root is an administrator setting agents' models.
+var root = Setter{AccountID: "root", Admin: true}
+
 func TestAgentModelResolve(t *testing.T) {
 	st, _ := openStore(t)
 	key := []byte(strings.Repeat("k", 32))
@@ -101,15 +106,15 @@ func TestAgentModelResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Set(Update{BaseURL: a.url(), Model: "model-a", APIKey: ptr("key-a")}); err != nil {
+	if _, err := s.Set(Update{BaseURL: a.url(), Model: "model-a", APIKey: ptr("key-a"), AllowPrivate: yes()}); err != nil {
 		t.Fatal(err)
 	}
 	for id, u := range map[string]Update{
-		"x": {BaseURL: b.url(), Model: "model-x", APIKey: ptr("key-x")},
+		"x": {BaseURL: b.url(), Model: "model-x", APIKey: ptr("key-x"), AllowPrivate: yes()},
 		"z": {Model: "model-z"},
-		"w": {BaseURL: b.url(), Model: "model-w"},
+		"w": {BaseURL: b.url(), Model: "model-w", AllowPrivate: yes()},
 	} {
-		if _, err := s.SetAgent(id, u); err != nil {
+		if _, err := s.SetAgent(id, u, root); err != nil {
 			t.Fatalf("SetAgent(%s): %v", id, err)
 		}
 	}
@@ -222,12 +227,12 @@ func TestAgentModelSet(t *testing.T) {
 	if _, err := s.AgentView("ghost"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("unknown agent view: %v", err)
 	}
-	if _, err := s.SetAgent("ghost", Update{Model: "m"}); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := s.SetAgent("ghost", Update{Model: "m"}, root); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("unknown agent set: %v", err)
 	}
 
 	secret := "sk-agent-secret-key"
-	v, err = s.SetAgent("g", Update{BaseURL: " https://b.example/v1 ", Model: " m-b ", APIKey: &secret})
+	v, err = s.SetAgent("g", Update{BaseURL: " https://b.example/v1 ", Model: " m-b ", APIKey: &secret}, root)
 	if err != nil || v.BaseURL != "https://b.example/v1" || v.Model != "m-b" || !v.HasAPIKey ||
 		v.Effective != (Effective{BaseURL: "https://b.example/v1", Model: "m-b", Source: SourceAgent, Configured: true}) {
 		t.Fatalf("set = %+v, %v", v, err)
@@ -240,7 +245,7 @@ func TestAgentModelSet(t *testing.T) {
 		{BaseURL: "https://x/v1"},
 		{Model: "m", APIKey: ptr("k")},
 	} {
-		if _, err := s.SetAgent("g", bad); !errors.Is(err, fault.ErrInvalid) {
+		if _, err := s.SetAgent("g", bad, root); !errors.Is(err, fault.ErrInvalid) {
 			t.Fatalf("SetAgent(%+v) = %v", bad, err)
 		}
 	}
@@ -255,7 +260,9 @@ func TestAgentModelSet(t *testing.T) {
 		effective Effective
 		nilModel  bool
 	}{
-		{"omitted key is kept", Update{BaseURL: "https://b2.example/v1", Model: "m-b2"}, true,
+		{"omitted key is kept at the same URL", Update{BaseURL: "https://b.example/v1/", Model: "m-b2"}, true,
+			Effective{BaseURL: "https://b.example/v1/", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
+		{"a new URL drops the key", Update{BaseURL: "https://b2.example/v1", Model: "m-b2"}, false,
 			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
 		{"empty key clears it", Update{BaseURL: "https://b2.example/v1", Model: "m-b2", APIKey: ptr("")}, false,
 			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
@@ -267,7 +274,7 @@ func TestAgentModelSet(t *testing.T) {
 			Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "env-model", Source: SourceEnvironment, Configured: true}, true},
 	}
 	for _, tt := range steps {
-		v, err := s.SetAgent("g", tt.u)
+		v, err := s.SetAgent("g", tt.u, root)
 		if err != nil || v.HasAPIKey != tt.hasKey || v.Effective != tt.effective {
 			t.Fatalf("%s: %+v, %v", tt.name, v, err)
 		}
@@ -279,7 +286,7 @@ func TestAgentModelSet(t *testing.T) {
 			t.Fatalf("%s: key stored in clear", tt.name)
 		}
 	}
-	if _, err := s.SetAgent("g", Update{BaseURL: "https://b.example/v1", Model: "m", APIKey: &secret}); err != nil {
+	if _, err := s.SetAgent("g", Update{BaseURL: "https://b.example/v1", Model: "m", APIKey: &secret}, root); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(must(s.AgentView("g")))
@@ -308,4 +315,100 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// list approves base URLs for tests.
+type list map[string]bool // normalized URL → allow private
+
+func (l list) Endpoint(u string) (bool, bool) {
+	for k, p := range l {
+		if sameURL(k, u) {
+			return true, p
+		}
+	}
+	return false, false
+}
+
+// A member's agent may only use an approved base URL (issue 15, item 2): one an administrator
+// set, or one on the admin-managed list; only an administrator allows private addresses, and
+// withdrawing the approval stops the agent's model.
+func TestMemberEndpointsNeedApproval(t *testing.T) {
+	st, _ := openStore(t)
+	approved := list{}
+	s, err := New(Config{Store: st, Key: []byte(strings.Repeat("k", 32)), Endpoints: approved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEndpoint(t)
+	if err := st.CreateAgent(store.Agent{ID: "m", AccountID: "bob", Name: "M"}); err != nil {
+		t.Fatal(err)
+	}
+	member := Setter{AccountID: "bob"}
+	before, _ := st.Agent("m")
+	if _, err := s.SetAgent("m", Update{BaseURL: "https://evil.example/v1", Model: "x", APIKey: ptr("k")}, member); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("a member set an unapproved URL: %v", err)
+	}
+	if _, err := s.SetAgent("m", Update{BaseURL: e.url(), Model: "x", AllowPrivate: yes()}, member); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("a member allowed a private address: %v", err)
+	}
+	if after, _ := st.Agent("m"); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused change changed the agent: %+v", after.Model)
+	}
+	// On the list (with the admin's allowance for its loopback address), the member may use it.
+	approved[e.url()] = true
+	v, err := s.SetAgent("m", Update{BaseURL: e.url(), Model: "x", APIKey: ptr("member-key")}, member)
+	if err != nil || !v.Approved || !v.AllowPrivate || !v.Effective.Configured {
+		t.Fatalf("approved URL: %+v, %v", v, err)
+	}
+	ctx := context.Background()
+	m, err := s.Resolve(ctx, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Stream(ctx, agent.ModelRequest{}, func(agent.ModelDelta) {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.take(); len(got) != 1 || got[0].auth != "Bearer member-key" {
+		t.Fatalf("calls %+v", got)
+	}
+	// Taken off the list: the agent's model no longer runs, and says why.
+	delete(approved, e.url())
+	if _, err := s.Resolve(ctx, "m", nil); !errors.Is(err, fault.ErrForbidden) || !strings.Contains(err.Error(), "not approved") {
+		t.Fatalf("after the approval was withdrawn: %v", err)
+	}
+	// Listed without the private allowance: the loopback address is refused when dialled.
+	approved[e.url()] = false
+	m, err = s.Resolve(ctx, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Stream(ctx, agent.ModelRequest{}, func(agent.ModelDelta) {}); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("a private address without the allowance: %v", err)
+	}
+	if got := e.take(); len(got) != 0 {
+		t.Fatalf("the private endpoint was reached: %+v", got)
+	}
+	// An administrator's setting is the approval, also with the private allowance.
+	delete(approved, e.url())
+	if _, err := s.SetAgent("m", Update{BaseURL: e.url(), Model: "x", APIKey: ptr("admin-key"), AllowPrivate: yes()}, root); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = s.Resolve(ctx, "m", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Stream(ctx, agent.ModelRequest{}, func(agent.ModelDelta) {}); err != nil {
+		t.Fatal(err)
+	}
+	// A key saved with another URL (a record from before keys were bound) is never sent.
+	if _, err := st.UpdateAgent("m", func(a *store.Agent) error { a.Model.KeyBaseURL = "https://old.example/v1"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.take()
+	m, _ = s.Resolve(ctx, "m", nil)
+	if _, err := m.Stream(ctx, agent.ModelRequest{}, func(agent.ModelDelta) {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.take(); len(got) != 1 || got[0].auth != "" {
+		t.Fatalf("a key saved with another URL was sent: %+v", got)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
+	"cubicle/backend/security"
 	"cubicle/backend/store"
 )
 
@@ -31,19 +32,34 @@ type Store interface {
 	UpdateAgent(id string, fn func(*store.Agent) error) (store.Agent, error)
 }
 
+// Endpoints says whether an administrator approved a model base URL (Settings → Security →
+// model endpoints) and whether it may resolve to loopback or private addresses.
+type Endpoints interface {
+	Endpoint(baseURL string) (approved, allowPrivate bool)
+}
+
 // Config configures a Service. Store and Key are required.
 type Config struct {
 	Store  Store
 	Key    []byte              // 32 bytes sealing the API key
 	Getenv func(string) string // default settings from the environment; nil = none
+	// Endpoints are the approved base URLs agents' own models may use; nil approves none (an
+	// agent's own base URL then needs an administrator to set it).
+	Endpoints Endpoints
 }
 
 // Service manages the model settings.
 type Service struct {
-	st     Store
-	aead   cipher.AEAD
-	getenv func(string) string
+	st        Store
+	aead      cipher.AEAD
+	getenv    func(string) string
+	endpoints Endpoints
 }
+
+// noEndpoints approves nothing.
+type noEndpoints struct{}
+
+func (noEndpoints) Endpoint(string) (bool, bool) { return false, false }
 
 // New returns a Service.
 func New(cfg Config) (*Service, error) {
@@ -61,7 +77,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = func(string) string { return "" }
 	}
-	return &Service{st: cfg.Store, aead: aead, getenv: cfg.Getenv}, nil
+	if cfg.Endpoints == nil {
+		cfg.Endpoints = noEndpoints{}
+	}
+	return &Service{st: cfg.Store, aead: aead, getenv: cfg.Getenv, endpoints: cfg.Endpoints}, nil
 }
 
 // View is what the settings page shows: never the key itself.
@@ -71,25 +90,43 @@ type View struct {
 	HasAPIKey  bool   `json:"hasApiKey"`
 	Configured bool   `json:"configured"`
 	Source     string `json:"source"` // "settings", "environment" or "none"
+	// AllowPrivate: the base URL may be a loopback or private address.
+	AllowPrivate bool `json:"allowPrivate"`
 }
 
-// Update changes the settings. A nil APIKey keeps the saved key; "" clears it.
+// Update changes the settings. A nil APIKey keeps the saved key — as long as the base URL
+// stays the one it was saved with; a new base URL drops it (a key is only ever sent to the URL
+// it was saved with). "" clears it. AllowPrivate (administrators only) lets the base URL be a
+// loopback or private address; nil keeps the allowance while the base URL stays.
 type Update struct {
-	BaseURL string  `json:"baseUrl"`
-	Model   string  `json:"model"`
-	APIKey  *string `json:"apiKey,omitempty"`
+	BaseURL      string  `json:"baseUrl"`
+	Model        string  `json:"model"`
+	APIKey       *string `json:"apiKey,omitempty"`
+	AllowPrivate *bool   `json:"allowPrivate,omitempty"`
+}
+
+// sameURL reports whether two base URLs name the same endpoint.
+func sameURL(a, b string) bool {
+	na, err1 := security.NormalizeEndpoint(a)
+	nb, err2 := security.NormalizeEndpoint(b)
+	if err1 != nil || err2 != nil {
+		return strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+	}
+	return na == nb
 }
 
 type settings struct {
 	baseURL, model, apiKey, source string
+	allowPrivate                   bool
 }
 
 // appSettings are the app's model settings with the saved key still sealed, so that an agent
 // with its own endpoint does not depend on the app's key being readable.
 type appSettings struct {
 	baseURL, model, source string
-	sealed                 []byte // saved key ("settings")
+	sealed                 []byte // saved key ("settings"), only when saved with baseURL
 	envKey                 string // key from the environment ("environment")
+	allowPrivate           bool
 }
 
 func (a appSettings) hasKey() bool { return len(a.sealed) > 0 || a.envKey != "" }
@@ -98,12 +135,19 @@ func (s *Service) readApp() (appSettings, error) {
 	m, err := s.st.ModelSettings()
 	switch {
 	case err == nil && m.BaseURL != "":
-		return appSettings{baseURL: m.BaseURL, model: m.Model, sealed: m.APIKeySealed, source: "settings"}, nil
+		a := appSettings{baseURL: m.BaseURL, model: m.Model, source: "settings", allowPrivate: m.AllowPrivate}
+		// A key saved before keys were bound to a URL belongs to the URL saved with it.
+		if m.KeyBaseURL == "" || sameURL(m.KeyBaseURL, m.BaseURL) {
+			a.sealed = m.APIKeySealed
+		}
+		return a, nil
 	case err != nil && !errors.Is(err, fault.ErrNotFound):
 		return appSettings{}, fmt.Errorf("read the app's model settings: %w", err)
 	}
 	if u := s.getenv("CUBICLE_MODEL_BASE_URL"); u != "" {
-		return appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment"}, nil
+		// The operator set it on the server's machine: that is the allowance.
+		return appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment",
+			allowPrivate: true}, nil
 	}
 	return appSettings{source: "none"}, nil
 }
@@ -125,7 +169,7 @@ func (s *Service) load() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source}, nil
+	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source, allowPrivate: a.allowPrivate}, nil
 }
 
 // Get returns the settings as the page shows them.
@@ -134,27 +178,41 @@ func (s *Service) Get() (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	return View{BaseURL: st.baseURL, Model: st.model, HasAPIKey: st.apiKey != "", Configured: st.baseURL != "" && st.model != "", Source: st.source}, nil
+	return View{BaseURL: st.baseURL, Model: st.model, HasAPIKey: st.apiKey != "", Configured: st.baseURL != "" && st.model != "",
+		Source: st.source, AllowPrivate: st.allowPrivate}, nil
 }
 
-// Set saves new settings; an empty base URL clears the configuration (operator mode).
+// Set saves new settings (an administrator's); an empty base URL clears the configuration
+// (operator mode). A new base URL drops the saved key unless a key comes with it.
 func (s *Service) Set(u Update) (View, error) {
 	u.BaseURL, u.Model = strings.TrimSpace(u.BaseURL), strings.TrimSpace(u.Model)
 	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
 		return View{}, err
 	}
 	old, _ := s.st.ModelSettings()
-	sealed := old.APIKeySealed
-	if u.APIKey != nil {
+	sameEndpoint := old.BaseURL != "" && sameURL(old.BaseURL, u.BaseURL) && (old.KeyBaseURL == "" || sameURL(old.KeyBaseURL, u.BaseURL))
+	var sealed []byte
+	switch {
+	case u.APIKey != nil:
 		var err error
 		if sealed, err = s.seal(*u.APIKey); err != nil {
 			return View{}, err
 		}
+	case sameEndpoint:
+		sealed = old.APIKeySealed
 	}
+	allowPrivate := sameEndpoint && old.AllowPrivate
+	if u.AllowPrivate != nil {
+		allowPrivate = *u.AllowPrivate
+	}
+	m := store.ModelSettings{BaseURL: u.BaseURL, Model: u.Model, APIKeySealed: sealed, AllowPrivate: allowPrivate, UpdatedAt: time.Now().UTC()}
 	if u.BaseURL == "" {
-		sealed = nil
+		m.APIKeySealed, m.AllowPrivate = nil, false
 	}
-	if err := s.st.PutModelSettings(store.ModelSettings{BaseURL: u.BaseURL, Model: u.Model, APIKeySealed: sealed, UpdatedAt: time.Now().UTC()}); err != nil {
+	if len(m.APIKeySealed) > 0 {
+		m.KeyBaseURL = u.BaseURL
+	}
+	if err := s.st.PutModelSettings(m); err != nil {
 		return View{}, err
 	}
 	return s.Get()

@@ -47,9 +47,19 @@ func TestModels(t *testing.T) {
 	if err != nil || m.Name() != "override" {
 		t.Fatalf("resolve override: %v", err)
 	}
-	// Changing the URL without a key keeps the key.
-	if v, _ := s.Set(Update{BaseURL: "https://api2.example/v1", Model: "gpt-y"}); !v.HasAPIKey {
-		t.Fatal("key lost on update")
+	// Another model name at the same URL (however spelled) keeps the key; a new URL drops it:
+	// a saved key is only ever sent to the URL it was saved with.
+	if v, _ := s.Set(Update{BaseURL: "https://API.example:443/v1/", Model: "gpt-y"}); !v.HasAPIKey {
+		t.Fatal("key lost when only the model changed")
+	}
+	if v, _ := s.Set(Update{BaseURL: "https://api2.example/v1", Model: "gpt-y"}); v.HasAPIKey {
+		t.Fatal("the saved key followed a new base URL")
+	}
+	if v, _ := s.Set(Update{BaseURL: "https://api.example/v1", Model: "gpt-y"}); v.HasAPIKey {
+		t.Fatal("the dropped key came back")
+	}
+	if _, err := s.Set(Update{BaseURL: "https://api.example/v1", Model: "gpt-x", APIKey: &secret}); err != nil {
+		t.Fatal(err)
 	}
 	st.Close()
 	raw, _ := os.ReadFile(path)

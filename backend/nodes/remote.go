@@ -230,6 +230,11 @@ func (r *Remote) StopInstance(ctx context.Context, id, reason string) error {
 	return r.call(ctx, wire.OpStopInstance, wire.InstanceArgs{ID: id, Reason: reason}, nil)
 }
 
+// DeleteData deletes desktop id's retained workspace and browser profile on the node.
+func (r *Remote) DeleteData(ctx context.Context, id string) error {
+	return r.call(ctx, wire.OpDeleteData, wire.InstanceArgs{ID: id}, nil)
+}
+
 // MarkBusy and MarkIdle tell the node's idle timers who holds desktop id. They do not wait
 // long: a node that cannot be told stops its desktops by its own idle timer.
 func (r *Remote) MarkBusy(id, who string) { r.mark(wire.OpMarkBusy, id, who) }

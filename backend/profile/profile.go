@@ -44,11 +44,19 @@ type Store interface {
 	DeleteAgent(id string) error
 }
 
+// HostAccess says whether an account may use host tools on an execution node
+// (hostaccess.Checker); a Service without one refuses "Allow host environment" to everyone.
+type HostAccess interface {
+	HostTools(accountID, nodeID string) (bool, error)
+}
+
 // Service manages agent profiles. It is safe for concurrent use (the store serialises writes).
 type Service struct {
 	store Store
 	log   *slog.Logger
 	now   func() time.Time
+	host  HostAccess
+	node  string
 }
 
 // New returns a Service over st.
@@ -57,6 +65,18 @@ func New(st Store, log *slog.Logger) *Service {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{store: st, log: log, now: time.Now}
+}
+
+// WithHostAccess makes s check host access grants on node (the agents' execution node) when
+// an agent's "Allow host environment" is turned on. It returns s.
+func (s *Service) WithHostAccess(h HostAccess, node string) *Service {
+	s.host, s.node = h, node
+	return s
+}
+
+// Agent returns agent id whoever owns it (for administrators' pages).
+func (s *Service) Agent(id string) (store.Agent, error) {
+	return s.store.Agent(id)
 }
 
 // List returns the account's agents, oldest first.
@@ -133,17 +153,35 @@ type Selection struct {
 }
 
 // SelectComputer saves an agent's computer choice. For any computer but vm and cloud the host
-// environment is forced off; an unknown computer is refused and nothing changes.
+// environment is forced off; an unknown computer is refused and nothing changes. Turning the
+// host environment on (or choosing the host computer) needs an administrator's grant of host
+// access to the account on the agent's node (SPEC §3): without one it is fault.ErrForbidden.
 func (s *Service) SelectComputer(accountID, id string, sel Selection) (store.Agent, error) {
 	c := strings.TrimSpace(sel.Computer)
 	if !valid(c) {
 		return store.Agent{}, fault.Invalid("unknown computer %q: choose one of %s", sel.Computer, strings.Join(Computers, ", "))
 	}
-	return s.update(accountID, id, "select computer", func(a *store.Agent) error {
-		a.Computer = c
-		a.AllowHostEnvironment = sel.AllowHostEnvironment && AllowsHostEnvironment(c)
+	_, after, err := s.SelectComputerFrom(accountID, id, sel)
+	return after, err
+}
+
+// checkHost refuses a selection that wants host access the account was not granted.
+func (s *Service) checkHost(accountID, computer string, sel Selection) error {
+	if !(sel.AllowHostEnvironment && AllowsHostEnvironment(computer)) && computer != ComputerHost {
 		return nil
-	})
+	}
+	ok := false
+	if s.host != nil {
+		var err error
+		if ok, err = s.host.HostTools(accountID, s.node); err != nil {
+			return fmt.Errorf("select computer: %w", err)
+		}
+	}
+	if !ok {
+		return fault.Forbidden("host access is granted by an administrator: ask one to allow host tools for your account " +
+			"(Settings → Users); until then agents use their own desktop only")
+	}
+	return nil
 }
 
 // MaxWorkDir caps the length of a working directory.
@@ -212,6 +250,9 @@ func (s *Service) SelectComputerFrom(accountID, id string, sel Selection) (befor
 	c := strings.TrimSpace(sel.Computer)
 	if !valid(c) {
 		return store.Agent{}, store.Agent{}, fault.Invalid("unknown computer %q: choose one of %s", sel.Computer, strings.Join(Computers, ", "))
+	}
+	if err := s.checkHost(accountID, c, sel); err != nil {
+		return store.Agent{}, store.Agent{}, err
 	}
 	after, err = s.update(accountID, id, "select computer", func(a *store.Agent) error {
 		before = *a

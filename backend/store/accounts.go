@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -14,11 +15,26 @@ import (
 // Role is what an account may do.
 type Role string
 
-// The roles.
+// The roles: an admin changes the app's settings and manages accounts; a member uses its own
+// agents only.
 const (
-	RoleAdmin Role = "admin"
-	RoleUser  Role = "user"
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
 )
+
+// UnmarshalJSON reads a role; the legacy word "user" (before accounts had roles other than
+// admin) is a member.
+func (r *Role) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s == "user" {
+		s = string(RoleMember)
+	}
+	*r = Role(s)
+	return nil
+}
 
 // Account is a person who can log in. Usernames are unique, compared case-insensitively.
 type Account struct {
@@ -27,6 +43,17 @@ type Account struct {
 	PasswordHash string    `json:"passwordHash"`
 	Role         Role      `json:"role"`
 	CreatedAt    time.Time `json:"createdAt"`
+	// Disabled accounts cannot log in and their sessions end.
+	Disabled bool `json:"disabled,omitempty"`
+	// SessionGen is the account's session generation: every session token carries the value
+	// it was issued under, and bumping it (password change, disabling, "log out everywhere")
+	// ends every session issued before. It lives in the store, so the end survives a restart.
+	SessionGen uint64 `json:"sessionGen,omitempty"`
+	// PasswordChosen is set when a person chose the password (not generated at first start)
+	// and it passed the strength check; only such a password may face a network.
+	PasswordChosen bool      `json:"passwordChosen,omitempty"`
+	PasswordSetAt  time.Time `json:"passwordSetAt,omitzero"`
+	CreatedBy      string    `json:"createdBy,omitempty"` // the admin's account id; "" for the first admin
 }
 
 var accounts = table[Account]{bucket: bucketAccounts, kind: "account"}
@@ -124,4 +151,22 @@ func claimUsername(tx *bbolt.Tx, name, id string) error {
 		return fault.Exists("the username %q is taken", name)
 	}
 	return idx.Put(key, []byte(id))
+}
+
+// DeleteAccount removes account id with its username and its host grants; a miss is
+// fault.ErrNotFound. The account's agents and conversations are the caller's business.
+func (s *Store) DeleteAccount(id string) error {
+	return s.update("delete account", func(tx *bbolt.Tx) error {
+		a, err := accounts.get(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUsernames).Delete([]byte(foldKey(a.Username))); err != nil {
+			return err
+		}
+		if err := deletePrefix(tx.Bucket(bucketHostGrants), []byte(id+"\x00")); err != nil {
+			return err
+		}
+		return accounts.del(tx, id)
+	})
 }

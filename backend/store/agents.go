@@ -37,6 +37,13 @@ type AgentModel struct {
 	BaseURL      string `json:"baseUrl,omitempty"`
 	Model        string `json:"model,omitempty"`
 	APIKeySealed []byte `json:"apiKeySealed,omitempty"`
+	// KeyBaseURL is the base URL the key was saved with: the key is only ever sent there.
+	KeyBaseURL string `json:"keyBaseUrl,omitempty"`
+	// ApprovedBy is the administrator who set or approved BaseURL ("" = it must be on the
+	// admin-managed list of model endpoints to be used); AllowPrivate is that administrator's
+	// allowance for a loopback or private address.
+	ApprovedBy   string `json:"approvedBy,omitempty"`
+	AllowPrivate bool   `json:"allowPrivate,omitempty"`
 }
 
 // Empty reports whether m overrides nothing (nil counts as empty).

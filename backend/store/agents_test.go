@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,5 +63,16 @@ func TestAgentModel(t *testing.T) {
 	s.Close()
 	if raw := readRaw(t, path, "agents", "gv"); strings.Contains(raw, `"model"`) {
 		t.Fatalf("a cleared override left a model key: %s", raw)
+	}
+}
+
+// Accounts written with the legacy role word "user" read as members.
+func TestLegacyRoleUser(t *testing.T) {
+	var a Account
+	if err := json.Unmarshal([]byte(`{"id":"x","username":"u","role":"user"}`), &a); err != nil || a.Role != RoleMember {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if err := json.Unmarshal([]byte(`{"id":"x","username":"u","role":"admin"}`), &a); err != nil || a.Role != RoleAdmin {
+		t.Fatalf("%+v %v", a, err)
 	}
 }

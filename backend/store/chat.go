@@ -175,8 +175,10 @@ func (s *Store) PutToolRun(r ToolRun) error {
 	})
 }
 
-// ToolRuns returns a session's runs in the order they started.
-func (s *Store) ToolRuns(sessionID string) ([]ToolRun, error) {
+// ToolRuns returns the runs of userID's session sessionID in the order they started. Runs
+// are keyed by session id, which two accounts may both use, so the account is always part of
+// the query: another account's runs are never returned.
+func (s *Store) ToolRuns(userID, sessionID string) ([]ToolRun, error) {
 	var out []ToolRun
 	err := s.view("list tool runs", func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketToolRuns).Cursor()
@@ -186,7 +188,9 @@ func (s *Store) ToolRuns(sessionID string) ([]ToolRun, error) {
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("store: tool run %q: corrupt record: %w", k, err)
 			}
-			out = append(out, r)
+			if r.UserID == userID {
+				out = append(out, r)
+			}
 		}
 		return nil
 	})
@@ -235,9 +239,14 @@ func (s *Store) InterruptRuns(updated time.Time) (int, error) {
 // ModelSettings is the app's default chat model (an OpenAI-compatible endpoint). The API key
 // is stored encrypted by the caller (APIKeySealed); the store never sees it in clear.
 type ModelSettings struct {
-	BaseURL      string    `json:"baseUrl"`
-	Model        string    `json:"model"`
-	APIKeySealed []byte    `json:"apiKeySealed,omitempty"`
+	BaseURL      string `json:"baseUrl"`
+	Model        string `json:"model"`
+	APIKeySealed []byte `json:"apiKeySealed,omitempty"`
+	// KeyBaseURL is the base URL the key was saved with: the key is only ever sent there.
+	KeyBaseURL string `json:"keyBaseUrl,omitempty"`
+	// AllowPrivate lets the base URL resolve to loopback or private addresses (the admin's
+	// explicit allowance; otherwise such a model endpoint is refused at dial time).
+	AllowPrivate bool      `json:"allowPrivate,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
 

@@ -360,7 +360,7 @@ func TestRandomDamageNeverCrashes(t *testing.T) {
 				s.Account("a1")
 				s.ChatSessions("a1")
 				s.ChatSession("a1", "s050")
-				s.ToolRuns("s000")
+				s.ToolRuns("a1", "s000")
 				s.ChatSessionsWithActiveTurn()
 				s.Agents("a1")
 				s.Close()

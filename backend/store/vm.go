@@ -49,6 +49,12 @@ type VMInstance struct {
 	ImageKey string `json:"imageKey"`           // the chosen prepared image key
 	ImageRef string `json:"imageRef,omitempty"` // the image the current container was created from
 
+	// UserNSBase, when set, is the host uid/gid that is root in the desktop's user namespace
+	// (container IDs 0..65535 map to UserNSBase..UserNSBase+65535). Fixed when the record is
+	// made, so the desktop's volumes keep one owner across recreations; 0 = no mapping (records
+	// made before desktops had one keep their volumes' owners).
+	UserNSBase int `json:"userNsBase,omitempty"`
+
 	ContainerID   string `json:"containerId,omitempty"` // "" = no container
 	ContainerName string `json:"containerName"`
 	// WorkDir is the working directory (inside the desktop) the current container was created
@@ -60,8 +66,11 @@ type VMInstance struct {
 	// State is the last known state: "creating", "running", "stopping", "stopped", "removing".
 	// The transitional states are written before the engine is touched, so a crash leaves an
 	// intent that the next start reconciles against the engine.
-	State     string    `json:"state"`
-	LastError string    `json:"lastError,omitempty"`
+	State     string `json:"state"`
+	LastError string `json:"lastError,omitempty"`
+	// HostWall says whether the running desktop is walled off from the host's services:
+	// "on", or why not ("off: …").
+	HostWall  string    `json:"hostWall,omitempty"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`

@@ -76,9 +76,13 @@ func (m *Manager) resolveBrowser(accountID, agentID string) (store.VMInstance, s
 	}
 	now := m.clock.Now().UTC()
 	name := "cubicle-" + id
-	return store.VMInstance{ID: id, NodeID: m.node, AccountID: accountID, Scope: scopeBrowser, AgentID: agentID,
+	in = store.VMInstance{ID: id, NodeID: m.node, AccountID: accountID, Scope: scopeBrowser, AgentID: agentID,
 		ImageKey: string(images.Standard), ContainerName: name, ProfileVol: name + "-browser",
-		State: StateAbsent, CreatedAt: now, UpdatedAt: now}, ag, nil
+		State: StateAbsent, CreatedAt: now, UpdatedAt: now}
+	if m.cfg.MapUsers {
+		in.UserNSBase = userNSBase(id)
+	}
+	return in, ag, nil
 }
 
 // EnsureBrowser makes agentID's browser run (creating its container when it has none) and

@@ -335,6 +335,13 @@ func (m *Manager) syncLocked(ctx context.Context, id, lastErr string) error {
 		in.ImageRef = c.Image
 	}
 	if state == StateRunning && prev != StateRunning && prev != StatePaused {
+		// Started outside this process: walled off before it is recorded running; a desktop
+		// that cannot be is stopped.
+		if err := m.wallOrStop(ctx, &in); err != nil {
+			state, lastErr = StateStopped, err.Error()
+		}
+	}
+	if state == StateRunning && prev != StateRunning && prev != StatePaused {
 		in.StartedAt = c.StartedAt
 		if in.StartedAt.IsZero() {
 			in.StartedAt = m.clock.Now().UTC()

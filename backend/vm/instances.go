@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -73,11 +74,15 @@ func (m *Manager) resolve(accountID, agentID string) (store.VMInstance, store.Ag
 	}
 	now := m.clock.Now().UTC()
 	name := "cubicle-" + id
-	return store.VMInstance{
+	in = store.VMInstance{
 		ID: id, NodeID: m.node, AccountID: accountID, Scope: scope, AgentID: scopeAgentID,
 		ContainerName: name, WorkspaceVol: name + "-workspace", ProfileVol: name + "-browser",
 		State: StateAbsent, CreatedAt: now, UpdatedAt: now,
-	}, ag, nil
+	}
+	if m.cfg.MapUsers {
+		in.UserNSBase = userNSBase(id)
+	}
+	return in, ag, nil
 }
 
 // Agent returns the desktop agentID of accountID uses (which may have no container yet).
@@ -237,4 +242,55 @@ func pastTense(action string) string {
 func (m *Manager) StopInstance(ctx context.Context, id, reason string) error {
 	m.log.Info("stopping desktop", "instance", id, "reason", reason)
 	return m.detach(ctx, id, "stop", func(ctx context.Context) error { return m.stopLocked(ctx, id, false) })
+}
+
+// DeleteData deletes a desktop's retained work data — its workspace and browser-profile
+// volumes — with its container and record (an administrator's explicit act; nothing else ever
+// deletes them, SPEC §1.5). A desktop in use (a task, a person's control) is refused with
+// fault.ErrConflict; a Compose or task desktop too. The next create starts afresh.
+//
+// Like Act, it runs detached from ctx.
+func (m *Manager) DeleteData(ctx context.Context, id string) error {
+	eng, err := m.needEngine()
+	if err != nil {
+		return err
+	}
+	return m.detach(ctx, id, "delete data", func(ctx context.Context) error {
+		in, err := m.st.VMInstance(id)
+		if err != nil {
+			return err
+		}
+		switch in.Scope {
+		case scopeCompose:
+			return fault.Conflict("%s is managed by Compose: its data is the deployment's (compose.desktops.yaml)", m.describe(in))
+		case scopeTask:
+			return fault.Conflict("%s is removed with its task", m.describe(in))
+		}
+		if err := m.refuseBusy(in, "delete the data of"); err != nil {
+			return err
+		}
+		if err := m.removeLocked(ctx, in); err != nil {
+			return err
+		}
+		for _, vol := range []string{in.WorkspaceVol, in.ProfileVol} {
+			if vol == "" {
+				continue
+			}
+			if err := eng.RemoveVolume(ctx, vol); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				return fmt.Errorf("delete volume %s: %w", vol, err)
+			}
+		}
+		if in, err = m.st.VMInstance(id); err != nil {
+			return err
+		}
+		if err := m.st.DeleteVMInstance(id); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			return err
+		}
+		m.changed(in, in.State, true)
+		if err := os.RemoveAll(m.runDir(id)); err != nil {
+			m.log.Warn("remove run directory", "instance", id, "err", err)
+		}
+		m.log.Info("desktop data deleted", "instance", id, "workspace", in.WorkspaceVol, "profile", in.ProfileVol)
+		return nil
+	})
 }

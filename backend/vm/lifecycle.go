@@ -103,7 +103,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	switch {
 	case replace:
 	case found && ctr.Running:
-		if err := m.adopt(in, ctr, k); err != nil {
+		if err := m.adopt(ctx, in, ctr, k); err != nil {
 			return err
 		}
 		return m.linkOrRepair(ctx, eng, in)
@@ -112,7 +112,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 			return fmt.Errorf("resume the paused container %s: %w", ctr.Name, err)
 		}
 		m.log.Info("desktop resumed from pause", "instance", in.ID)
-		if err := m.adopt(in, ctr, k); err != nil {
+		if err := m.adopt(ctx, in, ctr, k); err != nil {
 			return err
 		}
 		return m.linkOrRepair(ctx, eng, in)
@@ -154,6 +154,11 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	began := time.Now()
 	if found && replace {
 		m.clearIdle(in.ID)
+		// Stopped first: a force removal of a running container in its own user namespace
+		// (Config.MapUsers) can find its /dev/shm still mounted (Podman 4: EBUSY).
+		if err := eng.StopContainer(ctx, ctr.ID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			return fmt.Errorf("stop the old container %s: %w", ctr.Name, err)
+		}
 		if err := eng.RemoveContainer(ctx, ctr.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			return fmt.Errorf("remove the old container %s: %w", ctr.Name, err)
 		}
@@ -172,6 +177,9 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	if err := m.startContainer(ctx, eng, in.ID, in.ContainerID); err != nil {
 		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
 	}
+	if err := m.wall(ctx, eng, in); err != nil {
+		return err // failedUp stops (or removes) it: a desktop that cannot be walled off never runs
+	}
 	if err := m.linkReady(ctx, *in); err != nil {
 		return err
 	}
@@ -187,14 +195,19 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	return nil
 }
 
-// adopt records a container found running as in's: running since the engine says.
-func (m *Manager) adopt(in *store.VMInstance, ctr engine.ContainerState, k kind) error {
+// adopt records a container found running as in's: running since the engine says. A desktop
+// not recorded as running (started outside this process) is walled off first (wallOrStop).
+func (m *Manager) adopt(ctx context.Context, in *store.VMInstance, ctr engine.ContainerState, k kind) error {
 	in.ContainerID = ctr.ID
 	if in.ImageRef == "" {
 		in.ImageRef = ctr.Image
 	}
 	if in.State == StateRunning && in.LastError == "" {
 		return nil
+	}
+	if err := m.wallOrStop(ctx, in); err != nil {
+		m.syncAfter(ctx, in.ID, err)
+		return err
 	}
 	in.StartedAt = ctr.StartedAt
 	if in.StartedAt.IsZero() {
@@ -265,6 +278,7 @@ func (m *Manager) containerSpec(id, name, ref, runDir string, k kind, in store.V
 		Mounts:      m.runMounts(runDir), // none with the exec link
 		Limits:      m.engineLimits(),
 		StopTimeout: m.cfg.StopTimeout,
+		IDMap:       idMap(in),
 	}
 	if k.volumes {
 		for _, v := range []engine.VolumeMount{{Name: in.WorkspaceVol, Target: WorkspaceTarget}, {Name: in.ProfileVol, Target: BrowserTarget}} {
@@ -329,6 +343,7 @@ func (m *Manager) startContainer(ctx context.Context, eng Engine, id, ctrID stri
 	if _, err := m.makeRunDir(id); err != nil {
 		return err
 	}
+	m.settle(ctx, eng, ctrID)
 	err := eng.StartContainer(ctx, ctrID)
 	if errors.Is(err, fault.ErrConflict) {
 		m.settle(ctx, eng, ctrID)
@@ -337,13 +352,62 @@ func (m *Manager) startContainer(ctx context.Context, eng Engine, id, ctrID stri
 	return err
 }
 
+// wall walls in's started container off from this machine's services (Config.HostWall) and
+// records the outcome on in (not in the store: the caller's next setState does). Only errors
+// other than "not possible here" are returned. It may run again on a walled desktop (the
+// wall is replaced).
+func (m *Manager) wall(ctx context.Context, eng Engine, in *store.VMInstance) error {
+	if m.cfg.HostWall == nil {
+		in.HostWall = ""
+		return nil
+	}
+	st, err := eng.InspectContainer(ctx, in.ContainerID)
+	if err != nil {
+		return fmt.Errorf("inspect the started desktop: %w", err)
+	}
+	err = m.cfg.HostWall(ctx, st.PID, in.ContainerID, m.runDir(in.ID))
+	switch {
+	case err == nil:
+		in.HostWall = "on"
+		return nil
+	case errors.Is(err, fault.ErrUnavailable):
+		in.HostWall = "off: " + err.Error()
+		m.log.Warn("desktop not walled off from this machine", "instance", in.ID, "why", err)
+		return nil
+	}
+	return fmt.Errorf("wall the desktop off from this machine: %w", err)
+}
+
+// wallOrStop walls off a running desktop that this process did not start (adopted at
+// start-up, started outside Cubicle): its network namespace may be new. When the wall fails
+// the container is stopped, so that no desktop runs unwalled.
+func (m *Manager) wallOrStop(ctx context.Context, in *store.VMInstance) error {
+	eng := m.cfg.Engine
+	if eng == nil || m.cfg.HostWall == nil {
+		return nil
+	}
+	err := m.wall(ctx, eng, in)
+	if err == nil {
+		return nil
+	}
+	m.log.Error("stopping a desktop that could not be walled off", "instance", in.ID, "err", err)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.cfg.StopTimeout+10*time.Second)
+	defer cancel()
+	if serr := eng.StopContainer(sctx, in.ContainerID, m.cfg.StopTimeout); serr != nil && !errors.Is(serr, fault.ErrNotFound) {
+		m.log.Error("stop a desktop that could not be walled off", "instance", in.ID, "err", serr)
+	}
+	return err
+}
+
 // settle waits (up to twice the stop timeout) while container id is between running and
-// stopped, e.g. finishing a stop that a crashed process began.
+// stopped, e.g. finishing a stop that a crashed process began, or exited but not yet cleaned
+// up (Podman's "stopped": its network not yet torn down, so a start now fails with its
+// address still allocated — seen when a desktop in its own user namespace lost its PID 1).
 func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 	deadline := time.Now().Add(2*m.cfg.StopTimeout + time.Second)
 	for time.Now().Before(deadline) {
 		st, err := eng.InspectContainer(ctx, id)
-		if err != nil || st.Running || st.Status != "stopping" {
+		if err != nil || !settling(st) {
 			return
 		}
 		select {
@@ -352,6 +416,12 @@ func (m *Manager) settle(ctx context.Context, eng Engine, id string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// settling reports whether a container is on its way from running to stopped: stopping, or
+// exited with the engine's clean-up still to come (Podman's "stopped", before "exited").
+func settling(st engine.ContainerState) bool {
+	return !st.Running && (st.Status == "stopping" || st.Status == "stopped")
 }
 
 func (m *Manager) engineLimits() engine.Limits {

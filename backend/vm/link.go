@@ -155,6 +155,9 @@ func (m *Manager) repairLocked(ctx context.Context, eng Engine, in *store.VMInst
 		if err = m.restartContainer(ctx, eng, *in); err != nil {
 			break
 		}
+		if err = m.wall(ctx, eng, in); err != nil {
+			break // stopped below: a desktop that cannot be walled off never runs
+		}
 		if err = m.linkReady(ctx, *in); err == nil {
 			break
 		}
@@ -195,7 +198,7 @@ func (m *Manager) restartContainer(ctx context.Context, eng Engine, in store.VMI
 		if err != nil {
 			return fmt.Errorf("inspect container %s: %w", in.ContainerName, err)
 		}
-		if !st.Running && st.Status != "stopping" || time.Now().After(deadline) {
+		if !st.Running && !settling(st) || time.Now().After(deadline) {
 			break
 		}
 		select {

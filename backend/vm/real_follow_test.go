@@ -212,7 +212,7 @@ func TestRealClientDisconnect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv, err := api.New(api.Config{Auth: as, Profiles: profile.New(env.store, testLogger(t)), VMs: m,
+	srv, err := api.New(api.Config{Auth: as, Accounts: env.store, Profiles: profile.New(env.store, testLogger(t)), VMs: m,
 		Logger: testLogger(t), AllowedHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,17 @@ func (m *Manager) reconcileOne(ctx context.Context, in store.VMInstance, cs []en
 		return m.stopLocked(ctx, in.ID, false)
 	case state == StateRunning:
 		m.log.Info("adopted running desktop", "instance", in.ID, "container", c.Name)
+		if in.State == StateRunning {
+			// Recorded running: walled again all the same (it may have been restarted while
+			// this process was not there, in a new network namespace).
+			in.ContainerID = c.ID
+			if err := m.wallOrStop(ctx, &in); err != nil {
+				return m.syncLocked(ctx, in.ID, err.Error())
+			}
+			if err := m.setState(&in, in.State, in.LastError); err != nil {
+				return err
+			}
+		}
 	}
 	return m.syncLocked(ctx, in.ID, keepError)
 }

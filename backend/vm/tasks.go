@@ -94,6 +94,9 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		now := m.clock.Now().UTC()
 		in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
 			Name: spec.Helper, ImageKey: agentIn.ImageKey, ContainerName: "cubicle-" + id, State: StateAbsent, CreatedAt: now}
+		if m.cfg.MapUsers {
+			in.UserNSBase = userNSBase(id)
+		}
 		if in.ImageKey != "" {
 			if _, err := m.st.VMImage(m.node, in.ImageKey); errors.Is(err, fault.ErrNotFound) {
 				return fault.Conflict("image %q of the agent's desktop is not prepared on this node: an admin prepares it "+
@@ -147,6 +150,10 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 		for _, c := range ctrs {
 			if !m.owns(c, in, recErr == nil) && c.Labels[LabelStore] != "" {
 				continue // another data directory's
+			}
+			// Stopped first (its own user namespace: see bringUp's replace).
+			if err := eng.StopContainer(ctx, c.ID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				m.log.Warn("stop a task desktop before removing it", "instance", id, "container", c.Name, "err", err)
 			}
 			if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
 				return fmt.Errorf("remove task desktop %s: %w", id, err)

@@ -57,6 +57,9 @@ type InstanceView struct {
 	IdleStopInSeconds *float64  `json:"idleStopInSeconds,omitempty"`
 	StartedAt         time.Time `json:"startedAt,omitzero"`
 	LastError         string    `json:"lastError,omitempty"`
+	// HostWall: "on" when the running desktop cannot reach this machine's services, else why
+	// not ("off: …"); empty when no wall is configured.
+	HostWall string `json:"hostWall,omitempty"`
 	// GuestLink is how the desktop's driver is reached: "socket" or "exec" (the transport
 	// of its link, or the one it will use); empty when it does not run.
 	GuestLink string `json:"guestLink,omitempty"`
@@ -178,7 +181,7 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 		ID: in.ID, Scope: in.Scope, AccountID: in.AccountID, AgentID: in.AgentID, Name: in.Name,
 		Description: m.describe(in), Fixed: in.Scope == scopeCompose, Task: in.Scope == scopeTask,
 		ImageKey: in.ImageKey, ImageRef: in.ImageRef, State: in.State, Container: in.ContainerName,
-		Workspace: in.WorkspaceVol, BrowserVolume: in.ProfileVol, StartedAt: in.StartedAt, LastError: in.LastError,
+		Workspace: in.WorkspaceVol, BrowserVolume: in.ProfileVol, StartedAt: in.StartedAt, LastError: in.LastError, HostWall: in.HostWall,
 	}
 	if in.ImageKey != "" && in.ImageRef != "" && in.ContainerID != "" {
 		if img, err := m.st.VMImage(m.node, in.ImageKey); err == nil && img.Ref != in.ImageRef {

@@ -49,6 +49,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,6 +78,7 @@ type Engine interface {
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
+	RemoveVolume(ctx context.Context, name string) error
 	// ExecAttach starts an attached exec session (the exec link to a desktop's driver).
 	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)
 	// Events subscribes to container events (labels: a selector, nil for all); it returns
@@ -186,6 +188,17 @@ type Config struct {
 	// ExtraLabels are added to every container and volume the manager creates (tests use them
 	// to find and clean up only their own objects).
 	ExtraLabels map[string]string
+	// HostWall walls a started desktop (process pid of container containerID, run directory
+	// runDir on this host, which the container may or may not mount) off
+	// from this machine's services (see package hostwall); nil leaves its network as the
+	// engine made it. It runs after the container started and before anything but the driver
+	// runs in it. A fault.ErrUnavailable answer (it cannot be done here, e.g. an engine in a
+	// VM) is recorded on the desktop, which runs; any other error fails the start.
+	HostWall func(ctx context.Context, pid int, containerID, runDir string) error
+	// MapUsers gives every new desktop its own user namespace (engine.IDMap): its processes
+	// run as host uids of a range no real user has (see userNSBase). Only for engines that map
+	// per container (rootful Podman).
+	MapUsers bool
 	// OnChange, when set, hears every change of a desktop's state (see InstanceChange). It is
 	// called synchronously, possibly with an instance's operation under way: it must return
 	// quickly and must not call the Manager's lifecycle methods.
@@ -207,6 +220,26 @@ type InstanceChange struct {
 	// Removed: the record itself is gone (a task desktop whose task ended).
 	Removed bool
 	At      time.Time
+}
+
+// userNSSize is the size of a desktop's id range; ranges start at 2^31, above any real
+// user's and the usual subordinate ranges (100000 + 65536·n for the first 32000 users).
+const userNSSize = 65536
+
+// userNSBase is the first host id of instance id's range: one of 32767 slots above 2^31,
+// chosen by the id's hash (two desktops may share a slot; neither is ever a host user).
+func userNSBase(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return 1<<31 + int(h.Sum32()%32767)*userNSSize
+}
+
+// idMap is the user-namespace mapping of in's container (nil when it has none).
+func idMap(in store.VMInstance) *engine.IDMap {
+	if in.UserNSBase <= 0 {
+		return nil
+	}
+	return &engine.IDMap{HostID: in.UserNSBase, Size: userNSSize}
 }
 
 // Limits are the resource limits of a desktop container.

@@ -11,7 +11,100 @@ import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat'
 export interface User {
   id: string;
   username: string;
+  /** "admin" or "member". */
   role: string;
+}
+
+/** What an account may do on an execution node's host (granted by an administrator). */
+export interface HostAccess {
+  hostTools: boolean;
+  hostDesktop: boolean;
+  /** Held by the administrator role rather than a grant. */
+  byRole?: boolean;
+}
+
+/** An account on the Users page (GET /api/app/admin/users). */
+export interface Account {
+  id: string;
+  username: string;
+  role: 'admin' | 'member' | string;
+  disabled: boolean;
+  createdAt: string;
+  passwordSetAt?: string;
+  passwordChosen: boolean;
+  agents: number;
+  /** By execution node id ("local" is this server's own). */
+  hostAccess: Record<string, HostAccess>;
+}
+
+/** The body of PUT /api/app/admin/users/:id; omitted fields stay. */
+export interface AccountChange {
+  role?: 'admin' | 'member';
+  disabled?: boolean;
+  password?: string;
+}
+
+/** An approved model base URL (Settings → Security). */
+export interface ModelEndpoint {
+  baseUrl: string;
+  allowPrivate?: boolean;
+}
+
+/** GET/PUT /api/app/admin/security. */
+export interface SecuritySettings {
+  guardLevel: string;
+  effectiveLevel: string;
+  levels: string[];
+  deniedTools: string[];
+  protectedPaths: string[];
+  vmProtectedPaths: string[];
+  builtinProtected: string[];
+  builtinVmProtected: string[];
+  accessPolicy: Record<string, string>;
+  knownTools: string[] | null;
+  modelEndpoints: ModelEndpoint[];
+  desktopHostPorts: number[];
+  updatedAt?: string;
+  updatedBy?: string;
+}
+
+/** The body of PUT /api/app/admin/security; omitted fields stay. */
+export interface SecurityUpdate {
+  guardLevel?: string;
+  deniedTools?: string[];
+  protectedPaths?: string[];
+  vmProtectedPaths?: string[];
+  accessPolicy?: Record<string, string>;
+  modelEndpoints?: ModelEndpoint[];
+  desktopHostPorts?: number[];
+}
+
+/** A saved "always allow" rule. agentId "" applies to every agent. */
+export interface AllowRule {
+  id: string;
+  agentId?: string;
+  agentName?: string;
+  tool: string;
+  command?: string;
+  pattern?: string;
+  createdBy?: string;
+  createdByName?: string;
+  createdAt: string;
+}
+
+/** One answer a person gave to a confirmation request. */
+export interface Confirmation {
+  id: string;
+  at: string;
+  accountId: string;
+  username: string;
+  agentId?: string;
+  sessionId: string;
+  tool: string;
+  summary: string;
+  reason?: string;
+  confirmed: boolean;
+  rules?: string[];
 }
 
 /** The computer an agent works on (SPEC §1.6, §1.11). */
@@ -56,13 +149,19 @@ export interface ModelSettings {
   hasApiKey: boolean;
   configured: boolean;
   source: string;
+  /** The base URL may be a loopback or private address (the administrator's allowance). */
+  allowPrivate?: boolean;
 }
 
-/** The body of PUT /api/app/admin/model; apiKey omitted keeps the saved key, "" clears it. */
+/**
+ * The body of PUT /api/app/admin/model; apiKey omitted keeps the saved key while the base URL
+ * stays (a new base URL drops it), "" clears it.
+ */
 export interface ModelUpdate {
   baseUrl: string;
   model: string;
   apiKey?: string;
+  allowPrivate?: boolean;
 }
 
 /** GET/PUT /api/app/agents/:id/model: an agent's own model (never its key). */
@@ -72,6 +171,9 @@ export interface AgentModel {
   /** The agent's own model name; "" inherits the app's. */
   model: string;
   hasApiKey: boolean;
+  /** The agent's own base URL is approved (set by an administrator, or on the approved list). */
+  approved?: boolean;
+  allowPrivate?: boolean;
   /** The app's model settings the empty fields inherit from. */
   inherits: ModelSettings;
   /** What a turn of this agent uses. */
@@ -129,6 +231,8 @@ export interface InstanceView {
   idleStopInSeconds?: number;
   startedAt?: string;
   lastError?: string;
+  /** "on" when the desktop cannot reach this machine's services, else why not. */
+  hostWall?: string;
   /** How the running desktop's driver is reached: "socket" or "exec". */
   guestLink?: string;
   /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it). */
@@ -275,6 +379,7 @@ export type ErrorCode =
   | 'unauthenticated'
   | 'exists'
   | 'unavailable'
+  | 'rate_limited'
   | 'network'
   | 'unknown';
 
@@ -316,6 +421,7 @@ const knownCodes: readonly ErrorCode[] = [
   'unauthenticated',
   'exists',
   'unavailable',
+  'rate_limited',
 ];
 
 /** Falls back to a class derived from the status when the body has no known code. */
@@ -492,6 +598,96 @@ export class Client {
   /** PUT /api/app/agents/:id/node: places the agent's desktop on a node ("local" or a runner's id). */
   setAgentNode(id: string, nodeId: string): Promise<{ agentId: string; nodeId: string }> {
     return this.request('PUT', `${agentPath(id)}/node`, { nodeId });
+  }
+
+  /** PUT /api/auth/password: the caller's own password; every other session of the account ends. */
+  async changePassword(currentPassword: string, newPassword: string): Promise<User> {
+    const res = await this.request<{ user: User }>('PUT', '/api/auth/password', { currentPassword, newPassword });
+    return res.user;
+  }
+
+  /** GET /api/app/admin/users (admin only). */
+  async listUsers(): Promise<Account[]> {
+    const res = await this.request<{ users: Account[] | null }>('GET', '/api/app/admin/users');
+    return res.users ?? [];
+  }
+
+  /** POST /api/app/admin/users (admin only). */
+  createUser(username: string, password: string, role: 'admin' | 'member'): Promise<Account> {
+    return this.request<Account>('POST', '/api/app/admin/users', { username, password, role });
+  }
+
+  /** PUT /api/app/admin/users/:id (admin only); disabling or a new password ends its sessions. */
+  updateUser(id: string, change: AccountChange): Promise<Account> {
+    return this.request<Account>('PUT', `/api/app/admin/users/${encodeURIComponent(id)}`, change);
+  }
+
+  /** DELETE /api/app/admin/users/:id (admin only); withAgents deletes the account's agents too. */
+  async deleteUser(id: string, withAgents: boolean): Promise<void> {
+    const q = withAgents ? '?deleteAgents=1' : '';
+    await this.request<void>('DELETE', `/api/app/admin/users/${encodeURIComponent(id)}${q}`);
+  }
+
+  /** PUT /api/app/admin/users/:id/host-access (admin only). */
+  setHostAccess(id: string, nodeId: string, access: Partial<HostAccess>): Promise<Account> {
+    return this.request<Account>('PUT', `/api/app/admin/users/${encodeURIComponent(id)}/host-access`, {
+      nodeId,
+      ...access,
+    });
+  }
+
+  /** GET /api/app/admin/security (admin only). */
+  getSecurity(): Promise<SecuritySettings> {
+    return this.request<SecuritySettings>('GET', '/api/app/admin/security');
+  }
+
+  /** PUT /api/app/admin/security (admin only). */
+  setSecurity(u: SecurityUpdate): Promise<SecuritySettings> {
+    return this.request<SecuritySettings>('PUT', '/api/app/admin/security', u);
+  }
+
+  /** GET /api/app/admin/security/allow-rules (admin only): every saved rule. */
+  async allowRules(): Promise<AllowRule[]> {
+    const res = await this.request<{ rules: AllowRule[] | null }>('GET', '/api/app/admin/security/allow-rules');
+    return res.rules ?? [];
+  }
+
+  /** POST /api/app/admin/security/allow-rules (admin only); agentId "" = every agent. */
+  addAllowRule(r: { agentId?: string; tool: string; command?: string; pattern?: string }): Promise<AllowRule> {
+    return this.request<AllowRule>('POST', '/api/app/admin/security/allow-rules', r);
+  }
+
+  /** DELETE /api/app/admin/security/allow-rules/:id?agentId= (admin only). */
+  async deleteAllowRule(rule: AllowRule): Promise<void> {
+    await this.request<void>(
+      'DELETE',
+      `/api/app/admin/security/allow-rules/${encodeURIComponent(rule.id)}?agentId=${encodeURIComponent(rule.agentId ?? '')}`,
+    );
+  }
+
+  /** GET /api/app/admin/security/confirmations (admin only): newest first. */
+  async confirmations(limit = 100): Promise<Confirmation[]> {
+    const res = await this.request<{ confirmations: Confirmation[] | null }>(
+      'GET',
+      `/api/app/admin/security/confirmations?limit=${limit}`,
+    );
+    return res.confirmations ?? [];
+  }
+
+  /** GET /api/app/agents/:id/allow-rules: the agent's own "always allow" rules. */
+  async agentAllowRules(id: string): Promise<AllowRule[]> {
+    const res = await this.request<{ rules: AllowRule[] | null }>('GET', `${agentPath(id)}/allow-rules`);
+    return res.rules ?? [];
+  }
+
+  /** DELETE /api/app/agents/:id/allow-rules/:rule. */
+  async deleteAgentAllowRule(id: string, rule: string): Promise<void> {
+    await this.request<void>('DELETE', `${agentPath(id)}/allow-rules/${encodeURIComponent(rule)}`);
+  }
+
+  /** DELETE /api/app/admin/local-vm/instances/:id/data (admin only): the retained workspace and profile. */
+  async deleteDesktopData(instanceId: string): Promise<void> {
+    await this.request<void>('DELETE', `/api/app/admin/local-vm/instances/${encodeURIComponent(instanceId)}/data`);
   }
 
   /** GET /api/app/admin/local-vm (admin only). */

@@ -6,6 +6,7 @@ import { ApiError, type Client, type User } from './api';
 import { TopBar } from './components/TopBar';
 import { messageFor } from './errors';
 import { useHashRoute } from './hooks';
+import { AccountPage } from './pages/AccountPage';
 import { AgentsPage } from './pages/AgentsPage';
 import { ChatPage } from './pages/ChatPage';
 import { LoginPage } from './pages/LoginPage';
@@ -152,6 +153,9 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       break;
     case 'settings':
       page = <SettingsPage client={client} user={user} section={route.section} />;
+      break;
+    case 'account':
+      page = <AccountPage client={client} user={user} />;
       break;
     case 'not-found':
       page = (

@@ -15,6 +15,10 @@ describe('parseRoute', () => {
     { name: 'local vm settings', hash: '#/settings/local-vm', want: { name: 'settings', section: 'local-vm' } },
     { name: 'model settings', hash: '#/settings/model', want: { name: 'settings', section: 'model' } },
     { name: 'runners settings', hash: '#/settings/runners', want: { name: 'settings', section: 'runners' } },
+    { name: 'users settings', hash: '#/settings/users', want: { name: 'settings', section: 'users' } },
+    { name: 'security settings', hash: '#/settings/security', want: { name: 'settings', section: 'security' } },
+    { name: 'account', hash: '#/account', want: { name: 'account' } },
+    { name: 'account too deep', hash: '#/account/x', want: { name: 'not-found', hash: '#/account/x' } },
     { name: 'unknown settings section', hash: '#/settings/other', want: { name: 'not-found', hash: '#/settings/other' } },
     { name: 'too deep', hash: '#/agents/a/b', want: { name: 'not-found', hash: '#/agents/a/b' } },
     { name: 'bad escape', hash: '#/agents/%E0%A4%A', want: { name: 'not-found', hash: '#/agents/%E0%A4%A' } },
@@ -31,6 +35,8 @@ describe('hrefFor', () => {
     { name: 'agents' },
     { name: 'agent', id: 'x/y z' },
     { name: 'settings', section: 'local-vm' },
+    { name: 'settings', section: 'security' },
+    { name: 'account' },
   ];
   for (const r of routes) {
     it(`round-trips ${JSON.stringify(r)}`, () => expect(parseRoute(hrefFor(r))).toEqual(r));

@@ -6,10 +6,13 @@ export type Route =
   | { name: 'agents' }
   | { name: 'agent'; id: string }
   | { name: 'settings'; section: SettingsSection }
+  | { name: 'account' }
   | { name: 'not-found'; hash: string };
 
 /** Sections of the Settings page. */
-export type SettingsSection = 'local-vm' | 'model' | 'runners';
+export type SettingsSection = 'local-vm' | 'model' | 'users' | 'security' | 'runners';
+
+const settingsSections: readonly SettingsSection[] = ['local-vm', 'model', 'users', 'security', 'runners'];
 
 /** Parses location.hash ("#/agents/abc") into a Route. An empty hash is the agent list. */
 export function parseRoute(hash: string): Route {
@@ -34,8 +37,12 @@ export function parseRoute(hash: string): Route {
       if (parts.length === 1 || (parts.length === 2 && parts[1] === 'local-vm')) {
         return { name: 'settings', section: 'local-vm' };
       }
-      if (parts.length === 2 && parts[1] === 'model') return { name: 'settings', section: 'model' };
-      if (parts.length === 2 && parts[1] === 'runners') return { name: 'settings', section: 'runners' };
+      if (parts.length === 2 && (settingsSections as readonly string[]).includes(parts[1])) {
+        return { name: 'settings', section: parts[1] as SettingsSection };
+      }
+      break;
+    case 'account':
+      if (parts.length === 1) return { name: 'account' };
       break;
   }
   return { name: 'not-found', hash };
@@ -52,6 +59,8 @@ export function hrefFor(route: Route): string {
       return `#/agents/${encodeURIComponent(route.id)}`;
     case 'settings':
       return `#/settings/${route.section}`;
+    case 'account':
+      return '#/account';
     case 'not-found':
       return route.hash;
   }

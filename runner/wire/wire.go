@@ -77,6 +77,7 @@ const (
 	OpChooseDesktop   = "chooseDesktop"
 	OpVMReady         = "vmReady"
 	OpStopInstance    = "stopInstance"
+	OpDeleteData      = "deleteData"
 	OpMarkBusy        = "markBusy"
 	OpMarkIdle        = "markIdle"
 	OpGuest           = "guest"  // then the driver's protocol, raw, both ways

@@ -23,13 +23,29 @@ func (s *scope) call(c *syntax.CallExpr) {
 	if len(argv) == 0 {
 		return
 	}
+	prev := s.a.cur
+	defer func() { s.a.cur = prev }()
+	s.a.cur = s.simple[c]
+	if s.a.cur == "" {
+		s.a.cur = render(argv, "")
+	}
+	s.a.cmds = append(s.a.cmds, s.a.cur)
+	if target, ok := s.hashed[cmdName(argv[0])]; ok && !strings.Contains(argv[0], "/") {
+		// hash -p /bin/rm ls; ls -rf ~ runs rm.
+		argv = append([]string{target}, argv[1:]...)
+	}
+	if text, ok := s.aliases[argv[0]]; ok {
+		// alias ll='rm -rf'; ll ~ runs rm -rf ~.
+		s.nested(text+" "+render(argv[1:], ""), scriptCommand)
+	}
 	ex := s.text(c)
-	for _, a := range argv {
-		s.a.path(a)
-		for _, m := range wordMatches(a) {
-			m.Excerpt = excerpt(ex)
-			s.a.matches = append(s.a.matches, m)
-		}
+	for _, a := range argv[1:] {
+		s.file(a, false, false)
+		s.wordRules(a, ex)
+	}
+	for _, m := range wordMatches(argv[0]) {
+		m.Excerpt = excerpt(ex)
+		s.a.addMatch(m)
 	}
 	download, decode := s.substSources(c)
 	privileged := false
@@ -42,32 +58,47 @@ func (s *scope) call(c *syntax.CallExpr) {
 		case strings.Contains(name, dynamic) && download:
 			s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "runs the output of a download as a command", ex)
 		case strings.Contains(name, dynamic):
-			s.a.add("obfuscation.dynamic-name", FamilyObfuscation, Medium, "the command name is only known at run time", ex)
+			s.a.add("obfuscation.dynamic-name", FamilyObfuscation, High, "the command name is only known at run time", ex)
 		case strings.ContainsAny(name, "*?") || (strings.Contains(name, "[") && strings.Contains(name, "]") && name != "[" && name != "[["):
 			s.a.add("obfuscation.glob-name", FamilyObfuscation, High, "the command name is a wildcard pattern", ex)
 		}
 		st := unwrap(argv)
+		if cmdName(name) == "env" {
+			for _, a := range argv[1:] {
+				if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(a, "-") {
+					s.envVar(k, v, ex)
+				} else if !strings.HasPrefix(a, "-") {
+					break
+				}
+			}
+		}
 		switch st.kind {
 		case "privilege":
 			if !privileged {
 				s.a.add("privilege."+cmdName(name), FamilyPrivilege, High, "runs a command with elevated privileges ("+cmdName(name)+")", ex)
 			}
 			privileged = true
-		case "shell", "eval", "watch", "remote":
+		case "shell", "eval", "watch", "remote", "runner":
 			switch {
 			case download:
 				s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
 			case decode:
 				s.a.add("encoded-exec.subst", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
 			case strings.Contains(st.script, dynamic):
-				s.a.add("obfuscation.dynamic-script", FamilyObfuscation, Medium, "runs a script that is only known at run time", ex)
+				s.a.add("obfuscation.dynamic-script", FamilyObfuscation, High, "runs a script that is only known at run time", ex)
 			}
+		}
+		if st.note != "" {
+			s.a.add("indirect."+cmdName(name), FamilyIndirect, st.sev(), st.note, ex)
 		}
 		if st.script != "" {
 			s.nested(st.script, scriptCommand)
 		}
 		if st.kind == "" {
 			s.downloads(argv, ex)
+			if networkCommand(argv) {
+				s.substExfil(c, ex)
+			}
 			if isInterpreter(name) && download {
 				s.a.add("remote-exec.subst", FamilyRemoteExec, Critical, "downloads code and runs it", ex)
 			} else if isInterpreter(name) && decode {
@@ -109,18 +140,32 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 func (s *scope) command(argv []string, ex string) {
 	name := cmdName(argv[0])
 	args := argv[1:]
+	if s.system(name, args, ex) {
+		return
+	}
+	s.recursiveReads(name, args)
+	s.socketPaths(name, args)
+	s.engineSocket(args, ex)
+	if networkCommand(argv) {
+		s.exfiltration(argv, ex)
+	}
 	switch name {
 	case "rm", "unlink", "rmdir", "shred", "srm", "trash", "trash-put":
 		s.rm(name, args, ex)
+	case "rimraf", "del", "del-cli", "rimraf.cmd":
+		s.rm("rm", append([]string{"-rf"}, args...), ex)
 	case "mv":
 		s.mv(args, ex)
 	case "cp", "install", "ln", "tee", "truncate", "rsync":
 		for _, t := range writeOperands(name, args) {
 			s.writeTarget(t, name+" writes into", ex)
 		}
+		if name == "rsync" {
+			s.rsyncDelete(args, ex)
+		}
 	case "chmod", "chown", "chgrp":
 		s.perms(name, args, ex)
-	case "mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "mkdosfs", "zpool":
+	case "mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "mkdosfs":
 		if (name == "fdisk" || name == "sfdisk" || name == "parted") && hasAny(args, "-l", "--list", "print") {
 			return
 		}
@@ -149,6 +194,37 @@ func (s *scope) command(argv []string, ex string) {
 			sev = High
 		}
 		s.a.add("kill."+name, FamilyKill, sev, "kills processes by name ("+name+")", ex)
+	case "setcap":
+		for _, a := range args {
+			if l := strings.ToLower(a); strings.Contains(l, "cap_setuid") || strings.Contains(l, "cap_setgid") || strings.Contains(l, "cap_sys_admin") ||
+				strings.Contains(l, "cap_dac_") || strings.Contains(l, "cap_sys_ptrace") || strings.Contains(l, "cap_sys_module") || l == "all+ep" || strings.HasPrefix(l, "=ep") {
+				s.a.add("privilege.setcap", FamilyPrivilege, High, "gives a program root powers through file capabilities ("+a+")", ex)
+				return
+			}
+		}
+	case "chattr":
+		for _, t := range operands(args) {
+			if c, t := s.worst(t); c >= pathSystemDeep {
+				s.a.add("chattr.system", FamilyPermissions, Medium, "changes file attributes of "+describe(t, c), ex)
+				return
+			}
+		}
+	case "sysctl":
+		if hasAny(args, "-w", "--write", "-p", "--load", "--system") || slices.ContainsFunc(operands(args), func(a string) bool { return strings.Contains(a, "=") }) {
+			s.a.add("privilege.sysctl", FamilyPrivilege, Medium, "changes kernel settings (sysctl)", ex)
+		}
+	case "insmod", "modprobe", "rmmod", "kmod":
+		if name == "modprobe" && hasAny(args, "-n", "--dry-run", "-c", "--showconfig", "--show-depends") {
+			return
+		}
+		s.a.add("privilege.kernel-module", FamilyPrivilege, High, "loads or unloads kernel modules ("+name+")", ex)
+	case "newgrp":
+		s.a.add("privilege.newgrp", FamilyPrivilege, Medium, "starts a shell with another group", ex)
+	case "mknod":
+		if slices.Contains(args, "p") {
+			return
+		}
+		s.a.add("disk.mknod", FamilyDisk, High, "creates a device file (mknod)", ex)
 	case "crontab":
 		if hasAny(args, "-l") && !hasAny(args, "-r", "-e", "-i") {
 			return
@@ -177,8 +253,11 @@ func (s *scope) command(argv []string, ex string) {
 		s.find(args, ex)
 	case "alias":
 		for _, a := range args {
-			if _, v, ok := strings.Cut(a, "="); ok {
+			if k, v, ok := strings.Cut(a, "="); ok {
 				s.nested(v, scriptCommand)
+				if len(s.aliases) < 32 {
+					s.aliases[k] = v
+				}
 			}
 		}
 	default:
@@ -188,8 +267,12 @@ func (s *scope) command(argv []string, ex string) {
 		}
 		if strings.HasPrefix(name, "python") || otherInterps[name] {
 			for i, a := range args {
-				if (a == "-c" || a == "-e" || a == "-E" || a == "-r" || a == "--eval") && i+1 < len(args) {
+				codeFlag := a == "-c" || a == "-e" || a == "-E" || a == "-r" || a == "--eval" || a == "-p" || a == "--print" ||
+					len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, "c") && strings.HasPrefix(name, "python")
+				if codeFlag && i+1 < len(args) {
 					s.interpreterCode(args[i+1], ex)
+				} else if v, ok := strings.CutPrefix(a, "--eval="); ok {
+					s.interpreterCode(v, ex)
 				}
 			}
 		}
@@ -248,19 +331,26 @@ func (s *scope) rm(name string, args []string, ex string) {
 		}
 	}
 	for _, t := range operands(args) {
+		for _, f := range s.resolve(t) {
+			if isLogFile(f) || strings.HasSuffix(strings.TrimRight(f, "/*"), "/var/log") {
+				s.a.add("log-wipe.delete", FamilyLogWipe, High, "deletes a history or log file ("+f+")", ex)
+				break
+			}
+		}
 		if name == "shred" && isDevice(t) {
 			s.a.add("disk.shred", FamilyDisk, Critical, "overwrites a disk device", ex)
 			continue
 		}
-		c := classify(t)
+		s.file(t, true, recursive)
+		c, t := s.worst(t)
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
 			s.a.add("rm.root", FamilyDestructive, Critical, "recursively deletes "+describe(t, c), ex)
 		case recursive && (c == pathSystemSub || c == pathUserHome || c == pathCwdAll || c == pathDynamicRoot):
 			s.a.add("rm.system", FamilyDestructive, High, "recursively deletes "+describe(t, c), ex)
-		case recursive && (c == pathSystemDeep || c == pathDynamic):
+		case recursive && (c == pathSystemDeep || c == pathDynamic || c == pathHomeTop):
 			s.a.add("rm.risky", FamilyDestructive, Medium, "recursively deletes "+describe(t, c), ex)
-		case !recursive && c != pathRelative && c != pathOther && c != pathDynamic && c != pathCwdAll:
+		case !recursive && c != pathRelative && c != pathOther && c != pathDynamic && c != pathCwdAll && c != pathHomeTop:
 			s.a.add("rm.system-file", FamilyDestructive, High, "deletes "+describe(t, c), ex)
 		case !recursive && (c == pathCwdAll || c == pathDynamic):
 			s.a.add("rm.unknown", FamilyDestructive, Low, "deletes "+describe(t, c), ex)
@@ -277,7 +367,9 @@ func (s *scope) mv(args []string, ex string) {
 		if i == len(ops)-1 && len(ops) > 1 {
 			break
 		}
-		switch c := classify(t); c {
+		s.file(t, true, false)
+		c, t := s.worst(t)
+		switch c {
 		case pathRoot, pathHome, pathSystemTop:
 			s.a.add("mv.root", FamilyDestructive, Critical, "moves away "+describe(t, c), ex)
 		case pathSystemSub, pathUserHome, pathDynamicRoot:
@@ -312,7 +404,7 @@ func (s *scope) perms(name string, args []string, ex string) {
 		worldWritable, setuid = modeRisk(mode)
 	}
 	for _, t := range targets {
-		c := classify(t)
+		c, t := s.worst(t)
 		system := c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathSystemDeep || c == pathUserHome
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
@@ -325,6 +417,8 @@ func (s *scope) perms(name string, args []string, ex string) {
 			s.a.add("chmod.world-writable-tree", FamilyPermissions, Medium, "makes a whole tree writable by everyone", ex)
 		case name != "chmod" && system:
 			s.a.add(name+".system", FamilyPermissions, Medium, name+" on "+describe(t, c), ex)
+		case name == "chmod" && (c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathUserHome):
+			s.a.add("chmod.system", FamilyPermissions, Medium, "changes the permissions of "+describe(t, c), ex)
 		}
 	}
 	if setuid {
@@ -384,6 +478,11 @@ func (s *scope) service(name string, args []string, ex string) {
 		s.a.add("power.systemctl", FamilyPower, High, "reboots, suspends or powers off the machine ("+name+" "+verb+")", ex)
 	case "restart", "stop", "disable", "mask", "kill", "isolate", "daemon-reexec", "try-restart", "reload-or-restart", "force-reload", "force-stop", "down":
 		s.a.add("service."+verb, FamilyService, Medium, "stops or restarts a system service ("+name+" "+verb+")", ex)
+		if l := strings.ToLower(strings.Join(ops[1:], " ")); containsAny(l, "firewalld", "ufw", "nftables", "iptables", "apparmor", "auditd", "fail2ban", "selinux") {
+			s.a.add("firewall.service", FamilyFirewall, High, "stops a firewall or a security service ("+name+" "+verb+" "+strings.Join(ops[1:], " ")+")", ex)
+		}
+	case "enable", "link", "reenable", "preset", "add-wants", "add-requires", "set-default", "edit", "revert":
+		s.a.add("persistence.systemctl-"+verb, FamilyPersistence, Medium, "makes a service start by itself ("+name+" "+verb+")", ex)
 	}
 }
 
@@ -445,8 +544,22 @@ func (s *scope) find(args []string, ex string) {
 		roots = []string{"."}
 	}
 	filtered := slices.ContainsFunc(args[i:], func(a string) bool { return findFilters[a] })
+	for j := i; j+1 < len(args); j++ {
+		if a := args[j]; a == "-name" || a == "-iname" || a == "-path" || a == "-ipath" || a == "-wholename" {
+			pat := args[j+1]
+			for _, c := range []string{"~/.ssh/" + pat, "~/.aws/" + pat, "~/.kube/" + pat, "~/" + pat, "/etc/" + pat, pat} {
+				for _, m := range wordMatches(c) {
+					if m.Family == FamilySecrets || m.Family == FamilyCredentials {
+						s.a.add("credentials.find", FamilyCredentials, High, "searches the disk for secret files ("+pat+")", ex)
+						goto searched
+					}
+				}
+			}
+		}
+	}
+searched:
 	dangerousRoot := func(r string) (pathClass, bool) {
-		c := classify(r)
+		c, _ := s.worst(r)
 		return c, c == pathRoot || c == pathHome || c == pathSystemTop || c == pathSystemSub || c == pathUserHome
 	}
 	for ; i < len(args); i++ {
@@ -534,17 +647,19 @@ func (s *scope) downloads(argv []string, ex string) {
 		for i, a := range argv[1:] {
 			if (a == "-o" || a == "-O" || a == "--output" || a == "--output-document") && i+2 < len(argv) && !(name == "curl" && a == "-O") {
 				s.downloaded[cleanFile(argv[i+2])] = true
+				s.writeTarget(argv[i+2], name+" downloads into", ex)
 			}
 			if v, ok := strings.CutPrefix(a, "--output="); ok {
 				s.downloaded[cleanFile(v)] = true
+				s.writeTarget(v, name+" downloads into", ex)
 			}
-			if strings.Contains(a, "://") && (name == "wget" || hasAny(argv, "-O", "--remote-name")) {
+			if !strings.HasPrefix(a, "-") && (name == "wget" || hasAny(argv, "-O", "--remote-name")) && (strings.Contains(a, "://") || strings.Contains(a, "/")) {
 				s.downloaded[cleanFile(path.Base(a))] = true
 			}
 		}
 		return
 	}
-	if len(s.downloaded) == 0 && len(s.written) == 0 {
+	if len(s.downloaded) == 0 && len(s.written) == 0 && len(s.decoded) == 0 {
 		return
 	}
 	// The file this command runs as a program, if any: ./f, or the script of sh f, python f…
@@ -562,6 +677,9 @@ func (s *scope) downloads(argv []string, ex string) {
 	}
 	if s.downloaded[file] {
 		s.a.add("remote-exec.downloaded-file", FamilyRemoteExec, Critical, "runs a file it has just downloaded", ex)
+	}
+	if s.decoded[file] {
+		s.a.add("encoded-exec.decoded-file", FamilyEncodedExec, Critical, "runs a file it has just decoded from hidden text", ex)
 	}
 	if text, ok := s.written[file]; ok {
 		delete(s.written, file) // analyse it once

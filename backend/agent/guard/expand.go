@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -15,6 +16,12 @@ import (
 // escapes are removed, known variables and $IFS are substituted and split, brace expansion is
 // done, and command substitutions made of echo/printf/base64 -d are evaluated. Whatever is
 // only known at run time becomes the dynamic marker.
+//
+// Escapes ($'…', echo -e) and printf formats are mvdan.cc/sh/v3/expand's (expand.Format).
+// Words are not expanded with expand.Fields: it has no notion of a value known only at run
+// time (an unset variable is empty to it, so `rm -rf $DIR/` would read as `rm -rf /`), and it
+// expands {1..999999999} in full; here unknowns stay visible as the dynamic marker and a
+// sequence stands for its ends.
 
 // argv expands a simple command's words to its argument list.
 func (s *scope) argv(c *syntax.CallExpr) []string {
@@ -121,6 +128,19 @@ func (s *scope) split(w *syntax.Word) []string {
 			unquoted(s.param(p))
 		case *syntax.CmdSubst:
 			unquoted(s.subst(p))
+		case *syntax.DblQuoted:
+			// "${a[@]}" is one field per element of the array a.
+			if len(p.Parts) == 1 {
+				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && pe.Index != nil && isAllIndex(pe.Index) {
+					flush()
+					for _, f := range strings.Fields(s.param(pe)) {
+						out = append(out, f)
+					}
+					continue
+				}
+			}
+			s.part(&cur, p, false)
+			started = true
 		default:
 			s.part(&cur, p, false)
 			started = true
@@ -128,6 +148,12 @@ func (s *scope) split(w *syntax.Word) []string {
 	}
 	flush()
 	return out
+}
+
+// isAllIndex reports whether an array index is @ or *.
+func isAllIndex(e syntax.ArithmExpr) bool {
+	w, ok := e.(*syntax.Word)
+	return ok && (w.Lit() == "@" || w.Lit() == "*")
 }
 
 // part writes the expansion of one word part without field splitting.
@@ -332,34 +358,18 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		if len(args) == 0 {
 			return "", false
 		}
-		format := ansiC(args[0])
-		if !strings.Contains(format, "%") {
-			return format, true
-		}
-		// Only %s (and %b, %%) are understood; the format is reused while arguments remain.
-		rest := args[1:]
+		// printf(1) as the shell library formats it; the format is reused while arguments
+		// remain.
+		format, rest := args[0], append([]string{}, args[1:]...)
 		var b strings.Builder
 		for {
-			before := len(rest)
-			for i := 0; i < len(format); i++ {
-				if format[i] != '%' || i+1 >= len(format) {
-					b.WriteByte(format[i])
-					continue
-				}
-				i++
-				switch format[i] {
-				case '%':
-					b.WriteByte('%')
-				case 's', 'b':
-					if len(rest) > 0 {
-						b.WriteString(rest[0])
-						rest = rest[1:]
-					}
-				default:
-					return "", false
-				}
+			out, n, err := expand.Format(nil, format, rest)
+			if err != nil {
+				return "", false
 			}
-			if len(rest) == 0 || len(rest) == before || b.Len() > maxStatic {
+			b.WriteString(out)
+			rest = rest[n:]
+			if n == 0 || len(rest) == 0 || b.Len() > maxStatic {
 				return b.String(), true
 			}
 		}
@@ -367,6 +377,20 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		if len(args) == 0 && hasInput {
 			return in, true
 		}
+	case "mktemp":
+		// A fresh name under the temporary directory (or the one given).
+		dir := "/tmp"
+		for i, a := range args {
+			if (a == "-p" || a == "--tmpdir") && i+1 < len(args) {
+				dir = args[i+1]
+			} else if v, ok := strings.CutPrefix(a, "--tmpdir="); ok {
+				dir = v
+			}
+		}
+		if !strings.HasPrefix(dir, "/") {
+			return "", false
+		}
+		return strings.TrimRight(dir, "/") + "/tmp.cubicle-guard\n", true
 	case "base64", "base32":
 		if !hasInput || !hasAny(args, "-d", "--decode", "-D", "-di", "-id") {
 			return "", false
@@ -441,72 +465,16 @@ func unescape(v string, inDouble bool) string {
 	return b.String()
 }
 
-// ansiC decodes the escapes of $'…' strings (and of echo -e / printf formats).
+// ansiC decodes the escapes of $'…' strings (and of echo -e, awk strings) as the shell
+// library does for $'…': printf's escapes without its % directives, cut at a NUL.
 func ansiC(v string) string {
 	if !strings.Contains(v, `\`) {
 		return v
 	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] != '\\' || i+1 >= len(v) {
-			b.WriteByte(v[i])
-			continue
-		}
-		i++
-		switch c := v[i]; c {
-		case 'a':
-			b.WriteByte('\a')
-		case 'b':
-			b.WriteByte('\b')
-		case 'e', 'E':
-			b.WriteByte(0x1b)
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'v':
-			b.WriteByte('\v')
-		case 'x', 'u', 'U', '0', '1', '2', '3', '4', '5', '6', '7':
-			base, max := 16, map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
-			start := i + 1
-			if c >= '0' && c <= '7' {
-				base, max, start = 8, 3, i
-			}
-			j := start
-			for j < len(v) && j-start < max && isDigitIn(v[j], base) {
-				j++
-			}
-			n, err := strconv.ParseUint(v[start:j], base, 32)
-			if err != nil {
-				b.WriteByte('\\')
-				b.WriteByte(c)
-				continue
-			}
-			if c == 'x' || base == 8 {
-				b.WriteByte(byte(n))
-			} else {
-				b.WriteRune(rune(n))
-			}
-			i = j - 1
-		default:
-			b.WriteByte(c)
-		}
+	out, _, err := expand.Format(nil, v, nil)
+	if err != nil {
+		return v
 	}
-	return b.String()
-}
-
-func isDigitIn(c byte, base int) bool {
-	switch {
-	case c >= '0' && c <= '7':
-		return true
-	case c == '8' || c == '9':
-		return base == 16
-	case c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		return base == 16
-	}
-	return false
+	out, _, _ = strings.Cut(out, "\x00")
+	return out
 }

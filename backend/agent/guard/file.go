@@ -3,7 +3,9 @@ package guard
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"cubicle/backend/fault"
@@ -56,6 +58,14 @@ func (g *FileGuard) Protected() []string { return append([]string(nil), g.protec
 // first); a relative or malformed path is fault.ErrInvalid. Writing onto a directory that
 // contains a protected path is refused as well, as it could replace it.
 func (g *FileGuard) CheckPath(path string, write bool) error {
+	return g.Check(path, write, false)
+}
+
+// Check is CheckPath for a path that may also be read as a whole tree (recursive: an archive,
+// a recursive copy or search), which touches a protected path below it. Wildcards anywhere in
+// path stand for whatever they may match; /var/run is /run, and /proc/self/root (or that of
+// any process) is the root directory.
+func (g *FileGuard) Check(path string, write, recursive bool) error {
 	verb := "read"
 	if write {
 		verb = "write"
@@ -66,10 +76,15 @@ func (g *FileGuard) CheckPath(path string, write bool) error {
 	if !filepath.IsAbs(path) {
 		return fmt.Errorf("file guard: %w", fault.Invalid("cannot check %q: the path must be absolute", path))
 	}
-	candidates := []string{filepath.Clean(path)}
+	candidates := aliases(filepath.Clean(path))
 	if g.resolve {
-		if r := resolvePath(candidates[0]); r != candidates[0] {
-			candidates = append(candidates, r)
+		for _, c := range candidates {
+			if strings.ContainsAny(c, "*?[") {
+				continue
+			}
+			if r := resolvePath(c); !slices.Contains(candidates, r) {
+				candidates = append(candidates, aliases(r)...)
+			}
 		}
 	}
 	for _, prot := range g.protected {
@@ -81,16 +96,95 @@ func (g *FileGuard) CheckPath(path string, write bool) error {
 		}
 		for _, c := range candidates {
 			for _, f := range forms {
-				if within(c, f) {
+				inside, ancestor := relation(c, f)
+				if inside {
 					return fault.Forbidden("tools may not %s %s: it is inside the protected location %s, which holds secrets", verb, path, prot)
 				}
-				if write && within(f, c) {
+				if ancestor && write {
 					return fault.Forbidden("tools may not write %s: it contains the protected location %s", path, prot)
+				}
+				if ancestor && recursive {
+					return fault.Forbidden("tools may not read all of %s: it contains the protected location %s, which holds secrets", path, prot)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// aliases returns p and the other names of the same file this guard knows: /var/run/x is
+// /run/x (and back), /proc/<self|thread-self|pid>/root/x is /x.
+func aliases(p string) []string {
+	out := []string{p}
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for len(parts) >= 3 && parts[0] == "proc" && parts[2] == "root" {
+		parts = parts[3:]
+		out = append(out, "/"+strings.Join(parts, "/"))
+	}
+	for _, q := range slices.Clone(out) {
+		switch {
+		case q == "/var/run" || strings.HasPrefix(q, "/var/run/"):
+			out = append(out, strings.TrimPrefix(q, "/var"))
+		case q == "/run" || strings.HasPrefix(q, "/run/"):
+			out = append(out, "/var"+q)
+		}
+	}
+	return out
+}
+
+// relation says whether the files p may name lie inside dir (inside), or whether p may name
+// a directory that contains dir (ancestor). p may hold wildcards in any segment ("**" and a
+// lone "*" segment standing for any number of segments).
+func relation(p, dir string) (inside, ancestor bool) {
+	if !strings.ContainsAny(p, "*?[") {
+		return within(p, dir), within(dir, p) && p != dir
+	}
+	ps := splitPath(p)
+	ds := splitPath(dir)
+	return globWithin(ps, ds), globAncestor(ps, ds)
+}
+
+func splitPath(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// globWithin reports whether a path matched by pattern segments ps can lie in or below the
+// directory with segments ds.
+func globWithin(ps, ds []string) bool {
+	if len(ds) == 0 {
+		return true
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	if ps[0] == "**" {
+		return true // may match any depth, so also reach into ds
+	}
+	if ok, _ := path.Match(ps[0], ds[0]); !ok {
+		return false
+	}
+	return globWithin(ps[1:], ds[1:])
+}
+
+// globAncestor reports whether pattern segments ps can match a strict ancestor of ds.
+func globAncestor(ps, ds []string) bool {
+	if len(ps) == 0 {
+		return len(ds) > 0
+	}
+	if len(ds) == 0 {
+		return false
+	}
+	if ps[0] == "**" {
+		return true
+	}
+	if ok, _ := path.Match(ps[0], ds[0]); !ok {
+		return false
+	}
+	return globAncestor(ps[1:], ds[1:])
 }
 
 // within reports whether p is dir or lies below it.

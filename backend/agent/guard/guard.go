@@ -121,10 +121,17 @@ const (
 	FamilyPrivilege   Family = "privilege"      // sudo, su, doas, pkexec, account changes
 	FamilyPersistence Family = "persistence"    // crontab, authorized_keys, sudoers
 	FamilyReverse     Family = "reverse-shell"  // /dev/tcp, nc -e, socat EXEC, bash -i >&
-	FamilyObfuscation Family = "obfuscation"    // dynamic command names, eval of unknown text
-	FamilyUnparsable  Family = "unparsable"     // input the shell parser rejects
-	FamilyDeniedTool  Family = "denied-tool"    // the tool is in denied_tools
-	FamilyCustom      Family = "custom"         // ExtraRules without a family
+	FamilyCredentials Family = "credentials"    // cloud, kube, docker, git, gh, netrc, gpg secrets
+	FamilyExfiltrate  Family = "exfiltration"   // environment or secrets sent to the network
+	FamilyLogWipe     Family = "log-wipe"       // shell history and system log wiping
+	FamilyFirewall    Family = "firewall"       // flushing or disabling the firewall
+	FamilyGit         Family = "git-destructive"
+	FamilyContainer   Family = "container"     // destructive engine commands, host-root mounts
+	FamilyIndirect    Family = "indirect-exec" // programs that run a command for you
+	FamilyObfuscation Family = "obfuscation"   // dynamic command names, eval of unknown text
+	FamilyUnparsable  Family = "unparsable"    // input the shell parser rejects
+	FamilyDeniedTool  Family = "denied-tool"   // the tool is in denied_tools
+	FamilyCustom      Family = "custom"        // ExtraRules without a family
 	FamilyInvalidArgs Family = "invalid-arguments"
 	FamilyHostDesktop Family = "host-desktop" // sees or drives the person's real screen (host_screenshot, host input)
 )
@@ -142,6 +149,10 @@ type Match struct {
 	Severity Severity `json:"severity"`
 	Reason   string   `json:"reason"`
 	Excerpt  string   `json:"excerpt,omitempty"`
+	// Command is the simple command (expanded words, with its redirections) or the path the
+	// match belongs to; "" when it belongs to the text as a whole (hidden characters, the
+	// regular-expression net, a pipeline). Allow rules are matched against it.
+	Command string `json:"command,omitempty"`
 }
 
 // Verdict is the tool guard's answer for one call.
@@ -181,9 +192,15 @@ func (v Verdict) Reason() string {
 
 // AllowRule lets matching calls run without asking. The user adds one when confirming a call
 // ("always allow"). Tool is a tool name or a path.Match pattern ("host_*"). Command, when set,
-// must equal the call's subject exactly (after trimming spaces); Pattern, when set, is an RE2
-// expression that must match the whole subject. The subject is the command of a shell tool or
-// the path(s) of a file tool. A rule with neither allows every call of the tool.
+// must equal a simple command of the call exactly, as the shell parser sees it (words
+// expanded and unquoted, one space between them, redirections after them); Pattern, when set,
+// is an RE2 expression that must match such a simple command as a whole. For file tools the
+// "simple command" is a path. A rule with neither allows every call of the tool.
+//
+// Rules never launder: a call is allowed only when every finding belongs to a simple command
+// a rule matches (a finding about the text as a whole — hidden characters, a pipeline into a
+// shell — is never covered by a command rule), and no rule ever allows a CRITICAL finding.
+// So "re:git .*" allows "git push --force" but not "git status && rm -rf ~".
 type AllowRule struct {
 	Tool    string `json:"tool"`
 	Command string `json:"command,omitempty"`
@@ -257,25 +274,42 @@ func (g *Guard) Level() Level { return g.level }
 
 // AddAllowRule adds an allow rule, as when the user confirms a call with "always allow".
 func (g *Guard) AddAllowRule(a AllowRule) error {
-	a.Tool = strings.TrimSpace(a.Tool)
-	if a.Tool == "" {
-		return fmt.Errorf("guard: allow rule: %w", fault.Invalid("an allow rule needs a tool name"))
-	}
-	if _, err := path.Match(a.Tool, ""); err != nil {
-		return fmt.Errorf("guard: allow rule: %w", fault.Invalid("bad tool pattern %q", a.Tool))
-	}
-	r := allowRule{AllowRule: a}
-	if a.Pattern != "" {
-		re, err := regexp.Compile(`^(?:` + a.Pattern + `)$`)
-		if err != nil {
-			return fmt.Errorf("guard: allow rule: %w", fault.Invalid("bad command pattern %q: %v", a.Pattern, err))
-		}
-		r.re = re
+	r, err := compileAllowRule(a)
+	if err != nil {
+		return err
 	}
 	g.mu.Lock()
 	g.allow = append(g.allow, r)
 	g.mu.Unlock()
 	return nil
+}
+
+// CheckAllowRule returns a fault.ErrInvalid error when a is not a valid allow rule.
+func CheckAllowRule(a AllowRule) error {
+	_, err := compileAllowRule(a)
+	return err
+}
+
+func compileAllowRule(a AllowRule) (allowRule, error) {
+	a.Tool = strings.TrimSpace(a.Tool)
+	if a.Tool == "" {
+		return allowRule{}, fmt.Errorf("guard: allow rule: %w", fault.Invalid("an allow rule needs a tool name"))
+	}
+	if _, err := path.Match(a.Tool, ""); err != nil {
+		return allowRule{}, fmt.Errorf("guard: allow rule: %w", fault.Invalid("bad tool pattern %q", a.Tool))
+	}
+	if a.Command != "" {
+		a.Command = NormalizeCommand(a.Command)
+	}
+	r := allowRule{AllowRule: a}
+	if a.Pattern != "" {
+		re, err := regexp.Compile(`^(?:` + a.Pattern + `)$`)
+		if err != nil {
+			return allowRule{}, fmt.Errorf("guard: allow rule: %w", fault.Invalid("bad command pattern %q: %v", a.Pattern, err))
+		}
+		r.re = re
+	}
+	return r, nil
 }
 
 // AllowRules returns a copy of the current allow rules.
@@ -292,25 +326,44 @@ func (g *Guard) AllowRules() []AllowRule {
 // Check decides about one tool call. It never blocks and never fails: whatever it cannot
 // understand becomes a match of its own, so the call is asked about rather than let through.
 func (g *Guard) Check(call ToolCall) Verdict {
-	v, _ := g.inspect(call, false)
+	v, _ := g.inspect(call, false, "", nil)
 	return v
 }
 
-// inspect is Check that also returns the file names the call mentions (for the file guard),
-// analysing the call even under OFF when wantPaths is set.
-func (g *Guard) inspect(call ToolCall, wantPaths bool) (Verdict, []string) {
+// Inspection is what the analysis of one call found besides the verdict.
+type Inspection struct {
+	// Commands are the call's simple commands (or paths, for file tools), as allow rules see
+	// them.
+	Commands []string
+	// Files are the files the call touches, for the file guard.
+	Files []FileRef
+}
+
+// FileRef is a file a call touches. Path is as written, or resolved against the working
+// directory the command changed to; Write marks writes, Recursive a read of a whole tree
+// (an archive, a recursive copy or search).
+type FileRef struct {
+	Path      string
+	Write     bool
+	Recursive bool
+}
+
+// inspect is Check that also returns what the call touches (for the file guard), analysing
+// the call even under OFF when wantPaths is set. workDir is the directory relative paths of a
+// shell command start from ("" when unknown); extra are further allow rules (an agent's own).
+func (g *Guard) inspect(call ToolCall, wantPaths bool, workDir string, extra []allowRule) (Verdict, Inspection) {
 	if g.isDenied(call.Name) {
 		return Verdict{Decision: Deny, Matches: []Match{{
 			RuleID: "tool.denied", Family: FamilyDeniedTool, Severity: Critical,
 			Reason: fmt.Sprintf("the tool %s is denied by settings", call.Name),
-		}}}, nil
+		}}}, Inspection{}
 	}
 	if g.level == Off && !wantPaths {
-		return Verdict{Decision: Allow}, nil
+		return Verdict{Decision: Allow}, Inspection{}
 	}
-	subjects, matches, paths := g.analyse(call)
+	matches, in := g.analyse(call, workDir)
 	if g.level == Off {
-		return Verdict{Decision: Allow}, paths
+		return Verdict{Decision: Allow}, in
 	}
 	ask := false
 	switch g.level {
@@ -328,12 +381,12 @@ func (g *Guard) inspect(call ToolCall, wantPaths bool) (Verdict, []string) {
 	v := Verdict{Decision: Allow, Matches: matches}
 	if ask {
 		v.Decision = Ask
-		if r := g.allowedBy(call.Name, subjects); r != nil {
+		if r := g.allowedBy(call.Name, matches, in.Commands, extra); r != nil {
 			v.Decision = Allow
 			v.AllowedBy = r
 		}
 	}
-	return v, paths
+	return v, in
 }
 
 func (g *Guard) isDenied(tool string) bool {
@@ -348,74 +401,115 @@ func toolMatches(pattern, tool string) bool {
 	return ok
 }
 
-func (g *Guard) allowedBy(tool string, subjects []string) *AllowRule {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	for _, r := range g.allow {
-		if !toolMatches(r.Tool, tool) {
-			continue
-		}
-		ok := true
-		for _, s := range subjects {
-			s = strings.TrimSpace(s)
-			if r.Command != "" && strings.TrimSpace(r.Command) != s {
-				ok = false
-			}
-			if r.re != nil && !r.re.MatchString(s) {
-				ok = false
-			}
-		}
-		if (r.Command != "" || r.re != nil) && len(subjects) == 0 {
-			ok = false
-		}
-		if ok {
-			a := r.AllowRule
-			return &a
+// allowedBy returns the allow rule that lets a call of tool run despite its matches, or nil.
+// No rule covers a CRITICAL match. A rule for the whole tool covers every other match; a
+// command rule covers a match whose simple command it matches, and never a match that belongs
+// to the text as a whole. Every match must be covered. A call without matches (asked under
+// STRICT or by the access policy) needs every one of its simple commands covered.
+func (g *Guard) allowedBy(tool string, matches []Match, commands []string, extra []allowRule) *AllowRule {
+	for _, m := range matches {
+		if m.Severity == Critical {
+			return nil
 		}
 	}
-	return nil
+	g.mu.RLock()
+	rules := append(slices.Clip(g.allow), extra...)
+	g.mu.RUnlock()
+	var first *AllowRule
+	covered := func(subject string) bool {
+		for i := range rules {
+			r := &rules[i]
+			if !toolMatches(r.Tool, tool) {
+				continue
+			}
+			whole := r.Command == "" && r.re == nil
+			if whole || (subject != "" && r.covers(subject)) {
+				if first == nil {
+					a := r.AllowRule
+					first = &a
+				}
+				return true
+			}
+		}
+		return false
+	}
+	if len(matches) > 0 {
+		for _, m := range matches {
+			if !covered(m.Command) {
+				return nil
+			}
+		}
+		return first
+	}
+	if len(commands) == 0 {
+		if covered("") {
+			return first
+		}
+		return nil
+	}
+	for _, c := range commands {
+		if !covered(c) {
+			return nil
+		}
+	}
+	return first
+}
+
+// covers reports whether a command rule matches one simple command.
+func (r *allowRule) covers(subject string) bool {
+	switch {
+	case r.Command != "":
+		return r.Command == subject
+	case r.re != nil:
+		return r.re.MatchString(subject)
+	}
+	return false
 }
 
 // pathKeys are the argument names that carry a path in file tools.
 var pathKeys = []string{"path", "source", "target", "destination", "src", "dst", "from", "to"}
 
+// isSourceKey reports whether a path argument is read (the other ones of a write or copy tool
+// are written).
+func isSourceKey(k string) bool { return k == "source" || k == "src" || k == "from" }
+
 // hostDesktopTools see or drive the execution node's own screen.
 var hostDesktopTools = []string{"host_screenshot", "host_click", "host_type", "host_key", "host_scroll"}
 
-// analyse returns the call's subjects (for allow rules), every rule match, and the file
-// names the call mentions. A host desktop action always matches a HIGH rule: it sees or drives
-// the person's real screen, so SMART and STRICT (and AUTO) ask unless a person allowed it.
-func (g *Guard) analyse(call ToolCall) ([]string, []Match, []string) {
-	subjects, matches, paths := g.analyseArgs(call)
+// analyse returns every rule match of a call and what it touches. A host desktop action
+// always matches a HIGH rule: it sees or drives the person's real screen, so SMART and STRICT
+// (and AUTO) ask unless a person allowed the tool.
+func (g *Guard) analyse(call ToolCall, workDir string) ([]Match, Inspection) {
+	matches, in := g.analyseArgs(call, workDir)
 	if slices.Contains(hostDesktopTools, call.Name) {
 		matches = append(matches, Match{RuleID: "host.desktop", Family: FamilyHostDesktop, Severity: High,
 			Reason: "this acts on the host's own screen (the person's real desktop), not on the agent's VM"})
 	}
-	return subjects, matches, paths
+	return matches, in
 }
 
-func (g *Guard) analyseArgs(call ToolCall) ([]string, []Match, []string) {
+func (g *Guard) analyseArgs(call ToolCall, workDir string) ([]Match, Inspection) {
 	name := call.Name
 	switch {
 	case strings.HasSuffix(name, "_shell"):
 		cmd, ok := call.Args["command"].(string)
 		if !ok {
-			return nil, []Match{{RuleID: "args.command", Family: FamilyInvalidArgs, Severity: High,
-				Reason: "the shell tool was called without a command string"}}, nil
+			return []Match{{RuleID: "args.command", Family: FamilyInvalidArgs, Severity: High,
+				Reason: "the shell tool was called without a command string"}}, Inspection{}
 		}
-		ms, paths := g.analyseScript(cmd, scriptCommand)
-		return []string{cmd}, ms, paths
+		return g.analyseScript(cmd, scriptCommand, workDir)
 	case strings.HasSuffix(name, "_type"):
 		// Typed text may land in a terminal, so it gets the command rules too; prose that is
 		// not shell is normal here and is not held against it.
 		text, _ := call.Args["text"].(string)
 		if text == "" {
-			return nil, nil, nil
+			return nil, Inspection{}
 		}
-		ms, _ := g.analyseScript(text, scriptTyped)
-		return []string{text}, ms, nil
+		ms, in := g.analyseScript(text, scriptTyped, "")
+		in.Files = nil
+		return ms, in
 	}
-	var subjects, paths []string
+	var in Inspection
 	var matches []Match
 	write := strings.Contains(name, "write") || strings.Contains(name, "copy")
 	for _, k := range pathKeys {
@@ -429,23 +523,23 @@ func (g *Guard) analyseArgs(call ToolCall) ([]string, []Match, []string) {
 				Reason: fmt.Sprintf("the argument %q is not a string", k)})
 			continue
 		}
-		subjects = append(subjects, p)
-		paths = append(paths, p)
-		isTarget := write && k != "source" && k != "src" && k != "from"
+		isTarget := write && !isSourceKey(k)
+		in.Commands = append(in.Commands, p)
+		in.Files = append(in.Files, FileRef{Path: p, Write: isTarget})
 		matches = append(matches, g.analysePath(p, isTarget)...)
 	}
-	return subjects, dedupe(matches), paths
+	return dedupe(matches), in
 }
 
 func dedupe(ms []Match) []Match {
 	if len(ms) < 2 {
 		return ms
 	}
-	type key struct{ id, ex string }
+	type key struct{ id, ex, cmd string }
 	seen := make(map[key]bool, len(ms))
 	out := ms[:0]
 	for _, m := range ms {
-		k := key{m.RuleID, m.Excerpt}
+		k := key{m.RuleID, m.Excerpt, m.Command}
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, m)

@@ -237,7 +237,6 @@ var ordinary = []string{
 	"curl -s https://api.example.com/v1/items | python3 -m json.tool",
 	"wget -qO- https://example.com/archive.tar.gz | tar xz",
 	"echo hi > out.txt",
-	"echo 'export PATH=$HOME/bin:$PATH' >> ~/.profile",
 	"kill -l",
 	"kill",
 	"kill -0 12345",

@@ -2,11 +2,26 @@ package guard
 
 import (
 	"path"
+	"regexp"
 	"strings"
 )
 
-// writeTarget flags writes into devices and system paths.
+// writeTarget flags writes into devices and system paths, shell start-up and autostart files
+// (persistence), and history and log files (wiping them).
 func (s *scope) writeTarget(t, verb, ex string) {
+	s.file(t, true, false)
+	for _, f := range s.resolve(t) {
+		if m := persistenceFile.FindString(f); m != "" {
+			s.a.add("persistence.startup-file", FamilyPersistence, Medium, verb+" a file that runs at login or start-up ("+m+")", ex)
+			break
+		}
+	}
+	for _, f := range s.resolve(t) {
+		if isLogFile(f) {
+			s.a.add("log-wipe.overwrite", FamilyLogWipe, High, verb+" a history or log file ("+f+"), wiping it", ex)
+			break
+		}
+	}
 	switch {
 	case t == "/dev/null" || t == "/dev/stdout" || t == "/dev/stderr" || t == "/dev/tty" || strings.HasPrefix(t, "/dev/fd/") || strings.HasPrefix(t, "/dev/tcp/") || strings.HasPrefix(t, "/dev/udp/"):
 	case isDevice(t):
@@ -41,6 +56,7 @@ const (
 	pathRelative    pathClass = iota // build/tmp.txt
 	pathOther                        // /tmp/x, /workspace/a, /home/u/project
 	pathDynamic                      // "$X" — unknown until run time
+	pathHomeTop                      // ~/Documents, ~/.config: a top-level folder of a home
 	pathSystemDeep                   // /etc/nginx/conf.d/x, /usr/lib/x/y
 	pathCwdAll                       // *, ., .., ./*
 	pathDynamicRoot                  // $X/… — becomes / when X is empty
@@ -52,6 +68,9 @@ const (
 )
 
 var systemTop = set("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "sbin", "srv", "sys", "usr", "var", "home", "snap", "mnt", "media", "run", "nix", "System", "Library", "Applications", "Users", "private")
+
+// disposableHome are top-level folders of a home that hold caches and scratch files only.
+var disposableHome = set(".cache", "tmp", ".tmp", ".npm", ".pnpm-store", ".yarn-cache", ".node-gyp", "scratch")
 
 // protectedDeep are top-level directories whose whole tree belongs to the system.
 var protectedDeep = set("bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr", "sys", "proc", "dev", "System", "Library")
@@ -67,9 +86,28 @@ func classify(p string) pathClass {
 		return pathDynamic
 	}
 	if strings.HasPrefix(p, "~") {
-		rest := strings.TrimLeft(strings.TrimPrefix(p, "~"), "/")
+		tail := strings.TrimPrefix(p, "~")
+		if tail != "" && tail[0] != '/' {
+			// ~user/…: another account's home; ~+ and ~- are the current and previous directory.
+			user, sub, _ := strings.Cut(tail, "/")
+			if user == "+" || user == "-" {
+				return pathDynamic
+			}
+			if strings.Trim(sub, "/.*") == "" && !strings.Contains(sub, "..") {
+				return pathUserHome
+			}
+			return classify(path.Clean("/home/" + user + "/" + sub))
+		}
+		if strings.Contains(tail, "..") {
+			// ~/.. is the parent of the home directory: judge it as the path it is.
+			return classify(path.Clean("/home/user" + tail))
+		}
+		rest := strings.TrimLeft(tail, "/")
 		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
 			return pathHome
+		}
+		if top := strings.TrimRight(rest, "/"); !strings.Contains(top, "/") && !disposableHome[top] && !strings.Contains(top, dynamic) {
+			return pathHomeTop
 		}
 		return pathOther
 	}
@@ -103,6 +141,8 @@ func classify(p string) pathClass {
 		return pathSystemTop
 	case (top == "home" || top == "Users") && len(parts) == 2, top == "root" && len(parts) == 2:
 		return pathUserHome
+	case (top == "home" || top == "Users") && len(parts) == 3 && !disposableHome[parts[2]]:
+		return pathHomeTop
 	case top == "home" || top == "Users" || top == "root":
 		return pathOther
 	case top == "usr" && parts[1] == "local" && len(parts) > 2:
@@ -133,8 +173,34 @@ func describe(p string, c pathClass) string {
 		return "everything in the current directory (" + p + ")"
 	case pathDynamicRoot:
 		return p + ", which is / when the variable is empty"
+	case pathHomeTop:
+		return "a top-level folder of a home directory (" + p + ")"
 	case pathDynamic:
 		return "paths only known at run time"
 	}
 	return p
+}
+
+// persistenceFile matches files whose contents run by themselves: shell start-up files,
+// desktop autostart entries, X session scripts, rc.local, profile.d, ld.so.preload, git hooks
+// and the SSH client's command hooks.
+var persistenceFile = regexp.MustCompile(`(?:^|/)(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.cshrc|\.tcshrc|\.login|\.kshrc|\.mkshrc|\.xinitrc|\.xsession|\.xsessionrc|\.xprofile|\.Xresources|\.pam_environment|\.inputrc)$|\.config/fish/(?:config\.fish|conf\.d)|\.config/autostart(?:/|$)|/etc/xdg/autostart|\.config/autostart-scripts|\.config/plasma-workspace/env|\.config/openbox/autostart|\.config/lxsession/|/etc/profile(?:\.d)?(?:/|$)|/etc/bash\.bashrc|/etc/bashrc|/etc/zsh/|/etc/environment|/etc/rc\.local|/etc/init\.d/|/etc/ld\.so\.preload|/etc/update-motd\.d/|\.git/hooks/|\.ssh/(?:rc|config)$|/etc/ssh/sshrc|\.config/systemd/user/|\.local/share/systemd/user/`)
+
+// logFile matches shell histories and system logs.
+var logFile = regexp.MustCompile(`\.(?:bash|zsh|sh|python|mysql|psql|node_repl)_history$|\.histfile$|\.lesshst$|\.viminfo$|^/var/log(?:/|$)|/(?:wtmp|btmp|utmp|lastlog|faillog)$|/var/log/(?:journal|audit)`)
+
+func isLogFile(p string) bool {
+	return p != "/var/log" && logFile.MatchString(p) || p == "/var/log"
+}
+
+// worst classifies a path in every form the script may mean (as written and resolved against
+// the directory it changed to) and returns the worst class.
+func (s *scope) worst(t string) (pathClass, string) {
+	c, shown := classify(t), t
+	for _, r := range s.resolve(t) {
+		if rc := classify(r); rc > c {
+			c, shown = rc, r
+		}
+	}
+	return c, shown
 }

@@ -85,13 +85,13 @@ const shells = `(?:[\w./-]*/)?(?:ba|da|z|k|c|tc|fi|a|mk|yash|rbash)?sh\b`
 
 // sensitiveWordRules apply to whole words: every expanded shell argument, redirect target and
 // file-tool path, and the raw text as well.
-var sensitiveWordRules = mustRules([]Rule{
+var sensitiveWordRules = mustRules(append([]Rule{
 	{ID: "secrets.environ", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/environ`,
 		Reason: "reads another process's environment (/proc/*/environ), which holds secrets", hints: []string{"environ"}},
 	{ID: "secrets.shadow", Family: FamilySecrets, Severity: High, Pattern: `/etc/(?:g?shadow|master\.passwd)\b`,
 		Reason: "touches the system password hashes", hints: []string{"shadow", "master.passwd"}},
-	{ID: "secrets.private-key", Family: FamilySecrets, Severity: Medium, Pattern: `\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)(?:$|[\s;&|'")])`,
-		Reason: "touches an SSH private key", hints: []string{".ssh/id_"}},
+	{ID: "secrets.private-key", Family: FamilySecrets, Severity: High, Pattern: `\.ssh/(?:id_[^\s/.'")]*|[^\s/]*_(?:rsa|dsa|ecdsa|ed25519)|[^\s/]*\.pem)(?:$|[\s;&|'")])|\.ssh/\*?$|/etc/ssh/ssh_host_[a-z0-9]+_key(?:$|[\s;&|'")])`,
+		Reason: "touches an SSH private key", hints: []string{".ssh/", "ssh_host_"}},
 	{ID: "persistence.authorized-keys", Family: FamilyPersistence, Severity: High, Pattern: `authorized_keys`,
 		Reason: "touches SSH authorized_keys (a way to plant a login)", hints: []string{"authorized_keys"}},
 	{ID: "persistence.sudoers", Family: FamilyPersistence, Severity: High, Pattern: `/etc/sudoers|sudoers\.d`,
@@ -100,11 +100,13 @@ var sensitiveWordRules = mustRules([]Rule{
 		Reason: "touches the system cron tables", hints: []string{"cron"}},
 	{ID: "persistence.systemd-unit", Family: FamilyPersistence, Severity: Medium, Pattern: `/etc/systemd/system/|/lib/systemd/system/|\.config/systemd/user/`,
 		Reason: "touches systemd unit files (services that start by themselves)", hints: []string{"systemd"}},
-	{ID: "reverse.dev-tcp", Family: FamilyReverse, Severity: Critical, Pattern: `/dev/(?:tcp|udp)/`,
-		Reason: "opens a raw network connection through /dev/tcp (typical of reverse shells)", hints: []string{"/dev/tcp", "/dev/udp"}},
+	{ID: "reverse.dev-tcp", Family: FamilyReverse, Severity: Critical, Pattern: `/dev/(?:tcp|udp)/|/inet6?/(?:tcp|udp)/`,
+		Reason: "opens a raw network connection through /dev/tcp (typical of reverse shells)", hints: []string{"/dev/tcp", "/dev/udp", "/inet"}},
 	{ID: "power.sysrq", Family: FamilyPower, Severity: Critical, Pattern: `/proc/sysrq-trigger`,
 		Reason: "writes to the magic SysRq trigger (instant reboot or crash)", hints: []string{"sysrq"}},
-})
+	{ID: "secrets.proc-mem", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/mem\b|/dev/k?mem\b`,
+		Reason: "reads another process's memory", hints: []string{"/mem", "/maps", "cmdline"}},
+}, credentialRules...))
 
 // builtinRuleList is the regex net over the raw command text.
 var builtinRuleList = mustRules([]Rule{
@@ -162,8 +164,8 @@ var builtinRuleList = mustRules([]Rule{
 	{ID: "re.script-socket", Family: FamilyReverse, Severity: Critical,
 		Pattern: `\b(?:python[0-9.]*|perl|ruby|php|node|lua)\b[^\n]*\bsocket\b[^\n]*(?:\bsubprocess|\bpty\b|\bdup2|\bexec|\bspawn|\bpopen|/bin/(?:ba)?sh\b|\bsystem\()`,
 		Reason:  "opens a network socket and runs a shell through it", hints: []string{"socket"}},
-	{ID: "re.mkfifo-nc", Family: FamilyReverse, Severity: High, Pattern: `\bmkfifo\b[^\n]*\b(?:nc|ncat|netcat|telnet|openssl)\b`,
-		Reason: "wires a named pipe to a network tool (typical of reverse shells)", hints: []string{"mkfifo"}},
+	{ID: "re.mkfifo-nc", Family: FamilyReverse, Severity: High, Pattern: `\b(?:mkfifo|mknod)\b[^\n]*\b(?:nc|ncat|netcat|telnet|openssl)\b`,
+		Reason: "wires a named pipe to a network tool (typical of reverse shells)", hints: []string{"mkfifo", "mknod"}},
 })
 
 func mustRules(rs []Rule) []Rule {
@@ -205,8 +207,14 @@ func (g *Guard) regexNet(text string, have map[Family]bool) []Match {
 	return out
 }
 
-// wordMatches applies the sensitive-word rules to one word (an argument or a path).
+// wordMatches applies the sensitive-word rules to one word (an argument or a path), also to
+// the sensitive files a wildcard in it may stand for.
 func wordMatches(w string) []Match {
+	return append(directWordMatches(w), globMatches(w)...)
+}
+
+// directWordMatches applies the sensitive-word rules to one word as it is.
+func directWordMatches(w string) []Match {
 	var out []Match
 	var lower string
 	for i := range sensitiveWordRules {

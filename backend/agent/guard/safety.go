@@ -24,13 +24,31 @@ type Safety struct {
 	HostHome, VMHome string
 }
 
+// Rules are allow rules of one agent, compiled for Decide (see CompileRules).
+type Rules struct{ rules []allowRule }
+
+// CompileRules checks and compiles allow rules (an agent's saved ones). Invalid rules are
+// fault.ErrInvalid.
+func CompileRules(rs []AllowRule) (Rules, error) {
+	out := Rules{rules: make([]allowRule, 0, len(rs))}
+	for _, r := range rs {
+		c, err := compileAllowRule(r)
+		if err != nil {
+			return Rules{}, err
+		}
+		out.rules = append(out.rules, c)
+	}
+	return out, nil
+}
+
 // Decide runs the access policy, the tool guard and the file guard and combines their
 // decisions (deny > ask > allow). It returns the decision, a reason people can read (empty on
 // allow) and the tool guard's verdict, for the confirmation card and the history. workDir is
 // the absolute directory relative paths of the call are resolved against ("" to not resolve
-// them). For shell tools the file guard checks the paths the command names — a best effort:
-// a shell can always compute a path the guard cannot see, which is why the VM is the boundary.
-func (s *Safety) Decide(call ToolCall, workDir string) (Decision, string, Verdict) {
+// them); rules are further allow rules (the agent's own). For shell tools the file guard
+// checks the paths the command names, following cd — a best effort: a shell can always
+// compute a path the guard cannot see, which is why the VM is the boundary.
+func (s *Safety) Decide(call ToolCall, workDir string, rules Rules) (Decision, string, Verdict) {
 	pol := Allow
 	if s.Policy != nil {
 		pol = s.Policy.Decide(call.Name)
@@ -42,16 +60,16 @@ func (s *Safety) Decide(call ToolCall, workDir string) (Decision, string, Verdic
 	if strings.HasPrefix(call.Name, "host_") {
 		files, home = s.HostFiles, s.HostHome
 	}
-	v, paths := s.Guard.inspect(call, files != nil)
+	v, in := s.Guard.inspect(call, files != nil, workDir, rules.rules)
 	if v.Decision == Deny {
 		return Deny, v.Reason(), v
 	}
 	if files != nil {
-		if err := s.checkFiles(files, home, call, paths, workDir); err != nil {
+		if err := s.checkFiles(files, home, call, in, workDir); err != nil {
 			return Deny, err.Error(), v
 		}
 	}
-	if pol == Ask && (v.AllowedBy != nil || s.Guard.allowedBy(call.Name, subjectsOf(call)) != nil) {
+	if pol == Ask && (v.AllowedBy != nil || (len(v.Matches) == 0 && s.Guard.allowedBy(call.Name, nil, in.Commands, rules.rules) != nil)) {
 		pol = Allow // the person said "always allow" for calls like this one
 	}
 	switch d := Combine(pol, v.Decision); d {
@@ -68,10 +86,11 @@ func (s *Safety) Decide(call ToolCall, workDir string) (Decision, string, Verdic
 	}
 }
 
-// checkFiles runs the file guard over the call's paths: the path arguments of file tools
-// (targets of write and copy tools as writes) and, for shell tools, the working directory
-// and the paths the command names.
-func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, paths []string, workDir string) error {
+// checkFiles runs the file guard over what the call touches: the path arguments of file
+// tools (targets of write and copy tools as writes) and, for shell tools, the working
+// directory and the files the command names (archives and recursive copies or searches of a
+// parent of a protected path count as touching it).
+func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, in Inspection, workDir string) error {
 	abs := func(p string) string {
 		switch {
 		case p == "~" || strings.HasPrefix(p, "~/"):
@@ -80,7 +99,12 @@ func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, paths 
 			}
 			return filepath.Join(home, strings.TrimPrefix(p, "~"))
 		case strings.HasPrefix(p, "~"):
-			return "" // ~user: someone else's home, unknown here
+			// ~user: another account's home. Its parent is the home's parent.
+			if home == "" {
+				return ""
+			}
+			user, rest, _ := strings.Cut(strings.TrimPrefix(p, "~"), "/")
+			return filepath.Join(filepath.Dir(home), user, rest)
 		case filepath.IsAbs(p):
 			return p
 		case workDir != "" && filepath.IsAbs(workDir):
@@ -88,28 +112,24 @@ func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, paths 
 		}
 		return ""
 	}
-	check := func(p string, write bool) error {
+	check := func(p string, write, recursive bool) error {
 		a := abs(p)
 		if a == "" {
 			return nil
 		}
-		if err := files.CheckPath(a, write); errors.Is(err, fault.ErrForbidden) {
+		if err := files.Check(a, write, recursive); errors.Is(err, fault.ErrForbidden) {
 			return err
 		}
 		return nil
 	}
 	if strings.HasSuffix(call.Name, "_shell") {
 		if workDir != "" {
-			if err := check(workDir, false); err != nil {
+			if err := check(workDir, false, false); err != nil {
 				return err
 			}
 		}
-		for _, p := range paths {
-			// A wildcard stands for what it may match: check the directory it is in.
-			if i := strings.IndexAny(p, "*?["); i >= 0 {
-				p = filepath.Dir(p[:i] + "x")
-			}
-			if err := check(p, false); err != nil {
+		for _, f := range in.Files {
+			if err := check(f.Path, f.Write, f.Recursive); err != nil {
 				return err
 			}
 		}
@@ -118,7 +138,7 @@ func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, paths 
 	write := strings.Contains(call.Name, "write") || strings.Contains(call.Name, "copy")
 	for _, k := range pathKeys {
 		if p, ok := call.Args[k].(string); ok && p != "" {
-			if err := check(p, write && k != "source" && k != "src" && k != "from"); err != nil {
+			if err := check(p, write && !isSourceKey(k), false); err != nil {
 				return err
 			}
 		}
@@ -126,64 +146,58 @@ func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, paths 
 	return nil
 }
 
-// subjectsOf returns what allow rules are matched against: the command of a shell tool, the
-// text of a typing tool, the paths of a file tool.
-func subjectsOf(call ToolCall) []string {
-	switch {
-	case strings.HasSuffix(call.Name, "_shell"):
-		if c, ok := call.Args["command"].(string); ok {
-			return []string{c}
-		}
-		return nil
-	case strings.HasSuffix(call.Name, "_type"):
-		if t, ok := call.Args["text"].(string); ok && t != "" {
-			return []string{t}
-		}
-		return nil
-	}
-	var out []string
-	for _, k := range pathKeys {
-		if p, ok := call.Args[k].(string); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+// Inspect returns the tool guard's verdict and what the call touches, without the other
+// layers (for rules made from a confirmed call).
+func (s *Safety) Inspect(call ToolCall, workDir string) (Verdict, Inspection) {
+	return s.Guard.inspect(call, true, workDir, nil)
 }
 
-// AllowRule adds the allow rule a person chose while confirming call; see ParseAllowRule.
-func (s *Safety) AllowRule(call ToolCall, rule string) error {
-	r, err := ParseAllowRule(call, rule)
-	if err != nil {
-		return err
-	}
-	return s.Guard.AddAllowRule(r)
-}
-
-// ParseAllowRule turns the rule text of a confirmation (USER_CONFIRM_RESULT rules) into an
-// AllowRule for call's tool:
+// ParseAllowRules turns the rule text of a confirmation (USER_CONFIRM_RESULT rules) into
+// allow rules for call's tool; v and in are the call's verdict and inspection (Inspect):
 //
-//   - "" or "exact": calls with exactly this command (or path);
-//   - "tool" or "*": every call of the tool;
-//   - "re:EXPR": calls whose command matches the RE2 expression EXPR as a whole;
+//   - "" or "exact": the simple commands (or paths) of the call the guard flagged, exactly —
+//     one rule each; without findings, every simple command of the call;
+//   - "tool" or "*": every call of the tool (still never a CRITICAL finding);
+//   - "re:EXPR": simple commands that match the RE2 expression EXPR as a whole;
 //   - a JSON object: an AllowRule as it is ({"tool":…, "command":…, "pattern":…}), the tool
 //     defaulting to call's;
-//   - any other text: calls with exactly that command.
-func ParseAllowRule(call ToolCall, rule string) (AllowRule, error) {
+//   - any other text: simple commands equal to that text.
+//
+// A finding that belongs to no simple command (hidden characters, a pipeline into a shell)
+// cannot be allowed by an exact rule: that is a fault.ErrInvalid error.
+func ParseAllowRules(call ToolCall, rule string, v Verdict, in Inspection) ([]AllowRule, error) {
 	rule = strings.TrimSpace(rule)
 	r := AllowRule{Tool: call.Name}
 	switch {
 	case rule == "" || rule == "exact":
-		subjects := subjectsOf(call)
-		if len(subjects) != 1 {
-			return r, fmt.Errorf("allow rule: %w", fault.Invalid("this call has no single command or path to allow; use \"tool\" to allow the whole tool"))
+		var subjects []string
+		for _, m := range v.Matches {
+			if m.Severity == Critical {
+				return nil, fmt.Errorf("allow rule: %w", fault.Invalid("%s is CRITICAL and can only be confirmed one call at a time", m.Reason))
+			}
+			if m.Command == "" {
+				return nil, fmt.Errorf("allow rule: %w", fault.Invalid("%q cannot be allowed for good: it concerns the command as a whole, not one command in it", m.Reason))
+			}
+			subjects = append(subjects, m.Command)
 		}
-		r.Command = strings.TrimSpace(subjects[0])
+		if len(v.Matches) == 0 {
+			subjects = in.Commands
+		}
+		subjects = uniq(subjects)
+		if len(subjects) == 0 {
+			return nil, fmt.Errorf("allow rule: %w", fault.Invalid("this call has no command or path to allow; use \"tool\" to allow the whole tool"))
+		}
+		out := make([]AllowRule, 0, len(subjects))
+		for _, sub := range subjects {
+			out = append(out, AllowRule{Tool: call.Name, Command: sub})
+		}
+		return out, nil
 	case rule == "tool" || rule == "*":
 	case strings.HasPrefix(rule, "re:"):
 		r.Pattern = strings.TrimPrefix(rule, "re:")
 	case strings.HasPrefix(rule, "{"):
 		if err := json.Unmarshal([]byte(rule), &r); err != nil {
-			return r, fmt.Errorf("allow rule: %w", fault.Invalid("cannot read the allow rule %q: %v", rule, err))
+			return nil, fmt.Errorf("allow rule: %w", fault.Invalid("cannot read the allow rule %q: %v", rule, err))
 		}
 		if r.Tool == "" {
 			r.Tool = call.Name
@@ -191,5 +205,8 @@ func ParseAllowRule(call ToolCall, rule string) (AllowRule, error) {
 	default:
 		r.Command = rule
 	}
-	return r, nil
+	if err := CheckAllowRule(r); err != nil {
+		return nil, err
+	}
+	return []AllowRule{r}, nil
 }

@@ -3,6 +3,9 @@ package guard
 import (
 	"fmt"
 	"maps"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,7 +42,10 @@ type analysis struct {
 	matches []Match
 	parses  int
 	work    int        // nodes visited, across nested scripts; bounded by maxWork
-	paths   []string   // words that name files, for the file guard
+	files   []FileRef  // files the command touches, for the file guard
+	cmds    []string   // the simple commands seen, for allow rules
+	cur     string     // the simple command being analysed; matches belong to it
+	workDir string     // where the command starts ("" = unknown)
 	parsers *sync.Pool // of *syntax.Parser, owned by the Guard; nil makes new ones
 }
 
@@ -59,7 +65,13 @@ func (a *analysis) parse(src string) (*syntax.File, error) {
 }
 
 func (a *analysis) add(id string, fam Family, sev Severity, reason, ex string) {
-	a.matches = append(a.matches, Match{RuleID: id, Family: fam, Severity: sev, Reason: reason, Excerpt: excerpt(ex)})
+	a.matches = append(a.matches, Match{RuleID: id, Family: fam, Severity: sev, Reason: reason, Excerpt: excerpt(ex), Command: a.cur})
+}
+
+// addMatch appends a prepared match, as belonging to the current simple command.
+func (a *analysis) addMatch(m Match) {
+	m.Command = a.cur
+	a.matches = append(a.matches, m)
 }
 
 // scope is the state of one script: its source, the variables assigned so far and $IFS.
@@ -70,37 +82,52 @@ type scope struct {
 	depth int
 	vars  map[string]string
 	ifs   string
-	skip  map[*syntax.BinaryCmd]bool // inner nodes of pipelines already analysed as a whole
-	cache map[*syntax.CallExpr][]string
+	// cwd is the directory the script is in ("" = unknown), following cd; moved is set once
+	// it changed, so plain words may name files there.
+	cwd   string
+	moved bool
+	// simple holds the rendering (words and redirections) of a statement's simple command.
+	simple map[*syntax.CallExpr]string
+	// hashed are command names remapped with hash -p PATH NAME; aliases those defined with
+	// alias NAME=TEXT.
+	hashed  map[string]string
+	aliases map[string]string
+	skip    map[*syntax.BinaryCmd]bool // inner nodes of pipelines already analysed as a whole
+	cache   map[*syntax.CallExpr][]string
 	// downloaded are files a downloader of this script wrote (curl -o f, wget -O f, curl > f).
 	downloaded map[string]bool
 	// written are scripts this script wrote with constant text (echo … > f, cat <<EOF > f).
 	written map[string]string
+	// decoded are files a decoder wrote (base64 -d > f); leaked are files that hold the
+	// environment or a secret (env > f, cat ~/.ssh/id_rsa > f).
+	decoded, leaked map[string]bool
 }
 
 // analyseScript runs every check on a command: text checks, the shell-aware analysis (also
 // of the unicode-normalised text when that differs) and the regex net. It also returns the
-// words of the command that name files.
-func (g *Guard) analyseScript(src string, kind scriptKind) ([]Match, []string) {
+// simple commands and the files the command touches. workDir is where it starts ("" when
+// unknown).
+func (g *Guard) analyseScript(src string, kind scriptKind, workDir string) ([]Match, Inspection) {
 	if len(src) > maxScriptLen {
 		return []Match{{RuleID: "shell.too-long", Family: FamilyUnparsable, Severity: High,
-			Reason: fmt.Sprintf("the command is longer than %d KiB and is not analysed", maxScriptLen>>10)}}, nil
+			Reason: fmt.Sprintf("the command is longer than %d KiB and is not analysed", maxScriptLen>>10)}}, Inspection{}
 	}
-	a := &analysis{parsers: &g.parsers}
+	a := &analysis{parsers: &g.parsers, workDir: workDir}
 	a.matches = textMatches(src, kind)
 	clean := !strings.ContainsFunc(src, isControl)
 	if clean {
-		a.script(src, kind, 0, nil)
+		a.script(src, kind, 0, nil, workDir)
 	} else {
 		// A control character can make a terminal hide what precedes it (echo ok\rrm -rf /);
 		// analyse the text as if each started a new line, so nothing stays hidden.
-		a.script(strings.Map(controlToNewline, src), kind, 0, nil)
+		a.script(strings.Map(controlToNewline, src), kind, 0, nil, workDir)
 	}
 	if norm, changed := normalizeUnicode(src); changed {
 		n := len(a.matches)
-		a.script(strings.Map(controlToNewline, norm), scriptTyped, 0, nil)
+		a.script(strings.Map(controlToNewline, norm), scriptTyped, 0, nil, workDir)
 		for i := n; i < len(a.matches); i++ {
 			a.matches[i].Reason += " (once look-alike unicode characters are replaced)"
+			a.matches[i].Command = ""
 		}
 	}
 	have := make(map[Family]bool, len(a.matches))
@@ -108,11 +135,24 @@ func (g *Guard) analyseScript(src string, kind scriptKind) ([]Match, []string) {
 		have[m.Family] = true
 	}
 	ms := append(a.matches, g.regexNet(src, have)...)
-	return dedupe(ms), a.paths
+	return dedupe(ms), Inspection{Commands: uniq(a.cmds), Files: a.files}
 }
 
-// script parses src and walks it. vars are inherited variables (nil for none).
-func (a *analysis) script(src string, kind scriptKind, depth int, vars map[string]string) {
+func uniq(xs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// script parses src and walks it. vars are inherited variables (nil for none), cwd the
+// directory it starts in ("" = unknown).
+func (a *analysis) script(src string, kind scriptKind, depth int, vars map[string]string, cwd string) {
 	if depth > maxDepth {
 		a.add("shell.too-deep", FamilyObfuscation, High, "the command nests scripts too deeply to be checked", src)
 		return
@@ -131,9 +171,10 @@ func (a *analysis) script(src string, kind scriptKind, depth int, vars map[strin
 		}
 		return
 	}
-	s := &scope{a: a, kind: kind, src: src, depth: depth, ifs: " \t\n",
+	s := &scope{a: a, kind: kind, src: src, depth: depth, ifs: " \t\n", cwd: cwd,
 		vars: maps.Clone(vars), skip: map[*syntax.BinaryCmd]bool{}, cache: map[*syntax.CallExpr][]string{},
-		downloaded: map[string]bool{}, written: map[string]string{}}
+		downloaded: map[string]bool{}, written: map[string]string{}, simple: map[*syntax.CallExpr]string{},
+		hashed: map[string]string{}, aliases: map[string]string{}, decoded: map[string]bool{}, leaked: map[string]bool{}}
 	if s.vars == nil {
 		s.vars = map[string]string{}
 	}
@@ -146,7 +187,7 @@ func (s *scope) nested(script string, kind scriptKind) {
 	if strings.Trim(script, dynamic+" \t\n") == "" {
 		return // nothing known to look at; the caller has flagged the dynamic script
 	}
-	s.a.script(strings.ReplaceAll(script, dynamic, dynamicVar), kind, s.depth+1, s.vars)
+	s.a.script(strings.ReplaceAll(script, dynamic, dynamicVar), kind, s.depth+1, s.vars, s.cwd)
 }
 
 func (s *scope) text(n syntax.Node) string {
@@ -157,18 +198,85 @@ func (s *scope) text(n syntax.Node) string {
 	return s.src[i:j]
 }
 
-// path remembers a word that names a file (an absolute, home or relative path, also after
-// "=" as in if=/dev/sda or --file=x), so the file guard can look at it.
-func (a *analysis) path(w string) {
-	if len(a.paths) >= 256 || strings.Contains(w, dynamic) {
-		return
+// fileWord returns the part of a word that names a file, if any: an absolute, home or
+// relative path, also after "=" as in if=/dev/sda or --file=x, and — once the script changed
+// directory — a plain name (cd ~/.ssh && cat id_rsa).
+func (s *scope) fileWord(w string) (string, bool) {
+	if strings.Contains(w, dynamic) || w == "" {
+		return "", false
 	}
 	if i := strings.IndexByte(w, '='); i > 0 && strings.HasPrefix(w, "-") || i > 0 && !strings.ContainsAny(w[:i], "/~") {
 		w = w[i+1:]
+	} else if strings.HasPrefix(w, "-") {
+		return "", false
 	}
 	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "~") || strings.Contains(w, "/") || w == ".." || w == "." {
-		a.paths = append(a.paths, w)
+		return w, true
 	}
+	return w, s.moved && w != ""
+}
+
+// resolve returns the forms of a file word worth checking: as written and, for a relative
+// one, joined to the directory the script changed to and to where it started.
+func (s *scope) resolve(w string) []string {
+	out := []string{w}
+	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "~") {
+		return out
+	}
+	for _, dir := range []string{s.cwd, s.a.workDir} {
+		if dir != "" {
+			if j := joinPath(dir, w); !slices.Contains(out, j) {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// file remembers a file the script touches, in every resolved form, for the file guard.
+func (s *scope) file(w string, write, recursive bool) {
+	p, ok := s.fileWord(w)
+	if !ok {
+		return
+	}
+	for _, r := range s.resolve(p) {
+		if len(s.a.files) >= 256 {
+			return
+		}
+		s.a.files = append(s.a.files, FileRef{Path: r, Write: write, Recursive: recursive})
+	}
+}
+
+// wordRules applies the sensitive-word rules to a word in every resolved form.
+func (s *scope) wordRules(w, ex string) {
+	forms := []string{w}
+	if p, ok := s.fileWord(w); ok {
+		forms = s.resolve(p)
+	}
+	for _, f := range forms {
+		for _, m := range wordMatches(f) {
+			m.Excerpt = excerpt(ex)
+			s.a.addMatch(m)
+		}
+	}
+}
+
+// joinPath joins a relative path to a directory ("~"-relative or absolute), keeping a "~"
+// prefix; ".." steps stay in a "~" path so that the home directory's parents stay visible.
+func joinPath(dir, rel string) string {
+	switch {
+	case strings.HasPrefix(rel, "/"):
+		return path.Clean(rel)
+	case rel == "~" || strings.HasPrefix(rel, "~/"):
+		return rel
+	case dir == "~" || strings.HasPrefix(dir, "~/"):
+		j := dir + "/" + rel
+		if strings.Contains(j, "..") {
+			return j
+		}
+		return "~" + path.Clean("/"+strings.TrimPrefix(j, "~"))
+	}
+	return path.Join(dir, rel)
 }
 
 // spend counts work and reports false (once flagging the command) when the budget is gone.
@@ -207,6 +315,7 @@ func (s *scope) visit(node syntax.Node) bool {
 	case *syntax.ForClause:
 		if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && len(it.Items) > 0 {
 			s.vars[it.Name.Value] = strings.Join(s.fields(it.Items[0]), " ")
+			s.forLoop(n, it)
 		}
 	case *syntax.ParamExp:
 		if n.Param != nil && n.Param.Value == "IFS" {
@@ -236,6 +345,7 @@ func (s *scope) assign(as *syntax.Assign, standalone bool, n syntax.Node) {
 		val = s.str(as.Value)
 	}
 	name := as.Name.Value
+	s.envVar(name, val, s.text(n))
 	if name == "IFS" {
 		if strings.Trim(val, " \t\n") != "" {
 			s.a.add("ifs.assign", FamilyIFS, Medium, "changes $IFS (how words are split), a known evasion trick", s.text(n))
@@ -255,9 +365,18 @@ func (s *scope) assign(as *syntax.Assign, standalone bool, n syntax.Node) {
 
 func (s *scope) stmt(st *syntax.Stmt) {
 	call, _ := st.Cmd.(*syntax.CallExpr)
-	var final []string
+	var final, raw []string
+	prev := s.a.cur
+	defer func() { s.a.cur = prev }()
 	if call != nil {
-		final = finalCommand(s.argv(call))
+		argv := s.argv(call)
+		raw = argv
+		final = finalCommand(argv)
+		simple := render(argv, s.redirs(st))
+		s.simple[call] = simple
+		s.a.cur = simple
+	} else {
+		s.a.cur = ""
 	}
 	for _, r := range st.Redirs {
 		switch r.Op {
@@ -268,26 +387,36 @@ func (s *scope) stmt(st *syntax.Stmt) {
 			}
 			if body != nil && final != nil {
 				s.fedToInterpreter(final, s.str(body), st)
+				s.hdocSources(final, body, st)
 			}
 			continue
 		}
 		if r.Word == nil {
 			continue
 		}
-		target := s.str(r.Word)
-		s.a.path(target)
-		for _, m := range wordMatches(target) {
-			m.Excerpt = excerpt(s.text(st))
-			s.a.matches = append(s.a.matches, m)
+		if r.Op == syntax.RdrIn && final != nil && len(r.Word.Parts) == 1 {
+			// sh < <(cmd): the process substitution's output is the program.
+			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && readsProgramFromStdin(final) {
+				s.procSubstProgram(final, ps, st)
+			}
 		}
+		target := s.str(r.Word)
+		s.wordRules(target, s.text(st))
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.ClbOut, syntax.RdrInOut, syntax.DplOut:
 			if r.Op == syntax.DplOut && isDigits(target) {
 				break
 			}
+			s.file(target, true, false)
 			s.writeTarget(target, "redirects output into", s.text(st))
 			if final != nil && downloaders[cmdName(final[0])] {
 				s.downloaded[cleanFile(target)] = true
+			}
+			if final != nil && decoders[cmdName(final[0])] {
+				s.decoded[cleanFile(target)] = true
+			}
+			if len(raw) > 0 && (envDumpers[cmdName(raw[0])] || s.readsSecret(raw)) {
+				s.leaked[cleanFile(target)] = true
 			}
 			if r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.ClbOut {
 				if out, ok := s.static(st, "", false); ok && len(s.written) < 16 {
@@ -302,8 +431,81 @@ func (s *scope) stmt(st *syntax.Stmt) {
 				s.a.add("reverse.interactive-shell", FamilyReverse, Critical,
 					"redirects an interactive shell (typical of reverse shells)", s.text(st))
 			}
+		default:
+			s.file(target, false, false)
+			if final != nil && networkCommand(final) {
+				for _, f := range s.wordForms(target) {
+					for _, m := range wordMatches(f) {
+						if m.Family == FamilySecrets || m.Family == FamilyCredentials {
+							s.a.add("exfiltration.redirect", FamilyExfiltrate, Critical, "sends a secret file to the network ("+m.Reason+")", s.text(st))
+						}
+					}
+				}
+			}
 		}
 	}
+}
+
+// redirs renders a statement's redirections ("> /etc/hosts") for its simple command.
+func (s *scope) redirs(st *syntax.Stmt) string {
+	var parts []string
+	for _, r := range st.Redirs {
+		op := r.Op.String()
+		if r.N != nil {
+			op = r.N.Value + op
+		}
+		switch {
+		case r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc:
+			parts = append(parts, op)
+		case r.Word != nil:
+			parts = append(parts, op+" "+quoteWord(s.str(r.Word)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// render is the text of a simple command as allow rules see it: its expanded words, quoted
+// where the shell would need it, one space apart, then its redirections.
+func render(argv []string, redirs string) string {
+	parts := make([]string, 0, len(argv)+1)
+	for _, a := range argv {
+		parts = append(parts, quoteWord(a))
+	}
+	if redirs != "" {
+		parts = append(parts, redirs)
+	}
+	return strings.Join(parts, " ")
+}
+
+func quoteWord(w string) string {
+	w = strings.ReplaceAll(w, dynamic, "${?}")
+	if w == "" {
+		return "''"
+	}
+	if strings.ContainsAny(w, " \t\n'\"\\$`;&|<>(){}*?[]#!") {
+		if q, err := syntax.Quote(w, syntax.LangBash); err == nil {
+			return q
+		}
+		return strconv.Quote(w)
+	}
+	return w
+}
+
+// NormalizeCommand renders command text the way allow rules compare simple commands: the
+// first simple command it parses to, or the trimmed text when it does not parse to one.
+func NormalizeCommand(text string) string {
+	text = strings.TrimSpace(text)
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(text), "")
+	if err != nil || len(f.Stmts) != 1 {
+		return text
+	}
+	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok {
+		return text
+	}
+	s := &scope{a: &analysis{}, src: text, ifs: " \t\n", vars: map[string]string{}, cache: map[*syntax.CallExpr][]string{},
+		simple: map[*syntax.CallExpr]string{}, hashed: map[string]string{}, aliases: map[string]string{}}
+	return render(s.argv(call), s.redirs(f.Stmts[0]))
 }
 
 // fedToInterpreter checks text that reaches an interpreter on its standard input.
@@ -335,15 +537,57 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 	flatten(n.Y)
 	names := make([]string, len(stages))
 	finals := make([][]string, len(stages))
+	inputs := make([]string, len(stages))
+	raws := make([][]string, len(stages))
 	for i, st := range stages {
 		if c, ok := st.Cmd.(*syntax.CallExpr); ok {
-			finals[i] = finalCommand(s.argv(c))
+			raws[i] = s.argv(c)
+			finals[i] = finalCommand(raws[i])
 			if len(finals[i]) > 0 {
 				names[i] = cmdName(finals[i][0])
 			}
 		}
+		if d, ok := st.Cmd.(*syntax.DeclClause); ok {
+			raws[i] = []string{d.Variant.Value}
+			for _, as := range d.Args {
+				switch {
+				case as.Name != nil:
+					raws[i] = append(raws[i], as.Name.Value)
+				case as.Value != nil:
+					raws[i] = append(raws[i], s.str(as.Value))
+				}
+			}
+		}
+		for _, r := range st.Redirs {
+			if r.Op == syntax.RdrIn && r.Word != nil {
+				inputs[i] = s.str(r.Word)
+			}
+		}
 	}
 	ex := s.text(n)
+	prev := s.a.cur
+	s.a.cur = ""
+	defer func() { s.a.cur = prev }()
+	s.pipeExfil(finals, raws, inputs, ex)
+	if finals[0] != nil && isShell(finals[0][0]) && unwrap(finals[0]).kind == "" && inputs[0] != "" {
+		for _, nm := range names[1:] {
+			if networkTools[nm] {
+				s.a.add("reverse.fifo-shell", FamilyReverse, Critical, "runs a shell fed from a pipe file and sends its output to the network (reverse shell)", ex)
+				break
+			}
+		}
+	}
+	if last := stages[len(stages)-1]; len(last.Redirs) > 0 {
+		out, ok := "", true
+		for i := 0; i < len(stages) && ok; i++ {
+			out, ok = s.static(stages[i], out, i > 0)
+		}
+		for _, r := range last.Redirs {
+			if (r.Op == syntax.RdrOut || r.Op == syntax.ClbOut) && r.Word != nil && ok && len(s.written) < 16 {
+				s.written[cleanFile(s.str(r.Word))] = out
+			}
+		}
+	}
 	for j := 1; j < len(stages); j++ {
 		if finals[j] == nil || !readsProgramFromStdin(finals[j]) {
 			continue
@@ -420,50 +664,6 @@ func (s *scope) whileLoop(w *syntax.WhileClause) {
 			return
 		}
 	}
-}
-
-// interpreterCode checks a program for python, perl, ruby, node or php: a socket wired to a
-// shell, and string literals handed to system()/subprocess, analysed as shell commands.
-func (s *scope) interpreterCode(code, ex string) {
-	lower := strings.ToLower(code)
-	if strings.Contains(lower, "socket") && containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(") {
-		s.a.add("reverse.script-socket", FamilyReverse, Critical, "opens a network socket and runs a shell through it", ex)
-	}
-	if !containsAny(lower, "system", "popen", "subprocess", "exec", "spawn", "`", "shell") {
-		return
-	}
-	for i, lit := range quotedLiterals(code) {
-		if i >= 16 {
-			break
-		}
-		s.nested(lit, scriptTyped)
-	}
-}
-
-// quotedLiterals returns the contents of '…' and "…" literals in program text.
-func quotedLiterals(code string) []string {
-	var out []string
-	for i := 0; i < len(code); i++ {
-		q := code[i]
-		if q != '\'' && q != '"' {
-			continue
-		}
-		j := i + 1
-		for j < len(code) && code[j] != q {
-			if code[j] == '\\' {
-				j++
-			}
-			j++
-		}
-		if j >= len(code) {
-			break
-		}
-		if lit := code[i+1 : j]; strings.TrimSpace(lit) != "" {
-			out = append(out, lit)
-		}
-		i = j
-	}
-	return out
 }
 
 func containsAny(s string, subs ...string) bool {

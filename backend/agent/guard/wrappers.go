@@ -10,7 +10,7 @@ var (
 	networkTools = set("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "telnet", "socat", "openssl", "cryptcat")
 	decoders     = set("base64", "base32", "xxd", "uudecode", "openssl", "rev", "gunzip", "zcat", "gzip", "xz", "bzip2", "tr", "od")
 	shellNames   = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "csh", "tcsh", "fish", "yash", "rbash", "busybox")
-	otherInterps = set("perl", "ruby", "node", "nodejs", "php", "lua", "irb", "deno", "bun")
+	otherInterps = set("perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "irb", "deno", "bun", "Rscript", "julia", "tclsh", "jshell", "pypy", "pypy3")
 	privileged   = set("sudo", "doas", "pkexec", "run0", "su", "runuser")
 	// simpleWrappers run the rest of their arguments as a command after their own options;
 	// the value is the set of options that take an argument.
@@ -26,7 +26,8 @@ var (
 		"env": set("-u", "--unset", "-C", "--chdir"), "command": nil, "timeout": set("-s", "--signal", "-k", "--kill-after"),
 		"chroot": set("--userspec", "--groups"), "xargs": set("-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-lines", "--replace"),
 		"watch": set("-n", "--interval", "-d", "--differences"), "flock": set("-w", "--timeout", "-E", "--conflict-exit-code"),
-		"parallel": set("-j", "--jobs", "-S", "--sshlogin"),
+		"parallel": set("-j", "--jobs", "-S", "--sshlogin"), "tini": set("-p", "-e"), "dumb-init": nil, "catatonit": nil,
+		"dbus-launch": nil, "dbus-run-session": set("--config-file", "--dbus-daemon"), "numactl": nil, "chronic": nil,
 	}
 	schedulers = set("at", "batch")
 	sshOptions = set("-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p", "-Q", "-R", "-S", "-W", "-w", "-B")
@@ -57,18 +58,32 @@ func isInterpreter(w string) bool {
 }
 
 // step is one unwrapping of a command: the command it runs next, a script it runs, and
-// what kind of wrapper it was.
+// what kind of wrapper it was. note, when set, says why running a command this way is itself
+// worth asking about (at severity severity, MEDIUM when empty).
 type step struct {
-	next   []string
-	script string
-	kind   string // "", "privilege", "shell", "eval", "xargs", "wrapper", "watch", "remote"
+	next     []string
+	script   string
+	kind     string // "", "privilege", "shell", "eval", "xargs", "wrapper", "watch", "remote", "runner"
+	note     string
+	severity Severity
 }
 
-// unwrap looks through one wrapper (sudo, env, nohup, xargs, bash -c …). kind "" means argv is
-// not a wrapper and is the command itself.
+func (st step) sev() Severity {
+	if st.severity == "" {
+		return Medium
+	}
+	return st.severity
+}
+
+// unwrap looks through one wrapper (sudo, env, nohup, xargs, bash -c, awk system(), git -c
+// core.pager=…, tar --checkpoint-action=exec=…, …). kind "" means argv is not a wrapper and is
+// the command itself.
 func unwrap(argv []string) step {
 	name := cmdName(argv[0])
 	args := argv[1:]
+	if st, ok := unwrapRunner(name, args); ok {
+		return st
+	}
 	switch {
 	case name == "su" || name == "runuser":
 		for i, a := range args {
@@ -173,6 +188,29 @@ func unwrap(argv []string) step {
 	case "xargs", "parallel":
 		if i := slices.Index(rest, ":::"); i >= 0 {
 			rest = rest[:i]
+		}
+		// -I R (or -i, --replace[=R]) puts each input in place of R.
+		repl := ""
+		for i, a := range args {
+			switch {
+			case a == "-I" && i+1 < len(args):
+				repl = args[i+1]
+			case strings.HasPrefix(a, "-I") && len(a) > 2:
+				repl = a[2:]
+			case a == "-i" || a == "--replace":
+				repl = "{}"
+			case strings.HasPrefix(a, "--replace="):
+				repl = strings.TrimPrefix(a, "--replace=")
+			}
+		}
+		if name == "parallel" {
+			repl = "{}"
+		}
+		if repl != "" {
+			rest = slices.Clone(rest)
+			for i := range rest {
+				rest[i] = strings.ReplaceAll(rest[i], repl, dynamic)
+			}
 		}
 		if len(rest) == 0 {
 			rest = []string{"echo"}

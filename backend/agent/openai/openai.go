@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/egress"
 	"cubicle/backend/fault"
 )
 
@@ -24,8 +26,20 @@ type Config struct {
 	BaseURL string // e.g. "https://api.openai.com/v1"
 	APIKey  string
 	Model   string
-	HTTP    *http.Client // nil: a client with no overall timeout (streams are long)
+	// AllowPrivate lets the endpoint be a loopback or private address (an administrator's
+	// allowance); otherwise every connection to such an address is refused when it is dialled.
+	AllowPrivate bool
+	HTTP         *http.Client // nil: a client with no overall timeout (streams are long)
 }
+
+// Bounds of one streamed reply: a hostile or broken endpoint cannot grow the server's memory
+// beyond them.
+const (
+	MaxToolCalls     = 64       // tool calls in one reply (indexes 0..63)
+	MaxToolArgBytes  = 1 << 20  // arguments of one tool call
+	MaxResponseBytes = 16 << 20 // the whole streamed reply
+	maxLineBytes     = 4 << 20  // one SSE line
+)
 
 // Client talks to one model.
 type Client struct {
@@ -40,7 +54,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 2 * time.Minute, Proxy: http.ProxyFromEnvironment}}
+		hc = &http.Client{
+			Transport: egress.Transport(cfg.AllowPrivate, 2*time.Minute),
+			// The key goes to the base URL it was saved with and nowhere else: no redirects.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	return &Client{cfg: cfg, hc: hc}, nil
 }
@@ -141,6 +159,9 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 		if ctx.Err() != nil {
 			return agent.ModelReply{}, ctx.Err()
 		}
+		if errors.Is(err, fault.ErrForbidden) {
+			return agent.ModelReply{}, fault.Forbidden("the model at %s: %v", c.cfg.BaseURL, err)
+		}
 		return agent.ModelReply{}, fault.Unavailable("cannot reach the model at %s: %v", c.cfg.BaseURL, err)
 	}
 	defer resp.Body.Close()
@@ -155,7 +176,7 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 		}
 		return agent.ModelReply{}, fault.New(class, "the model %s answered HTTP %d: %s", c.cfg.Model, resp.StatusCode, strings.TrimSpace(string(msg)))
 	}
-	reply, err := readStream(resp.Body, onDelta)
+	reply, err := readStream(io.LimitReader(resp.Body, MaxResponseBytes+1), onDelta)
 	reply.Usage.Time = time.Since(start).Seconds()
 	return reply, err
 }
@@ -168,9 +189,13 @@ func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, 
 		args     strings.Builder
 	}
 	var calls []*pending
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 8<<20)
+	cr := &countingReader{r: r}
+	sc := bufio.NewScanner(cr)
+	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
 	for sc.Scan() {
+		if cr.n > MaxResponseBytes {
+			return reply, fault.Unavailable("the model's reply is larger than %d MiB; stopped reading it", MaxResponseBytes>>20)
+		}
 		line := sc.Text()
 		data, ok := strings.CutPrefix(line, "data:")
 		if !ok {
@@ -208,6 +233,9 @@ func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, 
 				if tc.Index != nil {
 					i = *tc.Index
 				}
+				if i < 0 || i >= MaxToolCalls {
+					return reply, fault.Unavailable("the model sent tool call index %d; at most %d tool calls (indexes 0–%d) are accepted in one reply", i, MaxToolCalls, MaxToolCalls-1)
+				}
 				for len(calls) <= i {
 					calls = append(calls, &pending{})
 				}
@@ -218,6 +246,9 @@ func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, 
 				if tc.Function.Name != "" {
 					p.name = tc.Function.Name
 				}
+				if p.args.Len()+len(tc.Function.Arguments) > MaxToolArgBytes {
+					return reply, fault.Unavailable("the model sent more than %d KiB of arguments for one tool call", MaxToolArgBytes>>10)
+				}
 				p.args.WriteString(tc.Function.Arguments)
 				onDelta(agent.ModelDelta{ToolIndex: i, ToolID: tc.ID, ToolName: tc.Function.Name, ToolArgs: tc.Function.Arguments})
 			}
@@ -227,7 +258,13 @@ func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, 
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return reply, fault.Unavailable("the model sent a stream line longer than %d MiB", maxLineBytes>>20)
+		}
 		return reply, fault.Unavailable("the model's stream broke off: %v", err)
+	}
+	if cr.n > MaxResponseBytes {
+		return reply, fault.Unavailable("the model's reply is larger than %d MiB; stopped reading it", MaxResponseBytes>>20)
 	}
 	reply.Text, reply.Thinking = text.String(), thinking.String()
 	for i, p := range calls {
@@ -244,6 +281,18 @@ func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, 
 		reply.ToolCalls = append(reply.ToolCalls, agent.ToolCall{ID: id, Name: p.name, Input: in})
 	}
 	return reply, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // convert maps the runtime's conversation onto chat-completions messages.

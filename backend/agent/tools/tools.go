@@ -75,6 +75,17 @@ type Desktops interface {
 	Acquire(ctx context.Context, t agent.TurnInfo) (Computer, error)
 }
 
+// Names lists every tool the toolbox can offer (the access policy denies any other name).
+func Names() []string {
+	var out []string
+	for _, specs := range [][]agent.ToolSpec{computerSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // Environment is what the tools need to know about an agent in one turn.
 type Environment struct {
 	// Plan is the turn's computer and the tool families it offers (package computer's gate).

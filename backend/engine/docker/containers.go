@@ -78,8 +78,14 @@ func (c *Client) configFor(cs engine.ContainerSpec) (*container.Config, *contain
 		ShmSize:        cs.Limits.ShmBytes,
 		NetworkMode:    container.NetworkMode(cs.NetworkMode),
 	}
+	if cs.IDMap != nil {
+		return nil, nil, nil, fault.Invalid("Docker maps user ids only daemon-wide (userns-remap), not per container")
+	}
 	l := cs.Limits
 	host.Memory = l.MemoryBytes
+	if l.MemoryBytes > 0 {
+		host.MemorySwap = l.MemoryBytes // memory+swap = memory: no swap
+	}
 	host.NanoCPUs = l.NanoCPUs
 	if l.PIDs > 0 {
 		p := l.PIDs

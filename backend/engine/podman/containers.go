@@ -12,6 +12,8 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/specgen"
+	"github.com/containers/storage/pkg/idtools"
+	storagetypes "github.com/containers/storage/types"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"cubicle/backend/engine"
@@ -77,7 +79,8 @@ func (c *Client) specFor(cs engine.ContainerSpec) (*specgen.SpecGenerator, error
 	l := cs.Limits
 	if l.MemoryBytes > 0 {
 		m := l.MemoryBytes
-		res.Memory = &spec.LinuxMemory{Limit: &m}
+		swap := l.MemoryBytes // memory+swap = memory: no swap
+		res.Memory = &spec.LinuxMemory{Limit: &m, Swap: &swap}
 	}
 	if l.NanoCPUs > 0 {
 		period := uint64(100000)
@@ -133,6 +136,16 @@ func (c *Client) specFor(cs engine.ContainerSpec) (*specgen.SpecGenerator, error
 	default:
 		s.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
 		s.Networks = map[string]nettypes.PerNetworkOptions{mode: {}}
+	}
+	if m := cs.IDMap; m != nil {
+		if m.HostID <= 0 || m.Size <= 0 {
+			return nil, fault.Invalid("id map %+v: need a host id and a size", *m)
+		}
+		s.UserNS = specgen.Namespace{NSMode: specgen.Private}
+		s.IDMappings = &storagetypes.IDMappingOptions{
+			UIDMap: []idtools.IDMap{{ContainerID: 0, HostID: m.HostID, Size: m.Size}},
+			GIDMap: []idtools.IDMap{{ContainerID: 0, HostID: m.HostID, Size: m.Size}},
+		}
 	}
 	if cs.Platform != "" {
 		p, err := parsePlatform(cs.Platform)

@@ -37,6 +37,93 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("LockTimeout", func(t *testing.T) { testLockTimeout(t, open) })
 	t.Run("NewerSchemaRefused", func(t *testing.T) { testNewerSchema(t, open) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open) })
+	t.Run("Security", func(t *testing.T) { testSecurity(t, open) })
+}
+
+// testSecurity covers accounts and security: deleting an account frees its name and drops its
+// host grants; grants, revocations, allow rules, confirmations and the security settings
+// persist; the legacy role word "user" reads as member.
+func testSecurity(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	for _, a := range []store.Account{
+		{ID: "a1", Username: "root", Role: store.RoleAdmin, CreatedAt: at(0)},
+		{ID: "a2", Username: "mia", Role: store.RoleMember, CreatedAt: at(1), Disabled: true, SessionGen: 3, PasswordChosen: true},
+	} {
+		if err := s.CreateAccount(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantClass(t, "grant for a missing account", s.PutHostGrant(store.HostGrant{AccountID: "nope", NodeID: "local", HostTools: true}), fault.ErrNotFound)
+	wantClass(t, "grant without node", s.PutHostGrant(store.HostGrant{AccountID: "a2", HostTools: true}), fault.ErrInvalid)
+	g := store.HostGrant{AccountID: "a2", NodeID: "local", HostTools: true, GrantedBy: "a1", UpdatedAt: at(2)}
+	wantClass(t, "grant", s.PutHostGrant(g), nil)
+	wantClass(t, "second node", s.PutHostGrant(store.HostGrant{AccountID: "a2", NodeID: "n2", HostDesktop: true, UpdatedAt: at(3)}), nil)
+	if none, err := s.HostGrant("a1", "local"); err != nil || none.HostTools || none.HostDesktop {
+		t.Fatalf("no grant = %+v, %v", none, err)
+	}
+	wantClass(t, "revoke", s.RevokeSession("n1", at(60), at(0)), nil)
+	wantClass(t, "revoke empty", s.RevokeSession("", at(60), at(0)), fault.ErrInvalid)
+	// An expired revocation is dropped by the next one.
+	wantClass(t, "revoke old", s.RevokeSession("old", at(1), at(0)), nil)
+	wantClass(t, "revoke later", s.RevokeSession("n2", at(90), at(5)), nil)
+	rule := store.AllowRule{ID: "r1", AgentID: "g1", Tool: "computer_shell", Command: "make", CreatedBy: "a2", CreatedAt: at(4)}
+	wantClass(t, "rule", s.AddAllowRule(rule), nil)
+	wantClass(t, "rule for all", s.AddAllowRule(store.AllowRule{ID: "r2", Tool: "*", CreatedAt: at(5)}), nil)
+	wantClass(t, "rule without tool", s.AddAllowRule(store.AllowRule{ID: "r3"}), fault.ErrInvalid)
+	c := store.Confirmation{ID: "c1", At: at(6), AccountID: "a2", Tool: "computer_shell", Summary: "rm -rf build", Confirmed: true, Rules: []string{"exact"}}
+	wantClass(t, "confirmation", s.PutConfirmation(c), nil)
+	wantClass(t, "confirmation 2", s.PutConfirmation(store.Confirmation{ID: "c2", At: at(7), AccountID: "a1", Tool: "host_shell"}), nil)
+	set := store.SecuritySettings{GuardLevel: "SMART", DeniedTools: []string{"host_*"}, ModelEndpoints: []store.ModelEndpoint{{BaseURL: "https://x/v1", AllowPrivate: true}},
+		DesktopHostPorts: []int{8080}, UpdatedAt: at(8), UpdatedBy: "a1"}
+	wantClass(t, "security settings", s.PutSecuritySettings(set), nil)
+
+	s = reopen(t, s)
+	if a, _ := s.Account("a2"); !a.Disabled || a.SessionGen != 3 || !a.PasswordChosen || a.Role != store.RoleMember {
+		t.Fatalf("account after reopen %+v", a)
+	}
+	got, err := s.HostGrant("a2", "local")
+	wantClass(t, "grant after reopen", err, nil)
+	equal(t, "grant", got, g)
+	if gs, _ := s.HostGrants("a2"); len(gs) != 2 {
+		t.Fatalf("grants %+v", gs)
+	}
+	for nonce, want := range map[string]bool{"n1": true, "n2": true, "old": false, "never": false} {
+		if got, err := s.SessionRevoked(nonce); err != nil || got != want {
+			t.Fatalf("SessionRevoked(%s) = %v, %v; want %v", nonce, got, err, want)
+		}
+	}
+	if rs, _ := s.AllowRules("g1"); len(rs) != 1 || rs[0] != rule {
+		t.Fatalf("agent rules %+v", rs)
+	}
+	if rs, _ := s.AllowRules(""); len(rs) != 1 || rs[0].ID != "r2" {
+		t.Fatalf("rules for all %+v", rs)
+	}
+	if rs, _ := s.AllAllowRules(); len(rs) != 2 {
+		t.Fatalf("all rules %+v", rs)
+	}
+	wantClass(t, "delete a missing rule", s.DeleteAllowRule("g1", "r2"), fault.ErrNotFound)
+	wantClass(t, "delete the agent's rules", s.DeleteAllowRulesOf("g1"), nil)
+	if rs, _ := s.AllAllowRules(); len(rs) != 1 {
+		t.Fatalf("rules after deleting g1's %+v", rs)
+	}
+	cs, err := s.Confirmations(0, nil)
+	if err != nil || len(cs) != 2 || cs[0].ID != "c2" {
+		t.Fatalf("confirmations newest first: %+v, %v", cs, err)
+	}
+	cs, _ = s.Confirmations(5, func(c store.Confirmation) bool { return c.AccountID == "a2" })
+	if len(cs) != 1 || cs[0].Summary != "rm -rf build" || !cs[0].Confirmed {
+		t.Fatalf("filtered confirmations %+v", cs)
+	}
+	gotSet, err := s.SecuritySettings()
+	wantClass(t, "security settings after reopen", err, nil)
+	equal(t, "security settings", gotSet, set)
+	// Deleting an account frees its name and removes its grants.
+	wantClass(t, "delete account", s.DeleteAccount("a2"), nil)
+	wantClass(t, "delete twice", s.DeleteAccount("a2"), fault.ErrNotFound)
+	if gs, _ := s.HostGrants("a2"); len(gs) != 0 {
+		t.Fatalf("grants of a deleted account %+v", gs)
+	}
+	wantClass(t, "reuse the name", s.CreateAccount(store.Account{ID: "a3", Username: "MIA"}), nil)
 }
 
 var (
@@ -87,11 +174,11 @@ func testAccounts(t *testing.T, open func(t *testing.T) *store.Store) {
 		class error
 	}{
 		{"admin", admin, nil},
-		{"user created earlier", store.Account{ID: "a3", Username: "bob", Role: store.RoleUser, CreatedAt: at(1)}, nil},
-		{"same time as admin, smaller id", store.Account{ID: "a0", Username: "carol", Role: store.RoleUser, CreatedAt: at(2)}, nil},
+		{"user created earlier", store.Account{ID: "a3", Username: "bob", Role: store.RoleMember, CreatedAt: at(1)}, nil},
+		{"same time as admin, smaller id", store.Account{ID: "a0", Username: "carol", Role: store.RoleMember, CreatedAt: at(2)}, nil},
 		{"duplicate id", store.Account{ID: "a1", Username: "other", CreatedAt: at(3)}, fault.ErrExists},
 		{"username taken, other case", store.Account{ID: "a9", Username: "ADMIN", CreatedAt: at(3)}, fault.ErrExists},
-		{"mixed-case name", store.Account{ID: "a4", Username: "Kim", Role: store.RoleUser, CreatedAt: at(4)}, nil},
+		{"mixed-case name", store.Account{ID: "a4", Username: "Kim", Role: store.RoleMember, CreatedAt: at(4)}, nil},
 		{"username taken, unicode fold", store.Account{ID: "a9", Username: "\u212aIM", CreatedAt: at(3)}, fault.ErrExists}, // Kelvin sign
 		{"empty id", store.Account{Username: "dave"}, fault.ErrInvalid},
 		{"empty username", store.Account{ID: "a8"}, fault.ErrInvalid},
@@ -144,8 +231,8 @@ func testAccounts(t *testing.T, open func(t *testing.T) *store.Store) {
 func testUpdateAccount(t *testing.T, open func(t *testing.T) *store.Store) {
 	s := open(t)
 	for _, a := range []store.Account{
-		{ID: "a1", Username: "alice", Role: store.RoleUser, CreatedAt: at(0)},
-		{ID: "a2", Username: "bob", Role: store.RoleUser, CreatedAt: at(1)},
+		{ID: "a1", Username: "alice", Role: store.RoleMember, CreatedAt: at(0)},
+		{ID: "a2", Username: "bob", Role: store.RoleMember, CreatedAt: at(1)},
 	} {
 		if err := s.CreateAccount(a); err != nil {
 			t.Fatal(err)
@@ -161,10 +248,10 @@ func testUpdateAccount(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"promote", "a1", func(a *store.Account) error { a.Role = store.RoleAdmin; return nil }, nil, false},
 		{"new password", "a1", func(a *store.Account) error { a.PasswordHash = "h2"; return nil }, nil, false},
 		{"recase own name", "a1", func(a *store.Account) error { a.Username = "Alice"; return nil }, nil, false},
-		{"rename to taken", "a1", func(a *store.Account) error { a.Username = "BOB"; a.Role = store.RoleUser; return nil }, fault.ErrExists, false},
+		{"rename to taken", "a1", func(a *store.Account) error { a.Username = "BOB"; a.Role = store.RoleMember; return nil }, fault.ErrExists, false},
 		{"change id", "a1", func(a *store.Account) error { a.ID = "zz"; return nil }, fault.ErrInvalid, false},
 		{"empty name", "a1", func(a *store.Account) error { a.Username = ""; return nil }, fault.ErrInvalid, false},
-		{"fn aborts", "a1", func(a *store.Account) error { a.Role = store.RoleUser; return errReject }, errReject, true},
+		{"fn aborts", "a1", func(a *store.Account) error { a.Role = store.RoleMember; return errReject }, errReject, true},
 		{"missing", "ghost", func(a *store.Account) error { return nil }, fault.ErrNotFound, false},
 	}
 	for _, tc := range tests {

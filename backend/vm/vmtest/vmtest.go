@@ -369,6 +369,20 @@ func (f *Engine) EnsureVolume(ctx context.Context, name string, labels map[strin
 	return nil
 }
 
+// RemoveVolume removes a volume; a missing one is fault.ErrNotFound.
+func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
+	if err := f.hit(ctx, "RemoveVolume"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.vols[name]; !ok {
+		return fault.NotFound("no volume %q", name)
+	}
+	delete(f.vols, name)
+	return nil
+}
+
 // Running returns the names of the running containers, sorted.
 func (f *Engine) Running() []string {
 	f.mu.Lock()

@@ -8,6 +8,7 @@ import { computerLabel, computerOptions, offersHostEnvironment } from '../comput
 import { messageFor } from '../errors';
 import { allowHost, chooseComputer } from '../selection';
 import { AgentModelSection } from './AgentModelSection';
+import { AgentRules } from './AgentRules';
 import { LocalVMControls } from './LocalVMControls';
 
 interface ComputerPanelProps {
@@ -110,6 +111,7 @@ export function ComputerPanel({ client, agent, onAgent, onClose, onOpenDesktop, 
       </section>
 
       <AgentModelSection client={client} agentId={agent.id} />
+      <AgentRules client={client} agentId={agent.id} />
 
       {agent.computer === 'vm' ? (
         <LocalVMControls

@@ -15,6 +15,8 @@ interface TopBarProps {
 export function TopBar({ user, route, canLogOut, onLogout }: TopBarProps) {
   const inAgents = route.name === 'agents' || route.name === 'agent';
   const inSettings = route.name === 'settings';
+  const inAccount = route.name === 'account';
+  const admin = user.role === 'admin';
   return (
     <header class="topbar">
       <a class="brand" href="#/agents" aria-label="Cubicle home">
@@ -28,13 +30,18 @@ export function TopBar({ user, route, canLogOut, onLogout }: TopBarProps) {
         <a href="#/agents" class={inAgents ? 'active' : ''} aria-current={inAgents ? 'page' : undefined}>
           Agents
         </a>
-        <a
-          id="settings-link"
-          href="#/settings/local-vm"
-          class={inSettings ? 'active' : ''}
-          aria-current={inSettings ? 'page' : undefined}
-        >
-          Settings
+        {admin && (
+          <a
+            id="settings-link"
+            href="#/settings/local-vm"
+            class={inSettings ? 'active' : ''}
+            aria-current={inSettings ? 'page' : undefined}
+          >
+            Settings
+          </a>
+        )}
+        <a id="account-link" href="#/account" class={inAccount ? 'active' : ''} aria-current={inAccount ? 'page' : undefined}>
+          Account
         </a>
       </nav>
       <div class="topbar-user">

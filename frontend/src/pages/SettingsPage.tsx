@@ -1,5 +1,6 @@
 // Settings (admin only): Local VM (engine report, image preparation, isolation and idle
-// policies, instances), Model (the chat model) and Runners (execution nodes). The sections live in src/settings/.
+// policies, instances), Model (the chat model), Users (accounts, roles, host access),
+// Security (the safety layers) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
@@ -8,6 +9,16 @@ import { Forbidden } from '../settings/Forbidden';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 import { RunnersSettings } from '../settings/RunnersSettings';
+import { SecuritySettingsSection } from '../settings/SecuritySettings';
+import { UsersSettings } from '../settings/UsersSettings';
+
+const sections: Array<{ id: SettingsSection; label: string }> = [
+  { id: 'local-vm', label: 'Local VM' },
+  { id: 'model', label: 'Model' },
+  { id: 'users', label: 'Users' },
+  { id: 'security', label: 'Security' },
+  { id: 'runners', label: 'Runners' },
+];
 
 interface SettingsPageProps {
   client: Client;
@@ -25,42 +36,31 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
       </div>
       <div class="settings-layout">
         <nav class="settings-nav" aria-label="Settings sections">
-          <a
-            href="#/settings/local-vm"
-            id="settings-nav-local-vm"
-            class={section === 'local-vm' ? 'active' : ''}
-            aria-current={section === 'local-vm' ? 'page' : undefined}
-          >
-            Local VM
-          </a>
-          <a
-            href="#/settings/model"
-            id="settings-nav-model"
-            class={section === 'model' ? 'active' : ''}
-            aria-current={section === 'model' ? 'page' : undefined}
-          >
-            Model
-          </a>
-          <a
-            href="#/settings/runners"
-            id="settings-nav-runners"
-            class={section === 'runners' ? 'active' : ''}
-            aria-current={section === 'runners' ? 'page' : undefined}
-          >
-            Runners
-          </a>
+          {sections.map((s) => (
+            <a
+              key={s.id}
+              href={`#/settings/${s.id}`}
+              id={`settings-nav-${s.id}`}
+              class={section === s.id ? 'active' : ''}
+              aria-current={section === s.id ? 'page' : undefined}
+            >
+              {s.label}
+            </a>
+          ))}
         </nav>
         <div class="settings-body">
-          {user.role === 'admin' ? (
-            section === 'model' ? (
-              <ModelSettingsSection client={client} />
-            ) : section === 'runners' ? (
-              <RunnersSettings client={client} />
-            ) : (
-              <LocalVMSettings client={client} />
-            )
-          ) : (
+          {user.role !== 'admin' ? (
             <Forbidden />
+          ) : section === 'model' ? (
+            <ModelSettingsSection client={client} />
+          ) : section === 'users' ? (
+            <UsersSettings client={client} user={user} />
+          ) : section === 'security' ? (
+            <SecuritySettingsSection client={client} />
+          ) : section === 'runners' ? (
+            <RunnersSettings client={client} />
+          ) : (
+            <LocalVMSettings client={client} />
           )}
         </div>
       </div>

@@ -425,6 +425,19 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
       await onChanged();
     }
   };
+  const deleteData = async (inst: InstanceView) => {
+    if (!window.confirm(`Delete ${inst.description} with its work files and browser profile? This cannot be undone.`)) return;
+    setBusy(`${inst.id}:data`);
+    setError('');
+    try {
+      await client.deleteDesktopData(inst.id);
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy('');
+      await onChanged();
+    }
+  };
   return (
     <div class="card" id="instances-card">
       <div class="card-head">
@@ -466,6 +479,7 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                       {i.task && <span class="muted small block">task desktop: removed when the helper's task ends</span>}
                       {i.busyBy && <span class="muted small block">{i.busyBy}</span>}
                       {i.lastError && <span class="form-error small block">{i.lastError}</span>}
+                      {i.hostWall && i.hostWall !== 'on' && <span class="muted small block host-wall-off">{i.hostWall}</span>}
                     </th>
                     <td>
                       {i.imageKey ? imageLabel(i.imageKey) : '—'}
@@ -498,6 +512,17 @@ function InstancesCard({ client, status, elapsed, onChanged }: CardProps & { ela
                             {busy === `${i.id}:remove` ? 'Removing…' : 'Remove'}
                           </button>
                         </>
+                      )}
+                      {!i.fixed && !i.task && (
+                        <button
+                          class="btn small danger delete-data"
+                          type="button"
+                          disabled={busy !== ''}
+                          title="Deletes the desktop with its work files and browser profile, for good."
+                          onClick={() => void deleteData(i)}
+                        >
+                          {busy === `${i.id}:data` ? 'Deleting…' : 'Delete data'}
+                        </button>
                       )}
                     </td>
                   </tr>

@@ -13,6 +13,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
   const [model, setModel] = useState('');
   const [apiKey, setApiKey] = useState('');
   const [clearKey, setClearKey] = useState(false);
+  const [allowPrivate, setAllowPrivate] = useState(false);
   const [error, setError] = useState('');
   const [loadError, setLoadError] = useState('');
   const [forbidden, setForbidden] = useState(false);
@@ -25,6 +26,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
     setModel(v.model);
     setApiKey('');
     setClearKey(false);
+    setAllowPrivate(v.allowPrivate === true);
   };
 
   useEffect(() => {
@@ -41,7 +43,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
     setBusy(true);
     setError('');
     setSaved(false);
-    const u: ModelUpdate = { baseUrl: baseUrl.trim(), model: model.trim() };
+    const u: ModelUpdate = { baseUrl: baseUrl.trim(), model: model.trim(), allowPrivate };
     if (apiKey !== '') u.apiKey = apiKey;
     else if (clearKey) u.apiKey = '';
     try {
@@ -111,6 +113,19 @@ export function ModelSettingsSection({ client }: { client: Client }) {
             {view?.hasApiKey ? 'An API key is saved. It is never shown again.' : 'No API key saved.'}
           </span>
         </label>
+        <label class="checkbox">
+          <input
+            id="model-allow-private"
+            type="checkbox"
+            checked={allowPrivate}
+            disabled={busy || view === null}
+            onChange={(e) => setAllowPrivate(e.currentTarget.checked)}
+          />
+          <span class="checkbox-label">
+            The endpoint is on this machine or the local network (loopback or private addresses are refused otherwise)
+          </span>
+        </label>
+        <p class="muted small">A saved key is only ever sent to the base URL it was saved with: a new base URL needs its key again.</p>
         {view?.hasApiKey && (
           <label class="checkbox">
             <input

@@ -1,0 +1,99 @@
+// Package egress decides which addresses the server may connect to on a user's behalf (model
+// endpoints). A base URL that names, or resolves to, a loopback, private, link-local or
+// otherwise non-public address is refused unless an administrator allowed it (SSRF). The
+// check runs on the address actually dialled, after name resolution, for every connection —
+// so a name that resolves to a public address when it is saved and to 127.0.0.1 later (DNS
+// rebinding) is still refused, and so is a redirect to such an address.
+package egress
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"cubicle/backend/fault"
+)
+
+// nonPublic are the ranges that are not the public internet: besides what netip's own
+// predicates cover (loopback, private, link-local, multicast, unspecified).
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
+	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, broadcast
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
+	netip.MustParsePrefix("100::/64"),        // discard
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+}
+
+// embedded are IPv6 ranges that carry an IPv4 address, which is what is really reached.
+var (
+	nat64    = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Loc = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixTo4   = netip.MustParsePrefix("2002::/16")
+)
+
+// Public reports whether ip is a public internet address.
+func Public(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		switch {
+		case nat64.Contains(ip) || nat64Loc.Contains(ip):
+			return Public(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		case sixTo4.Contains(ip):
+			return Public(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		}
+	}
+	return true
+}
+
+// Control is a net.Dialer Control function that refuses connections to non-public addresses.
+// It sees the address after name resolution, for each connection attempt.
+func Control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fault.Forbidden("refusing to connect to %q: not an IP address", address)
+	}
+	if !Public(ap.Addr()) {
+		return fault.Forbidden("refusing to connect to %s: it is a loopback, private or otherwise non-public address, "+
+			"which model endpoints may only use when an administrator allows it (Settings → Security → model endpoints)", ap.Addr())
+	}
+	return nil
+}
+
+// Transport returns an HTTP transport for calls on a user's behalf. Unless allowPrivate, every
+// connection to a non-public address is refused at dial time. Proxies from the environment are
+// not used when the check is on: a proxy would hide the real destination from it.
+func Transport(allowPrivate bool, responseHeaderTimeout time.Duration) *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+	}
+	if allowPrivate {
+		t.Proxy = http.ProxyFromEnvironment
+		return t
+	}
+	d.Control = Control
+	return t
+}
