@@ -6,12 +6,15 @@ set -euo pipefail
 pkgs=(
   podman runc slirp4netns fuse-overlayfs uidmap  # container engine (runc: crun fails on hybrid cgroups)
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
+  x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
   chromium                                       # headless browser for UI tests
   libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build
   debootstrap                                    # offline base image build
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite
+  etcd-server containerd containernetworking-plugins iptables conntrack bc gcc libc6-dev openssl
+                                                 # the single-node Kubernetes test cluster (scripts/k8s)
   ca-certificates git curl procps psmisc
   wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
   nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)

@@ -57,10 +57,15 @@ type Config struct {
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
 	StoreLockTimeout time.Duration
-	// Engine chooses the container engine of the Local VM: "" = $CUBICLE_ENGINE or
-	// auto-detect (Podman first; when only the podman CLI is installed Cubicle starts its own
-	// service), "podman", "docker", or "none" (Local VM off: its routes say why).
+	// Engine chooses the container engine of the Local VM: "" = $CUBICLE_ENGINE, else the
+	// admin's choice in Settings → Local VM, else auto-detect (Podman first; when only the
+	// podman CLI is installed Cubicle starts its own service), "podman", "docker",
+	// "kubernetes" (desktops as Pods of a cluster: Kubernetes configures it) or "none" (Local
+	// VM off: its routes say why).
 	Engine string
+	// Kubernetes configures the kubernetes engine (Kind is ignored: see Engine); non-empty
+	// fields override $CUBICLE_KUBE* and the saved settings (see enginechoice.go).
+	Kubernetes store.EngineSettings
 	// ComposeDesktops, when set, puts the Local VM in Compose mode (SPEC §5): these fixed
 	// desktops (containers labelled io.cubicle.compose-desktop=<name>) are adopted. Empty:
 	// $CUBICLE_COMPOSE_DESKTOPS, a comma-separated list of names (see compose.desktops.yaml).
@@ -93,11 +98,15 @@ type Backend struct {
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
-	engine    *ConnectedEngine // nil when no engine was found
-	computers *computers       // each turn's computer (the gate's plan)
-	place     *placement       // which node an agent's (and a desktop's) calls go to
-	bg        sync.WaitGroup   // background stops started by control changes, the backup loop
-	stopBG    context.CancelFunc
+	engine *ConnectedEngine // nil when no engine was found
+	// engineInUse are the engine settings this process started with, engineProblem why no
+	// engine is connected (see enginechoice.go).
+	engineInUse   store.EngineSettings
+	engineProblem string
+	computers     *computers     // each turn's computer (the gate's plan)
+	place         *placement     // which node an agent's (and a desktop's) calls go to
+	bg            sync.WaitGroup // background stops started by control changes, the backup loop
+	stopBG        context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -188,7 +197,7 @@ func (b *Backend) build() error {
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
-		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers,
+		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
 		Placement: b.place, Runners: b.Nodes,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,

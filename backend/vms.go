@@ -13,10 +13,12 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/engine/docker"
+	"cubicle/backend/engine/kubernetes"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
+	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images"
 )
@@ -25,21 +27,27 @@ import (
 var (
 	_ EngineClient = (*podman.Client)(nil)
 	_ EngineClient = (*docker.Client)(nil)
+	_ vm.Engine    = (*kubernetes.Client)(nil)
 )
 
-// buildVMs connects the container engine (see Config.Engine), sets up the image builder and
+// buildVMs connects the container engine (see enginechoice.go), sets up the image builder and
 // builds the Local VM manager. A missing engine is not an error: the manager reports it.
 func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 	log := b.log.With("svc", "vm")
-	problem := "Local VM is turned off (engine \"none\")"
-	if b.cfg.Engine != "none" {
+	eff, _, _, err := b.engineChoice()
+	if err != nil {
+		return nil, err
+	}
+	b.engineInUse = eff
+	b.engineProblem = errNoEngine.Error()
+	if eff.Kind != "none" {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		eng, err := ConnectEngine(ctx, b.cfg.Engine, log)
+		eng, err := ConnectEngineWith(ctx, eff, log)
 		cancel()
 		if err != nil {
-			problem = err.Error()
+			b.engineProblem = err.Error()
 		} else {
-			problem, b.engine = "", eng
+			b.engineProblem, b.engine = "", eng
 		}
 	}
 	mode, err := link.ParseMode(cmp.Or(b.cfg.GuestLink, os.Getenv(link.EnvVar)))
@@ -54,19 +62,32 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			}
 		}
 	}
-	cfg := vm.Config{Store: b.Store, EngineProblem: problem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act,
-		HostWall: b.hostWall}
+	cfg := vm.Config{Store: b.Store, EngineProblem: b.engineProblem, DataDir: b.cfg.DataDir, Logger: log, Compose: compose, Activity: act}
 	if b.engine != nil {
-		cfg.Engine = b.engine.Client
+		cfg.Engine = b.engine.Desktops()
 		cfg.MapUsers = b.engine.mapsUsers()
-		cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
-		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)
-		ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
-			WorkDir: filepath.Join(b.cfg.DataDir, "images"), Pins: vm.PinSource(b.Store, cfg.NodeID, os.Getenv)})
-		if err != nil {
-			log.Warn("image preparation unavailable", "err", err)
+		if b.engine.Kube != nil {
+			// the desktops run on the cluster's nodes, not here: no host wall (walling
+			// desktops off from the cluster's services is a NetworkPolicy, docs/kubernetes.md)
+			cfg.Link.Choice = kubeLinkChoice(mode, b.engine.Kube.Host())
 		} else {
-			cfg.Images = ib
+			cfg.HostWall = b.hostWall
+			cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
+		}
+		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)
+		cfg.ImagesProblem = b.engine.ImagesProblem
+		if b.engine.Client != nil {
+			ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log.With("svc", "images"),
+				WorkDir: filepath.Join(b.cfg.DataDir, "images"), Pins: vm.PinSource(b.Store, cfg.NodeID, os.Getenv)})
+			switch {
+			case err != nil:
+				log.Warn("image preparation unavailable", "err", err)
+			case b.engine.Kube != nil:
+				cfg.Images = &images.Publisher{Builder: ib, Engine: b.engine.Client,
+					Registry: b.engine.Settings.Registry, Insecure: b.engine.Settings.RegistryInsecure}
+			default:
+				cfg.Images = ib
+			}
 		}
 	}
 	return vm.New(cfg)
@@ -102,14 +123,33 @@ func GuestLinkChoice(ctx context.Context, mode link.Mode, e *ConnectedEngine) li
 type EngineClient interface {
 	vm.Engine
 	images.Engine
+	images.Pusher
 	Close() error
 }
 
 // ConnectedEngine is a connected container engine and what to release with it.
 type ConnectedEngine struct {
+	// Client is the local engine (Podman or Docker): the desktops' engine, and the one that
+	// builds images. With Kube set it only builds and pushes images, and may be nil (no
+	// local engine: ImagesProblem says so).
 	Client   EngineClient
-	Endpoint engine.Endpoint
+	Endpoint engine.Endpoint      // the desktops' engine
 	owned    *engine.OwnedService // a Podman service Cubicle started itself
+
+	// Kube is set when the desktops run on a Kubernetes cluster (Settings its settings);
+	// Local is then the local engine's endpoint.
+	Kube          *kubernetes.Client
+	Settings      store.EngineSettings
+	Local         engine.Endpoint
+	ImagesProblem string // why images cannot be prepared on this node ("" when they can)
+}
+
+// Desktops returns the engine the desktops run on.
+func (e *ConnectedEngine) Desktops() vm.Engine {
+	if e.Kube != nil {
+		return e.Kube
+	}
+	return e.Client
 }
 
 // mapsUsers reports whether desktops get their own user namespace: only where the engine maps
@@ -133,9 +173,15 @@ func (e *ConnectedEngine) mapsUsers() bool {
 	return err == nil && info.Kind == engine.Podman && !info.Rootless
 }
 
-// Close releases the client and stops a Podman service Cubicle started.
+// Close releases the clients and stops a Podman service Cubicle started.
 func (e *ConnectedEngine) Close() error {
-	err := e.Client.Close()
+	var err error
+	if e.Client != nil {
+		err = e.Client.Close()
+	}
+	if e.Kube != nil {
+		err = errors.Join(err, e.Kube.Close())
+	}
 	if e.owned != nil {
 		err = errors.Join(err, e.owned.Close())
 	}

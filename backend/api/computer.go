@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +48,9 @@ type Desktop struct {
 
 // Driver is what the channel uses of a desktop's in-guest driver; *guest.Client satisfies
 // it. It must be safe for concurrent use.
+//
+// A Driver that is also a screen.RegionSource (*guest.Client is) serves version 2 viewers
+// region updates and the pointer; others (the host's own screen) serve them whole frames.
 type Driver interface {
 	screen.Source
 	Input(ctx context.Context, in guest.Input) error
@@ -73,9 +76,10 @@ type Controls interface {
 
 // The real implementations of the interfaces above.
 var (
-	_ Driver          = (*guest.Client)(nil)
-	_ Controls        = (*control.Manager)(nil)
-	_ screen.Observer = (*control.Manager)(nil)
+	_ Driver              = (*guest.Client)(nil)
+	_ screen.RegionSource = (*guest.Client)(nil)
+	_ Controls            = (*control.Manager)(nil)
+	_ screen.Observer     = (*control.Manager)(nil)
 )
 
 // ComputerConfig configures a ComputerChannel. Desktops, Control and Screens are required.
@@ -156,6 +160,7 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 		ReadBufferSize:   4 << 10,
 		WriteBufferSize:  32 << 10,
 		WriteBufferPool:  &sync.Pool{},
+		Subprotocols:     []string{subprotocolV2},
 		// The guard has already refused foreign origins (same origin or a trusted one only).
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
@@ -271,6 +276,7 @@ func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.P
 		return // the upgrader has answered
 	}
 	k.ws = ws
+	k.v2 = ws.Subprotocol() == subprotocolV2
 	// The connection's lifetime is its own: a hijacked connection outlives the request's
 	// context only until the handler returns, which is when this one ends.
 	k.ctx, k.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
@@ -281,7 +287,7 @@ func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.P
 	if closed {
 		k.cancel()
 	}
-	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID())
+	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID(), "v2", k.v2)
 	k.run()
 	c.mu.Lock()
 	delete(c.conns, k)
@@ -297,6 +303,7 @@ type computerConn struct {
 	p       auth.Principal
 	agentID string
 	owns    func(agentID string) error // nil when the caller owns that agent
+	v2      bool                       // the client speaks version 2 (regions, pointer)
 	valid   func() error               // nil while the session and the agent are still the caller's
 
 	ctx    context.Context
@@ -307,10 +314,11 @@ type computerConn struct {
 	replies chan any      // replies to client messages, written in order
 
 	mu        sync.Mutex
-	desk      Desktop // guarded by mu; as last resolved
-	deskErr   error   // guarded by mu; why the desktop could not be looked up
-	lastFrame uint64  // guarded by mu; newest frame id sent for desk.ID
-	streamErr error   // guarded by mu; why the screen stream ended, until it runs again
+	desk      Desktop              // guarded by mu; as last resolved
+	deskErr   error                // guarded by mu; why the desktop could not be looked up
+	lastFrame uint64               // guarded by mu; newest frame id sent for desk.ID
+	streamErr error                // guarded by mu; why the screen stream ended, until it runs again
+	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
 }
 
 func (k *computerConn) wake() {
@@ -446,8 +454,10 @@ func (k *computerConn) status() (statusJSON, string) {
 	return st, string(b)
 }
 
-// writeLoop does every write: status, replies, frames, pings. It watches the desktop's
-// screen while the desktop runs.
+// writeLoop does every write: status, replies, frames or updates, pointer messages, pings.
+// It watches the desktop's screen while the desktop runs: as frames (version 1), or as
+// region updates under flow control (version 2; frames again when the desktop's driver is
+// too old for regions).
 func (k *computerConn) writeLoop() {
 	cfg := k.ch.cfg
 	ping := time.NewTicker(cfg.PingInterval)
@@ -455,33 +465,68 @@ func (k *computerConn) writeLoop() {
 	poll := time.NewTicker(cfg.StatePoll)
 	defer poll.Stop()
 	var (
-		viewer   *screen.Viewer
-		watching Desktop // the desktop viewer watches
-		lastSent string  // key of the last status sent
-		hdr      [frameHeaderLen]byte
+		viewer    *screen.Viewer       // version 1 frames
+		rviewer   *screen.RegionViewer // version 2 regions
+		watching  Desktop              // the desktop watched
+		lastSent  string               // key of the last status sent
+		hdr       [frameHeaderLen]byte
+		flow      screen.Flow
+		noRegions Driver // the driver found too old for regions (frames instead)
+		scratch   []region
+		held      = time.NewTimer(time.Hour) // while flow control holds updates back
+		heldOn    bool
+		// skippedRefresh: lossless refreshes were skipped for this viewer (its link was
+		// behind); its picture is not exact until a keyframe.
+		skippedRefresh bool
+		askedKey       bool // a keyframe was asked for to end skippedRefresh
 	)
-	defer func() {
+	held.Stop()
+	defer held.Stop()
+	stopWatching := func() {
 		if viewer != nil {
 			viewer.Close()
+			viewer = nil
 		}
-	}()
+		if rviewer != nil {
+			rviewer.Close()
+			rviewer = nil
+			k.mu.Lock()
+			k.rviewer = nil
+			k.mu.Unlock()
+		}
+	}
+	defer stopWatching()
 	// update (re)starts or stops watching to match the resolved desktop, then sends status if
 	// it changed. A viewer whose stream failed is only replaced at the next poll.
 	update := func(retry bool) error {
 		d := k.current()
 		want := d.ID != "" && d.State == "running" && d.Client != nil
-		if viewer != nil && (!want || d.ID != watching.ID || d.Client != watching.Client) {
-			viewer.Close()
-			viewer = nil
+		if (viewer != nil || rviewer != nil) && (!want || d.ID != watching.ID || d.Client != watching.Client) {
+			stopWatching()
 		}
-		if want && viewer == nil && retry {
-			v, err := cfg.Screens.Watch(d.ID, d.Client)
+		if want && viewer == nil && rviewer == nil && retry {
+			var err error
+			rs, regions := d.Client.(screen.RegionSource)
+			if hc, ok := d.Client.(interface{ Hello() guest.Hello }); ok && !slices.Contains(hc.Hello().Features, guest.FeatureRegions) {
+				regions = false // a driver from before region streams
+			}
+			if k.v2 && regions && d.Client != noRegions {
+				var v *screen.RegionViewer
+				if v, err = cfg.Screens.WatchRegions(d.ID, rs); err == nil {
+					rviewer, watching, flow = v, d, screen.Flow{}
+					k.mu.Lock()
+					k.rviewer = v
+					k.mu.Unlock()
+				}
+			} else {
+				var v *screen.Viewer
+				if v, err = cfg.Screens.Watch(d.ID, d.Client); err == nil {
+					viewer, watching = v, d
+				}
+			}
 			k.mu.Lock()
 			k.streamErr = err
 			k.mu.Unlock()
-			if err == nil {
-				viewer, watching = v, d
-			}
 		}
 		st, key := k.status()
 		if key == lastSent {
@@ -491,13 +536,64 @@ func (k *computerConn) writeLoop() {
 		st.ServerTime = time.Now().UTC()
 		return k.writeJSON(st)
 	}
+	// sendRegions writes what the region viewer holds, unless flow control says to wait.
+	sendRegions := func() error {
+		now := time.Now()
+		_, waiting := rviewer.Pending()
+		if waiting > 0 && !flow.Allow(now, unacked(k.ws.NetConn())) {
+			if !heldOn {
+				held.Reset(10 * time.Millisecond)
+				heldOn = true
+			}
+			// Updates wait (and merge); pointer messages are tiny and go anyway.
+			b, ok := rviewer.TakePointer()
+			if ok {
+				_, err := k.writeBatch(b, &scratch, skippedRefresh)
+				return err
+			}
+			return nil
+		}
+		b, ok := rviewer.Take()
+		if !ok {
+			return nil
+		}
+		// A viewer whose link is behind skips lossless refreshes: they only repeat, exactly,
+		// pixels it has at its JPEG quality (its picture stays whole), and on a slow link a
+		// refresh of a photo costs seconds. Once the link keeps up at the best quality again,
+		// a keyframe brings the refreshes back.
+		if flow.Level() > 0 {
+			if n := len(b.Updates); n > 0 {
+				b.Updates = slices.DeleteFunc(b.Updates, func(u *guest.Update) bool { return u.Refresh && !u.Key })
+				skippedRefresh = skippedRefresh || len(b.Updates) < n
+			}
+		} else if skippedRefresh && !askedKey && !heldOn {
+			askedKey = true
+			rviewer.Refresh()
+		}
+		if len(b.Updates) > 0 && b.Updates[0].Key {
+			skippedRefresh, askedKey = false, false
+		}
+		n, err := k.writeBatch(b, &scratch, skippedRefresh)
+		if err == nil && n > 0 {
+			flow.Wrote(time.Now(), n, time.Since(now), len(b.Updates))
+			if lv := flow.Level(); lv != rviewer.Level() {
+				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
+					"quality", screen.Levels[lv].Quality, "scale", screen.Levels[lv].Scale, "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
+				rviewer.SetLevel(lv)
+			}
+		}
+		return err
+	}
 	if err := update(true); err != nil {
 		return
 	}
 	for {
 		var ready, ended <-chan struct{}
-		if viewer != nil {
+		switch {
+		case viewer != nil:
 			ready, ended = viewer.Ready(), viewer.Done()
+		case rviewer != nil:
+			ready, ended = rviewer.Ready(), rviewer.Done()
 		}
 		var err error
 		select {
@@ -508,16 +604,33 @@ func (k *computerConn) writeLoop() {
 		case m := <-k.replies:
 			err = k.writeJSON(m)
 		case <-ready:
-			if f, ok := viewer.Take(); ok {
-				err = k.writeFrame(&hdr, f)
+			if viewer != nil {
+				if f, ok := viewer.Take(); ok {
+					err = k.writeFrame(&hdr, f)
+				}
+			} else if rviewer != nil {
+				err = sendRegions()
+			}
+		case <-held.C:
+			heldOn = false
+			if rviewer != nil {
+				err = sendRegions()
 			}
 		case <-ended:
+			var verr error
+			if viewer != nil {
+				verr = viewer.Err()
+			} else {
+				verr = rviewer.Err()
+				if errors.Is(verr, screen.ErrNoRegions) {
+					noRegions, verr = watching.Client, nil // watch frames instead, at once
+				}
+			}
 			k.mu.Lock()
-			k.streamErr = viewer.Err()
+			k.streamErr = verr
 			k.mu.Unlock()
-			viewer.Close()
-			viewer = nil
-			err = update(false)
+			stopWatching()
+			err = update(verr == nil)
 		case <-k.poke:
 			err = update(false)
 		case <-k.look:
@@ -683,120 +796,4 @@ func (k *computerConn) reply(v any) {
 	case k.replies <- v:
 	case <-k.ctx.Done():
 	}
-}
-
-// handle acts on one client message and returns the reply (nil for none).
-func (k *computerConn) handle(m *clientMsg) any {
-	d := k.current()
-	person := control.Person{AccountID: k.p.AccountID, Username: k.p.Username, AgentID: k.agentID}
-	refused := func(err error) any {
-		_, word := status(err)
-		reason := string(control.ReasonOf(err))
-		if reason == "" {
-			reason = word // e.g. "invalid" for an input the driver refused
-		}
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reason, Code: word, Message: err.Error()}
-	}
-	notRunning := func() any {
-		msg := "this agent has no desktop yet; create one from the computer panel"
-		if d.ID != "" {
-			msg = "the desktop is " + d.State + "; start it first"
-		}
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonNotRunning, Code: "conflict", Message: msg}
-	}
-	leased := func(l control.Lease) any {
-		k.wake() // status changes now, whether or not control changes are wired to the channel
-		ttl := time.Until(l.ExpiresAt)
-		return leaseJSON{Type: "lease", ID: m.ID, Op: m.Type, DesktopID: l.DesktopID, Token: l.Token,
-			Version: l.Version, ExpiresAt: l.ExpiresAt.UTC(), RenewInSeconds: (ttl / 3).Seconds()}
-	}
-	switch m.Type {
-	case "take_over":
-		if d.ID == "" || d.State != "running" {
-			return notRunning()
-		}
-		l, err := k.ch.cfg.Control.TakeOver(d.ID, person)
-		if err != nil {
-			return refused(err)
-		}
-		k.ch.log.Info("computer: take over", "desktop", d.ID, "agent", k.agentID, "user", k.p.Username)
-		return leased(l)
-	case "renew":
-		if d.ID == "" {
-			return notRunning()
-		}
-		l, err := k.ch.cfg.Control.Renew(d.ID, m.Token)
-		if err != nil {
-			return refused(err)
-		}
-		return leased(l)
-	case "hand_back":
-		if d.ID == "" {
-			return notRunning()
-		}
-		if err := k.ch.cfg.Control.HandBack(d.ID, m.Token); err != nil {
-			return refused(err)
-		}
-		k.wake()
-		k.ch.log.Info("computer: hand back", "desktop", d.ID, "agent", k.agentID, "user", k.p.Username)
-		return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
-	case "switch":
-		if d.ID == "" || d.State != "running" {
-			return notRunning()
-		}
-		from := ""
-		if m.FromAgentID != "" {
-			if err := k.owns(m.FromAgentID); err != nil {
-				return refused(err)
-			}
-			ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
-			fd, err := k.ch.cfg.Desktops.Desktop(ctx, k.p.AccountID, m.FromAgentID)
-			cancel()
-			if err != nil {
-				return refused(err)
-			}
-			from = fd.ID
-		}
-		l, err := k.ch.cfg.Control.Switch(person, from, m.FromToken, d.ID)
-		if err != nil {
-			return refused(err)
-		}
-		k.ch.log.Info("computer: switch", "from", from, "to", d.ID, "agent", k.agentID, "user", k.p.Username)
-		return leased(l)
-	case "input":
-		return k.input(m, d, refused, notRunning)
-	}
-	return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonBadMessage, Code: "invalid",
-		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch or input", m.Type)}
-}
-
-// input checks one input against the lease and the frames this connection was sent, then
-// performs it.
-func (k *computerConn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
-	if d.ID == "" || d.State != "running" || d.Client == nil {
-		return notRunning()
-	}
-	k.mu.Lock()
-	newest := k.lastFrame
-	k.mu.Unlock()
-	if m.FrameID > newest {
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
-			Message: "input names a screen frame this connection was never sent; aim at a frame you received"}
-	}
-	err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
-		Token: m.Token, Version: m.Version, FrameID: m.FrameID})
-	if err != nil {
-		return refused(err)
-	}
-	ctx, cancel := context.WithTimeout(k.ctx, 10*time.Second)
-	defer cancel()
-	err = d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
-		Button: m.Button, DeltaX: m.DeltaX, DeltaY: m.DeltaY, Keys: m.Keys, Text: m.Text})
-	if err != nil {
-		return refused(err)
-	}
-	if m.ID == "" {
-		return nil
-	}
-	return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
 }

@@ -45,6 +45,7 @@ type Config struct {
 	Computers  Computers                               // agents' computer settings; nil answers 503
 	Placement  Placement                               // routes Local VM calls to nodes; nil: VMs only
 	Runners    Runners                                 // execution nodes; nil answers 503
+	Engines    Engines                                 // the node's engine choice; nil answers 503
 	Logger     *slog.Logger
 	Version    string
 
@@ -158,6 +159,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
 	s.runnerRoutes(mux)
+	s.engineRoutes(mux)
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	s.userRoutes(mux)

@@ -7,8 +7,10 @@
 // screenshot over the driver's bridge against scrot + convert; a click against forking
 // xdotool; an exec round trip against `podman exec`; an agent step (the agent tool's action
 // + settled screenshot) against action + a fixed 2 s sleep + screenshot; the live view over
-// the real computer websocket (input → changed frame, sustained fps, idle bytes/s); and the
-// memory of an idle desktop and of this process. Every raw sample goes into the Report;
+// the real computer websocket (input → changed frame and pointer move → pointer message,
+// sustained fps, idle bytes/s, bytes per second for a terminal printing the time and for a
+// scrolling browser next to the version 1 stream and to x11vnc, the frame rate behind a
+// 10 Mbit/s link); and the memory of an idle desktop and of this process. Every raw sample goes into the Report;
 // docs/bench.md says what each row times and how to read it.
 //
 // The desktops are the product's own (vm.Manager, see desktop.go), so the cold start is the
@@ -25,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,10 +97,17 @@ type Config struct {
 	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
 	// rows open an exec link next to it.
 	GuestLink link.Choice
+	// Kube is the cluster of the Kubernetes rows (kube.go); nil: those rows say why they
+	// were not measured (KubeMissing).
+	Kube        *Kube
+	KubeMissing string
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
 	Command string
+	// Only, when set, limits the run to the steps that measure these row ids (one cold start
+	// always runs: the other steps need its desktop) and the report to these rows.
+	Only []string
 }
 
 // runner is one run's state.
@@ -126,6 +136,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
+	}
+	for _, id := range cfg.Only {
+		if !slices.Contains(RowIDs(), id) {
+			return nil, fault.Invalid("bench: no row %q; rows are %s", id, strings.Join(RowIDs(), ", "))
+		}
 	}
 	if cfg.Counts == (Counts{}) {
 		cfg.Counts = FullCounts
@@ -266,36 +281,77 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps := []struct {
-		what string
-		run  func(context.Context, *desktop) error
-	}{
-		{"memory of the idle desktop", r.memory},
-		{"screenshots", r.screenshots},
-		{"clicks", r.clicks},
-		{"exec round trips", r.execs},
-		{"agent steps", r.agentSteps},
-		{"live view", r.liveView},
-		{"the exec link", r.execLink},
-		{"memory of this process", r.selfMemory},
-	}
-	for _, s := range steps {
+	for _, st := range r.steps() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.progress("measuring %s", s.what)
-		if err := s.run(ctx, d); err != nil {
+		if !r.wanted(st.rows...) {
+			continue
+		}
+		r.progress("measuring %s", st.what)
+		if err := st.run(ctx, d); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("bench: %s: %w", s.what, err)
+			return nil, fmt.Errorf("bench: %s: %w", st.what, err)
 		}
+	}
+	if len(r.cfg.Only) > 0 {
+		r.rep.Rows = slices.DeleteFunc(r.rep.Rows, func(row Row) bool { return !r.wanted(row.ID) })
 	}
 	for i := range r.rep.Rows {
 		r.rep.Rows[i].finish()
 	}
 	r.rep.Seconds = time.Since(start).Seconds()
 	return r.rep, nil
+}
+
+// step is one measuring step after the desktop's lifecycle, with the row ids it adds.
+type step struct {
+	what string
+	rows []string
+	run  func(context.Context, *desktop) error
+}
+
+func (r *runner) steps() []step {
+	return []step{
+		{"memory of the idle desktop", []string{"memory_desktop_pss", "memory_desktop_rss"}, r.memory},
+		{"screenshots", []string{"screenshot_jpeg", "screenshot_png"}, r.screenshots},
+		{"clicks", []string{"click"}, r.clicks},
+		{"exec round trips", []string{"exec"}, r.execs},
+		{"agent steps", []string{"agent_step"}, r.agentSteps},
+		{"live view", []string{"live_input", "live_pointer", "live_fps", "live_frame_size", "live_idle"}, r.liveView},
+		{"live view bytes (terminal, scrolling) next to x11vnc", []string{"live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
+		{"live view through a 10 Mbit/s link", []string{"live_fps_throttled"}, r.liveThrottled},
+		{"the exec link", []string{"exec_link_exec", "exec_link_screenshot_jpeg", "exec_link_live_input"}, r.execLink},
+		{"the kubernetes engine", []string{RowK8sColdStart, RowK8sExec}, r.kube},
+		{"memory of this process", []string{"memory_cubicle_pss", "memory_cubicle_rss"}, r.selfMemory},
+	}
+}
+
+// lifecycleRows are the rows of the lifecycle measurement, which always runs.
+var lifecycleRows = []string{"cold_start", "restart", "stop"}
+
+// RowIDs returns every row id a full run measures, in order.
+func RowIDs() []string {
+	ids := slices.Clone(lifecycleRows)
+	for _, st := range (&runner{}).steps() {
+		ids = append(ids, st.rows...)
+	}
+	return ids
+}
+
+// wanted reports whether any of ids is to be measured (all are without Config.Only).
+func (r *runner) wanted(ids ...string) bool {
+	if len(r.cfg.Only) == 0 {
+		return true
+	}
+	for _, id := range ids {
+		if slices.Contains(r.cfg.Only, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // add appends a row.

@@ -38,6 +38,7 @@ type liveServer struct {
 	stop  context.CancelFunc
 	done  chan error
 	url   string // ws://127.0.0.1:PORT/api/app/agents/ID/computer
+	addr  string // 127.0.0.1:PORT
 	token string
 }
 
@@ -112,6 +113,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 	ls.stop = cancel
 	go func() { ls.done <- srv.Run(sctx, ln) }() // owned: close cancels it and waits
 	ls.url = fmt.Sprintf("ws://%s/api/app/agents/%s/computer", ln.Addr(), ag.ID)
+	ls.addr = ln.Addr().String()
 	return ls, nil
 }
 
@@ -135,22 +137,33 @@ func (ls *liveServer) close() {
 	}
 }
 
-// frameEvent is one binary frame as the client read it.
+// frameEvent is one binary message (a version 1 frame or a version 2 update) as the client
+// read it.
 type frameEvent struct {
 	id   uint64
-	size int
+	size int // bytes of the message
+	key  bool
+	at   time.Time
+}
+
+// pointerEvent is one pointer message (version 2).
+type pointerEvent struct {
+	x, y int
 	at   time.Time
 }
 
 // wsClient is a computer channel client like the web UI: it reads every message in its own
-// goroutine and counts the bytes that arrive on the TCP connection.
+// goroutine and counts the bytes that arrive on the TCP connection. v2 clients speak version
+// 2 (region updates and pointer messages), like the UI; others version 1 (whole frames).
 type wsClient struct {
-	ws      *websocket.Conn
-	read    atomic.Int64
-	newest  atomic.Uint64 // newest frame id received
-	frames  chan frameEvent
-	replies chan map[string]any
-	wg      sync.WaitGroup
+	ws       *websocket.Conn
+	v2       bool
+	read     atomic.Int64
+	newest   atomic.Uint64 // newest frame id received
+	frames   chan frameEvent
+	pointers chan pointerEvent
+	replies  chan map[string]any
+	wg       sync.WaitGroup
 }
 
 type countConn struct {
@@ -164,17 +177,31 @@ func (c countConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// dialOptions choose the protocol version and, when via is set, an address to connect to
+// instead of the server's (an emulated slow link in front of it).
+type dialOptions struct {
+	v2  bool
+	via string
+}
+
 // dialLive opens the channel; close it with close.
-func dialLive(ctx context.Context, ls *liveServer) (*wsClient, error) {
-	c := &wsClient{frames: make(chan frameEvent, 8192), replies: make(chan map[string]any, 64)}
+func dialLive(ctx context.Context, ls *liveServer, o dialOptions) (*wsClient, error) {
+	c := &wsClient{v2: o.v2, frames: make(chan frameEvent, 8192), pointers: make(chan pointerEvent, 1024),
+		replies: make(chan map[string]any, 64)}
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if o.via != "" {
+				addr = o.via
+			}
 			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
 			return countConn{conn, &c.read}, nil
 		}}
+	if o.v2 {
+		d.Subprotocols = []string{subprotocolV2}
+	}
 	ws, resp, err := d.DialContext(ctx, ls.url, http.Header{"Authorization": {"Bearer " + ls.token}})
 	if err != nil {
 		code := 0
@@ -183,11 +210,18 @@ func dialLive(ctx context.Context, ls *liveServer) (*wsClient, error) {
 		}
 		return nil, fault.Unavailable("bench: open the computer channel: %v (HTTP %d)", err, code)
 	}
+	if o.v2 && ws.Subprotocol() != subprotocolV2 {
+		ws.Close()
+		return nil, fault.Unavailable("bench: the computer channel did not agree to version 2")
+	}
 	c.ws = ws
 	c.wg.Add(1)
 	go c.readLoop() // owned: ends when ws is closed
 	return c, nil
 }
+
+// subprotocolV2 is the computer channel's version 2 (docs/computer-protocol.md).
+const subprotocolV2 = "cubicle.computer.v2"
 
 func (c *wsClient) readLoop() {
 	defer c.wg.Done()
@@ -205,13 +239,26 @@ func (c *wsClient) readLoop() {
 			}
 			id := binary.BigEndian.Uint64(data[8:16])
 			c.newest.Store(id)
+			key := data[4] == 1 || data[7]&1 != 0 // version 1 frames are whole screens
 			select {
-			case c.frames <- frameEvent{id: id, size: len(data) - int(data[5]), at: now}:
+			case c.frames <- frameEvent{id: id, size: len(data), key: key, at: now}:
 			default: // the measuring side fell behind; counts stay right through newest/read
 			}
 		case websocket.TextMessage:
 			var m map[string]any
-			if json.Unmarshal(data, &m) == nil && m["type"] != "status" {
+			if json.Unmarshal(data, &m) != nil {
+				continue
+			}
+			switch m["type"] {
+			case "status", "cursor":
+			case "pointer":
+				x, _ := m["x"].(float64)
+				y, _ := m["y"].(float64)
+				select {
+				case c.pointers <- pointerEvent{x: int(x), y: int(y), at: now}:
+				default:
+				}
+			default:
 				select {
 				case c.replies <- m:
 				default:
@@ -282,90 +329,29 @@ func (c *wsClient) quiet(ctx context.Context, d, limit time.Duration) error {
 	return nil
 }
 
-// takeOverLive connects a websocket client to ls, waits for the first frame, takes over and
-// waits for a quiet screen; the caller closes the client.
+// takeOverLive connects a version 2 websocket client (what the UI speaks) to ls, waits for
+// the first update, takes over and waits for a quiet screen; the caller closes the client.
 func takeOverLive(ctx context.Context, ls *liveServer) (*wsClient, map[string]any, error) {
-	c, err := dialLive(ctx, ls)
+	c, err := dialLive(ctx, ls, dialOptions{v2: true})
 	if err != nil {
-		return nil, nil, err
-	}
-	fail := func(err error) (*wsClient, map[string]any, error) {
-		c.close()
 		return nil, nil, err
 	}
 	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
-		return fail(fmt.Errorf("first frame: %w", err))
+		c.close()
+		return nil, nil, fmt.Errorf("first frame: %w", err)
 	}
-	if err := c.send(map[string]any{"type": "take_over"}); err != nil {
-		return fail(err)
-	}
-	lease, err := c.reply(ctx)
+	lease, err := c.takeOver(ctx)
 	if err != nil {
-		return fail(err)
-	}
-	if lease["type"] != "lease" {
-		return fail(fault.Unavailable("bench: take over refused: %v", lease))
-	}
-	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-		return fail(err)
+		c.close()
+		return nil, nil, err
 	}
 	return c, lease, nil
 }
 
-// liveInputLatency times LiveInputs inputs (after one warm-up) from the websocket message to
-// the changed frame at the client, with 300 ms of quiet between them.
+// liveInputLatency times LiveInputs inputs (after a warm-up pair) from the websocket message
+// to the changed update at the client, with 300 ms of quiet between them.
 func (r *runner) liveInputLatency(ctx context.Context, c *wsClient, lease map[string]any) ([]float64, error) {
-	var lat []float64
-	send := func(in map[string]any) (time.Time, uint64, error) {
-		after := c.newest.Load()
-		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": after}
-		for k, v := range in {
-			msg[k] = v
-		}
-		start := time.Now()
-		return start, after, c.send(msg)
-	}
-	// Start from a desktop without a menu open (an earlier measurement may have left one).
-	if _, _, err := send(liveInputs[1]); err != nil {
-		return nil, err
-	}
-	if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-		return nil, err
-	}
-	n := max(r.cfg.Counts.LiveInputs, 2)
-	last := 0
-	for i := -1; i < n; i++ { // i = -1 warms up
-		last = (i + 1) % len(liveInputs)
-		in := liveInputs[last]
-		start, after, err := send(in)
-		if err != nil {
-			return nil, err
-		}
-		f, err := c.frameAfter(ctx, after, 5*time.Second)
-		if err != nil {
-			return nil, fmt.Errorf("after input %v: %w", in["action"], err)
-		}
-		if i >= 0 {
-			lat = append(lat, ms(f.at.Sub(start)))
-		}
-		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-			return nil, err
-		}
-	}
-	if last == 0 { // leave the menu closed for what comes next
-		if _, _, err := send(liveInputs[1]); err != nil {
-			return nil, err
-		}
-		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
-			return nil, err
-		}
-	}
-	select { // an input reply is an error: the input had no effect
-	case m := <-c.replies:
-		return nil, fault.Unavailable("bench: an input was refused: %v", m)
-	default:
-	}
-	return lat, nil
+	return inputLatency(ctx, c, lease, max(r.cfg.Counts.LiveInputs, 2), true)
 }
 
 // liveInputs are inputs that change the bare desktop: a right click opens xfdesktop's menu,
@@ -379,26 +365,83 @@ var liveInputs = []map[string]any{
 // (from the peers image) cycling three 640x400 plasma images every 10 ms.
 var animation = []string{"animate", "-delay", "1", "-size", "640x400", "-geometry", "+320+200", "plasma:", "plasma:", "plasma:"}
 
-// liveView measures the live view at a websocket client: input → changed frame, sustained
-// fps and frame size while the screen changes, and bytes per second while it does not.
+// liveView measures the live view at a websocket client: input → changed update (version 2,
+// next to version 1 in the same run), pointer move → pointer message, sustained fps and
+// message size while the screen changes, and bytes per second while it does not.
 func (r *runner) liveView(ctx context.Context, d *desktop) error {
 	ls, err := r.startLive(ctx, d, d.client, "live.db")
 	if err != nil {
 		return err
 	}
 	defer ls.close()
-	c, lease, err := takeOverLive(ctx, ls)
+	c, err := dialLive(ctx, ls, dialOptions{v2: true})
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	lat, err := r.liveInputLatency(ctx, c, lease)
+	if _, err := c.frameAfter(ctx, 0, 15*time.Second); err != nil {
+		return fmt.Errorf("first frame: %w", err)
+	}
+	v1, err := dialLive(ctx, ls, dialOptions{})
 	if err != nil {
 		return err
 	}
+	defer v1.close()
+	if _, err := v1.frameAfter(ctx, 0, 15*time.Second); err != nil {
+		return fmt.Errorf("first version 1 frame: %w", err)
+	}
+
+	// Input → changed frame, in blocks alternating between the protocols (taking over on the
+	// other connection ends the previous lease).
+	var lat, lat1 []float64
+	n := max(r.cfg.Counts.LiveInputs, 2)
+	for block := 0; block < 4; block++ {
+		cl, into := c, &lat
+		if block%2 == 1 {
+			cl, into = v1, &lat1
+		}
+		lease, err := cl.takeOver(ctx)
+		if err != nil {
+			return err
+		}
+		samples, err := inputLatency(ctx, cl, lease, (n+1)/2, block < 2)
+		if err != nil {
+			return err
+		}
+		*into = append(*into, samples...)
+	}
 	r.add(Row{ID: "live_input", Title: "live view: input → changed frame at the websocket client", Unit: UnitMS, Better: "lower",
-		Ours: Side{Method: "input message over the computer websocket (lease-checked) → driver → xfdesktop's menu opens (right click) or closes (Escape) → " +
-			"frame stream → screen hub → binary frame read by the client; 300 ms quiet between inputs", Samples: lat}})
+		Ours: Side{Method: "version 2 (what the UI speaks): input message over the computer websocket (lease-checked) → driver → xfdesktop's menu opens (right click) or closes (Escape) → " +
+			"region stream → screen hub → update message read by the client; 300 ms quiet between inputs", Samples: lat},
+		PeerName: "v1 frames", Peer: &Side{Method: "the same through version 1 (whole JPEG frames), alternating blocks on another connection of the same server", Samples: lat1}})
+	v1.close() // its stream would compete for the CPU below
+
+	// Pointer move → pointer message.
+	lease, err := c.takeOver(ctx)
+	if err != nil {
+		return err
+	}
+	var ptr []float64
+	for i := -1; i < n; i++ {
+		x, y := 500+(i&1)*37, 300+(i&1)*23
+		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": c.newest.Load(),
+			"action": "move", "x": x, "y": y}
+		start := time.Now()
+		if err := c.send(msg); err != nil {
+			return err
+		}
+		at, err := c.pointerAt(ctx, x, y, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if i >= 0 {
+			ptr = append(ptr, ms(at.Sub(start)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.add(Row{ID: "live_pointer", Title: "live view: pointer move → pointer message at the client", Unit: UnitMS, Better: "lower",
+		Ours: Side{Method: "input move over the version 2 websocket → driver (XTEST, then the pointer's position) → pointer report → screen hub → " +
+			"pointer message read by the client (the screen is not re-encoded)", Samples: ptr}})
 
 	// Sustained fps while a quarter of the screen keeps changing.
 	actx, stopAnim := context.WithCancel(ctx)
@@ -435,10 +478,10 @@ func (r *runner) liveView(ctx context.Context, d *desktop) error {
 	}
 	endAnim()
 	r.add(Row{ID: "live_fps", Title: "live view: sustained frames per second, screen changing", Unit: UnitFPS, Better: "higher",
-		Ours: Side{Method: fmt.Sprintf("frames per 1 s bucket received by the websocket client over %s while %v (640x400 plasma images every 10 ms) runs in the desktop; the channel sends at most %d fps",
+		Ours: Side{Method: fmt.Sprintf("version 2 update messages per 1 s bucket received by the websocket client over %s while %v (640x400 plasma images every 10 ms) runs in the desktop; the channel sends at most %d per second",
 			window, animation, screen.DefaultMaxFPS), Samples: fps}})
 	r.add(Row{ID: "live_frame_size", Title: "live view: frame size, screen changing", Unit: UnitKiB, Better: "lower",
-		Ours: Side{Method: "JPEG bytes per frame received during the fps measurement", Samples: sizes}})
+		Ours: Side{Method: "bytes per version 2 update message (the changed regions) received during the fps measurement", Samples: sizes}})
 
 	// Idle: nothing changes, what still arrives (status, pings) per second.
 	if err := c.quiet(ctx, time.Second, 15*time.Second); err != nil {
@@ -459,6 +502,79 @@ func (r *runner) liveView(ctx context.Context, d *desktop) error {
 	r.add(Row{ID: "live_idle", Title: "live view: bytes per second, idle screen", Unit: UnitBPS, Better: "lower",
 		Ours: Side{Method: "bytes read from the websocket's TCP connection per second while the screen does not change (after 1 s without frames)", Samples: idle}})
 	return nil
+}
+
+// takeOver takes control through c and drains what arrives until the screen is quiet.
+func (c *wsClient) takeOver(ctx context.Context) (map[string]any, error) {
+	if err := c.send(map[string]any{"type": "take_over"}); err != nil {
+		return nil, err
+	}
+	lease, err := c.reply(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lease["type"] != "lease" {
+		return nil, fault.Unavailable("bench: take over refused: %v", lease)
+	}
+	return lease, c.quiet(ctx, 300*time.Millisecond, 5*time.Second)
+}
+
+// inputLatency sends inputs that change the bare desktop through c (under lease) — n
+// rounded up to pairs that open and close a menu, after an unmeasured pair when warm — and
+// returns how long each took to show as a changed frame.
+func inputLatency(ctx context.Context, c *wsClient, lease map[string]any, n int, warm bool) ([]float64, error) {
+	var lat []float64
+	first := 0
+	if warm {
+		first = -len(liveInputs)
+	}
+	n = (n + len(liveInputs) - 1) / len(liveInputs) * len(liveInputs)
+	for i := first; i < n; i++ {
+		in := liveInputs[(i-first)%len(liveInputs)]
+		after := c.newest.Load()
+		msg := map[string]any{"type": "input", "token": lease["token"], "version": lease["version"], "frameId": after}
+		for k, v := range in {
+			msg[k] = v
+		}
+		start := time.Now()
+		if err := c.send(msg); err != nil {
+			return nil, err
+		}
+		f, err := c.frameAfter(ctx, after, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("after input %v: %w", in["action"], err)
+		}
+		if i >= 0 {
+			lat = append(lat, ms(f.at.Sub(start)))
+		}
+		if err := c.quiet(ctx, 300*time.Millisecond, 5*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	select { // an input reply is an error: the input had no effect
+	case m := <-c.replies:
+		return nil, fault.Unavailable("bench: an input was refused: %v", m)
+	default:
+	}
+	return lat, nil
+}
+
+// pointerAt waits for the pointer message that puts the pointer at x,y.
+func (c *wsClient) pointerAt(ctx context.Context, x, y int, timeout time.Duration) (time.Time, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case p := <-c.pointers:
+			if p.x == x && p.y == y {
+				return p.at, nil
+			}
+		case <-t.C:
+			return time.Time{}, fault.Unavailable("bench: no pointer message for %d,%d within %s", x, y, timeout)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
 }
 
 // waitStream waits until frames arrive steadily (10 frames without a gap of a second).

@@ -69,6 +69,9 @@ func timed(into *[]float64, f func() error) error {
 // the other measurements.
 func (r *runner) lifecycle(ctx context.Context) (*desktop, error) {
 	n := max(r.cfg.Counts.ColdStarts, 1)
+	if !r.wanted(lifecycleRows...) {
+		n = 1 // only the desktop the other steps need
+	}
 	var cold, stop, restart []float64
 	var keep *desktop
 	for i := range n {

@@ -27,16 +27,17 @@ const PeersRepo = "localhost/cubicle-bench-peers"
 const labelPeersOf = wire.LabelBenchPeersOf
 
 // PeerPackages are the tools other agent desktops use (the Anthropic computer-use demo takes
-// screenshots with scrot + ImageMagick and sends input with xdotool). They are installed only
-// in the benchmark's derived image, never in the product's images.
-var PeerPackages = []string{"scrot", "imagemagick", "xdotool"}
+// screenshots with scrot + ImageMagick, sends input with xdotool and shows the desktop to
+// people with x11vnc). They are installed only in the benchmark's derived image, never in the
+// product's images.
+var PeerPackages = []string{"scrot", "imagemagick", "xdotool", "x11vnc"}
 
 // peersContainerfile adds the peer tools to the standard image and returns to its user; the
 // entrypoint (the driver), working directory and environment are inherited unchanged. The
 // standard image keeps Debian's sources.list from its base, so apt reaches the same mirror
 // its own build used.
 func peersContainerfile() string {
-	return `# Cubicle benchmark: the standard desktop plus the peer tools (scrot, ImageMagick, xdotool).
+	return `# Cubicle benchmark: the standard desktop plus the peer tools (scrot, ImageMagick, xdotool, x11vnc).
 ARG BASE
 FROM ${BASE}
 USER root

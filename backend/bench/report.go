@@ -79,20 +79,59 @@ type Row struct {
 	Peer     *Side  `json:"peer,omitempty"`
 	// Ratio is ours p50 / peer p50; absent without a peer.
 	Ratio *float64 `json:"ratio,omitempty"`
-	Note  string   `json:"note,omitempty"`
+	// Others are further peers measured in the same run (e.g. the previous protocol next to
+	// another product's); each has its own ratio.
+	Others []OtherPeer `json:"otherPeers,omitempty"`
+	Note   string      `json:"note,omitempty"`
 }
 
-// finish computes the summaries and the ratio.
+// OtherPeer is a further peer of a row.
+type OtherPeer struct {
+	Name  string   `json:"name"`
+	Side  Side     `json:"side"`
+	Ratio *float64 `json:"ratio,omitempty"`
+}
+
+// finish computes the summaries and the ratios.
 func (r *Row) finish() {
 	r.Ours.Summary = Summarize(r.Ours.Samples)
-	if r.Peer == nil {
-		return
+	ratio := func(s *Side) *float64 {
+		s.Summary = Summarize(s.Samples)
+		if s.Summary.P50 > 0 {
+			v := r.Ours.Summary.P50 / s.Summary.P50
+			return &v
+		}
+		return nil
 	}
-	r.Peer.Summary = Summarize(r.Peer.Samples)
-	if r.Peer.Summary.P50 > 0 {
-		v := r.Ours.Summary.P50 / r.Peer.Summary.P50
-		r.Ratio = &v
+	for i := range r.Others {
+		r.Others[i].Ratio = ratio(&r.Others[i].Side)
 	}
+	if r.Peer != nil {
+		r.Ratio = ratio(r.Peer)
+	}
+}
+
+// lines returns the table lines of the row: the row itself, then one per other peer
+// (measurement, ours p50, ours p95, peer, peer p50, peer p95, ours/peer).
+func (r *Row) lines() [][7]string {
+	line := func(title, peer string, s *Side, ratio *float64) [7]string {
+		op50, op95 := oursCells(*r)
+		l := [7]string{title, op50, op95, "—", "—", "—", "—"}
+		if s != nil {
+			l[3], l[4], l[5] = peer, num(s.Summary.P50), num(s.Summary.P95)
+		}
+		if ratio != nil {
+			l[6] = num(*ratio)
+		}
+		return l
+	}
+	title := fmt.Sprintf("%s (%s)", r.Title, r.Unit)
+	out := [][7]string{line(title, r.PeerName, r.Peer, r.Ratio)}
+	for i := range r.Others {
+		o := &r.Others[i]
+		out = append(out, line("↳ "+title, o.Name, &o.Side, o.Ratio))
+	}
+	return out
 }
 
 // Machine describes where the run happened.
@@ -173,22 +212,20 @@ func (r *Report) WriteJSON(path string) error {
 }
 
 // WriteTable prints the rows as an aligned text table: measurement (unit), ours p50/p95, the
-// peer and its p50/p95, and ours/peer at p50. "—" marks a row without a peer.
+// peer and its p50/p95, and ours/peer at p50; a further peer of a row gets a line of its own
+// (↳). "—" marks a row without a peer.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "measurement\tours p50\tours p95\tpeer\tpeer p50\tpeer p95\tours/peer")
 	for _, row := range r.Rows {
-		peer, pp50, pp95, ratio := "—", "—", "—", "—"
-		if row.Peer != nil {
-			peer, pp50, pp95 = row.PeerName, num(row.Peer.Summary.P50), num(row.Peer.Summary.P95)
+		for _, l := range row.lines() {
+			fmt.Fprintln(tw, strings.Join(l[:], "\t"))
 		}
-		if row.Ratio != nil {
-			ratio = num(*row.Ratio)
-		}
-		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Title, row.Unit,
-			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeNotMeasured(w, r.Rows)
 }
 
 // WriteMarkdown prints the rows as a Markdown table (the README's Performance section).
@@ -197,18 +234,35 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("| measurement | ours p50 | ours p95 | peer | peer p50 | peer p95 | ours/peer |\n")
 	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n")
 	for _, row := range r.Rows {
-		peer, pp50, pp95, ratio := "—", "—", "—", "—"
-		if row.Peer != nil {
-			peer, pp50, pp95 = row.PeerName, num(row.Peer.Summary.P50), num(row.Peer.Summary.P95)
+		for _, l := range row.lines() {
+			b.WriteString("| " + strings.Join(l[:], " | ") + " |\n")
 		}
-		if row.Ratio != nil {
-			ratio = num(*row.Ratio)
-		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | %s | %s |\n", row.Title, row.Unit,
-			num(row.Ours.Summary.P50), num(row.Ours.Summary.P95), peer, pp50, pp95, ratio)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return writeNotMeasured(w, r.Rows)
+}
+
+// oursCells are a row's p50 and p95 cells: "—" when it has no samples (not measured).
+func oursCells(row Row) (string, string) {
+	if len(row.Ours.Samples) == 0 {
+		return "—", "—"
+	}
+	return num(row.Ours.Summary.P50), num(row.Ours.Summary.P95)
+}
+
+// writeNotMeasured lists the rows without samples and why, under the table: a row never
+// vanishes silently.
+func writeNotMeasured(w io.Writer, rows []Row) error {
+	for _, row := range rows {
+		if len(row.Ours.Samples) == 0 {
+			if _, err := fmt.Fprintf(w, "— %s: %s\n", row.ID, row.Note); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // num formats a value with about three significant digits.

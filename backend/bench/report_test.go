@@ -58,6 +58,10 @@ func sampleReport() *Report {
 				Ours: Side{Method: "create → screenshot", Samples: []float64{2100, 2400}}},
 			{ID: "live_fps", Title: "live view fps", Unit: UnitFPS, Better: "higher",
 				Ours: Side{Method: "frames per second", Samples: []float64{29, 30, 30}}},
+			{ID: "live_bytes_terminal", Title: "live bytes, terminal", Unit: UnitBPS, Better: "lower",
+				Ours:     Side{Method: "v2", Samples: []float64{12000, 13000, 11000}},
+				PeerName: "x11vnc", Peer: &Side{Method: "x11vnc", Samples: []float64{15000, 16000}},
+				Others: []OtherPeer{{Name: "v1 frames", Side: Side{Method: "v1", Samples: []float64{1.2e6, 1.3e6, 1.4e6}}}}},
 		}}
 	for i := range r.Rows {
 		r.Rows[i].finish()
@@ -110,11 +114,18 @@ func TestTables(t *testing.T) {
 	}
 	golden(t, "table.txt", text.Bytes())
 	golden(t, "table.md", md.Bytes())
-	// Every row is printed once, with "—" where there is no peer.
+	// Every row is printed once, with "—" where there is no peer, and once more per further
+	// peer (↳).
 	for _, row := range r.Rows {
-		if n := strings.Count(text.String(), row.Title+" ("+row.Unit+")"); n != 1 {
+		if n := strings.Count(text.String(), row.Title+" ("+row.Unit+")"); n != 1+len(row.Others) {
 			t.Errorf("row %q printed %d times", row.ID, n)
 		}
+	}
+	if !strings.Contains(md.String(), "| ↳ live bytes, terminal (B/s) | 12000 | 13000 | v1 frames | 1300000 | 1400000 | 0.009 |") {
+		t.Errorf("markdown line of a further peer:\n%s", md.String())
+	}
+	if ob := r.Row("live_bytes_terminal").Others[0]; ob.Ratio == nil || *ob.Ratio != 12000.0/1.3e6 || ob.Side.Summary.N != 3 {
+		t.Errorf("further peer: %+v", ob)
 	}
 	if !strings.Contains(md.String(), "| desktop cold start (ms) | 2100 | 2400 | — | — | — | — |") {
 		t.Errorf("markdown row without a peer:\n%s", md.String())
@@ -138,7 +149,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Rows) != 3 || back.Machine.Cores != 2 || !back.Images.PeersKept {
+	if len(back.Rows) != 4 || back.Machine.Cores != 2 || !back.Images.PeersKept {
 		t.Fatalf("round trip lost data: %+v", back)
 	}
 	ex := back.Row("exec")
@@ -155,6 +166,12 @@ func TestWriteJSON(t *testing.T) {
 	}
 	if _, ok := raw.Rows[1]["ratio"]; ok {
 		t.Fatal("cold_start has a ratio in the JSON")
+	}
+	if _, ok := raw.Rows[1]["otherPeers"]; ok {
+		t.Fatal("cold_start has further peers in the JSON")
+	}
+	if o := back.Row("live_bytes_terminal").Others; len(o) != 1 || o[0].Name != "v1 frames" || len(o[0].Side.Samples) != 3 || o[0].Ratio == nil {
+		t.Fatalf("further peer after the round trip: %+v", o)
 	}
 }
 

@@ -27,23 +27,33 @@ var (
 // goes to stderr) and optionally write every raw sample as JSON. Ctrl+C stops the run and
 // removes what it created. docs/bench.md describes each row.
 func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench", "cubicle bench [--quick] [--json FILE] [--markdown] [--engine podman|docker] [--work-dir DIR]")
+	fs := newFlags(e, "bench", "cubicle bench [--quick] [--only ROW,…] [--json FILE] [--markdown] [--engine podman|docker] [--work-dir DIR] [--kubeconfig FILE --namespace NS --registry HOST …]")
 	quick := fs.Bool("quick", false, "few samples per row: finishes in under 2 minutes with a prepared image (CI)")
 	jsonPath := fs.String("json", "", "also write the report with every raw sample, the summaries and the machine to FILE")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown (for the README)")
-	eng := fs.String("engine", "", "podman or docker (default: $CUBICLE_ENGINE, else the one found)")
 	dataDir := defaultDataDir(e.getenv)
 	workDir := fs.String("work-dir", filepath.Join(dataDir, "bench"), "scratch space: the desktops' run directories, image build contexts")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (to stderr)")
+	kf := addEngineFlags(fs) // --engine is the local engine here; the cluster flags add the Kubernetes rows
+	only := fs.String("only", "", "measure only these rows (comma-separated ids, e.g. live_bytes_terminal,agent_step; docs/bench.md lists them)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var onlyRows []string
+	if *only != "" {
+		onlyRows = strings.Split(*only, ",")
 	}
 	log, err := newLogger(e.stderr, *logLevel)
 	if err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	ce, err := backend.ConnectEngine(cctx, *eng, log)
+	ks := backend.OverlayEngine(backend.KubeEnv(e.getenv), kf.settings())
+	eng := ks.Kind
+	if eng == "kubernetes" {
+		eng = "" // the local engine runs the main rows
+	}
+	ce, err := backend.ConnectEngine(cctx, eng, log)
 	cancel()
 	if err != nil {
 		return err
@@ -65,11 +75,29 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fault.Invalid("%v", err)
 	}
-	rep, err := bench.Run(ctx, bench.Config{
+	cfg := bench.Config{
 		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
-		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd,
+		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd, Only: onlyRows,
 		GuestLink: backend.GuestLinkChoice(ctx, mode, ce),
-	})
+	}
+	// The Kubernetes rows run when a cluster is named (a kubeconfig and a registry, by flag
+	// or CUBICLE_KUBECONFIG / CUBICLE_KUBE_REGISTRY); a named cluster that does not answer
+	// fails the run.
+	switch {
+	case ks.Kubeconfig == "" || ks.Registry == "":
+		cfg.KubeMissing = "no Kubernetes cluster given (--kubeconfig FILE --namespace NS --registry HOST, or CUBICLE_KUBECONFIG …)"
+	default:
+		ks.Kind = "kubernetes"
+		kctx, kcancel := context.WithTimeout(ctx, 30*time.Second)
+		kc, err := backend.ConnectEngineWith(kctx, ks, log)
+		kcancel()
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+		cfg.Kube = &bench.Kube{Engine: kc.Kube, Registry: ks.Registry, Insecure: ks.RegistryInsecure}
+	}
+	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("bench interrupted (%w); the containers it created were removed", ctx.Err())

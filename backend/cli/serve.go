@@ -11,6 +11,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/store"
 )
 
 // DefaultListen is where `cubicle serve` listens unless told otherwise.
@@ -23,7 +24,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]… [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDR]…")
+	fs := newFlags(e, "serve", "cubicle serve [--listen 127.0.0.1:8765] [--data-dir DIR] [--allowed-host NAME]… [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDR]… [--engine kubernetes --kubeconfig FILE --namespace NS --registry HOST …]")
 	listen := fs.String("listen", defaultListen(e.getenv), "address to listen on; a non-loopback address needs an admin password set by you (CUBICLE_ADMIN_PASSWORD or an existing account)")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "where Cubicle keeps its data (env CUBICLE_DATA_DIR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -32,6 +33,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.Var(&proxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For/-Proto are believed (repeatable)")
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
+	ef := addEngineFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +41,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fault.Invalid("--tls-cert and --tls-key go together: give both, or neither")
 	}
 	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts,
-		proxies: proxies, tlsCert: *cert, tlsKey: *key})
+		proxies: proxies, tlsCert: *cert, tlsKey: *key, engine: ef.settings()})
 }
 
 // defaultListen is $CUBICLE_LISTEN, else DefaultListen.
@@ -55,6 +57,7 @@ type serveOptions struct {
 	hosts, proxies            []string
 	tlsCert, tlsKey           string
 	note                      string // printed before the URL (e.g. why the desktop app fell back to serve)
+	engine                    store.EngineSettings
 }
 
 func serve(ctx context.Context, e *env, o serveOptions) error {
@@ -87,6 +90,8 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		TrustedProxies:     o.proxies,
 		SecureCookies:      tlsCfg != nil,
 		Doctor:             doctorFunc(o.dataDir, e.getenv),
+		Engine:             o.engine.Kind,
+		Kubernetes:         o.engine,
 	})
 	if err != nil {
 		if !loopback && fault.Class(err) == fault.ErrForbidden {

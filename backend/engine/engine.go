@@ -23,6 +23,9 @@ type Kind string
 const (
 	Podman Kind = "podman"
 	Docker Kind = "docker"
+	// Kubernetes runs desktops as Pods of a cluster (engine/kubernetes): no image store, no
+	// host mounts; images come from a registry.
+	Kubernetes Kind = "kubernetes"
 )
 
 // Labels every object Cubicle creates carries, so that a restart can find its own objects.

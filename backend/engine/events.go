@@ -55,6 +55,9 @@ type EventStream struct {
 	body   io.ReadCloser
 	dec    *json.Decoder
 	labels map[string]string
+	// next and stop feed a stream made by NewEventSource instead of body.
+	next func() (Event, error)
+	stop func()
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -65,6 +68,15 @@ type EventStream struct {
 // labels satisfy labels (see MatchLabels; nil keeps all). Adapters call it.
 func NewEventStream(body io.ReadCloser, labels map[string]string) *EventStream {
 	return &EventStream{body: body, dec: json.NewDecoder(body), labels: labels, closed: make(chan struct{})}
+}
+
+// NewEventSource returns an EventStream fed by next, for engines without a Docker-style
+// /events stream (Kubernetes: watches of Pods). next blocks for the next event and returns
+// an error when the source ended (the fault.ErrUnavailable class when the engine went away);
+// stop is called once by Close and must make a blocked next return. Events whose labels do
+// not satisfy labels (see MatchLabels; nil keeps all) are skipped.
+func NewEventSource(next func() (Event, error), stop func(), labels map[string]string) *EventStream {
+	return &EventStream{next: next, stop: stop, labels: labels, closed: make(chan struct{})}
 }
 
 // wireEvent is one line of an engine's event stream.
@@ -89,6 +101,9 @@ var eventAttributes = map[string]bool{"name": true, "image": true, "containerExi
 // fault.ErrUnavailable class when the engine closed it or the connection broke, and
 // ErrEventStreamClosed after Close.
 func (s *EventStream) Next() (Event, error) {
+	if s.next != nil {
+		return s.nextFromSource()
+	}
 	for {
 		var w wireEvent
 		if err := s.dec.Decode(&w); err != nil {
@@ -125,11 +140,34 @@ func (s *EventStream) Next() (Event, error) {
 	}
 }
 
+// nextFromSource is Next of a stream made by NewEventSource.
+func (s *EventStream) nextFromSource() (Event, error) {
+	for {
+		ev, err := s.next()
+		select {
+		case <-s.closed:
+			return Event{}, ErrEventStreamClosed
+		default:
+		}
+		if err != nil {
+			return Event{}, err
+		}
+		if MatchLabels(ev.Labels, s.labels) {
+			return ev, nil
+		}
+	}
+}
+
 // Close ends the subscription. It is idempotent.
 func (s *EventStream) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		s.body.Close()
+		if s.stop != nil {
+			s.stop()
+		}
+		if s.body != nil {
+			s.body.Close()
+		}
 	})
 	return nil
 }

@@ -13,9 +13,19 @@
 // slow it is. A quiet screen produces no frames at all (the driver only answers next_frame
 // when the screen changed), so an idle desktop costs its viewers no traffic.
 //
-// Goroutines: each Hub runs one goroutine (its stream loop), owned by Hubs: Close cancels
-// every hub and waits for them. Viewers own no goroutine. Hubs, Hub and Viewer are safe for
-// concurrent use.
+// Version 2 viewers (WatchRegions, regions.go) get the screen as region updates instead: a
+// RegionHub holds ONE region stream of the driver per desktop (guest.Client.NextUpdate) and
+// a pointer report loop. Updates build on each other, so a region viewer's mailbox queues
+// them (merged into one message when written) up to a limit, past which the viewer starts
+// over from a keyframe of what the others have (guest.Client.Keyframe). Each region viewer
+// has a quality level (Levels); the hub asks the driver to encode every JPEG region once per
+// level in use, so viewers at one level share one encoding. Flow (flow.go) is the per-viewer
+// flow control the computer channel runs to pick that level and to hold updates back while a
+// viewer's link is behind.
+//
+// Goroutines: each Hub runs one goroutine (its stream loop), each RegionHub three (updates,
+// pointer, keyframes), all owned by Hubs: Close cancels every hub and waits for them.
+// Viewers own no goroutine. Hubs, Hub, RegionHub and the viewers are safe for concurrent use.
 package screen
 
 import (
@@ -77,8 +87,9 @@ type Hubs struct {
 	wg     sync.WaitGroup // one per running hub goroutine
 
 	mu     sync.Mutex
-	hubs   map[string]*Hub // guarded by mu; the current hub of each watched desktop
-	closed bool            // guarded by mu
+	hubs   map[string]*Hub       // guarded by mu; the current frame hub of each watched desktop
+	rhubs  map[string]*RegionHub // guarded by mu; the current region hub of each watched desktop
+	closed bool                  // guarded by mu
 }
 
 // New returns an empty set of hubs.
@@ -96,7 +107,7 @@ func New(cfg Config) *Hubs {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hubs{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hubs: map[string]*Hub{}}
+	return &Hubs{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hubs: map[string]*Hub{}, rhubs: map[string]*RegionHub{}}
 }
 
 // Watch adds a viewer of desktopID's screen, served by src. The first viewer of a desktop
@@ -133,12 +144,43 @@ func (hs *Hubs) Viewers(desktopID string) int {
 	return len(h.viewers)
 }
 
-// Streaming reports whether a hub holds a driver stream open for desktopID.
+// Streaming reports whether a hub holds a driver stream (frames or regions) open for
+// desktopID.
 func (hs *Hubs) Streaming(desktopID string) bool {
 	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h := hs.hubs[desktopID]
-	return h != nil && !h.ended()
+	h, rh := hs.hubs[desktopID], hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	return (h != nil && !h.ended()) || (rh != nil && !rh.ended())
+}
+
+// RegionLevels returns the quality level of each region viewer of desktopID's current hub
+// (in no particular order), and how many updates the hub has published.
+func (hs *Hubs) RegionLevels(desktopID string) (levels []int, published uint64) {
+	hs.mu.Lock()
+	h := hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	if h == nil {
+		return nil, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v := range h.viewers {
+		levels = append(levels, v.Level())
+	}
+	return levels, h.published
+}
+
+// RegionViewers returns how many region viewers watch desktopID through its current hub.
+func (hs *Hubs) RegionViewers(desktopID string) int {
+	hs.mu.Lock()
+	h := hs.rhubs[desktopID]
+	hs.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.viewers)
 }
 
 // Close ends every hub and viewer (viewers end with ErrClosed) and waits for the hubs'
@@ -146,11 +188,14 @@ func (hs *Hubs) Streaming(desktopID string) bool {
 func (hs *Hubs) Close() error {
 	hs.mu.Lock()
 	hs.closed = true
-	hubs := hs.hubs
-	hs.hubs = map[string]*Hub{}
+	hubs, rhubs := hs.hubs, hs.rhubs
+	hs.hubs, hs.rhubs = map[string]*Hub{}, map[string]*RegionHub{}
 	hs.mu.Unlock()
 	hs.cancel()
 	for _, h := range hubs {
+		h.end(ErrClosed)
+	}
+	for _, h := range rhubs {
 		h.end(ErrClosed)
 	}
 	hs.wg.Wait()

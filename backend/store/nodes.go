@@ -26,6 +26,33 @@ type NodeSettings struct {
 	BaseDigest   string `json:"baseDigest,omitempty"`   // sha256:…
 	CursorBase   string `json:"cursorBase,omitempty"`   // the cursor image's base
 	CursorDigest string `json:"cursorDigest,omitempty"` // sha256:…
+	// Engine is the container engine the node's desktops run on, as an admin saved it in
+	// Settings → Local VM (it applies from the node's next start; flags and environment
+	// variables of the process override it). The zero value is "find one" (Podman first).
+	Engine EngineSettings `json:"engine,omitzero"`
+	// EngineRequestID is the last applied requestId of an engine change.
+	EngineRequestID string `json:"engineRequestId,omitempty"`
+}
+
+// EngineSettings choose a node's container engine: Kind "" (find one), "podman", "docker",
+// "kubernetes" or "none"; the other fields configure the kubernetes engine (desktops as Pods
+// of a cluster, docs/kubernetes.md).
+type EngineSettings struct {
+	Kind string `json:"kind,omitempty"`
+	// Kubeconfig is a kubeconfig file on the node ("" = $KUBECONFIG, ~/.kube/config, or the
+	// in-cluster service account); Context picks one of its contexts.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
+	// Namespace holds the desktops ("" = the context's).
+	Namespace string `json:"namespace,omitempty"`
+	// StorageClass of the workspaces and browser profiles ("" = the cluster's default).
+	StorageClass string `json:"storageClass,omitempty"`
+	// VolumeSize of each of them ("" = 10Gi).
+	VolumeSize string `json:"volumeSize,omitempty"`
+	// Registry the prepared images are pushed to and the nodes pull from (host[:port][/path]);
+	// RegistryInsecure pushes over plain HTTP or without verifying TLS.
+	Registry         string `json:"registry,omitempty"`
+	RegistryInsecure bool   `json:"registryInsecure,omitempty"`
 }
 
 // defaultNodeSettings returns the settings of a node that never saved any.

@@ -36,9 +36,54 @@ func (m *Manager) subscribe(ctx context.Context) *engine.EventStream {
 	s, err := m.cfg.Engine.Events(m.ctx, nil)
 	if err != nil {
 		m.log.Warn("cannot follow the engine's events; retrying", "err", err)
+		m.setUnreachable(err)
 		return nil
 	}
 	return s
+}
+
+// Unreachable says why the engine does not answer, "" while it does. While it does not,
+// every desktop of the node is unreachable: links are refused at once (Link), operations
+// fail with the engine's error, and views say so (HealthUnreachable); nothing is recorded as
+// stopped on that account. When the engine answers again, the next resync reconciles the
+// records with what it runs.
+func (m *Manager) Unreachable() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unreachable
+}
+
+// setUnreachable records that the engine's event stream could not be re-opened (err of class
+// fault.ErrUnavailable; other errors are not about reaching it) or, with nil, that the
+// engine answered (a subscription or a comparison succeeded).
+func (m *Manager) setUnreachable(err error) {
+	why := ""
+	if err != nil {
+		if !errors.Is(err, fault.ErrUnavailable) || m.ctx.Err() != nil {
+			return
+		}
+		why = "the container engine does not answer: " + err.Error()
+	}
+	m.mu.Lock()
+	was := m.unreachable
+	m.unreachable = why
+	m.mu.Unlock()
+	switch {
+	case was == "" && why != "":
+		m.log.Warn("the engine is unreachable: desktops fail closed until it answers", "err", err)
+		for _, in := range m.instancesOrNil() {
+			m.links.Drop(in.ID) // a link through an engine that is gone (the exec link) is dead
+		}
+	case was != "" && why == "":
+		m.log.Info("the engine answers again; reconciling")
+	default:
+		return
+	}
+	for _, in := range m.instancesOrNil() {
+		if takesSlot(in.State) {
+			m.changed(in, in.State, false)
+		}
+	}
 }
 
 // watch owns the event subscription: it reads events (through a reader goroutine),
@@ -78,6 +123,7 @@ func (m *Manager) watch(stream *engine.EventStream) {
 		case <-retry:
 			retry = nil
 			if s := m.subscribe(m.ctx); s != nil {
+				m.setUnreachable(nil)
 				start(s)
 				backoff = 250 * time.Millisecond
 				m.log.Info("following the engine's events again")
@@ -179,8 +225,9 @@ func (m *Manager) resync() {
 		if m.ctx.Err() == nil {
 			m.log.Warn("resync with the engine", "err", err)
 		}
-		return
+		return // a failed comparison alone (a slow engine) does not make it unreachable: a lost event stream does
 	}
+	m.setUnreachable(nil)
 	ins := m.instancesOrNil()
 	byID := map[string]store.VMInstance{}
 	for _, in := range ins {

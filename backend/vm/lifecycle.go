@@ -128,7 +128,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	// starts can never both take the last one; the slow work below runs without the lock.
 	m.capMu.Lock()
 	if !k.noSlot {
-		if err := m.checkCapacity(in.ID, in.Scope); err != nil {
+		if err := m.checkCapacity(ctx, eng, in.ID, in.Scope); err != nil {
 			m.capMu.Unlock()
 			return err
 		}
@@ -443,13 +443,19 @@ func (m *Manager) findContainer(ctx context.Context, in store.VMInstance, role s
 }
 
 // checkCapacity refuses to reserve one more slot when the node's MaxInstances are taken
-// (except by instance except). capMu is held.
-func (m *Manager) checkCapacity(except, scope string) error {
+// (except by instance except). What takes a slot comes from the engine — its containers of
+// this node and store that run, are paused, or are on their way up or down — plus the slots
+// reserved by starts still before the engine (records "creating"/"starting"); an engine
+// that cannot be asked refuses the start. capMu is held.
+func (m *Manager) checkCapacity(ctx context.Context, eng Engine, except, scope string) error {
 	ns, err := m.st.NodeSettings(m.node)
 	if err != nil {
 		return err
 	}
-	running := m.runningDesktops(except)
+	running, err := m.engineDesktops(ctx, eng, except)
+	if err != nil {
+		return fmt.Errorf("count the desktops that run: %w", err)
+	}
 	if len(running) < ns.MaxInstances {
 		return nil
 	}
@@ -460,6 +466,52 @@ func (m *Manager) checkCapacity(except, scope string) error {
 	}
 	return fault.Conflict("at most %d desktops may run at the same time on this node and %d already run: %s; "+
 		"stop one of them, or raise the limit in Settings → Local VM", ns.MaxInstances, len(running), strings.Join(running, ", "))
+}
+
+// engineDesktops describes the desktops that take a capacity slot as the engine reports
+// them (see checkCapacity), except instance except.
+func (m *Manager) engineDesktops(ctx context.Context, eng Engine, except string) ([]string, error) {
+	cs, err := eng.ListContainers(ctx, map[string]string{engine.LabelManaged: "true", LabelNode: m.node, LabelStore: m.storeID})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]store.VMInstance{}
+	for _, in := range m.instancesOrNil() {
+		byID[in.ID] = in
+	}
+	taken := map[string]bool{}
+	var out []string
+	for _, c := range cs {
+		id := c.Labels[engine.LabelInstance]
+		in, known := byID[id]
+		if id == "" || id == except || taken[id] || c.Labels[LabelRole] == RoleProbe {
+			continue
+		}
+		if known && (in.Scope == scopeCompose || kindOf(in).noSlot) {
+			continue
+		}
+		if !c.Running && !c.Paused && c.Status != "stopping" && c.Status != "created" && c.Status != "removing" {
+			continue
+		}
+		if c.Status == "created" && (!known || !takesSlot(in.State)) {
+			continue // made but never started (Podman's "created"), unless a start of ours is under way
+		}
+		taken[id] = true
+		if known {
+			out = append(out, m.describe(in))
+		} else {
+			out = append(out, "container "+c.Name)
+		}
+	}
+	for _, in := range byID {
+		if in.ID == except || taken[in.ID] || in.Scope == scopeCompose || kindOf(in).noSlot {
+			continue
+		}
+		if in.State == StateCreating || in.State == StateStarting {
+			out = append(out, m.describe(in)) // reserved by a start that has not reached the engine yet
+		}
+	}
+	return out, nil
 }
 
 // runningDesktops describes the desktops that take a capacity slot, except instance except.

@@ -30,6 +30,9 @@ const linkConnectTimeout = 10 * time.Second
 // fault.ErrConflict, a driver that cannot be reached fault.ErrUnavailable (and the desktop is
 // unhealthy until Start repairs it).
 func (m *Manager) Link(ctx context.Context, id string) (*guest.Client, error) {
+	if why := m.Unreachable(); why != "" {
+		return nil, fault.Unavailable("%s; desktops on this node cannot be reached until it does", why)
+	}
 	if c, ok := m.links.Get(id); ok {
 		return c, nil
 	}

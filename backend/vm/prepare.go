@@ -95,6 +95,9 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 	if _, err := m.needEngine(); err != nil {
 		return nil, err
 	}
+	if m.cfg.Images == nil && m.cfg.ImagesProblem != "" {
+		return nil, fault.Unavailable("image preparation is not available: %s", m.cfg.ImagesProblem)
+	}
 	if m.cfg.Images == nil {
 		return nil, fault.Unavailable("image preparation is not available: the image builder could not be set up " +
 			"(see the Cubicle log); run `cubicle doctor`")

@@ -18,6 +18,9 @@ type EngineView struct {
 	Rootless bool   `json:"rootless"`
 	Arch     string `json:"arch,omitempty"`
 	Problem  string `json:"problem,omitempty"` // what is wrong and how to fix it
+	// Unreachable says why the engine stopped answering (its event stream or a comparison
+	// failed), while it does not; desktops are then unreachable and refused (fail closed).
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // ImageView is one image key with its prepared record, if any.
@@ -73,6 +76,9 @@ type InstanceView struct {
 const (
 	HealthOK        = "ok"
 	HealthUnhealthy = "unhealthy"
+	// HealthUnreachable: the engine does not answer (EngineView.Unreachable); the desktop
+	// may still run but nothing reaches it until the engine is back.
+	HealthUnreachable = "unreachable"
 )
 
 // Policy is the node's isolation policy and idle policy.
@@ -170,10 +176,10 @@ func (m *Manager) engineView(ctx context.Context) EngineView {
 	defer cancel()
 	info, err := m.cfg.Engine.Info(ictx)
 	if err != nil {
-		return EngineView{Problem: "the container engine does not answer: " + err.Error()}
+		return EngineView{Problem: "the container engine does not answer: " + err.Error(), Unreachable: m.Unreachable()}
 	}
 	return EngineView{Found: true, Kind: string(info.Kind), Version: info.Version, Socket: info.Socket,
-		Rootless: info.Rootless, Arch: info.Arch}
+		Rootless: info.Rootless, Arch: info.Arch, Unreachable: m.Unreachable()}
 }
 
 func (m *Manager) instanceView(in store.VMInstance) InstanceView {
@@ -193,7 +199,10 @@ func (m *Manager) instanceView(in store.VMInstance) InstanceView {
 	if who, ok := m.busyWho(in.ID); ok {
 		v.BusyBy = who
 	}
-	if in.State == StateRunning {
+	if why := m.Unreachable(); why != "" && takesSlot(in.State) && in.Scope != scopeCompose {
+		v.Health = HealthUnreachable
+		v.LastError = why
+	} else if in.State == StateRunning {
 		ls := m.links.State(in.ID)
 		v.GuestLink = ls.Transport
 		if v.GuestLink == "" {

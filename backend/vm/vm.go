@@ -163,6 +163,9 @@ type Config struct {
 	// EngineProblem says why Engine is nil and how to fix it (shown to admins).
 	EngineProblem string
 	Images        ImageBuilder
+	// ImagesProblem says why Images is nil when the reason is known (shown when an admin
+	// prepares an image).
+	ImagesProblem string
 	// Link says how desktops' drivers are reached. Link.Choice comes from CUBICLE_GUEST_LINK
 	// and the engine (link.Choose); the zero Choice is auto on a local Linux engine. Nil
 	// transports are the real ones: the socket, and the exec link through Engine.
@@ -282,8 +285,12 @@ type Manager struct {
 	preps     map[string]*prepJob  // image key → running or last finished preparation
 	preparing int                  // preparations running
 	strays    []string             // containers of this store that no record knows
-	started   bool
-	closed    bool
+	// unreachable says why the engine stopped answering ("" while it answers): set by the
+	// watcher when the event stream cannot be re-opened or a resync fails, cleared when
+	// either succeeds (follow.go).
+	unreachable string
+	started     bool
+	closed      bool
 }
 
 // New checks cfg and returns a Manager. Nothing runs until Start.

@@ -235,7 +235,8 @@ export interface InstanceView {
   hostWall?: string;
   /** How the running desktop's driver is reached: "socket" or "exec". */
   guestLink?: string;
-  /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it). */
+  /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it);
+   * "unreachable" while the engine does not answer (fail closed; lastError says why). */
   health?: string;
 }
 
@@ -297,7 +298,7 @@ export interface ImageSourcesUpdate {
 /** GET /api/app/admin/local-vm. */
 export interface LocalVMStatus {
   nodeId: string;
-  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string };
+  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string; unreachable?: string };
   compose: boolean;
   images: ImageView[] | null;
   preparing: boolean;
@@ -307,6 +308,31 @@ export interface LocalVMStatus {
   instances: InstanceView[] | null;
   strays?: string[];
   guestLink?: GuestLinkChoice;
+}
+
+/** A node's engine choice (store.EngineSettings): kind "" (find one), podman, docker, kubernetes or none. */
+export interface EngineSettings {
+  kind?: string;
+  kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  storageClass?: string;
+  volumeSize?: string;
+  registry?: string;
+  registryInsecure?: boolean;
+}
+
+/** GET /api/app/admin/local-vm/engine: the engine in force, the saved choice, what overrides it. */
+export interface EngineStatus {
+  active: string;
+  endpoint?: string;
+  problem?: string;
+  settings: EngineSettings;
+  saved: EngineSettings;
+  overrides?: string[];
+  /** The saved choice differs from what runs: it applies when Cubicle next starts. */
+  restartNeeded: boolean;
+  imagesProblem?: string;
 }
 
 /** GET /api/app/agents/:id/local-vm. */
@@ -693,6 +719,16 @@ export class Client {
   /** GET /api/app/admin/local-vm (admin only). */
   localVM(): Promise<LocalVMStatus> {
     return this.request<LocalVMStatus>('GET', '/api/app/admin/local-vm');
+  }
+
+  /** GET /api/app/admin/local-vm/engine (admin only). */
+  engine(): Promise<EngineStatus> {
+    return this.request<EngineStatus>('GET', '/api/app/admin/local-vm/engine');
+  }
+
+  /** PUT /api/app/admin/local-vm/engine: checked (a cluster is connected first) and saved; applies at the next start. */
+  setEngine(requestId: string, s: EngineSettings): Promise<EngineStatus> {
+    return this.request<EngineStatus>('PUT', '/api/app/admin/local-vm/engine', { requestId, ...s });
   }
 
   /** POST /api/app/admin/local-vm/prepare: starts (or joins) a preparation; poll localVM(). */

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { buildFrame, ScreenChannel, type Lease, type ScreenStatus } from './screen';
+import { buildFrame, buildUpdate, ScreenChannel, subprotocolV2, type Lease, type ScreenStatus } from './screen';
 
 /** A WebSocket stand-in: records what the client sends; the test plays the server. */
 class FakeWS {
@@ -10,7 +10,10 @@ class FakeWS {
   onopen: (() => void) | null = null;
   onmessage: ((e: { data: unknown }) => void) | null = null;
   onclose: ((e: { code: number; reason: string }) => void) | null = null;
-  constructor(readonly url: string) {
+  constructor(
+    readonly url: string,
+    readonly protocols?: string[],
+  ) {
     FakeWS.last = this;
   }
   send(s: string) {
@@ -115,6 +118,39 @@ describe('ScreenChannel', () => {
     const second = FakeWS.last;
     vi.advanceTimersByTime(1);
     expect(FakeWS.last).not.toBe(second); // 2 s the second time
+    ch.close();
+  });
+
+  it('speaks version 2: regions, pointer and cursor messages, refresh on a broken update', () => {
+    const updates: number[] = [];
+    const frames: number[] = [];
+    const pointers: string[] = [];
+    const ch = new ScreenChannel(
+      'ws://x',
+      {
+        onUpdate: (u) => updates.push(u.id),
+        onFrame: (f) => frames.push(f.id),
+        onPointer: (p) => pointers.push(`${p.x},${p.y}`),
+        onCursor: (c) => pointers.push(`cursor ${c.serial}`),
+      },
+      FakeWS as unknown as typeof WebSocket,
+    );
+    const ws = FakeWS.last!;
+    expect(ws.protocols).toEqual([subprotocolV2]);
+    ws.open();
+    ws.server(buildUpdate({ id: 11, width: 10, height: 10, key: true, lossless: false, refresh: false, regions: [] }));
+    ws.server({ type: 'cursor', serial: 4, width: 1, height: 1, hotX: 0, hotY: 0, png: '' });
+    ws.server({ type: 'pointer', x: 3, y: 4 });
+    ws.server(buildFrame(12, 10, 10, new Uint8Array([1]))); // an older server: whole frames
+    expect(updates).toEqual([11]);
+    expect(frames).toEqual([12]);
+    expect(pointers).toEqual(['cursor 4', '3,4']);
+    expect(ch.lastFrame).toBe(12);
+    const broken = new Uint8Array(buildUpdate({ id: 13, width: 10, height: 10, key: false, lossless: false, refresh: false, regions: [] }));
+    broken[24 + 3] = 1; // one region announced, none there
+    ws.server(broken.buffer);
+    expect(updates).toEqual([11]);
+    expect(ws.sent.at(-1)).toEqual({ type: 'refresh' });
     ch.close();
   });
 });

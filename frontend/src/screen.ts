@@ -1,14 +1,151 @@
 // The computer channel's client side (WS /api/app/agents/:id/computer; the wire contract is
-// backend/api/computer.go and docs/computer-protocol.md): binary frame headers, status and
-// lease messages, mapping pointer positions on the canvas to screen pixels, and keyboard
-// events to the driver's key names. The parsing and mapping are pure and unit tested.
+// backend/api/computer.go, computer_v2.go and docs/computer-protocol.md): binary frames
+// (version 1) and region updates (version 2), status, lease and pointer messages, mapping
+// pointer positions on the canvas to screen pixels, and keyboard events to the driver's key
+// names. The parsing and mapping are pure and unit tested; painter.ts draws.
 
 /** Length of a binary frame's header. */
 export const frameHeaderLen = 24;
 const frameMagic = 'CBFR';
 
-/** A decoded binary frame. */
+/** The websocket subprotocol of version 2; a server that does not speak it sends version 1. */
+export const subprotocolV2 = 'cubicle.computer.v2';
+
+/** Length of a version 2 update's header, and of each region's header. */
+export const updateHeaderLen = 32;
+export const regionHeaderLen = 16;
+
+/** How a region is encoded. */
+export type RegionEncoding = 'jpeg' | 'png' | 'fill' | 'copy';
+const regionEncodings: Record<number, RegionEncoding> = { 1: 'jpeg', 2: 'png', 3: 'fill', 4: 'copy' };
+
+/** One rectangle of an update, in screen pixels. */
+export interface Region {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+  enc: RegionEncoding;
+  /** jpeg/png: the image; fill: R, G, B, 255; copy: source x (u16), source y (u16). */
+  data: Uint8Array;
+}
+
+/** A version 2 update: apply its regions in order to the screen as of the previous one. */
+export interface Update {
+  version: 2;
+  id: number;
+  width: number;
+  height: number;
+  /** The regions cover the whole screen: nothing before is needed. */
+  key: boolean;
+  /** Every pixel is exact after this update. */
+  lossless: boolean;
+  /** Only a lossless repeat of parts that stopped changing. */
+  refresh: boolean;
+  regions: Region[];
+  bytes: number;
+}
+
+/** The pointer's image (sent when it changes): a PNG, base64, with its hot spot. */
+export interface CursorMessage {
+  type: 'cursor';
+  serial: number;
+  width: number;
+  height: number;
+  hotX: number;
+  hotY: number;
+  png: string;
+}
+
+/** The pointer's position in screen pixels (sent when it moves). */
+export interface PointerMessage {
+  type: 'pointer';
+  x: number;
+  y: number;
+}
+
+/** Parses a version 2 update message. */
+export function parseUpdate(buf: ArrayBuffer): Update {
+  if (buf.byteLength < updateHeaderLen) throw new Error(`update too short (${buf.byteLength} bytes)`);
+  const v = new DataView(buf);
+  const magic = String.fromCharCode(v.getUint8(0), v.getUint8(1), v.getUint8(2), v.getUint8(3));
+  if (magic !== frameMagic || v.getUint8(4) !== 2) throw new Error('not a version 2 update');
+  const hlen = v.getUint8(5);
+  if (hlen < updateHeaderLen || hlen > buf.byteLength) throw new Error(`bad update header length ${hlen}`);
+  if (v.getUint8(6) !== 1) throw new Error(`unknown message kind ${v.getUint8(6)}`);
+  const flags = v.getUint8(7);
+  const n = v.getUint32(24);
+  const regions: Region[] = [];
+  let off = hlen;
+  for (let i = 0; i < n; i++) {
+    if (off + regionHeaderLen > buf.byteLength) throw new Error(`region ${i}: short header`);
+    const enc = regionEncodings[v.getUint8(off + 8)];
+    if (!enc) throw new Error(`region ${i}: unknown encoding ${v.getUint8(off + 8)}`);
+    const len = v.getUint32(off + 12);
+    if (off + regionHeaderLen + len > buf.byteLength) throw new Error(`region ${i}: data past the end`);
+    if ((enc === 'fill' || enc === 'copy') && len !== 4) throw new Error(`region ${i}: ${enc} with ${len} bytes`);
+    regions.push({
+      x: v.getUint16(off),
+      y: v.getUint16(off + 2),
+      w: v.getUint16(off + 4),
+      h: v.getUint16(off + 6),
+      enc,
+      data: new Uint8Array(buf, off + regionHeaderLen, len),
+    });
+    off += regionHeaderLen + len;
+  }
+  if (off !== buf.byteLength) throw new Error(`${buf.byteLength - off} bytes after the last region`);
+  return {
+    version: 2,
+    id: Number(v.getBigUint64(8)),
+    width: v.getUint32(16),
+    height: v.getUint32(20),
+    key: (flags & 1) !== 0,
+    lossless: (flags & 2) !== 0,
+    refresh: (flags & 4) !== 0,
+    regions,
+    bytes: buf.byteLength,
+  };
+}
+
+/** Builds an update message (the tests' inverse of parseUpdate). */
+export function buildUpdate(u: Omit<Update, 'version' | 'bytes'>): ArrayBuffer {
+  const codes: Record<RegionEncoding, number> = { jpeg: 1, png: 2, fill: 3, copy: 4 };
+  const size = u.regions.reduce((n, r) => n + regionHeaderLen + r.data.byteLength, updateHeaderLen);
+  const buf = new ArrayBuffer(size);
+  const v = new DataView(buf);
+  for (let i = 0; i < 4; i++) v.setUint8(i, frameMagic.charCodeAt(i));
+  v.setUint8(4, 2);
+  v.setUint8(5, updateHeaderLen);
+  v.setUint8(6, 1);
+  v.setUint8(7, (u.key ? 1 : 0) | (u.lossless ? 2 : 0) | (u.refresh ? 4 : 0));
+  v.setBigUint64(8, BigInt(u.id));
+  v.setUint32(16, u.width);
+  v.setUint32(20, u.height);
+  v.setUint32(24, u.regions.length);
+  let off = updateHeaderLen;
+  for (const r of u.regions) {
+    v.setUint16(off, r.x);
+    v.setUint16(off + 2, r.y);
+    v.setUint16(off + 4, r.w);
+    v.setUint16(off + 6, r.h);
+    v.setUint8(off + 8, codes[r.enc]);
+    v.setUint32(off + 12, r.data.byteLength);
+    new Uint8Array(buf, off + regionHeaderLen).set(r.data);
+    off += regionHeaderLen + r.data.byteLength;
+  }
+  return buf;
+}
+
+/** Parses a binary message of either version. */
+export function parseBinary(buf: ArrayBuffer): Frame | Update {
+  if (buf.byteLength > 4 && new DataView(buf).getUint8(4) === 2) return parseUpdate(buf);
+  return parseFrame(buf);
+}
+
+/** A decoded binary frame (version 1: the whole screen). */
 export interface Frame {
+  version?: 1;
   id: number;
   width: number;
   height: number;
@@ -262,6 +399,9 @@ const lostLease = ['handed_back', 'expired', 'revoked', 'stale_version', 'not_ho
 /** Events a ScreenChannel reports. */
 export interface ChannelHandlers {
   onFrame?: (f: Frame) => void;
+  onUpdate?: (u: Update) => void;
+  onPointer?: (p: PointerMessage) => void;
+  onCursor?: (c: CursorMessage) => void;
   onStatus?: (s: ScreenStatus) => void;
   onLease?: (l: Lease | null) => void;
   onError?: (e: ChannelError) => void;
@@ -295,7 +435,7 @@ export class ScreenChannel {
   private connect() {
     if (this.closed) return;
     this.h.onConnection?.('connecting');
-    const ws = new this.wsImpl(this.url);
+    const ws = new this.wsImpl(this.url, [subprotocolV2]);
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
     ws.onopen = () => {
@@ -320,19 +460,31 @@ export class ScreenChannel {
 
   private message(data: unknown) {
     if (data instanceof ArrayBuffer) {
+      let m: Frame | Update;
       try {
-        const f = parseFrame(data);
-        if (f.id > this.lastFrame) this.lastFrame = f.id;
-        this.h.onFrame?.(f);
+        m = parseBinary(data);
       } catch {
-        // a frame we cannot read: skip it
+        // a message we cannot read: an update lost breaks the picture, so start over
+        if (data.byteLength > 4 && new DataView(data).getUint8(4) === 2) this.refresh();
+        return;
       }
+      if (m.id > this.lastFrame) this.lastFrame = m.id;
+      if ('regions' in m) this.h.onUpdate?.(m);
+      else this.h.onFrame?.(m);
       return;
     }
     let m: { type?: string; id?: string };
     try {
       m = JSON.parse(String(data));
     } catch {
+      return;
+    }
+    if (m.type === 'pointer') {
+      this.h.onPointer?.(m as PointerMessage);
+      return;
+    }
+    if (m.type === 'cursor') {
+      this.h.onCursor?.(m as CursorMessage);
       return;
     }
     if (m.type === 'status') {
@@ -406,6 +558,11 @@ export class ScreenChannel {
   input(a: InputAction): boolean {
     if (!this.lease) return false;
     return this.send({ type: 'input', token: this.lease.token, version: this.lease.version, frameId: this.lastFrame, ...a });
+  }
+
+  /** Asks for a keyframe (version 2): the picture was lost (a queue dropped, a bad message). */
+  refresh() {
+    this.send({ type: 'refresh' });
   }
 
   /** Closes for good. */

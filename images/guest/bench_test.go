@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"log/slog"
 	"math/rand"
 	"sort"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"cubicle/backend/guest"
+	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11/xvfbtest"
 
 	"github.com/jezek/xgb/xproto"
@@ -235,4 +237,82 @@ func BenchmarkExecBridge(b *testing.B) {
 	}
 	cpu.report(b)
 	p.report(b)
+}
+
+// plasmaLike is a w×h image of smooth colour waves with noise (a video or photo frame),
+// different for each seed.
+func plasmaLike(w, h int, seed int64) *image.RGBA {
+	rng := rand.New(rand.NewSource(seed))
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	f := float64(seed)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := (x*3+y*2+int(f)*40)%256 + rng.Intn(24)
+			img.SetRGBA(x, y, color.RGBA{uint8(v), uint8((v + y/3) % 256), uint8((x/5 + int(f)*17) % 256), 255})
+		}
+	}
+	return img
+}
+
+// BenchmarkRegionUpdate is one region stream update without X: compare a new 1280×800 screen
+// with the stream's copy, find a scroll, classify and merge the changed tiles, encode them
+// (JPEG at one quality) and bring the copy up to date. Cases: the whole screen changed (a
+// video), a few lines of text changed (a terminal), the page scrolled by 40 pixels. Reports
+// the CPU time per update and the update's size.
+func BenchmarkRegionUpdate(b *testing.B) {
+	const w, h = 1280, 800
+	desk := rgbaToBGRX(desktopLike())
+	cases := []struct {
+		name string
+		a, b []byte
+	}{
+		{"FullScreen", rgbaToBGRX(plasmaLike(w, h, 1)), rgbaToBGRX(plasmaLike(w, h, 2))},
+		{"TextLine", desk, func() []byte {
+			c := append([]byte(nil), desk...)
+			for y := 300; y < 316; y++ {
+				for x := 120; x < 400; x++ {
+					if (x/3+y)%5 == 0 {
+						o := (y*w + x) * 4
+						c[o], c[o+1], c[o+2] = 10, 10, 10
+					}
+				}
+			}
+			return c
+		}()},
+		{"Scroll", desk, func() []byte {
+			c := append([]byte(nil), desk...)
+			for y := 90; y < 660; y++ { // the window's content moves up 40 rows
+				copy(c[(y*w+100)*4:(y*w+1000)*4], desk[((y+40)*w+100)*4:((y+40)*w+1000)*4])
+			}
+			return c
+		}()},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			s := newScreen(slog.New(slog.DiscardHandler), false)
+			st := newStream(1)
+			st.reset(1, w, h)
+			var u wire.Update
+			cpu := startCPU()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				copy(st.ref, tc.a)
+				for j := range st.lossy {
+					st.lossy[j] = false
+				}
+				b.StartTimer()
+				if _, changed := st.absorb(tc.b); !changed {
+					b.Fatal("no change found")
+				}
+				var err error
+				if u, err = s.encodeDirty(st, wire.Update{}, []jpegPart{{75, 1}}, false, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b)
+			b.ReportMetric(float64(len(u.Data))/1024, "KiB/update")
+			b.ReportMetric(float64(len(u.Regions)), "regions")
+		})
+	}
 }

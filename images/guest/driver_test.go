@@ -66,6 +66,12 @@ type harness struct {
 
 func startDriver(t testing.TB, display, width, height int) *harness {
 	t.Helper()
+	return startDriverWith(t, display, width, height, nil)
+}
+
+// startDriverWith is startDriver with a hook that may change the driver's configuration.
+func startDriverWith(t testing.TB, display, width, height int, configure func(*Config)) *harness {
+	t.Helper()
 	name := xvfbtest.Start(t, display, width, height)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "workspace")
@@ -79,6 +85,9 @@ func startDriver(t testing.TB, display, width, height int) *harness {
 	}
 	if _, ok := t.(*testing.B); ok {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if configure != nil {
+		configure(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

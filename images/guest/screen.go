@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cubicle/images/guest/wire"
@@ -21,11 +22,20 @@ const epochShift = 40
 // restarts; operations in between fail with wire.Unavailable.
 type screen struct {
 	log *slog.Logger
+	// waitDrawn: screenshots wait until the desktop session has drawn (a session is
+	// configured); else the screen counts as drawn at once.
+	waitDrawn bool
+	drawnWait time.Duration // how long one screenshot waits for the first drawing
 
-	mu    sync.Mutex // guards disp, epoch, ready
-	disp  *x11.Display
-	epoch uint64
-	ready chan struct{} // closed when a display is set; replaced when it is cleared
+	mu         sync.Mutex // guards disp, epoch, ready, setAt, drawnEpoch
+	disp       *x11.Display
+	epoch      uint64
+	ready      chan struct{} // closed when a display is set; replaced when it is cleared
+	setAt      time.Time     // when disp was set
+	drawnEpoch uint64        // the epoch whose screen has been drawn (0: none yet)
+
+	lastInput atomic.Int64 // unix nanoseconds when the last input action was performed
+	cursor    cursorPNG    // the last cursor image sent, as PNG
 
 	encMu sync.Mutex // guards enc and last
 	enc   encoder
@@ -38,10 +48,11 @@ type cached struct {
 	epoch uint64
 	gen   uint64
 	opts  wire.ScreenshotOptions
+	ptr   x11.Pointer // where the pointer was drawn (when it was)
 }
 
-func newScreen(log *slog.Logger) *screen {
-	return &screen{log: log, ready: make(chan struct{})}
+func newScreen(log *slog.Logger, waitDrawn bool) *screen {
+	return &screen{log: log, waitDrawn: waitDrawn, drawnWait: drawnWait, ready: make(chan struct{})}
 }
 
 // set installs a new display (nil clears it) and closes the previous one.
@@ -51,6 +62,7 @@ func (s *screen) set(d *x11.Display) {
 	s.disp = d
 	if d != nil {
 		s.epoch++
+		s.setAt = time.Now()
 		close(s.ready)
 	} else {
 		select {
@@ -109,10 +121,15 @@ func unavailable(err error) error {
 	return err
 }
 
-// shoot captures and encodes one frame.
-func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions) (wire.Frame, error) {
+// shoot captures and encodes one frame, with the pointer drawn in unless o.NoPointer or
+// stream (frame streams never draw it: a pointer move must not re-encode the screen). It
+// waits until the desktop has been drawn.
+func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions, stream bool) (wire.Frame, error) {
 	o, err := normalize(o)
 	if err != nil {
+		return wire.Frame{}, err
+	}
+	if err := s.drawn(ctx); err != nil {
 		return wire.Frame{}, err
 	}
 	d, ep, err := s.get(ctx)
@@ -128,9 +145,24 @@ func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions) (wire.Fram
 		}
 		return wire.Frame{}, unavailable(err)
 	}
+	var (
+		cur *x11.Cursor
+		ptr x11.Pointer
+	)
+	withPointer := !o.NoPointer && !stream && d.UsesCursor()
+	if withPointer {
+		if err := d.UpdatePointer(); err != nil {
+			return wire.Frame{}, unavailable(err)
+		}
+		if cur, err = d.CursorImage(); err != nil {
+			return wire.Frame{}, unavailable(err)
+		}
+		ptr, _, _ = d.PointerState()
+	}
 	s.encMu.Lock()
 	defer s.encMu.Unlock()
-	if gen, _, _ := d.Generation(); d.UsesDamage() && s.last.frame.Data != nil && s.last.epoch == ep && s.last.gen == gen && s.last.opts == o {
+	if gen, _, _ := d.Generation(); d.UsesDamage() && s.last.frame.Data != nil && s.last.epoch == ep && s.last.gen == gen &&
+		s.last.opts == o && (!withPointer || s.last.ptr == ptr) && withPointer == !s.last.opts.NoPointer {
 		return s.last.frame, nil
 	}
 	var (
@@ -142,6 +174,9 @@ func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions) (wire.Fram
 	sw, sh := d.Size()
 	err = d.WithCapture(func(raw []byte, g uint64) error {
 		gen, captured = g, time.Now()
+		if withPointer {
+			cur.Draw(raw, sw*4, sw, sh, ptr.X, ptr.Y) // our own copy of the pixels (the shared segment)
+		}
 		var err error
 		data, w, h, err = s.enc.encode(nil, raw, sw, sh, o) // straight from the shared segment
 		return err
@@ -150,7 +185,10 @@ func (s *screen) shoot(ctx context.Context, o wire.ScreenshotOptions) (wire.Fram
 		return wire.Frame{}, unavailable(err)
 	}
 	f := wire.Frame{ID: ep<<epochShift | gen, Width: w, Height: h, Format: o.Format, Data: data, Captured: captured}
-	s.last = cached{frame: f, epoch: ep, gen: gen, opts: o}
+	if !withPointer {
+		o.NoPointer = true // the cache key says what the image shows
+	}
+	s.last = cached{frame: f, epoch: ep, gen: gen, opts: o, ptr: ptr}
 	return f, nil
 }
 
@@ -173,7 +211,7 @@ func (s *screen) next(ctx context.Context, after uint64, o wire.ScreenshotOption
 				continue // the display went away: wait for the next one
 			}
 		}
-		f, err := s.shoot(ctx, o)
+		f, err := s.shoot(ctx, o, true)
 		if err != nil && wire.CodeOf(err) == wire.CodeUnavailable && ctx.Err() == nil {
 			continue
 		}
@@ -181,16 +219,17 @@ func (s *screen) next(ctx context.Context, after uint64, o wire.ScreenshotOption
 	}
 }
 
-// settle waits until the screen is quiet and returns a frame.
+// settle waits until the screen is quiet and returns a frame: with o.Quiet, until nothing
+// changed for that long; else until it settled by the adaptive rules of x11.WaitSettled.
 func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, error) {
-	if o.Quiet <= 0 {
-		o.Quiet = 300 * time.Millisecond
-	}
 	if o.Max <= 0 {
 		o.Max = 5 * time.Second
 	}
-	if o.Quiet > time.Minute || o.Max > 5*time.Minute {
-		return wire.Frame{}, wire.Invalid("settle wait too long (quiet %v, max %v; limits 1m and 5m)", o.Quiet, o.Max)
+	if o.Quiet < 0 || o.React < 0 || o.MinQuiet < 0 || o.MaxQuiet < 0 {
+		return wire.Frame{}, wire.Invalid("settle durations must not be negative")
+	}
+	if o.Quiet > time.Minute || o.Max > 5*time.Minute || o.React > time.Minute || o.MinQuiet > time.Minute || o.MaxQuiet > time.Minute {
+		return wire.Frame{}, wire.Invalid("settle wait too long (quiet %v, max %v; limits 1m and 5m)", max(o.Quiet, o.React, o.MinQuiet, o.MaxQuiet), o.Max)
 	}
 	if _, err := normalize(o.Screenshot); err != nil {
 		return wire.Frame{}, err
@@ -199,13 +238,62 @@ func (s *screen) settle(ctx context.Context, o wire.SettleOptions) (wire.Frame, 
 	if err != nil {
 		return wire.Frame{}, err
 	}
-	if _, _, err := d.WaitQuiet(ctx, o.Quiet, o.Max); err != nil {
+	// Changes that happened before the request have been counted, so they do not look like
+	// an effect of the action the caller just performed.
+	if err := d.SyncEvents(ctx); err != nil {
 		if ctx.Err() != nil {
 			return wire.Frame{}, ctx.Err()
 		}
 		return wire.Frame{}, unavailable(err)
 	}
-	return s.shoot(ctx, o.Screenshot)
+	var rep wire.SettleReport
+	if o.Quiet > 0 {
+		start := time.Now()
+		_, settled, err := d.WaitQuiet(ctx, o.Quiet, o.Max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return wire.Frame{}, ctx.Err()
+			}
+			return wire.Frame{}, unavailable(err)
+		}
+		rep = wire.SettleReport{Settled: settled, Changes: len(d.ChangesSince(start)), Quiet: o.Quiet, Waited: time.Since(start)}
+	} else {
+		// The effect of an input awaited is counted from the input itself when it came just
+		// before (the agent's tools act, then ask to settle): an application that redrew at
+		// once and will draw more in a moment must not look quiet.
+		var since time.Time
+		if at := time.Unix(0, s.lastInput.Load()); time.Since(at) < time.Second {
+			since = at
+		}
+		// Busy: the desktop's programs used CPU since the request (≥ 20 ms of it) or a
+		// program started since — a browser navigating, a program starting — so a first
+		// change may still come. Once seen, it holds for the rest of the wait (the extension
+		// is bounded anyway).
+		t0, p0 := activity()
+		seen := false
+		busy := func() bool {
+			if !seen {
+				t, p := activity()
+				seen = int64(t-t0) >= 2 || started(p0, p)
+			}
+			return seen
+		}
+		r, err := d.WaitSettled(ctx, x11.SettlePolicy{React: o.React, MinQuiet: o.MinQuiet, MaxQuiet: o.MaxQuiet, Max: o.Max,
+			Since: since, Busy: busy})
+		if err != nil {
+			if ctx.Err() != nil {
+				return wire.Frame{}, ctx.Err()
+			}
+			return wire.Frame{}, unavailable(err)
+		}
+		rep = wire.SettleReport{Settled: r.Settled, Changes: r.Changes, Quiet: r.Quiet, Waited: r.Waited}
+	}
+	f, err := s.shoot(ctx, o.Screenshot, false)
+	if err != nil {
+		return f, err
+	}
+	f.Settle = &rep
+	return f, nil
 }
 
 // input performs one input action.
@@ -234,6 +322,7 @@ func (s *screen) input(ctx context.Context, in wire.Input) error {
 			return err
 		}
 	}
+	started := time.Now()
 	switch in.Action {
 	case "move":
 		err = d.Move(in.X, in.Y)
@@ -278,6 +367,11 @@ func (s *screen) input(ctx context.Context, in wire.Input) error {
 		err = d.Type(in.Text)
 	default:
 		return wire.Invalid("unknown input action %q", in.Action)
+	}
+	if err == nil {
+		s.lastInput.Store(started.UnixNano())
+		// Pointer watchers learn of a move now rather than at their next poll.
+		err = d.UpdatePointer()
 	}
 	return unavailable(err)
 }

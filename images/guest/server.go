@@ -82,8 +82,37 @@ type conn struct {
 	c   net.Conn
 	wmu sync.Mutex // serialises responses
 
-	mu      sync.Mutex // guards cancels
+	mu      sync.Mutex // guards cancels and streams
 	cancels map[uint64]context.CancelFunc
+	streams map[uint64]*stream // region streams of this connection, by the host's id
+}
+
+// stream returns the region stream id of this connection, creating it when create is set.
+func (cn *conn) stream(id uint64, create bool) (*stream, error) {
+	if id == 0 {
+		return nil, wire.Invalid("a region stream needs a non-zero stream id")
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if st := cn.streams[id]; st != nil {
+		return st, nil
+	}
+	if !create {
+		return nil, wire.NotFound("no region stream %d on this connection; start it with next_update", id)
+	}
+	if len(cn.streams) >= wire.MaxUpdateStreams {
+		return nil, wire.Invalid("this connection holds %d region streams already (the limit); end one with end_updates", len(cn.streams))
+	}
+	st := newStream(id)
+	cn.streams[id] = st
+	return st, nil
+}
+
+// endStream forgets a region stream (its memory goes with it).
+func (cn *conn) endStream(id uint64) {
+	cn.mu.Lock()
+	delete(cn.streams, id)
+	cn.mu.Unlock()
 }
 
 func (cn *conn) reply(id uint64, result any, blob []byte, err error) {
@@ -106,7 +135,7 @@ func (cn *conn) reply(id uint64, result any, blob []byte, err error) {
 func (s *server) handleConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
-	cn := &conn{c: c, cancels: map[uint64]context.CancelFunc{}}
+	cn := &conn{c: c, cancels: map[uint64]context.CancelFunc{}, streams: map[uint64]*stream{}}
 
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var env wire.Envelope
@@ -179,7 +208,7 @@ func (s *server) handleConn(ctx context.Context, c net.Conn) {
 				cn.mu.Unlock()
 				cancel()
 			}()
-			result, out, err := s.dispatch(rctx, env.Op, env.Args, blob)
+			result, out, err := s.dispatch(rctx, cn, env.Op, env.Args, blob)
 			if rctx.Err() != nil && err != nil {
 				return // cancelled: the client stopped waiting
 			}
@@ -200,7 +229,7 @@ func (cn *conn) replyHello(id uint64, h wire.Hello, err error) {
 }
 
 func (s *server) hello() wire.Hello {
-	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version, Features: []string{wire.FeatureTunnel}}
+	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version, Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
 	}
@@ -224,9 +253,45 @@ func decode(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// dispatch runs one operation.
-func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, blob []byte) (any, []byte, error) {
+// dispatch runs one operation of connection cn.
+func (s *server) dispatch(ctx context.Context, cn *conn, op string, raw json.RawMessage, blob []byte) (any, []byte, error) {
 	switch op {
+	case wire.OpNextUpdate:
+		var a wire.UpdateArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		st, err := cn.stream(a.Stream, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		u, err := s.screen.nextUpdate(ctx, st, a)
+		return u, u.Data, err
+	case wire.OpKeyframe:
+		var a wire.KeyframeArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		st, err := cn.stream(a.Stream, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		u, err := s.screen.keyframe(st, a)
+		return u, u.Data, err
+	case wire.OpEndUpdates:
+		var a wire.EndUpdatesArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		cn.endStream(a.Stream)
+		return nil, nil, nil
+	case wire.OpNextPointer:
+		var a wire.PointerArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		p, data, err := s.screen.nextPointer(ctx, a)
+		return p, data, err
 	case wire.OpPing:
 		return struct{}{}, nil, nil
 	case wire.OpHealth:
@@ -236,7 +301,7 @@ func (s *server) dispatch(ctx context.Context, op string, raw json.RawMessage, b
 		if err := decode(raw, &o); err != nil {
 			return nil, nil, err
 		}
-		f, err := s.screen.shoot(ctx, o)
+		f, err := s.screen.shoot(ctx, o, false)
 		return f, f.Data, err
 	case wire.OpWaitSettled:
 		var o wire.SettleOptions

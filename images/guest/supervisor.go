@@ -30,6 +30,9 @@ type Config struct {
 	Xvfb      string // the X server program
 	Version   string
 	Log       *slog.Logger
+	// DrawnWait bounds how long a screenshot waits for the session's first drawing before
+	// answering that the desktop is still starting; 0 means 20 s.
+	DrawnWait time.Duration
 	// Relay runs the exec link's relay instead of the driver (cubicle-guest --relay).
 	Relay     bool
 	RelayWait time.Duration
@@ -55,7 +58,11 @@ type supervisor struct {
 }
 
 func newSupervisor(cfg Config, pr *procs) *supervisor {
-	return &supervisor{cfg: cfg, log: cfg.Log, procs: pr, screen: newScreen(cfg.Log), start: time.Now()}
+	sc := newScreen(cfg.Log, cfg.Session != "")
+	if cfg.DrawnWait > 0 {
+		sc.drawnWait = cfg.DrawnWait
+	}
+	return &supervisor{cfg: cfg, log: cfg.Log, procs: pr, screen: sc, start: time.Now()}
 }
 
 func (s *supervisor) env() []string {
@@ -358,7 +365,8 @@ func (s *supervisor) health() wire.Health {
 		if err := d.Ping(); err == nil {
 			h.XServer = true
 			h.Screen.Width, h.Screen.Height = d.Size()
-			h.SHM, h.Damage = d.UsesSHM(), d.UsesDamage()
+			h.SHM, h.Damage, h.Cursor = d.UsesSHM(), d.UsesDamage(), d.UsesCursor()
+			h.Drawn = s.screen.isDrawn()
 		}
 	}
 	return h

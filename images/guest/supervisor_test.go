@@ -236,9 +236,17 @@ func TestSupervisor(t *testing.T) {
 		if _, _, _, ok := procInfo(spid); ok {
 			t.Errorf("old session %d still running after the X restart", spid)
 		}
+		// The new X server's screen is black until its session draws ("sleep" never does):
+		// not drawn, so screenshots wait; once something draws they answer.
+		if h.Drawn {
+			t.Errorf("health after the restart says drawn before anything was drawn")
+		}
+		win := xvfbtest.NewWindow(t, fmt.Sprintf(":%d", display), 0, 0, 800, 600, 0)
+		win.Put(t, 0, 0, photo(800, 600, 11))
 		if _, err := c.Screenshot(ctx, guest.ScreenshotOptions{}); err != nil {
 			t.Errorf("screenshot after restart: %v", err)
 		}
+		win.Conn.Close()
 	})
 
 	t.Run("SIGTERM stops everything in under 2s", func(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 
 // Engine is the method set the suite exercises: exactly the adapters' public surface.
 type Engine interface {
-	Info(ctx context.Context) (engine.Info, error)
+	Containers
 	BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.Image, error)
 	ImportImage(ctx context.Context, rootfsTar io.Reader, ref string, labels map[string]string) (engine.Image, error)
 	PullImage(ctx context.Context, ref, platform string, opts engine.PullOptions) (engine.Image, error)
@@ -38,6 +38,11 @@ type Engine interface {
 	TagImage(ctx context.Context, id, ref string) error
 	RemoveImage(ctx context.Context, ref string) error
 	PushImage(ctx context.Context, ref string, opts engine.PullOptions) (digest string, err error)
+}
+
+// Containers is the part of Engine every engine has, a cluster's too (see RunCluster).
+type Containers interface {
+	Info(ctx context.Context) (engine.Info, error)
 	CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
@@ -75,20 +80,47 @@ func Require(t testing.TB, msg string) {
 
 // suite is one run's shared state.
 type suite struct {
-	e      Engine
+	e      Containers
+	images Engine // e with its image store; nil for a cluster
 	info   engine.Info
 	run    string            // run id
 	labels map[string]string // the labels of every object this run creates
 	image  string            // the imported busybox image reference
+	// cluster is set for an engine without an image store or host mounts (RunCluster).
+	cluster *Cluster
 }
 
-// Run runs the conformance suite against the engine newEngine returns (it is called once;
-// register its Close with t.Cleanup).
-func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
-	if _, err := os.Stat(BusyboxPath); err != nil {
-		Require(t, "no static busybox at "+BusyboxPath+" (apt-get install busybox-static)")
+// Cluster describes an engine that has no image store of its own and cannot bind-mount host
+// directories (Kubernetes), for RunCluster.
+type Cluster struct {
+	// Image is a busybox image (BusyboxRootfs) the engine can pull, by digest.
+	Image string
+	// UID is the user the engine's containers run as (it never runs them as root).
+	UID int
+}
+
+// RunCluster runs the suite's container part against an engine of the Cluster kind: Info,
+// Lifecycle, VolumePersists, ExecAttach, Events and Errors, each with what such an engine
+// can do. A report the container writes is read back through ExecAttach instead of a host
+// mount; the rlimits, the per-container process limit, the host pid, pause, running as root
+// and exec as another user are not checked (docs/kubernetes.md lists them); image tests do
+// not run (the caller pushed c.Image).
+func RunCluster(t *testing.T, newEngine func(t *testing.T) Containers, c Cluster) {
+	if c.Image == "" || c.UID <= 0 {
+		t.Fatalf("RunCluster needs an image and the containers' uid: %+v", c)
 	}
-	s := &suite{e: newEngine(t), run: randomID()}
+	s := &suite{e: newEngine(t), run: randomID(), image: c.Image, cluster: &c}
+	s.start(t)
+	t.Run("Info", s.testInfo)
+	t.Run("Lifecycle", s.testLifecycle)
+	t.Run("VolumePersists", s.testVolumePersists)
+	t.Run("ExecAttach", s.testExecAttach)
+	t.Run("Events", s.testEvents)
+	t.Run("Errors", s.testErrors)
+}
+
+// start reads the engine's Info and registers the clean-up of the run's objects.
+func (s *suite) start(t *testing.T) {
 	s.labels = map[string]string{LabelTest: "engine", LabelRun: s.run}
 	ctx := testContext(t, 2*time.Minute)
 	info, err := s.e.Info(ctx)
@@ -98,6 +130,18 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	s.info = info
 	t.Logf("engine %s %s (API %s) at %s, rootless=%v", info.Kind, info.Version, info.APIVersion, info.Socket, info.Rootless)
 	t.Cleanup(func() { s.cleanup(t) })
+}
+
+// Run runs the conformance suite against the engine newEngine returns (it is called once;
+// register its Close with t.Cleanup).
+func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
+	if _, err := os.Stat(BusyboxPath); err != nil {
+		Require(t, "no static busybox at "+BusyboxPath+" (apt-get install busybox-static)")
+	}
+	e := newEngine(t)
+	s := &suite{e: e, images: e, run: randomID()}
+	s.start(t)
+	ctx := testContext(t, 2*time.Minute)
 
 	rootfs, err := BusyboxRootfs()
 	if err != nil {
@@ -105,7 +149,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	}
 	s.image = "localhost/cubicle-enginetest/busybox:" + s.run
 	start := time.Now()
-	img, err := s.e.ImportImage(ctx, bytes.NewReader(rootfs), s.image, s.labels)
+	img, err := s.images.ImportImage(ctx, bytes.NewReader(rootfs), s.image, s.labels)
 	if err != nil {
 		t.Fatalf("ImportImage: %v", err)
 	}
@@ -152,9 +196,12 @@ func (s *suite) cleanup(t *testing.T) {
 			}
 		}
 	}
+	if s.images == nil {
+		return
+	}
 	// Images built FROM the base go first; a few passes settle the order.
 	for range 3 {
-		imgs, err := s.e.ListImages(ctx, sel)
+		imgs, err := s.images.ListImages(ctx, sel)
 		if err != nil || len(imgs) == 0 {
 			break
 		}
@@ -165,11 +212,11 @@ func (s *suite) cleanup(t *testing.T) {
 			refs = append(refs, img.Digests...)
 			refs = append(refs, img.ID)
 			for _, r := range refs {
-				_ = s.e.RemoveImage(ctx, r)
+				_ = s.images.RemoveImage(ctx, r)
 			}
 		}
 	}
-	if imgs, err := s.e.ListImages(ctx, sel); err == nil && len(imgs) > 0 {
+	if imgs, err := s.images.ListImages(ctx, sel); err == nil && len(imgs) > 0 {
 		t.Errorf("cleanup: %d images of run %s left", len(imgs), s.run)
 	}
 }

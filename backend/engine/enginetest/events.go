@@ -96,44 +96,14 @@ func (s *suite) testEvents(t *testing.T) {
 		t.Fatalf("StartContainer(other): %v", err)
 	}
 
-	if err := s.e.PauseContainer(ctx, c.ID); err != nil {
-		t.Fatalf("PauseContainer: %v", err)
+	if s.cluster != nil {
+		s.eventsWithoutPause(ctx, t, c.ID, expect)
+	} else {
+		s.eventsWithPause(ctx, t, c.ID, expect)
 	}
-	expect(engine.ActionPause)
 	st, err := s.e.InspectContainer(ctx, c.ID)
-	if err != nil || !st.Paused || st.Running || st.Status != "paused" {
-		t.Fatalf("paused container: %+v, %v; want Paused, not Running, status paused", st, err)
-	}
-	list, err := s.e.ListContainers(ctx, s.withLabels(mark))
-	if err != nil || len(list) != 1 || !list[0].Paused || list[0].Running {
-		t.Fatalf("ListContainers of the paused container = %+v, %v", list, err)
-	}
-	if err := s.e.PauseContainer(ctx, c.ID); !errors.Is(err, fault.ErrConflict) {
-		t.Errorf("PauseContainer(paused) = %v, want ErrConflict", err)
-	}
-	if err := s.e.UnpauseContainer(ctx, c.ID); err != nil {
-		t.Fatalf("UnpauseContainer: %v", err)
-	}
-	expect(engine.ActionUnpause)
-	if err := s.e.UnpauseContainer(ctx, c.ID); !errors.Is(err, fault.ErrConflict) {
-		t.Errorf("UnpauseContainer(running) = %v, want ErrConflict", err)
-	}
-
-	// Stopping a paused container works (and does not wait for a frozen process).
-	if err := s.e.PauseContainer(ctx, c.ID); err != nil {
-		t.Fatalf("PauseContainer: %v", err)
-	}
-	expect(engine.ActionPause)
-	if err := s.e.StopContainer(ctx, c.ID, time.Second); err != nil {
-		t.Fatalf("StopContainer(paused): %v", err)
-	}
-	expect(engine.ActionDie)
-	st, err = s.e.InspectContainer(ctx, c.ID)
 	if err != nil || st.Running || st.Paused {
 		t.Fatalf("stopped container: %+v, %v", st, err)
-	}
-	if err := s.e.PauseContainer(ctx, c.ID); !errors.Is(err, fault.ErrConflict) {
-		t.Errorf("PauseContainer(stopped) = %v, want ErrConflict", err)
 	}
 
 	if err := s.e.StartContainer(ctx, c.ID); err != nil {
@@ -144,7 +114,11 @@ func (s *suite) testEvents(t *testing.T) {
 		t.Fatalf("RemoveContainer(running, force): %v", err)
 	}
 	expect(engine.ActionRemove)
-	for _, a := range []string{engine.ActionCreate, engine.ActionStart, engine.ActionPause, engine.ActionUnpause, engine.ActionDie, engine.ActionRemove} {
+	want := []string{engine.ActionCreate, engine.ActionStart, engine.ActionPause, engine.ActionUnpause, engine.ActionDie, engine.ActionRemove}
+	if s.cluster != nil {
+		want = slices.DeleteFunc(want, func(a string) bool { return a == engine.ActionPause || a == engine.ActionUnpause })
+	}
+	for _, a := range want {
 		if !slices.Contains(seen, a) {
 			t.Errorf("no %q event (seen %v)", a, seen)
 		}
@@ -152,7 +126,69 @@ func (s *suite) testEvents(t *testing.T) {
 	if err := s.e.RemoveContainer(ctx, oc.ID, true); err != nil {
 		t.Errorf("RemoveContainer(other): %v", err)
 	}
+	s.eventsEnd(ctx, t, stream, streamErr)
+}
 
+// eventsWithPause pauses, resumes, pauses and stops container id: paused must be a state of
+// its own, and a paused container must stop.
+func (s *suite) eventsWithPause(ctx context.Context, t *testing.T, id string, expect func(string)) {
+	t.Helper()
+	if err := s.e.PauseContainer(ctx, id); err != nil {
+		t.Fatalf("PauseContainer: %v", err)
+	}
+	expect(engine.ActionPause)
+	st, err := s.e.InspectContainer(ctx, id)
+	if err != nil || !st.Paused || st.Running || st.Status != "paused" {
+		t.Fatalf("paused container: %+v, %v; want Paused, not Running, status paused", st, err)
+	}
+	list, err := s.e.ListContainers(ctx, s.withLabels(map[string]string{"org.example.events": s.run}))
+	if err != nil || len(list) != 1 || !list[0].Paused || list[0].Running {
+		t.Fatalf("ListContainers of the paused container = %+v, %v", list, err)
+	}
+	if err := s.e.PauseContainer(ctx, id); !errors.Is(err, fault.ErrConflict) {
+		t.Errorf("PauseContainer(paused) = %v, want ErrConflict", err)
+	}
+	if err := s.e.UnpauseContainer(ctx, id); err != nil {
+		t.Fatalf("UnpauseContainer: %v", err)
+	}
+	expect(engine.ActionUnpause)
+	if err := s.e.UnpauseContainer(ctx, id); !errors.Is(err, fault.ErrConflict) {
+		t.Errorf("UnpauseContainer(running) = %v, want ErrConflict", err)
+	}
+
+	// Stopping a paused container works (and does not wait for a frozen process).
+	if err := s.e.PauseContainer(ctx, id); err != nil {
+		t.Fatalf("PauseContainer: %v", err)
+	}
+	expect(engine.ActionPause)
+	if err := s.e.StopContainer(ctx, id, time.Second); err != nil {
+		t.Fatalf("StopContainer(paused): %v", err)
+	}
+	expect(engine.ActionDie)
+	st, err = s.e.InspectContainer(ctx, id)
+	if err != nil || st.Running || st.Paused {
+		t.Fatalf("stopped container: %+v, %v", st, err)
+	}
+	if err := s.e.PauseContainer(ctx, id); !errors.Is(err, fault.ErrConflict) {
+		t.Errorf("PauseContainer(stopped) = %v, want ErrConflict", err)
+	}
+}
+
+// eventsWithoutPause stops container id (an engine that cannot pause refuses it).
+func (s *suite) eventsWithoutPause(ctx context.Context, t *testing.T, id string, expect func(string)) {
+	t.Helper()
+	if err := s.e.PauseContainer(ctx, id); !errors.Is(err, fault.ErrConflict) {
+		t.Errorf("PauseContainer(running) on an engine without pause = %v, want ErrConflict", err)
+	}
+	if err := s.e.StopContainer(ctx, id, time.Second); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	expect(engine.ActionDie)
+}
+
+// eventsEnd checks that Close, and a cancelled context, end a subscription.
+func (s *suite) eventsEnd(ctx context.Context, t *testing.T, stream *engine.EventStream, streamErr <-chan error) {
+	t.Helper()
 	// Close ends a blocked Next at once, with ErrEventStreamClosed.
 	stream.Close()
 	select {

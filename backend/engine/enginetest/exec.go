@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,10 +83,14 @@ func (s *suite) testExecAttach(t *testing.T) {
 	})
 
 	t.Run("stderr apart, env, user, workdir", func(t *testing.T) {
+		user, uid := "65534", "65534"
+		if s.cluster != nil { // exec runs as the container's user there
+			user, uid = "", strconv.Itoa(s.cluster.UID)
+		}
 		st, err := s.e.ExecAttach(ctx, c.ID, engine.ExecSpec{
-			Command: []string{"/bin/sh", "-c", `echo "out $CUBICLE_EXEC"; echo oops >&2; id -u; cat`},
+			Command: []string{"/bin/sh", "-c", `echo "out $CUBICLE_EXEC"; echo oops >&2; id -u; pwd; cat`},
 			Env:     map[string]string{"CUBICLE_EXEC": "yes"},
-			User:    "65534",
+			User:    user,
 			WorkDir: "/tmp",
 		})
 		if err != nil {
@@ -98,7 +103,7 @@ func (s *suite) testExecAttach(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read: %v", err)
 		}
-		if string(out) != "out yes\n65534\ntail\n" {
+		if string(out) != "out yes\n"+uid+"\n/tmp\ntail\n" {
 			t.Errorf("stdout = %q, want the two lines and the echoed tail (stderr kept apart)", out)
 		}
 		if !strings.Contains(st.Stderr(), "oops") {

@@ -15,7 +15,7 @@ import (
 
 func (s *suite) testImages(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	img, err := s.e.InspectImage(ctx, s.image)
+	img, err := s.images.InspectImage(ctx, s.image)
 	if err != nil {
 		t.Fatalf("InspectImage(%s): %v", s.image, err)
 	}
@@ -29,32 +29,32 @@ func (s *suite) testImages(t *testing.T) {
 		t.Errorf("image arch %q, engine arch %q", img.Arch, s.info.Arch)
 	}
 
-	list, err := s.e.ListImages(ctx, map[string]string{LabelRun: s.run})
+	list, err := s.images.ListImages(ctx, map[string]string{LabelRun: s.run})
 	if err != nil {
 		t.Fatalf("ListImages: %v", err)
 	}
 	if !slices.ContainsFunc(list, func(i engine.Image) bool { return i.ID == img.ID }) {
 		t.Fatalf("ListImages(run label) = %v, lacks %s", list, short(img.ID))
 	}
-	if other, err := s.e.ListImages(ctx, map[string]string{LabelRun: s.run + "-other"}); err != nil || len(other) != 0 {
+	if other, err := s.images.ListImages(ctx, map[string]string{LabelRun: s.run + "-other"}); err != nil || len(other) != 0 {
 		t.Fatalf("ListImages(other run) = %v, %v; want none", other, err)
 	}
 
 	tag := "localhost/cubicle-enginetest/busybox:" + s.run + "-tag"
-	if err := s.e.TagImage(ctx, img.ID, tag); err != nil {
+	if err := s.images.TagImage(ctx, img.ID, tag); err != nil {
 		t.Fatalf("TagImage: %v", err)
 	}
-	tagged, err := s.e.InspectImage(ctx, tag)
+	tagged, err := s.images.InspectImage(ctx, tag)
 	if err != nil || tagged.ID != img.ID {
 		t.Fatalf("InspectImage(tag) = %s, %v; want %s", short(tagged.ID), err, short(img.ID))
 	}
-	if err := s.e.RemoveImage(ctx, tag); err != nil {
+	if err := s.images.RemoveImage(ctx, tag); err != nil {
 		t.Fatalf("RemoveImage(tag): %v", err)
 	}
-	if _, err := s.e.InspectImage(ctx, tag); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := s.images.InspectImage(ctx, tag); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("InspectImage(removed tag) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.e.InspectImage(ctx, s.image); err != nil {
+	if _, err := s.images.InspectImage(ctx, s.image); err != nil {
 		t.Fatalf("removing a second tag removed the image: %v", err)
 	}
 }
@@ -87,7 +87,7 @@ func (s *suite) testBuild(t *testing.T) {
 			spec := tt.spec(tag, w)
 			spec.Labels = s.withLabels(map[string]string{"org.example.kind": tt.name})
 			start := time.Now()
-			img, err := s.e.BuildImage(ctx, spec)
+			img, err := s.images.BuildImage(ctx, spec)
 			if err != nil {
 				t.Fatalf("BuildImage: %v\n%s", err, strings.Join(w.lines(), "\n"))
 			}
@@ -112,7 +112,7 @@ func (s *suite) testBuild(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(bad, "Containerfile"), []byte("FROM "+s.image+"\nRUN exit 3\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.e.BuildImage(ctx, engine.BuildSpec{ContextDir: bad, Tag: "localhost/cubicle-enginetest/bad:" + s.run, Labels: s.labels})
+		_, err := s.images.BuildImage(ctx, engine.BuildSpec{ContextDir: bad, Tag: "localhost/cubicle-enginetest/bad:" + s.run, Labels: s.labels})
 		if err == nil || fault.Class(err) == nil {
 			t.Fatalf("BuildImage(failing RUN) = %v, want a classified error", err)
 		}

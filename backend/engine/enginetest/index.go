@@ -27,7 +27,7 @@ import (
 func (s *suite) testRegistryIndex(t *testing.T) {
 	addr := StartRegistry(t)
 	ctx := testContext(t, 3*time.Minute)
-	base, err := s.e.InspectImage(ctx, s.image)
+	base, err := s.images.InspectImage(ctx, s.image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +38,13 @@ func (s *suite) testRegistryIndex(t *testing.T) {
 		other = "amd64"
 	}
 	ref := repo + ":" + s.run + "-" + native
-	if err := s.e.TagImage(ctx, base.ID, ref); err != nil {
+	if err := s.images.TagImage(ctx, base.ID, ref); err != nil {
 		t.Fatalf("TagImage: %v", err)
 	}
-	if _, err := s.e.PushImage(ctx, ref, engine.PullOptions{Insecure: true}); err != nil {
+	if _, err := s.images.PushImage(ctx, ref, engine.PullOptions{Insecure: true}); err != nil {
 		t.Fatalf("PushImage: %v", err)
 	}
-	if err := s.e.RemoveImage(ctx, ref); err != nil {
+	if err := s.images.RemoveImage(ctx, ref); err != nil {
 		t.Fatalf("RemoveImage(pushed tag): %v", err)
 	}
 	reg := registryClient{base: "http://" + addr + "/v2/" + name}
@@ -94,20 +94,20 @@ func (s *suite) testRegistryIndex(t *testing.T) {
 	pinnedOther := putIndex(s.run+"-index2", []any{entries[1], entries[0]})
 	t.Logf("index %s: %s → %s, %s → %s (%s)", pinned, native, digestOf(nativeMan), other, otherDigest, mediaType)
 
-	img, err := s.e.PullImage(ctx, pinned, "linux/"+native, engine.PullOptions{Insecure: true})
+	img, err := s.images.PullImage(ctx, pinned, "linux/"+native, engine.PullOptions{Insecure: true})
 	if err != nil {
 		t.Fatalf("PullImage(%s, linux/%s): %v", pinned, native, err)
 	}
 	if img.ID != base.ID || img.Arch != native {
 		t.Errorf("pulled %s (arch %q) for linux/%s; want the test image %s", short(img.ID), img.Arch, native, short(base.ID))
 	}
-	if byDigest, err := s.e.InspectImage(ctx, pinned); err == nil {
+	if byDigest, err := s.images.InspectImage(ctx, pinned); err == nil {
 		t.Logf("the engine finds the image by the index digest (%s)", short(byDigest.ID))
 	} else {
 		t.Logf("the engine does not find the image by the index digest (%v); a builder pulls again", err)
 	}
 
-	img, err = s.e.PullImage(ctx, pinnedOther, "linux/"+other, engine.PullOptions{Insecure: true})
+	img, err = s.images.PullImage(ctx, pinnedOther, "linux/"+other, engine.PullOptions{Insecure: true})
 	if err != nil {
 		t.Fatalf("PullImage(%s, linux/%s): %v", pinnedOther, other, err)
 	}
@@ -117,7 +117,7 @@ func (s *suite) testRegistryIndex(t *testing.T) {
 	if !slices.ContainsFunc(img.Digests, func(d string) bool { return strings.HasPrefix(d, repo+"@") }) {
 		t.Errorf("the pulled image's digests %v name no %s digest", img.Digests, repo)
 	}
-	if err := s.e.RemoveImage(ctx, img.ID); err != nil {
+	if err := s.images.RemoveImage(ctx, img.ID); err != nil {
 		t.Errorf("remove the %s copy: %v", other, err)
 	}
 }

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,10 +16,12 @@ import (
 	"cubicle/backend/fault"
 )
 
-// probeScript runs as the container's command: it reports what the container sees into the
-// bind-mounted /run/cubicle, writes a file to the named volume, then waits as PID 1 without
-// a SIGTERM handler, so only the stop timeout's SIGKILL ends it.
+// probeScript runs as the container's command: it reports what the container sees into
+// $R (the bind-mounted /run/cubicle, or /tmp on a cluster), writes a file to the named
+// volume, then waits as PID 1 without a SIGTERM handler, so only the stop timeout's SIGKILL
+// ends it.
 const probeScript = `set -e
+R=${CUBICLE_REPORT_DIR:-/run/cubicle}
 {
   grep -E '^(CapEff|NoNewPrivs):' /proc/1/status
   echo "nofile: $(ulimit -n)"
@@ -28,9 +31,9 @@ const probeScript = `set -e
   echo "shm: $(df -k /dev/shm | grep shm | while read fs size rest; do echo $size; done)"
   echo "uid: $(id -u)"
   echo "env: $CUBICLE_PROBE"
-} > /run/cubicle/report.tmp
+} > $R/report.tmp
 echo hello > /data/persist.txt
-mv /run/cubicle/report.tmp /run/cubicle/report 2>/dev/null || cat /run/cubicle/report.tmp > /run/cubicle/report
+mv $R/report.tmp $R/report 2>/dev/null || cat $R/report.tmp > $R/report
 exec sleep 3600
 `
 
@@ -60,15 +63,15 @@ func (s *suite) testLifecycle(t *testing.T) {
 		t.Fatalf("volume lacks %s: ListVolumes = %v, %v", engine.LabelManaged, vs, err)
 	}
 
-	run := runDir(t)
+	rep := s.reports(t)
 	spec := engine.ContainerSpec{
 		Name:        s.name("life"),
 		Image:       s.image,
 		Labels:      s.withLabels(map[string]string{"org.example.role": "probe"}),
-		Env:         map[string]string{"CUBICLE_PROBE": "yes"},
+		Env:         map[string]string{"CUBICLE_PROBE": "yes", "CUBICLE_REPORT_DIR": rep.dir},
 		Command:     []string{"/bin/sh", "-c", probeScript},
 		Hostname:    "probe",
-		Mounts:      []engine.Mount{{Source: run, Target: "/run/cubicle"}},
+		Mounts:      rep.mounts,
 		Volumes:     []engine.VolumeMount{{Name: vol, Target: "/data"}},
 		Limits:      probeLimits,
 		NetworkMode: "none",
@@ -92,7 +95,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if err := s.e.StartContainer(ctx, created.ID); err != nil {
 		t.Fatalf("StartContainer (rlimits must be clamped to the host's): %v", err)
 	}
-	report := waitFile(t, filepath.Join(run, "report"), 20*time.Second)
+	report := rep.wait(t, created.ID, "report", 60*time.Second)
 	t.Logf("started and reported in %v:\n%s", time.Since(start).Round(time.Millisecond), report)
 	if err := s.e.StartContainer(ctx, created.ID); err != nil {
 		t.Errorf("StartContainer(running) = %v, want nil", err)
@@ -111,6 +114,13 @@ func (s *suite) testLifecycle(t *testing.T) {
 		"uid":        "0",
 		"env":        "yes",
 	}
+	if s.cluster != nil {
+		// the node's limits, not the container's (docs/kubernetes.md)
+		delete(want, "nofile")
+		delete(want, "nproc")
+		delete(want, "pids")
+		want["uid"] = strconv.Itoa(s.cluster.UID)
+	}
 	got := parseReport(report)
 	for k, w := range want {
 		if got[k] != w {
@@ -122,7 +132,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("InspectContainer: %v", err)
 	}
-	if !st.Running || st.PID <= 0 || st.StartedAt.IsZero() || st.ID != created.ID || st.Status != "running" {
+	if !st.Running || (st.PID <= 0 && s.cluster == nil) || st.StartedAt.IsZero() || st.ID != created.ID || st.Status != "running" {
 		t.Fatalf("running state: %+v", st)
 	}
 	list, err := s.e.ListContainers(ctx, map[string]string{LabelRun: s.run, "org.example.role": "probe"})
@@ -188,15 +198,23 @@ func (s *suite) testLifecycle(t *testing.T) {
 func (s *suite) testVolumePersists(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	vol := s.name("vol")
-	run := runDir(t)
+	rep := s.reports(t)
+	script := "cat /data/persist.txt > $R/out.tmp; mv $R/out.tmp $R/out"
+	user := "0"
+	if s.cluster != nil {
+		script += "; exec sleep 3600" // the report is read through an exec
+		user = ""
+	}
 	c, err := s.e.CreateContainer(ctx, engine.ContainerSpec{
-		Name:    s.name("reader"),
-		Image:   s.image,
-		Labels:  s.labels,
-		Command: []string{"/bin/sh", "-c", "cat /data/persist.txt > /run/cubicle/out.tmp; mv /run/cubicle/out.tmp /run/cubicle/out"},
-		User:    "0",
-		Mounts:  []engine.Mount{{Source: run, Target: "/run/cubicle"}},
-		Volumes: []engine.VolumeMount{{Name: vol, Target: "/data"}},
+		Name:        s.name("reader"),
+		Image:       s.image,
+		Labels:      s.labels,
+		Env:         map[string]string{"R": rep.dir},
+		Command:     []string{"/bin/sh", "-c", script},
+		User:        user,
+		Mounts:      rep.mounts,
+		Volumes:     []engine.VolumeMount{{Name: vol, Target: "/data"}},
+		StopTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)
@@ -204,10 +222,12 @@ func (s *suite) testVolumePersists(t *testing.T) {
 	if err := s.e.StartContainer(ctx, c.ID); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
-	if got := strings.TrimSpace(waitFile(t, filepath.Join(run, "out"), 20*time.Second)); got != "hello" {
+	if got := strings.TrimSpace(rep.wait(t, c.ID, "out", 60*time.Second)); got != "hello" {
 		t.Fatalf("volume file = %q, want hello", got)
 	}
-	waitStopped(ctx, t, s.e, c.ID)
+	if s.cluster == nil {
+		waitStopped(ctx, t, s.e, c.ID)
+	}
 	if err := s.e.RemoveContainer(ctx, c.ID, true); err != nil {
 		t.Fatalf("RemoveContainer: %v", err)
 	}
@@ -223,30 +243,34 @@ func (s *suite) testErrors(t *testing.T) {
 	ctx := testContext(t, time.Minute)
 	missing := s.name("missing")
 	tests := []struct {
-		name string
-		call func() error
-		want error
+		name  string
+		call  func() error
+		want  error
+		store bool // needs an image store of the engine's own
 	}{
-		{"inspect missing container", func() error { _, err := s.e.InspectContainer(ctx, missing); return err }, fault.ErrNotFound},
-		{"start missing container", func() error { return s.e.StartContainer(ctx, missing) }, fault.ErrNotFound},
-		{"stop missing container", func() error { return s.e.StopContainer(ctx, missing, time.Second) }, fault.ErrNotFound},
-		{"remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, false) }, fault.ErrNotFound},
-		{"force-remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, true) }, fault.ErrNotFound},
-		{"inspect missing image", func() error { _, err := s.e.InspectImage(ctx, "localhost/"+missing+":none"); return err }, fault.ErrNotFound},
-		{"remove missing image", func() error { return s.e.RemoveImage(ctx, "localhost/"+missing+":none") }, fault.ErrNotFound},
-		{"tag missing image", func() error { return s.e.TagImage(ctx, "localhost/"+missing+":none", "localhost/"+missing+":x") }, fault.ErrNotFound},
-		{"remove missing volume", func() error { return s.e.RemoveVolume(ctx, missing) }, fault.ErrNotFound},
+		{"inspect missing container", func() error { _, err := s.e.InspectContainer(ctx, missing); return err }, fault.ErrNotFound, false},
+		{"start missing container", func() error { return s.e.StartContainer(ctx, missing) }, fault.ErrNotFound, false},
+		{"stop missing container", func() error { return s.e.StopContainer(ctx, missing, time.Second) }, fault.ErrNotFound, false},
+		{"remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, false) }, fault.ErrNotFound, false},
+		{"force-remove missing container", func() error { return s.e.RemoveContainer(ctx, missing, true) }, fault.ErrNotFound, false},
+		{"inspect missing image", func() error { _, err := s.images.InspectImage(ctx, "localhost/"+missing+":none"); return err }, fault.ErrNotFound, true},
+		{"remove missing image", func() error { return s.images.RemoveImage(ctx, "localhost/"+missing+":none") }, fault.ErrNotFound, true},
+		{"tag missing image", func() error { return s.images.TagImage(ctx, "localhost/"+missing+":none", "localhost/"+missing+":x") }, fault.ErrNotFound, true},
+		{"remove missing volume", func() error { return s.e.RemoveVolume(ctx, missing) }, fault.ErrNotFound, false},
 		{"create from missing image", func() error {
 			_, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing, Image: "localhost/" + missing + ":none", Labels: s.labels})
 			return err
-		}, fault.ErrNotFound},
-		{"create without image", func() error { _, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing}); return err }, fault.ErrInvalid},
+		}, fault.ErrNotFound, true},
+		{"create without image", func() error { _, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing}); return err }, fault.ErrInvalid, false},
 		{"relative bind target", func() error {
 			_, err := s.e.CreateContainer(ctx, engine.ContainerSpec{Name: missing, Image: s.image, Labels: s.labels, Mounts: []engine.Mount{{Source: t.TempDir(), Target: "rel"}}})
 			return err
-		}, fault.ErrInvalid},
+		}, fault.ErrInvalid, false},
 	}
 	for _, tt := range tests {
+		if s.cluster != nil && tt.store {
+			continue // no image store; a cluster finds a missing image when it pulls (the adapter's own tests)
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
 			if !errors.Is(err, tt.want) {
@@ -254,6 +278,63 @@ func (s *suite) testErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reports is where a test's container writes what it reports, and how the test reads it.
+type reports struct {
+	s      *suite
+	dir    string         // inside the container
+	host   string         // the bind-mounted host directory; "" on a cluster
+	mounts []engine.Mount // the bind mount, when there is one
+}
+
+// reports returns a report place: a bind-mounted host directory at /run/cubicle, or /tmp of
+// the container on a cluster (read through an exec).
+func (s *suite) reports(t *testing.T) reports {
+	if s.cluster != nil {
+		return reports{s: s, dir: "/tmp"}
+	}
+	run := runDir(t)
+	return reports{s: s, dir: "/run/cubicle", host: run, mounts: []engine.Mount{{Source: run, Target: "/run/cubicle"}}}
+}
+
+// wait returns the content of report name of container id once it exists.
+func (r reports) wait(t *testing.T, id, name string, d time.Duration) string {
+	t.Helper()
+	if r.host != "" {
+		return waitFile(t, filepath.Join(r.host, name), d)
+	}
+	deadline := time.Now().Add(d)
+	for {
+		out, err := r.s.execOutput(t, id, "/bin/cat", r.dir+"/"+name)
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s did not appear in %s within %v: %v", r.dir, name, id, d, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// execOutput runs a command in container id and returns its stdout; a command that fails
+// (no output and stderr) is an error.
+func (s *suite) execOutput(t *testing.T, id string, cmd ...string) (string, error) {
+	ctx := testContext(t, 30*time.Second)
+	st, err := s.e.ExecAttach(ctx, id, engine.ExecSpec{Command: cmd})
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	st.CloseWrite()
+	out, err := io.ReadAll(st)
+	if err != nil {
+		return "", err
+	}
+	if len(out) == 0 && st.Stderr() != "" {
+		return "", errors.New(st.Stderr())
+	}
+	return string(out), nil
 }
 
 // runDir returns a host directory any container user can write, standing in for an
@@ -283,7 +364,7 @@ func waitFile(t *testing.T, path string, d time.Duration) string {
 }
 
 // waitStopped polls until the container has exited.
-func waitStopped(ctx context.Context, t *testing.T, e Engine, id string) {
+func waitStopped(ctx context.Context, t *testing.T, e Containers, id string) {
 	t.Helper()
 	for {
 		st, err := e.InspectContainer(ctx, id)

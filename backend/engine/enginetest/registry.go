@@ -77,17 +77,17 @@ func StartRegistry(t *testing.T) string {
 func (s *suite) testRegistry(t *testing.T) {
 	addr := StartRegistry(t)
 	ctx := testContext(t, 3*time.Minute)
-	base, err := s.e.InspectImage(ctx, s.image)
+	base, err := s.images.InspectImage(ctx, s.image)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := addr + "/cubicle-enginetest/busybox"
 	ref := repo + ":" + s.run
-	if err := s.e.TagImage(ctx, base.ID, ref); err != nil {
+	if err := s.images.TagImage(ctx, base.ID, ref); err != nil {
 		t.Fatalf("TagImage: %v", err)
 	}
 	progress := &lineWriter{}
-	digest, err := s.e.PushImage(ctx, ref, engine.PullOptions{Insecure: true, Progress: progress})
+	digest, err := s.images.PushImage(ctx, ref, engine.PullOptions{Insecure: true, Progress: progress})
 	if err != nil {
 		t.Fatalf("PushImage: %v\n%s", err, strings.Join(progress.lines(), "\n"))
 	}
@@ -95,13 +95,13 @@ func (s *suite) testRegistry(t *testing.T) {
 		t.Fatalf("PushImage digest = %q", digest)
 	}
 	t.Logf("pushed %s as %s (%d progress lines)", ref, digest, len(progress.lines()))
-	if err := s.e.RemoveImage(ctx, ref); err != nil {
+	if err := s.images.RemoveImage(ctx, ref); err != nil {
 		t.Fatalf("RemoveImage(pushed tag): %v", err)
 	}
 
 	pinned := repo + "@" + digest
 	progress = &lineWriter{}
-	img, err := s.e.PullImage(ctx, pinned, "linux/"+runtime.GOARCH, engine.PullOptions{Insecure: true, Progress: progress})
+	img, err := s.images.PullImage(ctx, pinned, "linux/"+runtime.GOARCH, engine.PullOptions{Insecure: true, Progress: progress})
 	if err != nil {
 		t.Fatalf("PullImage(%s): %v\n%s", pinned, err, strings.Join(progress.lines(), "\n"))
 	}
@@ -111,12 +111,12 @@ func (s *suite) testRegistry(t *testing.T) {
 	if !slices.Contains(img.Digests, pinned) {
 		t.Errorf("pulled image digests %v lack %s", img.Digests, pinned)
 	}
-	if byDigest, err := s.e.InspectImage(ctx, pinned); err != nil || byDigest.ID != base.ID {
+	if byDigest, err := s.images.InspectImage(ctx, pinned); err != nil || byDigest.ID != base.ID {
 		t.Errorf("InspectImage(%s) = %s, %v", pinned, short(byDigest.ID), err)
 	}
 
 	wrong := repo + "@sha256:" + strings.Repeat("0", 64)
-	if _, err := s.e.PullImage(ctx, wrong, "", engine.PullOptions{Insecure: true}); err == nil {
+	if _, err := s.images.PullImage(ctx, wrong, "", engine.PullOptions{Insecure: true}); err == nil {
 		t.Fatalf("PullImage(%s) succeeded, want a refusal", wrong)
 	} else {
 		t.Logf("wrong digest refused: %v", err)

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,11 +31,17 @@ type Client struct {
 	// backlog holds messages call read past while waiting for its reply; next returns them
 	// first. Only the test goroutine uses it.
 	backlog []Msg
+
+	cmu      sync.Mutex // guards canvas, lossless, applyErr
+	canvas   Canvas     // version 2: every update applied as it arrives
+	lossless bool       // the last update left the canvas exact
+	applyErr error
 }
 
 // Msg is one message from the server.
 type Msg struct {
-	Frame  *FrameHeader   // set for a binary frame
+	Frame  *FrameHeader   // set for a binary frame (version 1)
+	Update *Update        // set for an update message (version 2)
 	Data   []byte         // the frame's image
 	JSON   map[string]any // set for a text message
 	At     time.Time      // when it was read
@@ -97,7 +105,21 @@ func Dial(t testing.TB, u string, h http.Header, reading bool) (*Client, *http.R
 				return
 			}
 			m := Msg{At: time.Now()}
-			if typ == websocket.BinaryMessage {
+			if typ == websocket.BinaryMessage && len(data) > 4 && data[4] == 2 {
+				u, err := ParseUpdate(data)
+				if err != nil {
+					t.Errorf("bad update message: %v", err)
+					continue
+				}
+				m.Update = u
+				c.frame.Store(u.FrameID)
+				c.cmu.Lock()
+				if err := c.canvas.Apply(u); err != nil && c.applyErr == nil {
+					c.applyErr = err
+				}
+				c.lossless = u.Lossless
+				c.cmu.Unlock()
+			} else if typ == websocket.BinaryMessage {
 				if len(data) < 24 || string(data[:4]) != "CBFR" || data[4] != 1 || data[5] != 24 {
 					t.Errorf("bad frame header % x", data[:min(len(data), 24)])
 					continue
@@ -179,6 +201,21 @@ func (c *Client) FrameAfter(after uint64, timeout time.Duration) (Msg, bool) {
 	}
 }
 
+// UpdateAfter skips to the first version 2 update with a frame id above after (or a
+// keyframe).
+func (c *Client) UpdateAfter(after uint64, timeout time.Duration) (Msg, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, ok := c.Next(time.Until(deadline))
+		if !ok {
+			return Msg{}, false
+		}
+		if m.Update != nil && (m.Update.FrameID > after || m.Update.Key) {
+			return m, true
+		}
+	}
+}
+
 // Quiet reads until nothing arrives for d.
 func (c *Client) Quiet(d time.Duration) {
 	for {
@@ -215,6 +252,19 @@ func (c *Client) Call(m map[string]any) map[string]any {
 		}
 		skipped = append(skipped, msg)
 	}
+}
+
+// Screen returns a copy of the screen rebuilt from the version 2 updates so far, whether the
+// last update left it exact, and the first error applying one.
+func (c *Client) Screen() (*image.RGBA, bool, error) {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.canvas.Img == nil {
+		return nil, false, c.applyErr
+	}
+	img := *c.canvas.Img
+	img.Pix = append([]byte(nil), img.Pix...)
+	return &img, c.lossless, c.applyErr
 }
 
 // Frame returns the id of the newest frame received.

@@ -1,11 +1,13 @@
-// A live desktop screen over the computer channel: draws the frames on a canvas scaled to
-// fit with the original aspect ratio, shows who is in control, and — while this person holds
-// control — sends mouse, keyboard, text and scroll input stamped with the lease.
+// A live desktop screen over the computer channel: draws the picture (region updates, or
+// whole frames from an older server) on a canvas scaled to fit with the original aspect
+// ratio, the desktop's pointer on an overlay, shows who is in control, and — while this person
+// holds control — sends mouse, keyboard, text and scroll input stamped with the lease.
 
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Client } from '../api';
 import { messageFor } from '../errors';
+import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
 import { formatCountdown } from '../settings/vmtext';
 import {
   buttonFor,
@@ -17,7 +19,6 @@ import {
   toScreen,
   wheelClicks,
   type ChannelError,
-  type Frame,
   type Lease,
   type ScreenStatus,
 } from '../screen';
@@ -63,7 +64,12 @@ const shortcuts: ReadonlyArray<{ keys: string; label: string }> = [
 export function ScreenView(props: ScreenViewProps) {
   const { client, agentId, variant } = props;
   const canvas = useRef<HTMLCanvasElement>(null);
+  const overlayCanvas = useRef<HTMLCanvasElement>(null);
+  const overlay = useRef<PointerOverlay | null>(null);
   const chan = useRef<ScreenChannel | null>(null);
+  const [lossless, setLossless] = useState(false);
+  const [cursorCSS, setCursorCSS] = useState('');
+  const [hovering, setHovering] = useState(false);
   const [status, setStatus] = useState<ScreenStatus | null>(null);
   const [lease, setLease] = useState<Lease | null>(null);
   const [conn, setConn] = useState<'connecting' | 'open' | 'closed'>('connecting');
@@ -78,39 +84,33 @@ export function ScreenView(props: ScreenViewProps) {
 
   useEffect(() => {
     const { baseUrl, token } = client.connection;
-    let decoding = false;
-    let next: Frame | null = null;
+    const c = canvas.current;
+    const oc = overlayCanvas.current;
+    const ctx = c?.getContext('2d', { alpha: false });
+    const octx = oc?.getContext('2d');
+    if (!c || !oc || !ctx || !octx) return;
     let count = 0;
-    const draw = async () => {
-      if (decoding || !next) return;
-      decoding = true;
-      const f = next;
-      next = null;
-      try {
-        const bmp = await createImageBitmap(new Blob([f.image as BlobPart], { type: f.mediaType }));
-        const c = canvas.current;
-        if (c) {
-          if (c.width !== f.width || c.height !== f.height) {
-            c.width = f.width;
-            c.height = f.height;
-            setSize({ width: f.width, height: f.height });
-          }
-          c.getContext('2d')?.drawImage(bmp, 0, 0, f.width, f.height);
-          count++;
-          if (count === 1 || count % 30 === 0) setFrames(count);
-        }
-        bmp.close();
-      } catch {
-        // an undecodable frame: skip it
-      } finally {
-        decoding = false;
-        if (next) void draw();
-      }
-    };
-    const ch = new ScreenChannel(channelUrl(window.location, agentId, baseUrl, token), {
-      onFrame: (f) => {
-        next = f; // newer frames replace older ones that were not drawn yet
-        void draw();
+    const ov = new PointerOverlay(oc, octx as Context2D);
+    overlay.current = ov;
+    let askKeyframe = () => {};
+    const painter = new ScreenPainter(c, ctx as Context2D, {
+      onSize: (width, height) => {
+        setSize({ width, height });
+        ov.setSize(width, height);
+      },
+      onDrawn: (_id, exact) => {
+        count++;
+        if (count === 1 || count % 30 === 0) setFrames(count);
+        setLossless(exact);
+      },
+      onLost: () => askKeyframe(),
+    });
+    const ch: ScreenChannel = new ScreenChannel(channelUrl(window.location, agentId, baseUrl, token), {
+      onFrame: (f) => painter.frame(f),
+      onUpdate: (u) => painter.update(u),
+      onPointer: (p) => ov.setPosition(p),
+      onCursor: (cur) => {
+        void ov.setCursor(cur).then(() => setCursorCSS(ov.cssCursor()));
       },
       onStatus: setStatus,
       onLease: (l) => {
@@ -123,6 +123,7 @@ export function ScreenView(props: ScreenViewProps) {
         setConnWhy(why ?? '');
       },
     });
+    askKeyframe = () => ch.refresh();
     chan.current = ch;
     propsRef.current.onHandle?.({ channel: ch, agentId }, null);
     // Leaving the page hands control back (docs/computer-protocol.md, "A client, in short").
@@ -132,9 +133,16 @@ export function ScreenView(props: ScreenViewProps) {
       window.removeEventListener('pagehide', onHide);
       void ch.handBack();
       setTimeout(() => ch.close(), 200);
+      painter.close();
       chan.current = null;
+      overlay.current = null;
     };
   }, [client, agentId]);
+
+  // While this person controls the desktop and points at it, their own cursor takes the
+  // desktop pointer's shape (no lag) and the drawn pointer hides; otherwise it is drawn.
+  const ownsPointer = lease !== null && hovering && cursorCSS !== '' && variant !== 'mobile';
+  useEffect(() => overlay.current?.setHidden(ownsPointer), [ownsPointer]);
 
   // The idle countdown: idleStopAt − serverTime, ticking locally from when the status came.
   const [statusAt, setStatusAt] = useState(0);
@@ -220,13 +228,22 @@ export function ScreenView(props: ScreenViewProps) {
     e.preventDefault();
     send({ action: 'mouse_up', x: p.x, y: p.y, button: buttonFor(e.button) });
   };
+  // Moves go at most every 50 ms; the last one of a burst is sent when its turn comes, so the
+  // desktop's pointer ends where the person's did.
+  const trailingMove = useRef<ReturnType<typeof setTimeout> | null>(null);
   const onMouseMove = (e: MouseEvent) => {
     if (!mine) return;
-    const now = performance.now();
-    if (now - lastMove.current < 50) return;
-    lastMove.current = now;
     const p = point(e);
-    if (p) send({ action: 'move', x: p.x, y: p.y });
+    if (!p) return;
+    if (trailingMove.current) clearTimeout(trailingMove.current);
+    const wait = 50 - (performance.now() - lastMove.current);
+    const go = () => {
+      trailingMove.current = null;
+      lastMove.current = performance.now();
+      send({ action: 'move', x: p.x, y: p.y });
+    };
+    if (wait <= 0) go();
+    else trailingMove.current = setTimeout(go, wait);
   };
   const onWheel = (e: WheelEvent) => {
     if (!mine) return;
@@ -316,12 +333,24 @@ export function ScreenView(props: ScreenViewProps) {
           tabIndex={0}
           aria-label={mine ? 'Desktop screen: you are in control' : 'Desktop screen (view only)'}
           data-frames={frames}
+          data-lossless={lossless ? 'true' : 'false'}
+          style={ownsPointer ? { cursor: cursorCSS } : undefined}
           onMouseDown={onMouseDown}
           onMouseUp={onMouseUp}
           onMouseMove={onMouseMove}
+          onMouseEnter={() => setHovering(true)}
+          onMouseLeave={() => setHovering(false)}
           onWheel={onWheel}
           onKeyDown={onKeyDown}
           onContextMenu={(e) => mine && e.preventDefault()}
+        />
+        <canvas
+          ref={overlayCanvas}
+          class="screen-pointer"
+          width={16}
+          height={10}
+          aria-hidden="true"
+          style={{ position: 'absolute', inset: 0, width: '100%', height: '100%', objectFit: 'contain', pointerEvents: 'none' }}
         />
         {(!running || frames === 0) && (
           <div class="screen-placeholder">

@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalVMStatus } from '../api';
 import { randomId } from '../chat';
 import { messageFor } from '../errors';
+import { EngineChoiceCard } from './EngineChoice';
 import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
 import { formatCountdown, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
@@ -60,9 +61,10 @@ export function LocalVMSettings({ client }: { client: Client }) {
     <section class="settings-section" id="local-vm-settings" aria-labelledby="local-vm-title">
       <h2 id="local-vm-title">Local VM</h2>
       <p class="muted">
-        Agents' desktops run as containers on this machine. Cubicle needs Podman or Docker installed and running.
+        Agents' desktops run as containers on this machine (Podman or Docker), or as Pods of a Kubernetes cluster.
       </p>
       <EngineCard client={client} status={status} onForbidden={() => setForbidden(true)} />
+      <EngineChoiceCard client={client} onForbidden={() => setForbidden(true)} />
       {statusError !== '' && (
         <p class="form-error" role="alert" id="local-vm-error">
           Could not load the Local VM status: {statusError}

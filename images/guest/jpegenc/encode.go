@@ -23,7 +23,30 @@ func init() {
 	for i, s := range theHuffmanSpec {
 		theHuffmanLUT[i].init(s)
 	}
+	// The DCT of a block of one value v has only a DC coefficient; remember it (and check
+	// the AC part really is zero, else the flat fast path stays off).
+	flatOK = true
+	for v := range flatDCT {
+		var b block
+		for i := range b {
+			b[i] = int32(v)
+		}
+		fdct(&b)
+		flatDCT[v] = b[0]
+		for _, ac := range b[1:] {
+			if ac != 0 {
+				flatOK = false
+			}
+		}
+	}
 }
+
+// flatDCT[v] is the DC coefficient of a block whose 64 samples are all v; flatOK says the
+// AC coefficients of such blocks are all zero, so a flat block can skip the DCT.
+var (
+	flatDCT [256]int32
+	flatOK  bool
+)
 
 // Image is a 32-bit-per-pixel image.
 type Image struct {
@@ -136,7 +159,34 @@ func (s *stripeEnc) pad() {
 	s.acc, s.n = 0, 0
 }
 
+// flat reports whether all 64 samples of b are equal.
+func (b *block) flat() bool {
+	v := b[0]
+	for _, x := range b[1:] {
+		if x != v {
+			return false
+		}
+	}
+	return true
+}
+
+// flatBlock encodes a block whose samples are all v: its DC and an end of block. Screens are
+// mostly such blocks (backgrounds, window fills), and skipping their DCT is most of the speed.
+func (s *stripeEnc) flatBlock(v int32, q int, prevDC int32) int32 {
+	a := flatDCT[v]
+	sign := a >> 31
+	abs := (a ^ sign) - sign
+	dc := int32((uint64(abs+s.t.half[q][0]) * s.t.recip[q][0]) >> 32)
+	dc = (dc ^ sign) - sign
+	s.emitValue(2*q, 0, dc-prevDC)
+	s.emitHuff(2*q+1, 0x00)
+	return dc
+}
+
 func (s *stripeEnc) block(b *block, q int, prevDC int32) int32 {
+	if flatOK && b.flat() {
+		return s.flatBlock(b[0], q, prevDC)
+	}
 	fdct(b)
 	var z [blockSize]int32
 	nz := s.t.quantize(&z, b, q)
@@ -180,6 +230,19 @@ func (s *stripeEnc) encodeRows(m *Image, xo []int, r0, r1 int) {
 		}
 		for mx := 0; mx < mcuCols; mx++ {
 			x0 := mx * 16
+			if flatOK && flatMCU(&rows, xo[x0:x0+16]) {
+				// One colour: its Y, Cb and Cr once, six DC-only blocks.
+				p := rows[0][xo[x0] : xo[x0]+4 : xo[x0]+4]
+				R, G, B := int32(p[ri]), int32(p[1]), int32(p[bi])
+				y := (19595*R + 38470*G + 7471*B + 1<<15) >> 16
+				for k := 0; k < 4; k++ {
+					dcY = s.flatBlock(y, 0, dcY)
+				}
+				R, G, B = 4*R, 4*G, 4*B
+				dcCb = s.flatBlock(clamp((-11056*R-21712*G+32768*B+4*257<<15)>>18), 1, dcCb)
+				dcCr = s.flatBlock(clamp((32768*R-27440*G-5328*B+4*257<<15)>>18), 1, dcCr)
+				continue
+			}
 			// Chroma: sum each 2×2 group, convert once.
 			for j := 0; j < 8; j++ {
 				r0w, r1w := rows[2*j], rows[2*j+1]
@@ -212,6 +275,22 @@ func (s *stripeEnc) encodeRows(m *Image, xo []int, r0, r1 int) {
 		s.dcY, s.dcCb, s.dcCr = dcY, dcCb, dcCr
 	}
 	s.pad()
+}
+
+// flatMCU reports whether the 16×16 pixels of an MCU (rows, at byte offsets xo) all have
+// one colour (the fourth byte, padding or alpha, is ignored).
+func flatMCU(rows *[16][]byte, xo []int) bool {
+	first := rows[0][xo[0]:]
+	v := uint32(first[0]) | uint32(first[1])<<8 | uint32(first[2])<<16
+	for _, row := range rows {
+		for _, o := range xo {
+			p := row[o : o+4 : o+4]
+			if uint32(p[0])|uint32(p[1])<<8|uint32(p[2])<<16 != v {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func clamp(v int32) int32 {

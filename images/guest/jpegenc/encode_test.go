@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/jpeg"
+	"image/png"
 	"math"
 	"math/rand"
+	"os"
 	"testing"
 )
 
@@ -140,4 +143,96 @@ func BenchmarkImageJPEG1280x800(b *testing.B) {
 		buf.Reset()
 		jpeg.Encode(&buf, img, &jpeg.Options{Quality: 80})
 	}
+}
+
+// desktop is a real 1280x800 XFCE desktop (wallpaper, panel, icons), as BGRX.
+func desktop(t testing.TB) Image {
+	t.Helper()
+	f, err := os.Open("testdata/xfce-desktop.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	src, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewRGBA(src.Bounds())
+	draw.Draw(img, img.Rect, src, src.Bounds().Min, draw.Src)
+	return Image{Pix: toBGRX(img), Stride: img.Stride, Width: img.Rect.Dx(), Height: img.Rect.Dy(), BGR: true}
+}
+
+// withFlat runs f with the flat-block fast path on or off.
+func withFlat(on bool, f func()) {
+	old := flatOK
+	flatOK = on
+	defer func() { flatOK = old }()
+	f()
+}
+
+// TestFlatFastPathIdentical: skipping the DCT of one-colour blocks and MCUs changes nothing
+// in the output, byte for byte.
+func TestFlatFastPathIdentical(t *testing.T) {
+	if !flatOK {
+		t.Fatal("the DCT of a flat block has AC coefficients: the fast path is off")
+	}
+	flat := testImage(320, 200, 3)
+	for y := 40; y < 160; y++ { // a large one-colour area, not aligned to MCUs
+		for x := 13; x < 250; x++ {
+			flat.SetRGBA(x, y, color.RGBA{30, 60, 90, 255})
+		}
+	}
+	images := map[string]Image{
+		"desktop": desktop(t),
+		"flat":    {Pix: toBGRX(flat), Stride: flat.Stride, Width: 320, Height: 200, BGR: true},
+		"rgba":    {Pix: flat.Pix, Stride: flat.Stride, Width: 320, Height: 200},
+	}
+	for name, m := range images {
+		for _, q := range []int{20, 75, 100} {
+			var fast, slow []byte
+			var enc Encoder
+			withFlat(true, func() { fast, _ = enc.Encode(nil, m, q) })
+			withFlat(false, func() { slow, _ = enc.Encode(nil, m, q) })
+			if !bytes.Equal(fast, slow) {
+				t.Errorf("%s q%d: the fast path changes the output (%d vs %d bytes)", name, q, len(fast), len(slow))
+			}
+		}
+	}
+}
+
+// BenchmarkDesktop1280x800 encodes a real desktop screenshot, the agent's format (q75), with
+// the flat-block fast path (Fast) and without (the encoder before it), in the same run; and
+// image/jpeg for reference.
+func BenchmarkDesktop1280x800(b *testing.B) {
+	m := desktop(b)
+	for _, bc := range []struct {
+		name string
+		flat bool
+	}{{"Fast", true}, {"NoFlatPath", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			withFlat(bc.flat, func() {
+				var enc Encoder
+				var out []byte
+				c0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					out, _ = enc.Encode(out[:0], m, 75)
+				}
+				b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(len(out))/1024, "KiB")
+			})
+		})
+	}
+	b.Run("ImageJPEG", func(b *testing.B) {
+		img := image.NewRGBA(image.Rect(0, 0, m.Width, m.Height))
+		for i := 0; i < len(img.Pix); i += 4 {
+			img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = m.Pix[i+2], m.Pix[i+1], m.Pix[i], 255
+		}
+		var buf bytes.Buffer
+		c0 := cpuTime()
+		for i := 0; i < b.N; i++ {
+			buf.Reset()
+			jpeg.Encode(&buf, img, &jpeg.Options{Quality: 75})
+		}
+		b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	})
 }

@@ -74,6 +74,10 @@ type Health struct {
 	SHM       bool          `json:"shm"`        // captures use MIT-SHM
 	Damage    bool          `json:"damage"`     // change detection uses XDAMAGE (else polling)
 	XRestarts int           `json:"x_restarts"` // how often the X server was restarted
+	// Drawn: the desktop session has drawn the screen (screenshots no longer wait for it).
+	Drawn bool `json:"drawn"`
+	// Cursor: the pointer's image and its changes come from XFIXES.
+	Cursor bool `json:"cursor"`
 }
 
 // ScreenshotOptions selects a frame's encoding.
@@ -81,6 +85,10 @@ type ScreenshotOptions struct {
 	Format   string `json:"format,omitempty"`    // "jpeg" (default) or "png"
 	Quality  int    `json:"quality,omitempty"`   // JPEG quality 1–100, default 80
 	MaxWidth int    `json:"max_width,omitempty"` // downscale to at most this width; 0 = native
+	// NoPointer leaves the mouse pointer out; by default it is drawn into the image where
+	// the screen shows it (like `scrot -p`), so a model sees where it points. Frame streams
+	// (next_frame) never draw it.
+	NoPointer bool `json:"no_pointer,omitempty"`
 }
 
 // Frame is one encoded screen image. ID is the screen generation it shows: it grows whenever
@@ -92,12 +100,19 @@ type Frame struct {
 	Format   string    `json:"format"`
 	Data     []byte    `json:"-"` // the blob of the message
 	Captured time.Time `json:"captured"`
+	// Settle reports how the settle wait before the capture went (wait_settled only).
+	Settle *SettleReport `json:"settle,omitempty"`
 }
 
-// SettleOptions tunes a settle wait.
+// SettleOptions tunes a settle wait. With Quiet 0 (the default) the quiet period adapts to
+// what is drawing (React, MinQuiet, MaxQuiet; docs/guest-protocol.md, "wait_settled"); a
+// Quiet above 0 asks for exactly that quiet period instead.
 type SettleOptions struct {
-	Quiet      time.Duration     `json:"quiet,omitempty"` // no change for this long; default 300ms
-	Max        time.Duration     `json:"max,omitempty"`   // give up waiting after this; default 5s
+	Quiet      time.Duration     `json:"quiet,omitempty"`     // fixed: no change for this long
+	Max        time.Duration     `json:"max,omitempty"`       // give up waiting after this; default 5s
+	React      time.Duration     `json:"react,omitempty"`     // adaptive: wait this long for a first change; default 100ms
+	MinQuiet   time.Duration     `json:"min_quiet,omitempty"` // adaptive: quiet after small changes; default 60ms
+	MaxQuiet   time.Duration     `json:"max_quiet,omitempty"` // adaptive: quiet after large or staged changes; default 300ms
 	Screenshot ScreenshotOptions `json:"screenshot"`
 }
 

@@ -44,6 +44,16 @@ type Display struct {
 
 	kb keyboard // guarded by its own mutex
 
+	cursorOK   bool       // XFIXES reports cursor changes; set at Open
+	ptrMu      sync.Mutex // guards ptr, ptrGen, ptrChanged
+	ptr        Pointer
+	ptrGen     uint64
+	ptrChanged chan struct{} // closed and replaced on every pointer change
+	curMu      sync.Mutex    // guards cursor
+	cursor     *Cursor       // the last cursor image read, by serial
+
+	changes changeLog // guarded by chMu: recent changes with their areas (settle waits read it)
+
 	marker   xproto.Window // an unmapped window of ours: SyncEvents sends itself events to it
 	markMu   sync.Mutex    // guards markSent, markSeen, markWake
 	markSent uint32
@@ -75,6 +85,7 @@ func Open(display string) (*Display, error) {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		markWake:   make(chan struct{}),
+		ptrChanged: make(chan struct{}),
 	}
 	if err := xtest.Init(conn); err != nil {
 		conn.Close()
@@ -85,7 +96,11 @@ func Open(display string) (*Display, error) {
 		conn.Close()
 		return nil, err
 	}
-	d.damage = d.initDamage() == nil
+	xfixesOK := initXFixes(conn) == nil
+	d.damage = xfixesOK && d.initDamage() == nil
+	if xfixesOK {
+		d.initCursor() // without it the pointer is still tracked, only its image is unknown
+	}
 	if err := d.initMarker(scr); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("x11: display %s: %w", display, err)
@@ -99,13 +114,15 @@ func Open(display string) (*Display, error) {
 	return d, nil
 }
 
+func initXFixes(conn *xgb.Conn) error {
+	if err := xfixes.Init(conn); err != nil {
+		return err
+	}
+	_, err := xfixes.QueryVersion(conn, 5, 0).Reply()
+	return err
+}
+
 func (d *Display) initDamage() error {
-	if err := xfixes.Init(d.conn); err != nil {
-		return err
-	}
-	if _, err := xfixes.QueryVersion(d.conn, 5, 0).Reply(); err != nil {
-		return err
-	}
 	if err := damage.Init(d.conn); err != nil {
 		return err
 	}
@@ -219,7 +236,9 @@ func (d *Display) eventLoop() {
 		switch e := ev.(type) {
 		case damage.NotifyEvent:
 			damage.Subtract(d.conn, e.Damage, 0, 0)
-			d.bump()
+			d.bumpArea(int(e.Area.X), int(e.Area.Y), int(e.Area.Width), int(e.Area.Height))
+		case xfixes.CursorNotifyEvent:
+			d.setPointer(func(p *Pointer) { p.Serial = e.CursorSerial })
 		case xproto.MappingNotifyEvent:
 			d.kb.markStale()
 		case xproto.ClientMessageEvent:
@@ -259,15 +278,18 @@ func (d *Display) pollLoop() {
 		d.capMu.Unlock()
 		if err == nil && sum != last {
 			last = sum
-			d.bump()
+			d.bumpArea(0, 0, d.width, d.height)
 		}
 	}
 }
 
-func (d *Display) bump() {
+// bumpArea records a change of the screen within the given rectangle.
+func (d *Display) bumpArea(x, y, w, h int) {
+	now := time.Now()
 	d.chMu.Lock()
 	d.gen++
-	d.lastChange = time.Now()
+	d.lastChange = now
+	d.changes.add(Change{At: now, Gen: d.gen, X: x, Y: y, W: w, H: h})
 	close(d.changed)
 	d.changed = make(chan struct{})
 	d.chMu.Unlock()

@@ -7,6 +7,7 @@ package xvfbtest
 
 import (
 	"fmt"
+	"image"
 	"os"
 	"os/exec"
 	"sync"
@@ -186,6 +187,52 @@ func (w *Window) Fill(t testing.TB, x, y, width, height int, colour uint32) {
 	xproto.CreateGC(w.Conn, gc, xproto.Drawable(w.ID), xproto.GcForeground, []uint32{colour})
 	xproto.PolyFillRectangle(w.Conn, xproto.Drawable(w.ID), gc, []xproto.Rectangle{{X: int16(x), Y: int16(y), Width: uint16(width), Height: uint16(height)}})
 	xproto.FreeGC(w.Conn, gc)
+	if _, err := xproto.GetInputFocus(w.Conn).Reply(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Put draws img (RGBA) into the window at (x, y) and waits until drawn. Large images go in
+// bands of rows, under the X server's request size limit.
+func (w *Window) Put(t testing.TB, x, y int, img *image.RGBA) {
+	t.Helper()
+	gc, err := xproto.NewGcontextId(w.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xproto.CreateGC(w.Conn, gc, xproto.Drawable(w.ID), 0, nil)
+	defer xproto.FreeGC(w.Conn, gc)
+	b := img.Bounds()
+	band := max(1, (200<<10)/(b.Dx()*4))
+	for y0 := 0; y0 < b.Dy(); y0 += band {
+		h := min(band, b.Dy()-y0)
+		data := make([]byte, 0, b.Dx()*h*4)
+		for yy := y0; yy < y0+h; yy++ {
+			for xx := 0; xx < b.Dx(); xx++ {
+				o := img.PixOffset(b.Min.X+xx, b.Min.Y+yy)
+				data = append(data, img.Pix[o+2], img.Pix[o+1], img.Pix[o], 0) // BGRX
+			}
+		}
+		xproto.PutImage(w.Conn, xproto.ImageFormatZPixmap, xproto.Drawable(w.ID), gc, uint16(b.Dx()), uint16(h),
+			int16(x), int16(y+y0), 0, 24, data)
+	}
+	if _, err := xproto.GetInputFocus(w.Conn).Reply(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Copy copies a rectangle of the window to another place in it (as scrolling does) and
+// waits until drawn.
+func (w *Window) Copy(t testing.TB, sx, sy, width, height, dx, dy int) {
+	t.Helper()
+	gc, err := xproto.NewGcontextId(w.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xproto.CreateGC(w.Conn, gc, xproto.Drawable(w.ID), xproto.GcGraphicsExposures, []uint32{0})
+	defer xproto.FreeGC(w.Conn, gc)
+	xproto.CopyArea(w.Conn, xproto.Drawable(w.ID), xproto.Drawable(w.ID), gc, int16(sx), int16(sy), int16(dx), int16(dy),
+		uint16(width), uint16(height))
 	if _, err := xproto.GetInputFocus(w.Conn).Reply(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"cubicle/images/guest/wire"
+	"cubicle/images/guest/x11"
+)
+
+// Until the desktop session has drawn, the screen is black (Xvfb's empty root window): a
+// screenshot then shows nothing and a model that pays for it learns nothing. Screenshots and
+// streams therefore wait until the screen looks drawn — at least drawnColours distinct
+// colours and less than half of it still black (XFCE draws its panel well before the
+// wallpaper), then quiet for drawnQuiet so a half-painted desktop is not taken — once per X
+// server. Without a session configured the screen counts as drawn at once.
+const (
+	drawnColours = 16
+	drawnQuiet   = 250 * time.Millisecond
+	// drawnWait bounds one wait by default: the caller gets an "is still starting" error
+	// after it.
+	drawnWait = 20 * time.Second
+	// drawnAnyway: a session that has run this long without drawing colourful pixels has a
+	// plain screen on purpose; it counts as drawn.
+	drawnAnyway = 30 * time.Second
+)
+
+// errStarting is what a screenshot answers while the desktop has not drawn yet.
+func errStarting() error {
+	return wire.Unavailable("the desktop is still starting: its session has not drawn the screen yet; try again in a few seconds")
+}
+
+// isDrawn reports whether the current X server's screen has been drawn.
+func (s *screen) isDrawn() bool {
+	if !s.waitDrawn {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drawnEpoch == s.epoch && s.epoch != 0
+}
+
+// drawn returns once the screen has been drawn (see above), or errStarting after drawnWait,
+// or ctx's error.
+func (s *screen) drawn(ctx context.Context) error {
+	if s.isDrawn() {
+		return nil
+	}
+	deadline := time.NewTimer(s.drawnWait)
+	defer deadline.Stop()
+	for {
+		d, ep, err := s.get(ctx)
+		if err != nil {
+			return err
+		}
+		_, _, next := d.Generation()
+		ok, err := colourful(d)
+		if err != nil {
+			return unavailable(err)
+		}
+		s.mu.Lock()
+		anyway := s.epoch == ep && time.Since(s.setAt) > drawnAnyway
+		s.mu.Unlock()
+		if ok || anyway {
+			if ok {
+				// The first colourful frame may be half painted (the panel before the
+				// wallpaper): wait until drawing pauses, briefly.
+				if _, _, err := d.WaitQuiet(ctx, drawnQuiet, 3*time.Second); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return unavailable(err)
+				}
+			}
+			s.mu.Lock()
+			if s.epoch == ep {
+				s.drawnEpoch = ep
+			}
+			s.mu.Unlock()
+			s.log.Info("desktop drawn", "colourful", ok)
+			return nil
+		}
+		poll := time.NewTimer(500 * time.Millisecond) // also catches drawnAnyway
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return ctx.Err()
+		case <-deadline.C:
+			poll.Stop()
+			return errStarting()
+		case <-next:
+		case <-d.Done():
+		case <-poll.C:
+		}
+		poll.Stop()
+	}
+}
+
+// colourful reports whether a sample of the screen's pixels shows at least drawnColours
+// distinct colours and is less than half black.
+func colourful(d *x11.Display) (bool, error) {
+	ok := false
+	err := d.WithCapture(func(raw []byte, _ uint64) error {
+		var seen [drawnColours]uint32
+		n, black, total := 0, 0, 0
+		for i := 0; i+4 <= len(raw); i += 4 * 61 { // a prime stride samples every column
+			c := binary.LittleEndian.Uint32(raw[i:]) & 0xffffff
+			total++
+			if c == 0 {
+				black++
+			}
+			if n == drawnColours {
+				continue
+			}
+			found := false
+			for _, v := range seen[:n] {
+				if v == c {
+					found = true
+					break
+				}
+			}
+			if !found {
+				seen[n] = c
+				n++
+			}
+		}
+		ok = n == drawnColours && black*2 < total
+		return nil
+	})
+	return ok, err
+}

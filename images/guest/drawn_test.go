@@ -1,0 +1,93 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/images/guest/x11/xvfbtest"
+)
+
+// TestNeverBlack: with a desktop session that has not drawn yet (the screen is Xvfb's black),
+// a screenshot waits until the session draws instead of returning a black image, health says
+// whether it has drawn, and a wait that runs out says the desktop is still starting.
+func TestNeverBlack(t *testing.T) {
+	h := startDriverWith(t, 154, 320, 240, func(c *Config) {
+		c.Session = "sleep 600" // a session that never draws: the test draws for it
+		c.DrawnWait = 1500 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if hl, err := h.client.Health(ctx); err != nil || hl.Drawn {
+		t.Fatalf("health before drawing: %+v %v, want not drawn", hl, err)
+	}
+	// Running out: the desktop is still starting.
+	_, err := h.client.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
+	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "still starting") {
+		t.Fatalf("screenshot of a black screen: %v, want unavailable: still starting", err)
+	}
+
+	type result struct {
+		f   guest.Frame
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 3)
+	for _, shoot := range []func() (guest.Frame, error){
+		func() (guest.Frame, error) { return h.client.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"}) },
+		func() (guest.Frame, error) {
+			return h.client.WaitSettled(ctx, guest.SettleOptions{Screenshot: guest.ScreenshotOptions{Format: "png"}})
+		},
+		func() (guest.Frame, error) {
+			st, err := h.client.Stream(ctx, guest.StreamOptions{ScreenshotOptions: guest.ScreenshotOptions{Format: "png"}})
+			if err != nil {
+				return guest.Frame{}, err
+			}
+			defer st.Close()
+			return st.Next(ctx)
+		},
+	} {
+		go func() {
+			f, err := shoot()
+			got <- result{f, err, time.Now()}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case r := <-got:
+		t.Fatalf("a screenshot came back before anything was drawn: %d bytes, %v", len(r.f.Data), r.err)
+	default:
+	}
+	win := xvfbtest.NewWindow(t, h.display, 0, 0, 320, 240, 0x000000)
+	drawnAt := time.Now()
+	win.Put(t, 0, 0, photo(320, 240, 9))
+	for range 3 {
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.at.Before(drawnAt) {
+			t.Fatalf("a screenshot came back before the drawing")
+		}
+		img := decodeFrame(t, r.f)
+		colours := map[uint32]bool{}
+		for y := 0; y < 240; y += 3 {
+			for x := 0; x < 320; x += 3 {
+				cr, cg, cb, _ := img.At(x, y).RGBA()
+				colours[cr>>8<<16|cg>>8<<8|cb>>8] = true
+			}
+		}
+		if len(colours) < 100 {
+			t.Errorf("screenshot has %d colours: not the drawn screen", len(colours))
+		}
+	}
+	if hl, err := h.client.Health(ctx); err != nil || !hl.Drawn {
+		t.Fatalf("health after drawing: %+v %v, want drawn", hl, err)
+	}
+}
