@@ -31,7 +31,7 @@ async function startXvfb() {
   for (let tries = 0; tries < 20; tries++) {
     const n = 1200 + Math.floor(Math.random() * 400); // above the Go tests' reserved numbers (xvfbtest.Reserve)
     if (existsSync(`/tmp/.X11-unix/X${n}`) || existsSync(`/tmp/.X${n}-lock`)) continue;
-    const child = spawn(xvfb, [`:${n}`, '-screen', '0', '1024x768x24', '-nolisten', 'tcp'], { stdio: 'ignore' });
+    const child = spawn(xvfb, [`:${n}`, '-screen', '0', '1024x768x24', '-nolisten', 'tcp', '+xinerama'], { stdio: 'ignore' });
     let exited = false;
     child.once('exit', () => (exited = true));
     const deadline = Date.now() + 15_000;
