@@ -19,6 +19,7 @@ require (
 	github.com/docker/go-units v0.5.0
 	github.com/google/nftables v0.3.0
 	github.com/gorilla/websocket v1.5.3
+	github.com/hashicorp/yamux v0.1.2
 	github.com/jezek/xgb v1.1.1
 	github.com/kbinani/screenshot v0.0.0-20250624051815-089614a94018
 	github.com/opencontainers/image-spec v1.1.1
@@ -27,10 +28,10 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.47.0
 	k8s.io/api v0.30.14
 	k8s.io/apimachinery v0.30.14
 	k8s.io/client-go v0.30.14
-	golang.org/x/term v0.47.0
 	mvdan.cc/sh/v3 v3.14.1
 )
 

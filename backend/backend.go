@@ -28,6 +28,7 @@ import (
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/models"
+	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
@@ -99,6 +100,7 @@ type Backend struct {
 	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
 	// Housekeeping lists and removes leftovers on the engine; nil without an engine.
 	Housekeeping *housekeeping.Housekeeper
+	Nodes        *nodes.Hub // registered runners and their links
 	Screens      *screen.Hubs
 	Computer     *api.ComputerChannel
 	API          *api.Server
@@ -111,6 +113,7 @@ type Backend struct {
 	engineInUse   store.EngineSettings
 	engineProblem string
 	computers     *computers     // each turn's computer (the gate's plan)
+	place         *placement     // which node an agent's (and a desktop's) calls go to
 	bg            sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG        context.CancelFunc
 	stats         statsSampler // desktops' CPU and memory for administrators
@@ -184,6 +187,11 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
+	b.place = newPlacement(b)
+	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
+		OnDisconnect: b.nodeDisconnected}); err != nil {
+		return err
+	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	dk := desktops{b: b, vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
@@ -208,7 +216,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Housekeeping: hk,
+		Events: b.Events, Housekeeping: hk, Placement: b.place, Runners: b.Nodes,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -284,6 +292,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Computer != nil {
 			errs = append(errs, b.Computer.Close())
+		}
+		if b.Nodes != nil {
+			errs = append(errs, b.Nodes.Close())
 		}
 		if b.Screens != nil {
 			errs = append(errs, b.Screens.Close())

@@ -44,7 +44,12 @@ func newComputers(b *Backend) *computers {
 
 // node describes this execution node for the gate. The host's permission is only looked at
 // when the agent wants the host (it opens a connection to the display).
-func (c *computers) node(want computer.Kind) computer.Node {
+func (c *computers) node(want computer.Kind, a store.Agent) computer.Node {
+	if node := nodeOf(a); node != c.b.VMs.NodeID() {
+		// A runner's host: its host tools do not run through the link yet, so they are not
+		// offered (never the server's own host in their place).
+		return computer.Node{ID: node}
+	}
 	n := computer.Node{ID: c.b.VMs.NodeID(), Caps: []string{computer.CapHostTools, computer.CapHostDesktop}}
 	if ns, err := c.b.Store.NodeSettings(n.ID); err == nil {
 		n.HostScreenControl = ns.HostScreenControl
@@ -58,11 +63,17 @@ func (c *computers) node(want computer.Kind) computer.Node {
 // decide computes the plan of agent a's turn now.
 func (c *computers) decide(ctx context.Context, a store.Agent, helper bool) computer.Plan {
 	sel, _ := computer.Parse(a.Computer)
-	in := computer.Input{Selected: a.Computer, AllowHost: a.AllowHostEnvironment, Helper: helper, Node: c.node(sel)}
+	in := computer.Input{Selected: a.Computer, AllowHost: a.AllowHostEnvironment, Helper: helper, Node: c.node(sel, a)}
 	if c.grant != nil {
 		in.Grant = c.grant(a.AccountID, in.Node.ID)
 	}
-	in.VMReady = func() (bool, string) { return c.b.VMs.VMReady(ctx, a.AccountID, a.ID) }
+	in.VMReady = func() (bool, string) {
+		vms, err := c.b.place.agent(a.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return vms.VMReady(ctx, a.AccountID, a.ID)
+	}
 	return computer.Decide(in)
 }
 
@@ -167,7 +178,7 @@ func (c *computers) fence(instanceID, reason string) {
 	c.b.Control.Revoke(instanceID)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.b.VMs.StopInstance(ctx, instanceID, reason); err != nil {
+	if err := c.b.place.desktop(instanceID).StopInstance(ctx, instanceID, reason); err != nil {
 		c.b.log.Warn("stop a fenced desktop", "instance", instanceID, "reason", reason, "err", err)
 	}
 }
@@ -183,7 +194,10 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 	usesBrowser := func(k computer.Kind) bool { return k == computer.Browser || k == computer.Auto }
 	c.b.Binder.Forget(after.ID)
 	if usesVM(had) && !usesVM(has) {
-		if v, err := c.b.VMs.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+		if vms, err := c.b.place.agent(after.ID); err != nil {
+			c.b.log.Warn("computer change: the agent's node", "agent", after.ID, "err", err)
+		} else if v, err := vms.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+			c.b.place.note(vms, v.Desktop.ID)
 			c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 		}
 	}
@@ -200,8 +214,14 @@ func (c *computers) Busy(ctx context.Context, accountID, agentID string) string 
 	if c.b.Chat != nil && c.b.Chat.Running(agentID) {
 		return "the agent is running a task"
 	}
-	if v, err := c.b.VMs.Agent(ctx, accountID, agentID); err == nil && v.Desktop.BusyBy != "" {
-		return v.Desktop.BusyBy
+	if vms, err := c.b.place.agent(agentID); err == nil {
+		if v, err := vms.Agent(ctx, accountID, agentID); err == nil && v.Desktop.BusyBy != "" {
+			return v.Desktop.BusyBy
+		} else if err == nil {
+			if h, ok := c.b.Control.Holder(v.Desktop.ID); ok {
+				return h.Name() + " controls its desktop"
+			}
+		}
 	}
 	if v, err := c.b.VMs.Browser(accountID, agentID); err == nil && v.BusyBy != "" {
 		return v.BusyBy

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -17,11 +18,21 @@ import (
 	"cubicle/backend/vm"
 )
 
-// desktops adapts the VM manager to the binding (which may start a desktop) and to the screen
-// channel (which only looks).
+// desktops adapts the nodes' desktops to the binding (which may start a desktop) and to the
+// screen channel (which only looks): each agent's calls go to the node it is placed on (the
+// local VM manager or a runner's link, see placement).
 type desktops struct {
 	b   *Backend
-	vms *vm.Manager
+	vms *vm.Manager // the local node's
+}
+
+// onRunner refuses what runner nodes do not offer yet for an agent placed on one.
+func (d desktops) onRunner(agentID, what string) error {
+	a, err := d.b.Store.Agent(agentID)
+	if err != nil || nodeOf(a) == "local" {
+		return nil
+	}
+	return fault.Unavailable("%s is not available on runner nodes yet: agent %s is placed on %s; place it on this computer (local) to use it", what, a.Name, a.NodeID)
 }
 
 // viewLinkTimeout bounds connecting to a running desktop's driver for a viewer.
@@ -29,21 +40,29 @@ const viewLinkTimeout = 3 * time.Second
 
 // Ensure implements binding.VMs: the agent's desktop, started (or created) when needed.
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
-	v, err := d.vms.Act(ctx, accountID, agentID, vm.ActionStart) // starts it, or repairs its driver link
+	vms, err := d.b.place.agent(agentID)
+	if err != nil {
+		return binding.Desktop{}, err
+	}
+	v, err := vms.Act(ctx, accountID, agentID, vm.ActionStart) // starts it, or repairs its driver link
 	if err != nil {
 		if ctx.Err() != nil {
 			// The start goes on without the caller: name the desktop (binding.VMs).
-			if v, verr := d.vms.Agent(context.WithoutCancel(ctx), accountID, agentID); verr == nil {
+			if v, verr := vms.Agent(context.WithoutCancel(ctx), accountID, agentID); verr == nil {
 				return binding.Desktop{InstanceID: v.Desktop.ID}, err
 			}
 		}
 		return binding.Desktop{}, err
 	}
-	return d.bound(ctx, v.Desktop.ID)
+	d.b.place.note(vms, v.Desktop.ID)
+	return d.boundOn(ctx, vms, v.Desktop.ID)
 }
 
 // CreateTask implements binding.VMs: a helper's task-isolated desktop, created when needed.
 func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.Desktop, error) {
+	if err := d.onRunner(s.AgentID, "a task helper's own desktop"); err != nil {
+		return binding.Desktop{}, err
+	}
 	id, err := d.vms.CreateTask(ctx, vm.TaskSpec{AccountID: s.AccountID, AgentID: s.AgentID, SessionID: s.SessionID,
 		TaskID: s.TaskID, Helper: s.Helper})
 	if err != nil {
@@ -55,12 +74,17 @@ func (d desktops) CreateTask(ctx context.Context, s binding.TaskSpec) (binding.D
 // bound is running desktop id as the binding drives it: its shared driver link, and tunnels
 // opened over the same transport.
 func (d desktops) bound(ctx context.Context, id string) (binding.Desktop, error) {
-	c, err := d.vms.Link(ctx, id)
+	return d.boundOn(ctx, d.vms, id)
+}
+
+// boundOn is bound for a desktop of node vms.
+func (d desktops) boundOn(ctx context.Context, vms nodeVMs, id string) (binding.Desktop, error) {
+	c, err := vms.Link(ctx, id)
 	if err != nil {
 		return binding.Desktop{InstanceID: id}, err
 	}
 	return binding.Desktop{InstanceID: id, Computer: c, Tunnel: func(ctx context.Context, address string) (net.Conn, error) {
-		return d.vms.Tunnel(ctx, id, address)
+		return vms.Tunnel(ctx, id, address)
 	}}, nil
 }
 
@@ -71,6 +95,9 @@ func (d desktops) RemoveTask(ctx context.Context, taskID string) error {
 
 // EnsureBrowser implements binding.VMs: the agent's own browser, started when needed.
 func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
+	if err := d.onRunner(agentID, "the agent's own browser"); err != nil {
+		return binding.Desktop{}, err
+	}
 	id, err := d.vms.EnsureBrowser(ctx, accountID, agentID)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -104,23 +131,35 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 	case computer.None, computer.Cloud:
 		return api.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
 	}
-	v, err := d.vms.Agent(ctx, accountID, agentID)
+	vms, err := d.b.place.node(nodeOf(a))
 	if err != nil {
 		return api.Desktop{}, err
 	}
+	v, err := vms.Agent(ctx, accountID, agentID)
+	if err != nil {
+		if errors.Is(err, fault.ErrUnavailable) && vms.NodeID() != "local" {
+			// Fail closed: a runner that cannot be reached shows its desktop as unreachable.
+			return api.Desktop{State: "unreachable", Message: err.Error()}, nil
+		}
+		return api.Desktop{}, err
+	}
+	d.b.place.note(vms, v.Desktop.ID)
 	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt}
 	if v.Desktop.State == "running" {
-		d.viewLink(ctx, &out)
+		d.viewLinkOn(ctx, vms, &out)
 	}
 	return out, nil
 }
 
 // viewLink puts running desktop out's shared link into out (or says why there is none). A
 // viewer never repairs a desktop: Start does.
-func (d desktops) viewLink(ctx context.Context, out *api.Desktop) {
+func (d desktops) viewLink(ctx context.Context, out *api.Desktop) { d.viewLinkOn(ctx, d.vms, out) }
+
+// viewLinkOn is viewLink for a desktop of node vms.
+func (d desktops) viewLinkOn(ctx context.Context, vms nodeVMs, out *api.Desktop) {
 	lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
 	defer cancel()
-	c, err := d.vms.Link(lctx, out.ID)
+	c, err := vms.Link(lctx, out.ID)
 	if err != nil {
 		if out.Message == "" {
 			out.Message = err.Error()
@@ -167,25 +206,56 @@ func (a activity) StopAll(ctx context.Context, reason string) error {
 // back or finishing restarts it, and a lease that expires stops the desktop.
 func (b *Backend) controlChanged(c control.Change) {
 	if b.VMs != nil && !strings.HasPrefix(c.DesktopID, "host-") { // the host screen has no instance
+		vms := b.place.desktop(c.DesktopID)
+		if vms.NodeID() != "local" {
+			// A runner is told over its link, which must not hold up the control loop.
+			b.bg.Add(1)
+			go func() {
+				defer b.bg.Done()
+				b.nodeControlChanged(vms, c)
+			}()
+			if b.Computer != nil {
+				b.Computer.ControlChanged(c)
+			}
+			return
+		}
 		switch c.Kind {
 		case control.ChangeTaken, control.ChangeTaskStarted:
-			b.VMs.MarkBusy(c.DesktopID, c.Holder.Activity())
+			vms.MarkBusy(c.DesktopID, c.Holder.Activity())
 		case control.ChangeHandedBack, control.ChangeTaskEnded, control.ChangeRevoked:
-			b.VMs.MarkIdle(c.DesktopID)
+			vms.MarkIdle(c.DesktopID)
 		case control.ChangeExpired:
-			b.VMs.MarkIdle(c.DesktopID)
+			vms.MarkIdle(c.DesktopID)
 			b.bg.Add(1)
 			go func() { // not on the control loop: a stop takes a second or more
 				defer b.bg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				if err := b.VMs.StopInstance(ctx, c.DesktopID, "control lease expired"); err != nil {
+				if err := vms.StopInstance(ctx, c.DesktopID, "control lease expired"); err != nil {
 					b.log.Warn("stop desktop after lease expiry", "desktop", c.DesktopID, "err", err)
 				}
 			}()
 		}
 	}
 	b.publishControl(c) // the computer channel hears it from the bus
+}
+
+// nodeControlChanged tells a runner's idle timers what a control change means (see
+// controlChanged).
+func (b *Backend) nodeControlChanged(vms nodeVMs, c control.Change) {
+	switch c.Kind {
+	case control.ChangeTaken, control.ChangeTaskStarted:
+		vms.MarkBusy(c.DesktopID, c.Holder.Activity())
+	case control.ChangeHandedBack, control.ChangeTaskEnded, control.ChangeRevoked:
+		vms.MarkIdle(c.DesktopID)
+	case control.ChangeExpired:
+		vms.MarkIdle(c.DesktopID)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := vms.StopInstance(ctx, c.DesktopID, "control lease expired"); err != nil {
+			b.log.Warn("stop desktop after lease expiry", "desktop", c.DesktopID, "node", vms.NodeID(), "err", err)
+		}
+	}
 }
 
 var (
@@ -243,3 +313,10 @@ func (h hostDriver) Frames(ctx context.Context, o guest.StreamOptions) (guest.Fr
 }
 
 func (h hostDriver) Input(ctx context.Context, in guest.Input) error { return h.d.Input(ctx, 0, in) }
+
+// AgentDesktop is the screen agentID's computer panel shows, as api.Desktops gives it to the
+// computer channel (never starting anything): on a runner whose link is down its state is
+// "unreachable".
+func (b *Backend) AgentDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+	return desktops{b: b, vms: b.VMs}.Desktop(ctx, accountID, agentID)
+}

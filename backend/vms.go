@@ -236,3 +236,7 @@ func ConnectEngine(ctx context.Context, prefer string, log *slog.Logger) (*Conne
 		"version", ep.Version, "remote", ep.Remote, "vm", ep.VM)
 	return &ConnectedEngine{Client: c, Endpoint: ep, owned: owned}, nil
 }
+
+// MapsUsers reports whether desktops on this engine get their own user namespace (see
+// mapsUsers); a runner's VM manager uses it as the server's does.
+func (e *ConnectedEngine) MapsUsers() bool { return e.mapsUsers() }

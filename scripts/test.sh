@@ -36,7 +36,7 @@ CUBICLE_GUEST_LINK=exec go test -count=1 -timeout 40m -skip 'TestKubernetes' ./b
 
 say "Go tests of the concurrent core under the race detector"
 go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/binding/... \
-  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... 2>&1 | tee test-artifacts/go-race.log
+  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/... 2>&1 | tee test-artifacts/go-race.log
 
 # The Kubernetes part (scripts/k8s): its binaries are built once per version into
 # /var/cache/cubicle-k8s (about 5.5 min cold on 2 cores) and reused; the desktop image is the

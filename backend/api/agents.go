@@ -18,6 +18,7 @@ type agentJSON struct {
 	AllowHostEnvironment bool      `json:"allowHostEnvironment"`
 	WorkDir              string    `json:"workdir"`  // terminal.cwd; "" = the default
 	LazyInit             bool      `json:"lazyInit"` // sandbox binding at the first tool call (else before the first model call)
+	NodeID               string    `json:"nodeId"`   // the execution node of its desktop: "local" or a runner's id
 	CreatedAt            time.Time `json:"createdAt"`
 	UpdatedAt            time.Time `json:"updatedAt"`
 }
@@ -27,8 +28,12 @@ func agentOf(a store.Agent) agentJSON {
 	if c == "" {
 		c = profile.ComputerNone
 	}
+	node := a.NodeID
+	if node == "" {
+		node = "local"
+	}
 	return agentJSON{ID: a.ID, Name: a.Name, Computer: c, AllowHostEnvironment: a.AllowHostEnvironment,
-		WorkDir: a.WorkDir, LazyInit: a.LazyInit == nil || *a.LazyInit, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		WorkDir: a.WorkDir, LazyInit: a.LazyInit == nil || *a.LazyInit, NodeID: node, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"cubicle/backend/fault"
@@ -45,8 +47,26 @@ func (s *Server) localVMRoutes(mux *http.ServeMux) {
 	mux.Handle("PUT /api/app/agents/{id}/local-vm/image", s.authed(s.vmImage))
 }
 
-// vms returns the manager, or writes 503 when this server has none.
+// vms returns the desktops' manager of the route's node — the agent's node on the agent
+// routes, ?node= (default local) on the admin routes — or writes why there is none.
 func (s *Server) vms(w http.ResponseWriter, r *http.Request) (VMs, bool) {
+	if p := s.cfg.Placement; p != nil {
+		var m VMs
+		var err error
+		if id := r.PathValue("id"); id != "" && strings.HasPrefix(r.URL.Path, "/api/app/agents/") {
+			m, err = p.ForAgent(id)
+			if errors.Is(err, fault.ErrNotFound) {
+				err = fault.NotFound("agent %q not found", id)
+			}
+		} else {
+			m, err = p.ForNode(r.URL.Query().Get("node"))
+		}
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return nil, false
+		}
+		return m, true
+	}
 	if s.cfg.VMs == nil {
 		writeError(w, r, s.log, fault.Unavailable("Local VM is not available on this server (no desktop manager is running); "+
 			"see `cubicle doctor`"))

@@ -43,6 +43,8 @@ type Config struct {
 	Models     Models                                  // chat model settings; nil answers 503
 	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
 	Computers  Computers                               // agents' computer settings; nil answers 503
+	Placement  Placement                               // routes Local VM calls to nodes; nil: VMs only
+	Runners    Runners                                 // execution nodes; nil answers 503
 	Engines    Engines                                 // the node's engine choice; nil answers 503
 	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
 	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
@@ -161,6 +163,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
+	s.runnerRoutes(mux)
 	s.engineRoutes(mux)
 	mux.Handle("GET /api/app/admin/housekeeping", s.admin(s.leftovers))
 	mux.Handle("POST /api/app/admin/housekeeping/clean", s.admin(s.cleanLeftovers))

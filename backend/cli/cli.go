@@ -43,6 +43,7 @@ func commands() []command {
 		{"serve", "serve the UI and API over HTTP on 127.0.0.1 (web mode)", runServe},
 		{"doctor", "check the container engine, display and data directory (--check-store: the data file)", runDoctor},
 		{"restore-backup", "put a backup of the data file back (the newest sound one, or FILE; --list)", runRestoreBackup},
+		{"runner", "run this machine as an execution node of a server (--server URL --token TOKEN)", runRunner},
 		{"image", "build or list the desktop images (build standard|cursor, list)", runImage},
 		{"bench", "measure Cubicle against other agent-desktop tools' methods (--quick, --json FILE)", runBench},
 		{"admin", "tasks on the server's machine: reset-password USER", runAdmin},

@@ -21,10 +21,13 @@ type Agent struct {
 	WorkDir              string `json:"workDir,omitempty"` // the profile's terminal.cwd; "" = default
 	// LazyInit is the sandbox binding of the agent's threads (SPEC §2.3): nil or true binds on
 	// the first tool call, false binds before the first model call of each turn.
-	LazyInit  *bool       `json:"lazyInit,omitempty"`
-	Model     *AgentModel `json:"model,omitempty"` // nil = the app's model settings
-	CreatedAt time.Time   `json:"createdAt"`
-	UpdatedAt time.Time   `json:"updatedAt"`
+	LazyInit *bool       `json:"lazyInit,omitempty"`
+	Model    *AgentModel `json:"model,omitempty"` // nil = the app's model settings
+	// NodeID is the execution node the agent's desktop runs on ("" = the local node). Records
+	// written before nodes decode with it empty, so no migration is needed.
+	NodeID    string    `json:"nodeId,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // AgentModel is an agent's own chat model. Every empty field inherits the app's model

@@ -1,11 +1,11 @@
 // Package store is Cubicle's persistence: one bbolt file holding accounts, agents, node
 // settings, desktops, conversations and the tool history as JSON records, behind typed methods that hide bbolt from the rest of the backend.
 //
-// The bucket tree of the current schema (version 5):
+// The bucket tree of the current schema (version 6):
 //
 //	cubicle.db
 //	├── meta
-//	│   ├── "version"          → schema version, decimal ASCII ("5")
+//	│   ├── "version"          → schema version, decimal ASCII ("6")
 //	│   ├── "store-id"         → the file's identity, 16 hex digits (identity.go)
 //	│   ├── "store-path"       → where the file lived when last opened
 //	│   └── "instance-ns"      → namespace of desktop instance ids ("" unless a copy)
@@ -38,8 +38,10 @@
 //	│   └── <account id>\x00<node id>          → HostGrant JSON
 //	├── allow_rules
 //	│   └── <agent id or "">\x00<rule id>      → AllowRule JSON ("" = every agent)
-//	└── confirmations
-//	    └── <time>\x00<id>                     → Confirmation JSON (who confirmed what, when)
+//	├── confirmations
+//	│   └── <time>\x00<id>                     → Confirmation JSON (who confirmed what, when)
+//	└── runners
+//	    └── <runner id>        → Runner JSON (an execution node: name, token hash, last hello)
 //
 // Schema history. Version 1 (the legacy layout) had meta, accounts, account_usernames and
 // agents; its agent records could say "computer": "hybrid", meaning a VM plus the host
@@ -47,6 +49,7 @@
 // (SPEC §1.11) and adds node_settings. Version 3 adds vm_images, vm_instances and vm_bindings (Local VM).
 // Version 4 adds chat_sessions, tool_runs and app_settings (the agent runtime). Version 5 adds
 // session_revocations, host_grants, allow_rules and confirmations (accounts and security).
+// Version 6 adds runners (execution nodes registered on a server).
 //
 // Open brings an older file up to date: it first copies the file to "<path>.bak-v<old version>"
 // and then runs each migration (version N to N+1) in its own transaction, so a failure leaves

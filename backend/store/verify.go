@@ -243,7 +243,7 @@ func walk(tx *bbolt.Tx) error {
 
 // jsonBuckets hold JSON records (every value is checked by Check).
 var jsonBuckets = map[string]bool{"accounts": true, "agents": true, "node_settings": true, "vm_images": true,
-	"vm_instances": true, "vm_bindings": true, "chat_sessions": true, "tool_runs": true, "app_settings": true}
+	"vm_instances": true, "vm_bindings": true, "chat_sessions": true, "tool_runs": true, "app_settings": true, "runners": true}
 
 // CheckReport is what Check found.
 type CheckReport struct {

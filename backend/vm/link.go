@@ -69,6 +69,24 @@ func (m *Manager) Tunnel(ctx context.Context, id, address string) (net.Conn, err
 	return guest.OpenTunnel(ctx, conn, address)
 }
 
+// DriverStream opens a new raw byte stream to running desktop id's driver over its transport,
+// for a caller that speaks the guest protocol itself (a runner relaying a desktop to its
+// server); the caller closes it.
+func (m *Manager) DriverStream(ctx context.Context, id string) (net.Conn, error) {
+	in, err := m.st.VMInstance(id)
+	if err != nil {
+		return nil, err
+	}
+	if in.State != StateRunning {
+		return nil, fault.Conflict("%s is %s, not running: start it first", m.describe(in), in.State)
+	}
+	conn, err := m.links.Stream(ctx, m.target(in))
+	if err != nil {
+		return nil, fmt.Errorf("driver of %s: %w", m.describe(in), err)
+	}
+	return conn, nil
+}
+
 // LinkState reports the link of desktop id (see link.State).
 func (m *Manager) LinkState(id string) link.State { return m.links.State(id) }
 

@@ -120,6 +120,8 @@ export interface Agent {
   workdir?: string;
   /** Bind the desktop at the first tool call (true) or before the first model call (false). */
   lazyInit?: boolean;
+  /** The execution node of its desktop: "local" or a runner's id. */
+  nodeId?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -578,6 +580,31 @@ function codeFor(status: number, code: unknown): ErrorCode {
   }
 }
 
+/** A runner (execution node) as GET /api/app/admin/runners lists it. */
+export interface Runner {
+  id: string;
+  name: string;
+  status: 'connected' | 'disconnected' | 'revoked';
+  version: string;
+  os: string;
+  arch: string;
+  engine: string;
+  engineError?: string;
+  capabilities: string[];
+  desktops: { running: number; max: number };
+  lastSeen?: string;
+  cloud: boolean;
+}
+
+/** A runner just added: the only time its token is shown. */
+export interface CreatedRunner {
+  id: string;
+  name: string;
+  cloud: boolean;
+  token: string;
+  joinCommand: string;
+}
+
 const agentPath = (id: string) => `/api/app/agents/${encodeURIComponent(id)}`;
 
 /** Client for Cubicle's API; one method per route. */
@@ -733,6 +760,29 @@ export class Client {
   /** PUT /api/app/admin/model (admin only); the key is never sent back. */
   setModel(u: ModelUpdate): Promise<ModelSettings> {
     return this.request<ModelSettings>('PUT', '/api/app/admin/model', u);
+  }
+
+  /** GET /api/app/admin/runners (admin only). */
+  async listRunners(): Promise<Runner[]> {
+    const res = await this.request<{ runners: Runner[] | null }>('GET', '/api/app/admin/runners');
+    return res.runners ?? [];
+  }
+
+  /** POST /api/app/admin/runners (admin only): the token is in this answer only. */
+  createRunner(name: string, cloud: boolean, serverUrl?: string): Promise<CreatedRunner> {
+    const body: Record<string, unknown> = { name, cloud };
+    if (serverUrl) body.serverUrl = serverUrl;
+    return this.request<CreatedRunner>('POST', '/api/app/admin/runners', body);
+  }
+
+  /** DELETE /api/app/admin/runners/:id (admin only): revokes; its link drops at once. */
+  async revokeRunner(id: string): Promise<void> {
+    await this.request<void>('DELETE', `/api/app/admin/runners/${encodeURIComponent(id)}`);
+  }
+
+  /** PUT /api/app/agents/:id/node: places the agent's desktop on a node ("local" or a runner's id). */
+  setAgentNode(id: string, nodeId: string): Promise<{ agentId: string; nodeId: string }> {
+    return this.request('PUT', `${agentPath(id)}/node`, { nodeId });
   }
 
   /** PUT /api/auth/password: the caller's own password; every other session of the account ends. */

@@ -15,6 +15,7 @@ describe('parseRoute', () => {
     { name: 'local vm settings', hash: '#/settings/local-vm', want: { name: 'settings', section: 'local-vm' } },
     { name: 'model settings', hash: '#/settings/model', want: { name: 'settings', section: 'model' } },
     { name: 'host settings', hash: '#/settings/host', want: { name: 'settings', section: 'host' } },
+    { name: 'runners settings', hash: '#/settings/runners', want: { name: 'settings', section: 'runners' } },
     { name: 'users settings', hash: '#/settings/users', want: { name: 'settings', section: 'users' } },
     { name: 'security settings', hash: '#/settings/security', want: { name: 'settings', section: 'security' } },
     { name: 'account', hash: '#/account', want: { name: 'account' } },

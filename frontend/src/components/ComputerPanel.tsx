@@ -10,6 +10,7 @@ import { computerLabel } from '../computer';
 import type { BusEvent } from '../events';
 import { useServerState, type ServerState } from '../hooks';
 import { ComputerConfigure } from './ComputerConfigure';
+import { NodePicker } from './NodePicker';
 import { DesktopActions, DesktopState, useAgentVM } from './DesktopActions';
 import { ScreenView } from './ScreenView';
 
@@ -112,6 +113,7 @@ function VMPanel({ client, agent, onOpenDesktop, onOpenDual, desktopOpen }: Comp
             onPreviewClick={onOpenDesktop}
           />
         )}
+        <NodePicker client={client} agentId={agent.id} onMoved={() => void vm.reload()} />
         <DesktopActions client={client} agentId={agent.id} vm={vm} onOpenDesktop={onOpenDesktop} onOpenDual={onOpenDual} />
       </section>
     </>

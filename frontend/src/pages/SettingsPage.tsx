@@ -1,6 +1,6 @@
 // Settings (admin only): Local VM (engine report, image preparation, isolation and idle
-// policies, instances), Model (the chat model), Users (accounts, roles, host access) and
-// Security (the safety layers). The sections live in src/settings/.
+// policies, instances), Model (the chat model), Users (accounts, roles, host access),
+// Security (the safety layers) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
@@ -9,6 +9,7 @@ import { Forbidden } from '../settings/Forbidden';
 import { HostSettings } from '../settings/HostSettings';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
+import { RunnersSettings } from '../settings/RunnersSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
 import { UsersSettings } from '../settings/UsersSettings';
 
@@ -18,6 +19,7 @@ const sections: Array<{ id: SettingsSection; label: string }> = [
   { id: 'users', label: 'Users' },
   { id: 'security', label: 'Security' },
   { id: 'host', label: 'Host' },
+  { id: 'runners', label: 'Runners' },
 ];
 
 interface SettingsPageProps {
@@ -59,6 +61,8 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
             <SecuritySettingsSection client={client} />
           ) : section === 'host' ? (
             <HostSettings client={client} />
+          ) : section === 'runners' ? (
+            <RunnersSettings client={client} />
           ) : (
             <LocalVMSettings client={client} />
           )}

@@ -1,0 +1,133 @@
+package nodes
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/yamux"
+
+	"cubicle/backend/guest"
+	"cubicle/backend/store"
+	"cubicle/runner/wire"
+)
+
+// ServeHTTP is GET /api/runner/connect: it authenticates the runner by its bearer token,
+// upgrades to a websocket, reads its Hello, answers Welcome and runs the session.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	refuse := func(code int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": map[int]string{401: "unauthenticated", 403: "forbidden", 400: "invalid"}[code]})
+	}
+	if r.Header.Get("Origin") != "" {
+		refuse(http.StatusForbidden, "runner connections do not come from web pages")
+		return
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	id, secret, ok2 := strings.Cut(tok, ".")
+	if !ok || !ok2 || id == "" || secret == "" {
+		refuse(http.StatusUnauthorized, "send the runner's token as Authorization: Bearer <token>")
+		return
+	}
+	rec, err := h.cfg.Store.Runner(id)
+	sum := sha256.Sum256([]byte(secret))
+	if err != nil || subtle.ConstantTimeCompare(sum[:], rec.TokenHash) != 1 {
+		refuse(http.StatusUnauthorized, "unknown runner token: add the runner in Settings → Runners and use the command shown there")
+		return
+	}
+	if rec.Revoked {
+		refuse(http.StatusForbidden, fmt.Sprintf("runner %s (%s) was revoked: add it again in Settings → Runners", rec.Name, rec.ID))
+		return
+	}
+	ws, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	ws.SetReadDeadline(time.Now().Add(15 * time.Second))
+	var hello wire.Hello
+	if err := ws.ReadJSON(&hello); err != nil {
+		ws.Close()
+		return
+	}
+	if hello.Protocol != wire.Protocol {
+		msg := fmt.Sprintf("runner %s speaks link protocol %d; this server (version %s) speaks %d: update the runner to version %s",
+			rec.Name, hello.Protocol, h.cfg.Version, wire.Protocol, h.cfg.Version)
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, msg), time.Now().Add(time.Second))
+		ws.Close()
+		h.log.Warn("runner refused", "node", id, "reason", msg)
+		return
+	}
+	ws.SetReadDeadline(time.Time{})
+	raw, _ := json.Marshal(hello)
+	if _, err := h.cfg.Store.UpdateRunner(id, func(r *store.Runner) error {
+		r.Hello, r.LastSeen = raw, time.Now().UTC()
+		return nil
+	}); err != nil {
+		ws.Close()
+		return
+	}
+	ws.SetWriteDeadline(time.Now().Add(wire.WriteTimeout))
+	if err := ws.WriteJSON(wire.Welcome{NodeID: id, Name: rec.Name, Cloud: rec.Cloud}); err != nil {
+		ws.Close()
+		return
+	}
+	ws.SetWriteDeadline(time.Time{})
+	sess, err := yamux.Client(wire.NewConn(ws), wire.SessionConfig())
+	if err != nil {
+		ws.Close()
+		return
+	}
+	c := &conn{node: id, name: rec.Name, hello: hello, sess: sess, since: time.Now(), guests: map[string]*guest.Client{}, seen: map[string]bool{}}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		sess.Close()
+		return
+	}
+	old := h.conns[id]
+	h.conns[id] = c
+	h.wg.Add(1)
+	h.mu.Unlock()
+	if old != nil {
+		old.sess.Close() // a runner that came back before its old link was noticed dead
+	}
+	h.log.Info("runner connected", "node", id, "name", rec.Name, "version", hello.Version, "os", hello.OS, "arch", hello.Arch,
+		"engine", hello.Engine, "remote", r.RemoteAddr)
+	go h.watch(c)
+}
+
+// watch waits for c's session to end, then fails its relayed links, forgets it and tells
+// OnDisconnect.
+func (h *Hub) watch(c *conn) {
+	defer h.wg.Done()
+	<-c.sess.CloseChan()
+	c.mu.Lock()
+	gs := c.guests
+	c.guests = map[string]*guest.Client{}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.Close()
+	}
+	h.mu.Lock()
+	current := h.conns[c.node] == c
+	if current {
+		delete(h.conns, c.node)
+	}
+	h.mu.Unlock()
+	h.cfg.Store.UpdateRunner(c.node, func(r *store.Runner) error {
+		r.LastSeen = time.Now().UTC()
+		return nil
+	})
+	if current {
+		h.log.Warn("runner disconnected: its desktops are unreachable until it reconnects", "node", c.node, "name", c.name)
+		if h.cfg.OnDisconnect != nil {
+			h.cfg.OnDisconnect(c.node, h.seen(c))
+		}
+	}
+}

@@ -1,0 +1,285 @@
+// Package nodes is the server's side of execution nodes (SPEC §4): the registry of runners
+// (id, name, a hash of the token, cloud flag, last hello), the accept path of their links
+// (GET /api/runner/connect), revocation, and per node a Remote that drives the node's desktops
+// over its link with the same calls the server makes of its own vm.Manager.
+//
+// Trust: the server stores only SHA-256 of a runner's secret; the token ("<node id>.<secret>")
+// is shown once when the runner is added. Revoking a runner marks it revoked (its token stops
+// working) and closes its link at once.
+//
+// Fail closed: while a node's link is down every call for it is refused with a
+// fault.ErrUnavailable error naming the runner, its relayed driver links end (their pending
+// calls fail at once), and Config.OnDisconnect lets the backend end control leases.
+//
+// Ownership: the Hub owns one watcher goroutine per connected runner; Close closes every link
+// and waits for them.
+package nodes
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/yamux"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/store"
+	"cubicle/runner/wire"
+)
+
+// LocalID is the node id of the server's own machine.
+const LocalID = "local"
+
+// Statuses of a runner.
+const (
+	StatusConnected    = "connected"
+	StatusDisconnected = "disconnected"
+	StatusRevoked      = "revoked"
+)
+
+// Config configures a Hub. Store is required.
+type Config struct {
+	Store   *store.Store
+	Logger  *slog.Logger
+	Version string // the server's version, compared with runners'
+	// OnDisconnect hears that node's link ended (after its relayed links failed) with the
+	// desktops the server used on it; the backend ends their control leases. It must not block
+	// for long.
+	OnDisconnect func(node string, desktops []string)
+}
+
+// Hub keeps the registry and the live links.
+type Hub struct {
+	cfg      Config
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[string]*conn // by node id
+	closed bool
+}
+
+// conn is one runner's live link.
+type conn struct {
+	node  string
+	name  string
+	hello wire.Hello
+	sess  *yamux.Session
+	since time.Time
+
+	mu     sync.Mutex
+	guests map[string]*guest.Client // relayed driver links by desktop id
+	seen   map[string]bool          // desktop ids the server used on this link
+}
+
+// New returns a Hub.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("nodes: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}}
+	h.upgrader = websocket.Upgrader{HandshakeTimeout: 15 * time.Second,
+		// A runner is not a web page: an upgrade carrying an Origin is refused below.
+		CheckOrigin: func(*http.Request) bool { return true }}
+	return h, nil
+}
+
+// Created is a new runner as POST /api/app/admin/runners answers it: the only time its token
+// is shown.
+type Created struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Cloud       bool   `json:"cloud"`
+	Token       string `json:"token"`
+	JoinCommand string `json:"joinCommand"`
+}
+
+// Desktops counts a node's desktops.
+type Desktops struct {
+	Running int `json:"running"`
+	Max     int `json:"max"`
+}
+
+// View is one runner as GET /api/app/admin/runners lists it.
+type View struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Status       string    `json:"status"`
+	Version      string    `json:"version"`
+	OS           string    `json:"os"`
+	Arch         string    `json:"arch"`
+	Engine       string    `json:"engine"`
+	EngineError  string    `json:"engineError,omitempty"`
+	Capabilities []string  `json:"capabilities"`
+	Desktops     Desktops  `json:"desktops"`
+	LastSeen     time.Time `json:"lastSeen,omitzero"`
+	Cloud        bool      `json:"cloud"`
+}
+
+// validName checks a runner's name.
+func validName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", fault.Invalid(`send {"name": "…"}: 1–64 printable characters, e.g. "mac-mini"`)
+	}
+	return name, nil
+}
+
+// Create registers a runner and returns its token (once). serverURL is how runners reach this
+// server (the joinCommand's --server).
+func (h *Hub) Create(name string, cloud bool, serverURL string) (Created, error) {
+	name, err := validName(name)
+	if err != nil {
+		return Created{}, err
+	}
+	idb := make([]byte, 6)
+	secret := make([]byte, 32)
+	rand.Read(idb)
+	rand.Read(secret)
+	id := "r-" + hex.EncodeToString(idb)
+	sec := base64.RawURLEncoding.EncodeToString(secret)
+	sum := sha256.Sum256([]byte(sec))
+	if err := h.cfg.Store.CreateRunner(store.Runner{ID: id, Name: name, TokenHash: sum[:], Cloud: cloud, CreatedAt: time.Now().UTC()}); err != nil {
+		return Created{}, err
+	}
+	tok := id + "." + sec
+	cmd := fmt.Sprintf("cubicle runner --server %s --token %s --name %s", serverURL, tok, shellQuote(name))
+	h.log.Info("runner added", "node", id, "name", name, "cloud", cloud)
+	return Created{ID: id, Name: name, Cloud: cloud, Token: tok, JoinCommand: cmd}, nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// List returns every runner with its live status. For a connected runner the desktop counts
+// are asked of it (briefly); otherwise they are what it said when it last connected.
+func (h *Hub) List(ctx context.Context) ([]View, error) {
+	rs, err := h.cfg.Store.Runners()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]View, 0, len(rs))
+	for _, r := range rs {
+		v := View{ID: r.ID, Name: r.Name, Status: StatusDisconnected, Capabilities: []string{}, LastSeen: r.LastSeen, Cloud: r.Cloud}
+		var hello wire.Hello
+		if len(r.Hello) > 0 && json.Unmarshal(r.Hello, &hello) == nil {
+			v.Version, v.OS, v.Arch, v.Engine, v.EngineError = hello.Version, hello.OS, hello.Arch, hello.Engine, hello.EngineError
+			v.Capabilities = append(v.Capabilities, hello.Capabilities...)
+			v.Desktops = Desktops{Running: hello.Running, Max: hello.MaxInstances}
+		}
+		if r.Revoked {
+			v.Status = StatusRevoked
+		} else if c := h.conn(r.ID); c != nil {
+			v.Status = StatusConnected
+			v.LastSeen = time.Now().UTC()
+			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			if st, err := (&Remote{h: h, id: r.ID}).Status(sctx); err == nil {
+				v.Desktops = Desktops{Running: st.Running, Max: st.Policy.MaxInstances}
+			}
+			cancel()
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Revoke marks runner id revoked (its token stops working) and drops its link at once.
+func (h *Hub) Revoke(id string) error {
+	if id == LocalID {
+		return fault.Invalid("the local node cannot be revoked")
+	}
+	if _, err := h.cfg.Store.UpdateRunner(id, func(r *store.Runner) error {
+		if !r.Revoked {
+			r.Revoked, r.RevokedAt = true, time.Now().UTC()
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	c := h.conns[id]
+	h.mu.Unlock()
+	if c != nil {
+		c.sess.Close() // the watcher removes it and tells OnDisconnect
+	}
+	h.log.Info("runner revoked", "node", id)
+	return nil
+}
+
+// Known reports whether node may take agents: the local node, or a registered runner that is
+// not revoked (connected or not). Other ids are fault.ErrNotFound or fault.ErrConflict.
+func (h *Hub) Known(node string) (store.Runner, error) {
+	if node == LocalID {
+		return store.Runner{ID: LocalID, Name: "this computer"}, nil
+	}
+	r, err := h.cfg.Store.Runner(node)
+	if err != nil {
+		return r, fault.NotFound("no runner %q: see Settings → Runners for the node ids", node)
+	}
+	if r.Revoked {
+		return r, fault.Conflict("runner %s (%s) was revoked: add it again to use that machine", r.Name, r.ID)
+	}
+	return r, nil
+}
+
+// Connected reports whether node's link is up.
+func (h *Hub) Connected(node string) bool { return h.conn(node) != nil }
+
+// Hello returns what node said when it connected (false when it is not connected).
+func (h *Hub) Hello(node string) (wire.Hello, bool) {
+	c := h.conn(node)
+	if c == nil {
+		return wire.Hello{}, false
+	}
+	return c.hello, true
+}
+
+func (h *Hub) conn(node string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[node]
+}
+
+// Close drops every link and waits for the watchers.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	cs := make([]*conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.sess.Close()
+	}
+	h.wg.Wait()
+	return nil
+}
+
+// hasCap reports whether hello advertises capability c.
+func hasCap(hello wire.Hello, c string) bool { return slices.Contains(hello.Capabilities, c) }

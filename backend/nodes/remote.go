@@ -1,0 +1,361 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
+	"cubicle/runner/wire"
+)
+
+// Remote drives one runner's desktops over its link. Its methods are those of vm.Manager the
+// server uses (api.VMs, the binding's and the computer channel's), so the backend routes an
+// agent's calls to its node without knowing where it is. Every call on a node whose link is
+// down is a fault.ErrUnavailable error naming the wire.
+type Remote struct {
+	h  *Hub
+	id string
+}
+
+// Node returns the Remote of runner node (which may be disconnected).
+func (h *Hub) Node(node string) (*Remote, error) {
+	if _, err := h.Known(node); err != nil {
+		return nil, err
+	}
+	return &Remote{h: h, id: node}, nil
+}
+
+// NodeID is the runner's node id.
+func (r *Remote) NodeID() string { return r.id }
+
+// live returns the runner's link, or why there is none.
+func (r *Remote) live() (*conn, error) {
+	if c := r.h.conn(r.id); c != nil {
+		return c, nil
+	}
+	name := r.id
+	if rec, err := r.h.cfg.Store.Runner(r.id); err == nil {
+		name = rec.Name + " (" + r.id + ")"
+		if rec.Revoked {
+			return nil, fault.Unavailable("runner %s was revoked: its desktops cannot be reached", name)
+		}
+		if !rec.LastSeen.IsZero() {
+			return nil, fault.Unavailable("runner %s is disconnected (last seen %s): its desktops are unreachable until it reconnects",
+				name, rec.LastSeen.Local().Format(time.DateTime))
+		}
+	}
+	return nil, fault.Unavailable("runner %s has not connected yet: run the command shown when it was added on that machine", name)
+}
+
+// open opens a stream for op and sends the request; the stream follows ctx.
+func (r *Remote) open(ctx context.Context, op string, args any) (net.Conn, *conn, error) {
+	c, err := r.live()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := c.sess.OpenStream()
+	if err != nil {
+		return nil, nil, fault.Unavailable("runner %s (%s): the link ended: %v", c.name, r.id, err)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		st.SetWriteDeadline(dl)
+	}
+	if err := wire.WriteFrame(st, wire.Request{Op: op, Args: raw}); err != nil {
+		st.Close()
+		return nil, nil, fault.Unavailable("runner %s (%s): send %s: %v", c.name, r.id, op, err)
+	}
+	st.SetWriteDeadline(time.Time{})
+	return st, c, nil
+}
+
+// call runs a request/response op and decodes its result into out.
+func (r *Remote) call(ctx context.Context, op string, args, out any) error {
+	st, c, err := r.open(ctx, op, args)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	var resp wire.Response
+	if err := wire.ReadFrame(st, &resp); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op, err)
+	}
+	if resp.Error != nil {
+		return resp.Error.Err()
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(resp.Result, out)
+}
+
+// agentArgs loads the agent a call is for; its model settings never leave the server.
+func (r *Remote) agentArgs(accountID, agentID string) (wire.AgentArgs, error) {
+	a, err := r.h.cfg.Store.Agent(agentID)
+	if err != nil || a.AccountID != accountID {
+		return wire.AgentArgs{}, fault.NotFound("agent %q not found", agentID)
+	}
+	a.Model = nil
+	return wire.AgentArgs{Agent: a}, nil
+}
+
+// remember notes that desktop id is on this node's link (its leases end when the link does).
+func (r *Remote) remember(id string) {
+	if c := r.h.conn(r.id); c != nil && id != "" {
+		c.mu.Lock()
+		c.seen[id] = true
+		c.mu.Unlock()
+	}
+}
+
+// Status is the node's Local VM status (GET /api/app/admin/local-vm?node=…).
+func (r *Remote) Status(ctx context.Context) (vm.Status, error) {
+	var st vm.Status
+	err := r.call(ctx, wire.OpStatus, nil, &st)
+	return st, err
+}
+
+// StartPrepare starts preparing image key on the node.
+func (r *Remote) StartPrepare(key string) (vm.PrepareState, error) {
+	var ps vm.PrepareState
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := r.call(ctx, wire.OpStartPrepare, wire.InstanceArgs{ImageKey: key}, &ps)
+	return ps, err
+}
+
+// Prepare prepares image key on the node and waits for it.
+func (r *Remote) Prepare(ctx context.Context, key string) (store.VMImage, error) {
+	var img store.VMImage
+	err := r.call(ctx, wire.OpPrepare, wire.InstanceArgs{ImageKey: key}, &img)
+	return img, err
+}
+
+// SetPolicy sets the node's isolation policy and capacity.
+func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error) {
+	var ns store.NodeSettings
+	err := r.call(ctx, wire.OpSetPolicy, wire.PolicyArgs{Isolation: isolation, MaxInstances: maxInstances}, &ns)
+	return ns, err
+}
+
+// SetIdlePolicy sets the node's idle policy; the runner must support it.
+func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error) {
+	c, err := r.live()
+	if err != nil {
+		return store.NodeSettings{}, err
+	}
+	if !hasCap(c.hello, wire.CapIdlePolicy) {
+		return store.NodeSettings{}, fault.Conflict("runner %s (%s, version %s) does not support the idle policy (%s): update it to version %s before this setting can be changed",
+			c.name, r.id, c.hello.Version, wire.CapIdlePolicy, r.h.cfg.Version)
+	}
+	var ns store.NodeSettings
+	err = r.call(ctx, wire.OpSetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes}, &ns)
+	return ns, err
+}
+
+// SetImageSources sets the node's image sources.
+func (r *Remote) SetImageSources(ctx context.Context, u vm.ImageSourcesUpdate) (vm.ImageSources, error) {
+	var out vm.ImageSources
+	err := r.call(ctx, wire.OpSetImageSources, u, &out)
+	return out, err
+}
+
+// agentCall runs an agent-scoped op.
+func (r *Remote) agentCall(ctx context.Context, op, accountID, agentID string, fill func(*wire.AgentArgs)) (vm.AgentView, error) {
+	a, err := r.agentArgs(accountID, agentID)
+	if err != nil {
+		return vm.AgentView{}, err
+	}
+	if fill != nil {
+		fill(&a)
+	}
+	var v vm.AgentView
+	if err := r.call(ctx, op, a, &v); err != nil {
+		return vm.AgentView{}, err
+	}
+	r.remember(v.Desktop.ID)
+	return v, nil
+}
+
+// Agent is agentID's desktop on the node.
+func (r *Remote) Agent(ctx context.Context, accountID, agentID string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.OpAgent, accountID, agentID, nil)
+}
+
+// Act runs a lifecycle action on agentID's desktop on the node.
+func (r *Remote) Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.OpAct, accountID, agentID, func(a *wire.AgentArgs) { a.Action = action })
+}
+
+// SetImage chooses agentID's image on the node.
+func (r *Remote) SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.OpSetImage, accountID, agentID, func(a *wire.AgentArgs) { a.ImageKey = key })
+}
+
+// ChooseDesktop chooses agentID's fixed desktop on a Compose node.
+func (r *Remote) ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.OpChooseDesktop, accountID, agentID, func(a *wire.AgentArgs) { a.DesktopID = desktopID })
+}
+
+// VMReady reports whether agentID could get a desktop on the node now, and why not.
+func (r *Remote) VMReady(ctx context.Context, accountID, agentID string) (bool, string) {
+	a, err := r.agentArgs(accountID, agentID)
+	if err != nil {
+		return false, err.Error()
+	}
+	var res wire.ReadyResult
+	if err := r.call(ctx, wire.OpVMReady, a, &res); err != nil {
+		return false, err.Error()
+	}
+	return res.OK, res.Why
+}
+
+// StopInstance stops desktop id on the node.
+func (r *Remote) StopInstance(ctx context.Context, id, reason string) error {
+	return r.call(ctx, wire.OpStopInstance, wire.InstanceArgs{ID: id, Reason: reason}, nil)
+}
+
+// DeleteData deletes desktop id's retained workspace and browser profile on the node.
+func (r *Remote) DeleteData(ctx context.Context, id string) error {
+	return r.call(ctx, wire.OpDeleteData, wire.InstanceArgs{ID: id}, nil)
+}
+
+// AdminAct runs an administrator's action (stop, remove, …) on desktop id on the node.
+func (r *Remote) AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error) {
+	var v vm.InstanceView
+	err := r.call(ctx, wire.OpAdminAct, wire.InstanceArgs{ID: id, Action: action, Force: force}, &v)
+	return v, err
+}
+
+// AgentData is what agentID keeps on the node (desktops and their volumes, sizes measured
+// when asked).
+func (r *Remote) AgentData(ctx context.Context, accountID, agentID string, measure bool) (vm.AgentData, error) {
+	a, err := r.agentArgs(accountID, agentID)
+	if err != nil {
+		return vm.AgentData{}, err
+	}
+	a.Measure = measure
+	var d vm.AgentData
+	err = r.call(ctx, wire.OpAgentData, a, &d)
+	return d, err
+}
+
+// ForgetAgent removes agentID's desktop on the node (when asked) and its data (when asked).
+func (r *Remote) ForgetAgent(ctx context.Context, accountID, agentID string, removeDesktop, deleteData bool) error {
+	a, err := r.agentArgs(accountID, agentID)
+	if err != nil {
+		return err
+	}
+	a.RemoveDesktop, a.DeleteData = removeDesktop, deleteData
+	return r.call(ctx, wire.OpForgetAgent, a, nil)
+}
+
+// MarkBusy and MarkIdle tell the node's idle timers who holds desktop id. They do not wait
+// long: a node that cannot be told stops its desktops by its own idle timer.
+func (r *Remote) MarkBusy(id, who string) { r.mark(wire.OpMarkBusy, id, who) }
+
+// MarkIdle: see MarkBusy.
+func (r *Remote) MarkIdle(id string) { r.mark(wire.OpMarkIdle, id, "") }
+
+func (r *Remote) mark(op, id, who string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.call(ctx, op, wire.InstanceArgs{ID: id, Who: who}, nil); err != nil {
+		r.h.log.Debug("runner idle mark", "node", r.id, "op", op, "desktop", id, "err", err)
+	}
+}
+
+// Link returns the shared relayed link to running desktop id's driver on the node: the
+// server's guest client speaks the guest protocol end to end over one stream, which the
+// runner pipes into a stream of its own local link. It ends with the node's link.
+func (r *Remote) Link(ctx context.Context, id string) (*guest.Client, error) {
+	c, err := r.live()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if g := c.guests[id]; g != nil && g.Err() == nil {
+		c.mu.Unlock()
+		return g, nil
+	}
+	c.mu.Unlock()
+	st, c, err := r.relay(ctx, wire.OpGuest, wire.InstanceArgs{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	g, err := guest.NewClient(ctx, st, guest.Options{Name: fmt.Sprintf("the relay through runner %s to %s", c.name, id),
+		Heartbeat: 3 * time.Second, Timeout: 10 * time.Second})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.guests[id]; cur != nil && cur.Err() == nil {
+		g.Close()
+		return cur, nil
+	}
+	if r.h.conn(r.id) != c { // the link ended meanwhile
+		g.Close()
+		return nil, fault.Unavailable("runner %s (%s): the link ended", c.name, r.id)
+	}
+	c.guests[id] = g
+	c.seen[id] = true
+	return g, nil
+}
+
+// Tunnel opens a byte stream to address inside running desktop id on the node.
+func (r *Remote) Tunnel(ctx context.Context, id, address string) (net.Conn, error) {
+	st, _, err := r.relay(ctx, wire.OpTunnel, wire.InstanceArgs{ID: id, Address: address})
+	return st, err
+}
+
+// relay opens a raw stream: request, OK, then bytes.
+func (r *Remote) relay(ctx context.Context, op string, args any) (net.Conn, *conn, error) {
+	st, c, err := r.open(ctx, op, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	var resp wire.Response
+	err = wire.ReadFrame(st, &resp)
+	if !stop() {
+		st.Close()
+		return nil, nil, ctx.Err()
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op, err)
+	}
+	if resp.Error != nil {
+		st.Close()
+		return nil, nil, resp.Error.Err()
+	}
+	return st, c, nil
+}
+
+// seen returns the desktop ids the server used on link c.
+func (h *Hub) seen(c *conn) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.seen))
+	for id := range c.seen {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package backend
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"cubicle/backend/api"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/nodes"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
+)
+
+// nodeVMs is what the backend asks of one execution node's desktops: the local node's
+// vm.Manager and a runner's nodes.Remote both provide it, so an agent's calls take the same
+// path wherever its desktop runs.
+type nodeVMs interface {
+	api.VMs
+	NodeID() string
+	Link(ctx context.Context, id string) (*guest.Client, error)
+	Tunnel(ctx context.Context, id, address string) (net.Conn, error)
+	VMReady(ctx context.Context, accountID, agentID string) (bool, string)
+	StopInstance(ctx context.Context, id, reason string) error
+	MarkBusy(id, who string)
+	MarkIdle(id string)
+}
+
+var (
+	_ nodeVMs       = (*vm.Manager)(nil)
+	_ nodeVMs       = (*nodes.Remote)(nil)
+	_ api.Placement = (*placement)(nil)
+)
+
+// placement routes calls to the node an agent is placed on (store.Agent.NodeID, "" = local)
+// and remembers which node each remote desktop id belongs to (control changes name only the
+// desktop).
+type placement struct {
+	b *Backend
+
+	mu     sync.Mutex
+	remote map[string]string // desktop id → runner node id
+}
+
+func newPlacement(b *Backend) *placement { return &placement{b: b, remote: map[string]string{}} }
+
+// nodeOf is the node agent a is placed on.
+func nodeOf(a store.Agent) string {
+	if a.NodeID == "" {
+		return nodes.LocalID
+	}
+	return a.NodeID
+}
+
+// ForNode returns node's desktops (api.Placement).
+func (p *placement) ForNode(node string) (api.VMs, error) { return p.node(node) }
+
+func (p *placement) node(node string) (nodeVMs, error) {
+	if node == "" || node == nodes.LocalID {
+		if p.b.VMs == nil {
+			return nil, fault.Unavailable("Local VM is not available on this server")
+		}
+		return p.b.VMs, nil
+	}
+	return p.b.Nodes.Node(node)
+}
+
+// ForAgent returns the desktops of the node agentID is placed on (api.Placement).
+func (p *placement) ForAgent(agentID string) (api.VMs, error) { return p.agent(agentID) }
+
+func (p *placement) agent(agentID string) (nodeVMs, error) {
+	a, err := p.b.Store.Agent(agentID)
+	if err != nil {
+		return nil, err
+	}
+	return p.node(nodeOf(a))
+}
+
+// note records that desktop id runs on vms's node.
+func (p *placement) note(vms nodeVMs, id string) {
+	if id == "" || vms.NodeID() == nodes.LocalID {
+		return
+	}
+	p.mu.Lock()
+	p.remote[id] = vms.NodeID()
+	p.mu.Unlock()
+}
+
+// desktop returns the node desktop id belongs to (the local node unless a runner's).
+func (p *placement) desktop(id string) nodeVMs {
+	p.mu.Lock()
+	node, ok := p.remote[id]
+	p.mu.Unlock()
+	if ok {
+		if r, err := p.b.Nodes.Node(node); err == nil {
+			return r
+		}
+	}
+	return p.b.VMs
+}
+
+// Place puts agentID of accountID on node (PUT /api/app/agents/:id/node). It is refused while
+// the agent's desktop runs, a task runs or a person controls it.
+func (p *placement) Place(ctx context.Context, accountID, agentID, node string) (string, error) {
+	a, err := p.b.Store.Agent(agentID)
+	if err != nil || a.AccountID != accountID {
+		return "", fault.NotFound("agent %q not found", agentID)
+	}
+	if node == "" {
+		return "", fault.Invalid(`send {"nodeId": "local"} or a runner's id (Settings → Runners)`)
+	}
+	if _, err := p.b.Nodes.Known(node); err != nil {
+		return "", err
+	}
+	if nodeOf(a) == node {
+		return node, nil
+	}
+	if why := p.b.computers.Busy(ctx, accountID, agentID); why != "" {
+		return "", fault.Conflict("agent %s cannot move to another node now: %s; wait for it to finish or hand back control", a.Name, why)
+	}
+	cur, err := p.agent(agentID)
+	if err == nil {
+		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, verr := cur.Agent(vctx, accountID, agentID)
+		cancel()
+		if verr == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+			return "", fault.Conflict("agent %s's desktop is running on node %s: stop it first, then move the agent", a.Name, cur.NodeID())
+		}
+	}
+	if _, err := p.b.Store.UpdateAgent(agentID, func(a *store.Agent) error {
+		a.NodeID = node
+		if node == nodes.LocalID {
+			a.NodeID = ""
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	p.b.Binder.Forget(agentID)
+	p.b.log.Info("agent placed", "agent", agentID, "node", node)
+	return node, nil
+}
+
+// nodeDisconnected ends the control leases of a runner's desktops when its link ends (fail
+// closed: no person keeps control of a desktop nobody can reach, no task goes on).
+func (b *Backend) nodeDisconnected(node string, desktops []string) {
+	for _, id := range desktops {
+		b.Control.Revoke(id)
+	}
+}

@@ -1,0 +1,178 @@
+// Settings → Runners (admin only, SPEC §4): execution nodes on other machines. Adding one shows
+// its token and the command to run on that machine once; revoking drops its link at once.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Client, type CreatedRunner, type Runner } from '../api';
+import { messageFor } from '../errors';
+import { Forbidden } from './Forbidden';
+
+/** The Runners section. */
+export function RunnersSettings({ client }: { client: Client }) {
+  const [runners, setRunners] = useState<Runner[] | null>(null);
+  const [loadError, setLoadError] = useState('');
+  const [forbidden, setForbidden] = useState(false);
+  const [name, setName] = useState('');
+  const [cloud, setCloud] = useState(false);
+  const [serverUrl, setServerUrl] = useState('');
+  const [created, setCreated] = useState<CreatedRunner | null>(null);
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+
+  const load = () =>
+    client.listRunners().then(
+      (rs) => {
+        setRunners(rs);
+        setLoadError('');
+      },
+      (err) => {
+        if (err instanceof ApiError && err.status === 403) setForbidden(true);
+        else setLoadError(messageFor(err));
+      },
+    );
+
+  useEffect(() => {
+    void load();
+    const t = setInterval(() => void load(), 5000);
+    return () => clearInterval(t);
+  }, [client]);
+
+  if (forbidden) return <Forbidden />;
+
+  const add = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError('');
+    try {
+      setCreated(await client.createRunner(name.trim(), cloud, serverUrl.trim() || undefined));
+      setName('');
+      await load();
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const revoke = async (r: Runner) => {
+    if (!globalThis.confirm(`Revoke runner ${r.name}? Its link drops now and its token stops working.`)) return;
+    setError('');
+    try {
+      await client.revokeRunner(r.id);
+      await load();
+    } catch (err) {
+      setError(messageFor(err));
+    }
+  };
+
+  return (
+    <section class="settings-section" id="runners-settings" aria-labelledby="runners-title">
+      <h2 id="runners-title">Runners</h2>
+      <p class="muted">
+        A runner is another machine whose container engine runs agents' desktops. It connects out to this server (it
+        needs no open port). Place an agent on it with its node id.
+      </p>
+      <div class="card" id="runner-add-card">
+        <h3>Add a runner</h3>
+        <form onSubmit={(e) => void add(e)}>
+          <label>
+            Name
+            <input id="runner-name" value={name} maxLength={64} required onInput={(e) => setName(e.currentTarget.value)} />
+          </label>
+          <label>
+            Server address the runner uses (optional)
+            <input
+              id="runner-server-url"
+              placeholder="http://192.0.2.10:8765"
+              value={serverUrl}
+              onInput={(e) => setServerUrl(e.currentTarget.value)}
+            />
+          </label>
+          <label class="check">
+            <input type="checkbox" id="runner-cloud" checked={cloud} onChange={(e) => setCloud(e.currentTarget.checked)} />
+            Cloud node
+          </label>
+          <button class="btn primary" type="submit" id="runner-add" disabled={busy || name.trim() === ''}>
+            {busy ? 'Adding…' : 'Add runner'}
+          </button>
+        </form>
+        {created && (
+          <div class="notice" id="runner-created" role="status">
+            <p>
+              Run this on the runner's machine. The token is shown only now; Cubicle keeps only a hash of it.
+            </p>
+            <pre id="runner-join-command">{created.joinCommand}</pre>
+            <button class="btn small" type="button" onClick={() => void navigator.clipboard?.writeText(created.joinCommand)}>
+              Copy command
+            </button>
+          </div>
+        )}
+      </div>
+      {error !== '' && (
+        <p class="form-error" role="alert" id="runners-error">
+          {error}
+        </p>
+      )}
+      {loadError !== '' && (
+        <p class="form-error" role="alert">
+          Could not load the runners: {loadError}
+        </p>
+      )}
+      {runners === null && loadError === '' && <p class="muted">Loading the runners…</p>}
+      {runners !== null && (
+        <div class="card">
+          <h3>Runners</h3>
+          {runners.length === 0 ? (
+            <p class="muted" id="runners-empty">
+              No runners yet.
+            </p>
+          ) : (
+            <div class="table-wrap">
+              <table class="doctor-table" id="runners-table">
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">Node id</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Platform</th>
+                    <th scope="col">Desktops</th>
+                    <th scope="col" />
+                  </tr>
+                </thead>
+                <tbody>
+                  {runners.map((r) => (
+                    <tr key={r.id} data-status={r.status}>
+                      <th scope="row">
+                        {r.name}
+                        {r.cloud ? ' (cloud)' : ''}
+                      </th>
+                      <td>
+                        <code>{r.id}</code>
+                      </td>
+                      <td class="runner-status">
+                        {r.status}
+                        {r.status !== 'connected' && r.lastSeen ? ` · last seen ${new Date(r.lastSeen).toLocaleString()}` : ''}
+                      </td>
+                      <td>
+                        {r.version ? `${r.version} · ${r.os}/${r.arch} · ${r.engine || `no engine: ${r.engineError ?? ''}`}` : '—'}
+                      </td>
+                      <td>
+                        {r.desktops.running} of {r.desktops.max}
+                      </td>
+                      <td>
+                        {r.status !== 'revoked' && (
+                          <button class="btn small danger" type="button" onClick={() => void revoke(r)}>
+                            Revoke
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </div>
+      )}
+    </section>
+  );
+}

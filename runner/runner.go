@@ -1,0 +1,326 @@
+// Package runner is an execution node (SPEC §4): the process `cubicle runner` runs on a machine
+// whose desktops a Cubicle server drives. A Runner owns its machine's container engine, its
+// desktops (a vm.Manager with their guest links and idle timers) and its node settings, image
+// and instance records in its own bbolt file (backend/store) in its data directory.
+//
+// It dials out to its server (no inbound port: it works behind NAT) at GET /api/runner/connect,
+// says hello, and serves the server's calls over one multiplexed session (runner/wire): desktop
+// lifecycle, the relay of a desktop's driver (the server's guest.Client speaks the guest
+// protocol end to end over a stream) and tunnels. When the link ends it reconnects with backoff
+// and jitter; a server that refuses its token (revoked) ends Run. While no server is connected
+// nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
+// runner's own idle policy.
+//
+// Ownership: Run owns the connection loop and one goroutine per stream; Close stops the
+// desktops' manager, the engine and the store.
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/yamux"
+
+	"cubicle/backend"
+	"cubicle/backend/fault"
+	"cubicle/backend/hostwall"
+	"cubicle/backend/link"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
+	"cubicle/images"
+	"cubicle/runner/wire"
+)
+
+// DBFile is the runner's store file inside its data directory.
+const DBFile = "runner.db"
+
+// Config configures a Runner. Server, Token and DataDir are required.
+type Config struct {
+	Server  string // the server's base URL, http(s)://host:port
+	Token   string // the runner's token, as the server showed it once: "<node id>.<secret>"
+	Name    string // for people; "" = the host name
+	DataDir string
+	// Engine chooses the container engine ("" = $CUBICLE_ENGINE or auto-detect, "podman",
+	// "docker", "none"); GuestLink how drivers are reached ("" = $CUBICLE_GUEST_LINK or auto).
+	Engine, GuestLink string
+	Version           string
+	Logger            *slog.Logger
+	// MaxBackoff caps the wait between connection attempts (default 30 s).
+	MaxBackoff time.Duration
+}
+
+// Runner is one execution node. Create it with New, Run it, Close it.
+type Runner struct {
+	cfg    Config
+	log    *slog.Logger
+	nodeID string
+	st     *store.Store
+	vms    *vm.Manager
+	engine *backend.ConnectedEngine
+	hello  wire.Hello
+
+	mu        sync.Mutex
+	busy      map[string]bool // desktops the server marked busy in this session
+	connected bool
+}
+
+// ErrRefused is returned by Run when the server refused the runner's token (revoked or
+// unknown): retrying cannot help.
+var ErrRefused = fault.Forbidden("the server refused this runner")
+
+// NodeIDOf returns the node id a runner token names, or a fault.ErrInvalid error.
+func NodeIDOf(token string) (string, error) {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok || id == "" || secret == "" {
+		return "", fault.Invalid("the runner token is malformed: copy the whole token the server showed when the runner was added (Settings → Runners)")
+	}
+	return id, nil
+}
+
+// New opens the runner's store, connects its engine and builds its desktops' manager.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Server == "" || cfg.Token == "" || cfg.DataDir == "" {
+		return nil, fault.Invalid("runner: --server, --token and a data directory are required")
+	}
+	u, err := url.Parse(cfg.Server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fault.Invalid("runner: --server %q is not an http(s) URL like http://192.0.2.10:8765", cfg.Server)
+	}
+	node, err := NodeIDOf(cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open runner store: %w", err)
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}}
+	if err := r.buildVMs(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildVMs connects the engine and builds the manager of this node's desktops.
+func (r *Runner) buildVMs() error {
+	log := r.log.With("svc", "vm")
+	problem := "Local VM is turned off on this runner (engine \"none\")"
+	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay}}
+	if r.cfg.Engine != "none" {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		eng, err := backend.ConnectEngine(ctx, r.cfg.Engine, log)
+		cancel()
+		if err != nil {
+			problem = err.Error()
+		} else {
+			problem, r.engine = "", eng
+		}
+	}
+	mode, err := link.ParseMode(cmp.Or(r.cfg.GuestLink, os.Getenv(link.EnvVar)))
+	if err != nil {
+		return fault.Invalid("%v", err)
+	}
+	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
+		HostWall: hostWall}
+	if r.engine != nil {
+		cfg.MapUsers = r.engine.MapsUsers()
+		r.hello.Engine = string(r.engine.Endpoint.Kind)
+		cfg.Engine = r.engine.Client
+		cfg.Link.Choice = backend.GuestLinkChoice(context.Background(), mode, r.engine)
+		ib, err := images.New(images.Config{Engine: r.engine.Client, Logger: r.log.With("svc", "images"),
+			WorkDir: filepath.Join(r.cfg.DataDir, "images"), Pins: vm.PinSource(r.st, r.nodeID, os.Getenv)})
+		if err != nil {
+			log.Warn("image preparation unavailable", "err", err)
+		} else {
+			cfg.Images = ib
+		}
+	} else {
+		r.hello.EngineError = problem
+	}
+	r.vms, err = vm.New(cfg)
+	return err
+}
+
+// hostWall walls a started desktop off from the runner machine's own services, as the server
+// does for its desktops; a runner allows no host port (it has no Settings → Security).
+func hostWall(ctx context.Context, pid int, containerID, runDir string) error {
+	w, err := hostwall.Plan(pid, nil)
+	if err != nil {
+		return err
+	}
+	return hostwall.Apply(pid, hostwall.Proof{ContainerID: containerID, RunDir: runDir, ContainerRunDir: vm.RunDirTarget}, w)
+}
+
+// NodeID is the node this runner serves (from its token).
+func (r *Runner) NodeID() string { return r.nodeID }
+
+// VMs is the runner's desktops' manager.
+func (r *Runner) VMs() *vm.Manager { return r.vms }
+
+// Connected reports whether a session with the server is up.
+func (r *Runner) Connected() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.connected
+}
+
+// Run starts the desktops' manager and keeps a session with the server until ctx ends, the
+// server refuses the token (ErrRefused) or the manager cannot start.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.vms.Start(ctx); err != nil {
+		return fmt.Errorf("start desktops: %w", err)
+	}
+	backoff := time.Duration(0)
+	for {
+		began := time.Now()
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrRefused) {
+			return err
+		}
+		if time.Since(began) > 30*time.Second {
+			backoff = 0 // it worked for a while: come back quickly
+		}
+		backoff = min(max(2*backoff, 500*time.Millisecond), r.cfg.MaxBackoff)
+		wait := backoff/2 + rand.N(backoff/2+1) // jitter: runners of a restarted server do not come back in step
+		r.log.Warn("runner link ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// connectURL is the websocket URL of the server's connect route.
+func (r *Runner) connectURL() string {
+	u, _ := url.Parse(r.cfg.Server)
+	u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
+	u.Path = strings.TrimRight(u.Path, "/") + wire.ConnectPath
+	u.RawQuery = ""
+	return u.String()
+}
+
+// session runs one connection: dial, hello, welcome, then serve streams until it ends.
+func (r *Runner) session(ctx context.Context) error {
+	hdr := http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
+	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ws, resp, err := d.DialContext(dctx, r.connectURL(), hdr)
+	cancel()
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return fmt.Errorf("%w (HTTP %d): the runner was revoked or its token is wrong; add it again in Settings → Runners and run the new command", ErrRefused, resp.StatusCode)
+		}
+		return fmt.Errorf("connect to %s: %w", r.cfg.Server, err)
+	}
+	defer ws.Close()
+	hello := r.hello
+	if st, err := r.vms.Status(ctx); err == nil {
+		hello.MaxInstances, hello.Running = st.Policy.MaxInstances, st.Running
+	}
+	ws.SetWriteDeadline(time.Now().Add(wire.WriteTimeout))
+	if err := ws.WriteJSON(hello); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var welcome wire.Welcome
+	if err := ws.ReadJSON(&welcome); err != nil {
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) && ce.Code == websocket.ClosePolicyViolation {
+			return fmt.Errorf("%w: %s", ErrRefused, ce.Text)
+		}
+		return fmt.Errorf("read welcome: %w", err)
+	}
+	ws.SetReadDeadline(time.Time{})
+	ws.SetWriteDeadline(time.Time{})
+	sess, err := yamux.Server(wire.NewConn(ws), wire.SessionConfig())
+	if err != nil {
+		return err
+	}
+	r.log.Info("connected to the server", "server", r.cfg.Server, "node", welcome.NodeID, "name", welcome.Name)
+	r.setConnected(true)
+	defer r.endSession()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sess.Close()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	sctx, cancelStreams := context.WithCancel(ctx)
+	defer cancelStreams()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return fmt.Errorf("session ended: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.serve(sctx, st)
+		}()
+	}
+}
+
+func (r *Runner) setConnected(v bool) {
+	r.mu.Lock()
+	r.connected = v
+	r.mu.Unlock()
+}
+
+// endSession forgets who the server said was busy: with no server, nobody holds a desktop,
+// so their idle timers run (a dynamic desktop stops by this node's idle policy).
+func (r *Runner) endSession() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.busy))
+	for id := range r.busy {
+		ids = append(ids, id)
+	}
+	r.busy = map[string]bool{}
+	r.connected = false
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.vms.MarkIdle(id)
+	}
+}
+
+// Close stops the desktops' manager (its dynamic desktops stop with it), the engine and the store.
+func (r *Runner) Close() error {
+	var errs []error
+	if r.vms != nil {
+		errs = append(errs, r.vms.Close())
+	}
+	if r.engine != nil {
+		errs = append(errs, r.engine.Close())
+	}
+	errs = append(errs, r.st.Close())
+	return errors.Join(errs...)
+}

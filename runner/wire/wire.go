@@ -1,0 +1,229 @@
+// Package wire is the runner link's contract, imported by both ends: the runner (package
+// runner) and the server's node registry (backend/nodes). See docs/runner-protocol.md.
+//
+// A runner dials GET /api/runner/connect as a websocket with its token in
+// "Authorization: Bearer". It sends one text message, its Hello; the server answers one text
+// message, Welcome (or closes the websocket with a close reason saying why it refused). From
+// then on binary messages carry a yamux session (Conn adapts the websocket to a net.Conn): the
+// server is the yamux client and opens one stream per call, the runner serves them. A stream
+// starts with a framed Request; the runner answers a framed Response. The ops OpGuest and
+// OpTunnel then carry raw bytes both ways until either side closes the stream.
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"cubicle/backend/fault"
+	"cubicle/backend/store"
+)
+
+// Protocol is the link protocol's version. A server refuses a runner with another one.
+const Protocol = 1
+
+// ConnectPath is the server's websocket route a runner dials.
+const ConnectPath = "/api/runner/connect"
+
+// Capabilities a runner advertises in its Hello.
+const (
+	// CapHostTools: the runner runs the host tools of agents whose desktop is on it.
+	CapHostTools = "host-computer-tools-v1"
+	// CapIdlePolicy: the runner stops dynamic desktops by its own idle timer (SPEC §1.5).
+	CapIdlePolicy = "idle-policy-v1"
+	// CapGuestRelay: OpGuest and OpTunnel relay a desktop's driver over a stream.
+	CapGuestRelay = "guest-relay-v1"
+)
+
+// Hello is the runner's first message.
+type Hello struct {
+	Protocol     int      `json:"protocol"`
+	Version      string   `json:"version"`
+	OS           string   `json:"os"`
+	Arch         string   `json:"arch"`
+	Engine       string   `json:"engine"` // "podman", "docker", … or "" when the runner has none
+	EngineError  string   `json:"engineError,omitempty"`
+	Capabilities []string `json:"capabilities"`
+	MaxInstances int      `json:"maxInstances"`
+	Name         string   `json:"name,omitempty"` // --name, for people
+	// Running is how many desktops run on the runner as it connects.
+	Running int `json:"running"`
+}
+
+// Welcome is the server's answer to an accepted Hello.
+type Welcome struct {
+	NodeID string `json:"nodeId"`
+	Name   string `json:"name"`
+	Cloud  bool   `json:"cloud"`
+}
+
+// Ops of a Request.
+const (
+	OpPing            = "ping"
+	OpStatus          = "status"
+	OpStartPrepare    = "startPrepare"
+	OpPrepare         = "prepare"
+	OpSetPolicy       = "setPolicy"
+	OpSetIdlePolicy   = "setIdlePolicy"
+	OpSetImageSources = "setImageSources"
+	OpAgent           = "agent"
+	OpAct             = "act"
+	OpSetImage        = "setImage"
+	OpChooseDesktop   = "chooseDesktop"
+	OpVMReady         = "vmReady"
+	OpStopInstance    = "stopInstance"
+	OpDeleteData      = "deleteData"
+	OpMarkBusy        = "markBusy"
+	OpMarkIdle        = "markIdle"
+	OpAdminAct        = "adminAct"
+	OpAgentData       = "agentData"
+	OpForgetAgent     = "forgetAgent"
+	OpGuest           = "guest"  // then the driver's protocol, raw, both ways
+	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
+)
+
+// Request opens a stream.
+type Request struct {
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Response answers a Request: Result, or Error.
+type Response struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// Error is an error crossing the link, with its fault class.
+type Error struct {
+	Class   string `json:"class,omitempty"` // one of the class names below; "" = unclassified
+	Message string `json:"message"`
+}
+
+var classes = map[string]error{
+	"not_found": fault.ErrNotFound, "exists": fault.ErrExists, "conflict": fault.ErrConflict,
+	"invalid": fault.ErrInvalid, "forbidden": fault.ErrForbidden, "unauthenticated": fault.ErrUnauthenticated,
+	"unavailable": fault.ErrUnavailable,
+}
+
+// ErrorOf encodes err for the wire, keeping its fault class.
+func ErrorOf(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	c := fault.Class(err)
+	for name, class := range classes {
+		if c == class {
+			return &Error{Class: name, Message: err.Error()}
+		}
+	}
+	return &Error{Message: err.Error()}
+}
+
+// Err turns a wire error back into an error of its class.
+func (e *Error) Err() error {
+	if e == nil {
+		return nil
+	}
+	if class, ok := classes[e.Class]; ok {
+		return fault.New(class, "%s", e.Message)
+	}
+	return errors.New(e.Message)
+}
+
+// MaxFrame bounds one framed message (a status with many desktops is a few KiB).
+const MaxFrame = 8 << 20
+
+// WriteFrame writes v as JSON behind a 4-byte big-endian length.
+func WriteFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("runner link: message of %d bytes is over the limit of %d", len(b), MaxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadFrame reads one framed JSON message into v; it reads nothing past the frame, so raw
+// bytes may follow on the same stream.
+func ReadFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("runner link: message of %d bytes is over the limit of %d", n, MaxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Keepalive settings of the session on both ends: a link that stops carrying bytes is noticed
+// within about KeepAlive + WriteTimeout, and every stream on it then fails.
+const (
+	KeepAlive    = 5 * time.Second
+	WriteTimeout = 10 * time.Second
+)
+
+// SessionConfig is the yamux configuration of both ends.
+func SessionConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.KeepAliveInterval = KeepAlive
+	c.ConnectionWriteTimeout = WriteTimeout
+	c.StreamOpenTimeout = 30 * time.Second
+	c.LogOutput = io.Discard
+	return c
+}
+
+// AgentArgs carries the agent a desktop call is for: the server's record (without its model
+// settings), which the runner keeps so its manager can resolve the agent's desktop.
+type AgentArgs struct {
+	Agent     store.Agent `json:"agent"`
+	Action    string      `json:"action,omitempty"`
+	ImageKey  string      `json:"imageKey,omitempty"`
+	DesktopID string      `json:"desktopId,omitempty"`
+	// AgentData and ForgetAgent
+	Measure       bool `json:"measure,omitempty"`
+	RemoveDesktop bool `json:"removeDesktop,omitempty"`
+	DeleteData    bool `json:"deleteData,omitempty"`
+}
+
+// PolicyArgs are the arguments of wire.OpSetPolicy and wire.OpSetIdlePolicy.
+type PolicyArgs struct {
+	Isolation    string `json:"isolation,omitempty"`
+	MaxInstances int    `json:"maxInstances,omitempty"`
+	RequestID    string `json:"requestId,omitempty"`
+	Minutes      int    `json:"minutes,omitempty"`
+}
+
+// InstanceArgs name a desktop of the runner (and, for a tunnel, the address inside it).
+type InstanceArgs struct {
+	ID       string `json:"id"`
+	Reason   string `json:"reason,omitempty"`
+	Who      string `json:"who,omitempty"`
+	Address  string `json:"address,omitempty"`
+	ImageKey string `json:"imageKey,omitempty"`
+	Action   string `json:"action,omitempty"` // AdminAct
+	Force    bool   `json:"force,omitempty"`  // AdminAct
+}
+
+// ReadyResult answers wire.OpVMReady.
+type ReadyResult struct {
+	OK  bool   `json:"ok"`
+	Why string `json:"why,omitempty"`
+}
