@@ -266,6 +266,19 @@ func (l testLog) Write(p []byte) (int, error) {
 // their containers afterwards call b.Close first (it runs once).
 func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string, ctx context.Context) {
 	t.Helper()
+	b, dir, ctx = startOnRealEngine(t, level)
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer pcancel()
+	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	return b, dir, ctx
+}
+
+// startOnRealEngine is startOnRealDesktop without preparing an image: the node of its fresh
+// data directory has no prepared image.
+func startOnRealEngine(t *testing.T, level slog.Level) (b *Backend, dir string, ctx context.Context) {
+	t.Helper()
 	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
 		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
 			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
@@ -290,11 +303,6 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 	t.Cleanup(func() { b.Close() })
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
-	}
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
-	defer pcancel()
-	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
-		t.Fatalf("prepare: %v", err)
 	}
 	return b, dir, ctx
 }

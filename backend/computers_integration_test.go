@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +21,8 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
+	"cubicle/images"
 	"cubicle/images/guest/x11/xvfbtest"
 )
 
@@ -446,4 +450,115 @@ http.server.HTTPServer(("127.0.0.1", 8765), H).serve_forever()
 			t.Fatalf("after its computer was revoked the desktop is %s, want stopped", v.Desktop.State)
 		}
 	})
+}
+
+// TestComputerTypesAutoWithoutPreparedImage runs an agent on "auto" on the real engine over a
+// fresh data directory whose node has no prepared image: the turn chooses Browser only (never
+// the host, although the agent allows the host environment), offers exactly the browser tools,
+// runs a browser call and refuses a desktop and a host call. Once an admin prepares the
+// standard image (reused by content hash), the next turn chooses the Local VM.
+func TestComputerTypesAutoWithoutPreparedImage(t *testing.T) {
+	b, dir, ctx := startOnRealEngine(t, slog.LevelWarn)
+	// Browser only runs Chromium from the standard image present in the engine (prepared or
+	// not, see vm/browser.go): make sure it is there, as a build outside this node's records
+	// (reused by content hash), so the node itself still has no prepared image.
+	ib, err := images.New(images.Config{Engine: b.engine.Client, Logger: b.log, WorkDir: filepath.Join(dir, "images-outside"),
+		Pins: vm.PinSource(b.Store, b.VMs.NodeID(), os.Getenv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer ecancel()
+	if _, err := ib.Ensure(ectx, images.Standard, nil); err != nil {
+		t.Fatalf("the standard image: %v", err)
+	}
+	st, err := b.VMs.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range st.Images {
+		if im.Prepared {
+			t.Fatalf("a fresh node has a prepared image: %+v", im)
+		}
+	}
+
+	admin, err := b.Auth.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &scriptedModel{}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.Profiles.Create(admin.ID, "Auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = b.Store.UpdateAgent(a.ID, func(a *store.Agent) error {
+		a.Computer, a.AllowHostEnvironment = "auto", true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	probe := func(session string) ([]string, map[string][2]string, []agent.Event) {
+		t.Helper()
+		model.mu.Lock()
+		first := len(model.seen)
+		model.mu.Unlock()
+		model.push(
+			callStep("vm", "computer_screenshot", map[string]any{}),
+			callStep("hs", "host_shell", map[string]any{"command": "echo host-ok"}),
+			callStep("br", "browser_tabs", map[string]any{}),
+			textStep("done"),
+		)
+		evs := turn(t, b, admin.ID, a.ID, session, "use every tool")
+		model.mu.Lock()
+		raw := model.seen[first]
+		model.mu.Unlock()
+		return offeredTools(t, raw), results(evs), evs
+	}
+
+	offered, res, evs := probe("unprepared-1")
+	if n := computerNotice(t, evs); n["selected"] != "auto" || n["computer"] != "browser" ||
+		!strings.Contains(n["reason"].(string), "no Local VM image is prepared") {
+		t.Errorf("notice without a prepared image: %v", n)
+	}
+	if !slices.Equal(offered, browserTools) {
+		t.Fatalf("auto without a prepared image offered %v, want %v", offered, browserTools)
+	}
+	for id, want := range map[string]string{"vm": agent.StateDenied, "hs": agent.StateDenied, "br": agent.StateSuccess} {
+		if res[id][0] != want {
+			t.Errorf("call %s = %s (%q), want %s", id, res[id][0], res[id][1], want)
+		}
+	}
+	if !strings.Contains(res["vm"][1], "no desktop or shell") {
+		t.Errorf("desktop refusal: %q", res["vm"][1])
+	}
+	if v, _ := b.VMs.Agent(ctx, admin.ID, a.ID); v.Desktop.State != "absent" {
+		t.Errorf("auto without a prepared image made a desktop: %s", v.Desktop.State)
+	}
+	if bv, err := b.VMs.Browser(admin.ID, a.ID); err != nil || bv.State != "running" {
+		t.Errorf("the browser: %+v %v", bv, err)
+	}
+
+	// An admin prepares the standard image: the next turn chooses the Local VM.
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer pcancel()
+	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	offered, res, evs = probe("unprepared-2")
+	if n := computerNotice(t, evs); n["selected"] != "auto" || n["computer"] != "vm" {
+		t.Errorf("notice after preparing: %v", n)
+	}
+	if !slices.Equal(offered, sorted(vmTools...)) {
+		t.Fatalf("auto after preparing offered %v", offered)
+	}
+	for id, want := range map[string]string{"vm": agent.StateSuccess, "hs": agent.StateDenied, "br": agent.StateDenied} {
+		if res[id][0] != want {
+			t.Errorf("after preparing: call %s = %s (%q), want %s", id, res[id][0], res[id][1], want)
+		}
+	}
 }
