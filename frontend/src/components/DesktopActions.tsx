@@ -80,14 +80,16 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
     }
   }, [v]);
 
-  if (!v || !desk) {
-    return vm.error !== '' ? (
+  // The latest load failed (e.g. the agent's runner is not connected): say so, also over an
+  // older answer, which then no longer describes the desktop.
+  const loadFailed =
+    vm.error !== '' ? (
       <p class="form-error" role="alert" id="local-vm-panel-error">
         {vmLoadError(vm.failure)}
       </p>
-    ) : (
-      <p class="muted small">Loading the desktop…</p>
-    );
+    ) : null;
+  if (!v || !desk || loadFailed) {
+    return loadFailed ?? <p class="muted small">Loading the desktop…</p>;
   }
 
   const act = async (action: VMAction) => {
