@@ -40,7 +40,7 @@ func TestNeverBlackAfterIdleStop(t *testing.T) {
 	model := &scriptedModel{}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted"}); err != nil {
+	if _, err := b.Models.Set(models.Update{BaseURL: srv.URL + "/v1", Model: "scripted", AllowPrivate: &allowLoopback}); err != nil {
 		t.Fatal(err)
 	}
 	model.push(callStep("a1", "computer_shell", map[string]any{"command": "true"}), textStep("ready"))

@@ -167,8 +167,15 @@ func TestQuickRun(t *testing.T) {
 	}
 	solo := []string{"cold_start", "restart", "stop", "live_pointer", "live_fps", "live_frame_size", "live_idle",
 		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss"}
-	if want := len(peers) + len(solo); len(got.Rows) != want {
+	// Without a cluster the Kubernetes rows are listed without samples, saying why.
+	unmeasured := []string{bench.RowK8sColdStart, bench.RowK8sExec}
+	if want := len(peers) + len(solo) + len(unmeasured); len(got.Rows) != want {
 		t.Errorf("%d rows, want %d", len(got.Rows), want)
+	}
+	for _, id := range unmeasured {
+		if row := got.Row(id); row == nil || len(row.Ours.Samples) != 0 || !strings.Contains(row.Note, "no Kubernetes cluster") {
+			t.Errorf("row %s without a cluster: %+v, want no samples and a note saying why", id, row)
+		}
 	}
 	positive := func(id, side string, s *bench.Side) {
 		if s == nil || len(s.Samples) == 0 || s.Summary.N != len(s.Samples) || s.Method == "" {
