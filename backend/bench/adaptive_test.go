@@ -101,8 +101,10 @@ func TestAdaptiveQuality(t *testing.T) {
 	if float64(nf) < 0.85*float64(published) {
 		t.Errorf("the fast viewer got %d of %d updates: the slow one held it up", nf, published)
 	}
-	if ns < 5 || ns >= nf {
-		t.Errorf("the slow viewer got %d messages in 5 s (the fast one %d): want fewer, newer pictures, not none", ns, nf)
+	// At its lower level the slow viewer's pictures may fit its link (then it gets as many as
+	// the fast one, smaller); what must hold is that it still gets pictures, within its link.
+	if ns < 5 {
+		t.Errorf("the slow viewer got %d messages in 5 s (the fast one %d): want fewer or smaller, newer pictures, not none", ns, nf)
 	}
 	if rate := float64(bs) / 5; rate > 1.2*link.bytesPerSecond() {
 		t.Errorf("the slow viewer read %.0f B/s through a %.0f B/s link", rate, link.bytesPerSecond())

@@ -10,6 +10,7 @@ import {
   launchBrowser,
   logIn,
   missingPrerequisite,
+  openConfigure,
   screenshot,
   startServer,
   watchPage,
@@ -166,6 +167,7 @@ describe('accounts and roles', { skip: skip || false }, () => {
     await page.locator('#chat-title', { hasText: 'Admin private bot' }).waitFor();
     const toggle = page.locator('#computer-toggle');
     if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    await openConfigure(page); // the agent's rules sit under Configure
     const item = page.locator(`#agent-rules li[data-rule="${rule.id}"]`);
     await item.waitFor();
     assert.match(await item.textContent(), /computer_shell\s*make test/);

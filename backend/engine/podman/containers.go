@@ -228,16 +228,43 @@ func (c *Client) RemoveContainer(ctx context.Context, id string, force bool) err
 			return fmt.Errorf("%s: %w", op, fault.Conflict("container %q is running: stop it first", id))
 		}
 	}
-	reps, err := containers.Remove(c.ctx(ctx), id, new(containers.RemoveOptions).WithForce(force))
+	// Podman 4.3 may still hold a just-stopped container's mounts (its shm, under a user
+	// namespace) for a moment and then answers "device or resource busy": removal is tried
+	// again a few times before the error is passed on.
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = c.removeOnce(ctx, id, force); err == nil || attempt == 4 || !mountBusy(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(op, ctx.Err())
+		case <-time.After(time.Duration(200*(attempt+1)) * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return fail(op, err)
 	}
+	return nil
+}
+
+func (c *Client) removeOnce(ctx context.Context, id string, force bool) error {
+	reps, err := containers.Remove(c.ctx(ctx), id, new(containers.RemoveOptions).WithForce(force))
+	if err != nil {
+		return err
+	}
 	for _, r := range reps {
 		if r.Err != nil {
-			return fail(op, r.Err)
+			return r.Err
 		}
 	}
 	return nil
+}
+
+// mountBusy reports whether the engine refused a removal because a mount of the container is
+// still busy (EBUSY, which the engine reports only as text).
+func mountBusy(err error) bool {
+	return strings.Contains(err.Error(), "device or resource busy")
 }
 
 // InspectContainer describes id (name or id); fault.ErrNotFound when absent.
