@@ -172,8 +172,7 @@ export function watchPage(page) {
     if (msg.type() !== 'error') return;
     const text = msg.text();
     if (/^Failed to load resource: the server responded with a status of 40[13]\b/.test(text)) return;
-    const where = msg.location()?.url;
-    problems.push(`console: ${text}${where ? ` (${where})` : ''}`);
+    problems.push(`console: ${text}`);
   });
   return problems;
 }
