@@ -282,11 +282,15 @@ func (h *Housekeeper) judge(c, d engine.ContainerState, known map[string]bool) (
 			src = m.Source
 		}
 	}
-	if src == "" {
-		return Container{}, false // not a container of a data directory (no run directory)
+	var dir string
+	switch {
+	case src != "": // <data dir>/run/<instance>
+		dir = canonical(filepath.Dir(filepath.Dir(filepath.Clean(src))))
+	case c.Labels[wire.LabelDataDir] != "" && filepath.IsAbs(c.Labels[wire.LabelDataDir]):
+		dir = canonical(filepath.Clean(c.Labels[wire.LabelDataDir])) // no run directory: the exec link
+	default:
+		return Container{}, false // not a container of a data directory
 	}
-	// <data dir>/run/<instance>
-	dir := canonical(filepath.Dir(filepath.Dir(filepath.Clean(src))))
 	lc := Container{Name: c.Name, ID: c.ID, Instance: c.Labels[wire.LabelInstance], Role: c.Labels[wire.LabelRole],
 		State: c.Status, Running: c.Running, Image: c.Image, DataDir: dir}
 	if dir == h.cfg.DataDir {
@@ -295,6 +299,9 @@ func (h *Housekeeper) judge(c, d engine.ContainerState, known map[string]bool) (
 		}
 		switch {
 		case lc.Role == "probe":
+			if src == "" {
+				return Container{}, false // a probe without a run directory: cannot tell, leave it
+			}
 			if _, err := os.Stat(filepath.Clean(src)); err == nil {
 				return Container{}, false // a preparation's probe at work
 			}

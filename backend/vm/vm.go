@@ -489,6 +489,9 @@ func (m *Manager) makeRunDir(id string) (string, error) {
 // and instance, plus Config.ExtraLabels.
 func (m *Manager) labels(instanceID, role string) map[string]string {
 	l := map[string]string{engine.LabelManaged: "true", LabelNode: m.node, LabelStore: m.storeID, LabelRole: role}
+	if dir, err := filepath.Abs(m.cfg.DataDir); err == nil {
+		l[wire.LabelDataDir] = dir
+	}
 	if instanceID != "" {
 		l[engine.LabelInstance] = instanceID
 	}

@@ -75,6 +75,9 @@ const (
 	// LabelStore is the id of the data file (its store identity) that owns a container or
 	// volume: a Cubicle touches only its own data file's objects.
 	LabelStore = "io.cubicle.store"
+	// LabelDataDir is the absolute data directory whose Cubicle made a container: leftovers
+	// are found by it when the container has no run-directory mount (the exec link).
+	LabelDataDir = "io.cubicle.data-dir"
 	// LabelAccount, LabelAgent, LabelSession and LabelTask identify a helper's task desktop.
 	LabelAccount = "io.cubicle.account"
 	LabelAgent   = "io.cubicle.agent"
