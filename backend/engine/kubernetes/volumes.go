@@ -81,15 +81,13 @@ func (c *Client) RemoveVolume(ctx context.Context, name string) error {
 // ListVolumes returns the names of the claims whose labels satisfy the selector, except those
 // being deleted.
 func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]string, error) {
-	list, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).List(ctx, metav1.ListOptions{LabelSelector: selector(labels)})
+	vols, err := c.Volumes(ctx, labels)
 	if err != nil {
-		return nil, c.wrap("list volumes", err)
+		return nil, err
 	}
-	var out []string
-	for _, v := range list.Items {
-		if v.DeletionTimestamp == nil && engine.MatchLabels(decodeLabels(v.Labels, v.Annotations), labels) {
-			out = append(out, v.Name)
-		}
+	out := make([]string, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, v.Name)
 	}
 	return out, nil
 }
