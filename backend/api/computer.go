@@ -379,7 +379,8 @@ type computerConn struct {
 	mu        sync.Mutex
 	desk      Desktop              // guarded by mu; as last resolved
 	deskErr   error                // guarded by mu; why the desktop could not be looked up
-	lastFrame uint64               // guarded by mu; newest frame id sent for desk.ID
+	lastFrame uint64               // guarded by mu; newest frame id sent for frameDesk
+	frameDesk string               // guarded by mu; the desktop lastFrame counts frames of
 	streamErr error                // guarded by mu; why the screen stream ended, until it runs again
 	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
 }
@@ -417,8 +418,10 @@ func (k *computerConn) resolve(ctx context.Context) {
 	d, err := k.ch.cfg.Desktops.Desktop(ctx, k.p.AccountID, k.agentID)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if d.ID != k.desk.ID {
-		k.lastFrame = 0
+	if err == nil && d.ID != k.frameDesk {
+		// Another desktop: its frames are new to this connection. A failed lookup keeps the
+		// count (the desktop it names has not changed).
+		k.lastFrame, k.frameDesk = 0, d.ID
 	}
 	k.desk, k.deskErr = d, err
 	if err != nil {
@@ -760,6 +763,9 @@ func (k *computerConn) writeFrame(hdr *[frameHeaderLen]byte, f guest.Frame) erro
 	binary.BigEndian.PutUint64(hdr[8:], f.ID)
 	binary.BigEndian.PutUint32(hdr[16:], uint32(f.Width))
 	binary.BigEndian.PutUint32(hdr[20:], uint32(f.Height))
+	// The frame counts as sent before its bytes can reach the client: a client that answers
+	// at once must not race this bookkeeping (a failed write ends the connection anyway).
+	k.sent(f.ID)
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	w, err := k.ws.NextWriter(websocket.BinaryMessage)
 	if err != nil {
@@ -771,15 +777,16 @@ func (k *computerConn) writeFrame(hdr *[frameHeaderLen]byte, f guest.Frame) erro
 	if _, err := w.Write(f.Data); err != nil {
 		return err
 	}
-	if err := w.Close(); err != nil {
-		return err
-	}
+	return w.Close()
+}
+
+// sent records frame id as sent on this connection (input may name it from now on).
+func (k *computerConn) sent(id uint64) {
 	k.mu.Lock()
-	if f.ID > k.lastFrame {
-		k.lastFrame = f.ID
+	if id > k.lastFrame {
+		k.lastFrame = id
 	}
 	k.mu.Unlock()
-	return nil
 }
 
 // clientMsg is any client message (docs/computer-protocol.md, "Client messages").

@@ -162,6 +162,7 @@ func (k *computerConn) writeUpdate(us []*guest.Update, regions []region, lossy b
 	binary.BigEndian.PutUint32(hdr[16:], uint32(last.Width))
 	binary.BigEndian.PutUint32(hdr[20:], uint32(last.Height))
 	binary.BigEndian.PutUint32(hdr[24:], uint32(len(regions)))
+	k.sent(last.FrameID) // before the bytes can reach the client (see writeFrame)
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	w, err := k.ws.NextWriter(websocket.BinaryMessage)
 	if err != nil {
@@ -202,11 +203,6 @@ func (k *computerConn) writeUpdate(us []*guest.Update, regions []region, lossy b
 	if err := w.Close(); err != nil {
 		return n, err
 	}
-	k.mu.Lock()
-	if last.FrameID > k.lastFrame {
-		k.lastFrame = last.FrameID
-	}
-	k.mu.Unlock()
 	return n, nil
 }
 
