@@ -79,6 +79,10 @@ type Config struct {
 	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
 	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
 	GuestLink string
+	// DistDirs are directories of runner binaries (cubicle-<os>-<arch>, other versions in
+	// <dir>/<version>/) the server offers for download, searched before the directory of the
+	// running executable (backend/release).
+	DistDirs []string
 }
 
 // Backend is the running set of services.
@@ -188,8 +192,9 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.place = newPlacement(b)
+	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Dist: dist}); err != nil {
 		return err
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
@@ -216,7 +221,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Housekeeping: hk, Placement: b.place, Runners: b.Nodes,
+		Events: b.Events, Housekeeping: hk, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,

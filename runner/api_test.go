@@ -16,7 +16,8 @@ func TestRunnerAdminAPI(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0")
 	var c nodes.Created
 	s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": "cloud-1", "cloud": true, "serverUrl": "https://cubicle.example:8443/"}, http.StatusCreated, &c)
-	if !c.Cloud || !strings.HasPrefix(c.JoinCommand, "cubicle runner --server https://cubicle.example:8443 --token "+c.Token+" ") {
+	if !c.Cloud || !strings.HasPrefix(c.RunCommand, "cubicle runner --server https://cubicle.example:8443 --token "+c.Token+" ") ||
+		!strings.Contains(c.JoinCommand, "https://cubicle.example:8443/api/runner/download?os=") {
 		t.Fatalf("created %+v", c)
 	}
 	for _, bad := range []map[string]any{

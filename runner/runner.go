@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,15 @@ type Config struct {
 	Logger            *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
+	// AutoUpdate: when the server's welcome names another version for this runner (its update
+	// channel), download it, verify it, replace the executable and restart (Run returns
+	// ErrRestart). Without it the runner updates only when an administrator asks (Update).
+	AutoUpdate bool
+	// Executable is the file an update replaces ("" = os.Executable()).
+	Executable string
+	// DropCapabilities are left out of the hello. Test-only: it makes a runner look like an
+	// older one (cubicle runner reads them from $CUBICLE_RUNNER_TEST_DROP_CAPS).
+	DropCapabilities []string
 }
 
 // Runner is one execution node. Create it with New, Run it, Close it.
@@ -72,9 +82,12 @@ type Runner struct {
 	engine *backend.ConnectedEngine
 	hello  wire.Hello
 
-	mu        sync.Mutex
-	busy      map[string]bool // desktops the server marked busy in this session
-	connected bool
+	mu         sync.Mutex
+	busy       map[string]bool // desktops the server marked busy in this session
+	connected  bool
+	restart    chan struct{} // closed when a verified update asks Run to end with ErrRestart
+	restarting bool
+	failed     string // the SHA-256 of an update that failed (not retried on every reconnect)
 }
 
 // ErrRefused is returned by Run when the server refused the runner's token (revoked or
@@ -119,7 +132,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open runner store: %w", err)
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}}
+	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}, restart: make(chan struct{})}
 	if err := r.buildVMs(); err != nil {
 		r.Close()
 		return nil, err
@@ -132,7 +145,8 @@ func (r *Runner) buildVMs() error {
 	log := r.log.With("svc", "vm")
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay}}
+		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapSelfUpdate, wire.CapNodeSettings}}
+	r.hello.Capabilities = slices.DeleteFunc(r.hello.Capabilities, func(c string) bool { return slices.Contains(r.cfg.DropCapabilities, c) })
 	if r.cfg.Engine != "none" {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		eng, err := backend.ConnectEngine(ctx, r.cfg.Engine, log)
@@ -201,6 +215,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		began := time.Now()
 		err := r.session(ctx)
+		if r.restartAsked() || errors.Is(err, ErrRestart) {
+			return ErrRestart
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -263,6 +280,15 @@ func (r *Runner) session(ctx context.Context) error {
 	}
 	ws.SetReadDeadline(time.Time{})
 	ws.SetWriteDeadline(time.Time{})
+	if u := welcome.Update; u != nil && r.cfg.AutoUpdate && u.Version != r.cfg.Version && u.SHA256 != r.failedUpdate() {
+		r.log.Info("the server offers another version for this runner; updating", "from", r.cfg.Version, "to", u.Version)
+		if err := r.selfUpdate(ctx, *u); err != nil {
+			r.setFailedUpdate(u.SHA256)
+			r.log.Error("update failed; the old version keeps running", "to", u.Version, "err", err)
+		} else {
+			return ErrRestart
+		}
+	}
 	sess, err := yamux.Server(wire.NewConn(ws), wire.SessionConfig())
 	if err != nil {
 		return err
@@ -275,6 +301,13 @@ func (r *Runner) session(ctx context.Context) error {
 	defer sess.Close()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
+	go func() {
+		select {
+		case <-r.restart:
+			sess.Close()
+		case <-sess.CloseChan():
+		}
+	}()
 	sctx, cancelStreams := context.WithCancel(ctx)
 	defer cancelStreams()
 	for {
@@ -288,6 +321,34 @@ func (r *Runner) session(ctx context.Context) error {
 			r.serve(sctx, st)
 		}()
 	}
+}
+
+// askRestart ends Run with ErrRestart (after a verified update replaced the executable).
+func (r *Runner) askRestart() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.restarting {
+		r.restarting = true
+		close(r.restart)
+	}
+}
+
+func (r *Runner) restartAsked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restarting
+}
+
+func (r *Runner) failedUpdate() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *Runner) setFailedUpdate(sha string) {
+	r.mu.Lock()
+	r.failed = sha
+	r.mu.Unlock()
 }
 
 func (r *Runner) setConnected(v bool) {

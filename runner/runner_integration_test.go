@@ -55,14 +55,21 @@ type server struct {
 	http *http.Client
 }
 
-func startServer(t *testing.T, listen string) *server {
+func startServer(t *testing.T, listen string) *server { return startServerWith(t, listen, nil) }
+
+// startServerWith is startServer with edit applied to the backend's configuration.
+func startServerWith(t *testing.T, listen string, edit func(*backend.Config)) *server {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	host, _, _ := net.SplitHostPort(listen)
-	b, err := backend.New(backend.Config{DataDir: filepath.Join(dir, "server"), Engine: "none", Logger: log,
+	cfg := backend.Config{DataDir: filepath.Join(dir, "server"), Engine: "none", Logger: log,
 		AllowedHosts: []string{"127.0.0.1", host}, Version: cli.Version,
-		Admin: auth.Bootstrap{Username: adminUser, Password: adminPass}})
+		Admin: auth.Bootstrap{Username: adminUser, Password: adminPass}}
+	if edit != nil {
+		edit(&cfg)
+	}
+	b, err := backend.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +166,16 @@ type proc struct {
 
 func startRunner(t *testing.T, wrap []string, args ...string) *proc {
 	t.Helper()
+	return startRunnerEnv(t, wrap, nil, args...)
+}
+
+// startRunnerEnv is startRunner with extra environment variables (KEY=VALUE).
+func startRunnerEnv(t *testing.T, wrap, env []string, args ...string) *proc {
+	t.Helper()
 	argv := append(append([]string{}, wrap...), os.Args[0])
 	argv = append(argv, append([]string{"runner"}, args...)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), envChild+"=1", "CUBICLE_RUNNER_TOKEN=")
+	cmd.Env = append(append(os.Environ(), envChild+"=1", "CUBICLE_RUNNER_TOKEN="), env...)
 	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -293,8 +306,8 @@ func TestRunnerEndToEnd(t *testing.T) {
 	// Register: the token is shown once, with a command a person copies.
 	var created nodes.Created
 	s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": "box one"}, http.StatusCreated, &created)
-	if !strings.Contains(created.JoinCommand, "--token "+created.Token) || !strings.Contains(created.JoinCommand, "--server "+s.url) ||
-		!strings.Contains(created.JoinCommand, "--name 'box one'") {
+	if !strings.Contains(created.RunCommand, "--token "+created.Token) || !strings.Contains(created.RunCommand, "--server "+s.url) ||
+		!strings.Contains(created.RunCommand, "--name 'box one'") || !strings.HasSuffix(created.JoinCommand, "./"+created.RunCommand) {
 		t.Fatalf("joinCommand %q", created.JoinCommand)
 	}
 	t.Cleanup(func() { removeNodeObjects(t, created.ID) })

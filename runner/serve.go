@@ -50,6 +50,10 @@ func (r *Runner) serve(ctx context.Context, st net.Conn) {
 		pipe(st, conn)
 		return
 	}
+	if req.Op == wire.OpUpdate {
+		r.serveUpdate(ctx, st, req)
+		return
+	}
 	res, err := r.call(ctx, req)
 	resp := wire.Response{Error: wire.ErrorOf(err)}
 	if err == nil {
@@ -61,6 +65,25 @@ func (r *Runner) serve(ctx context.Context, st net.Conn) {
 		}
 	}
 	wire.WriteFrame(st, resp)
+}
+
+// serveUpdate answers wire.OpUpdate: download, verify and install the version, answer, and then
+// end the session so that Run returns ErrRestart. A failure is answered and changes nothing.
+func (r *Runner) serveUpdate(ctx context.Context, st net.Conn, req wire.Request) {
+	var u wire.Update
+	if err := json.Unmarshal(req.Args, &u); err != nil {
+		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(fault.Invalid("update: %v", err))})
+		return
+	}
+	if err := r.selfUpdate(ctx, u); err != nil {
+		r.log.Error("update failed; the old version keeps running", "to", u.Version, "err", err)
+		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(err)})
+		return
+	}
+	raw, _ := json.Marshal(wire.UpdateResult{From: r.cfg.Version, Version: u.Version})
+	wire.WriteFrame(st, wire.Response{Result: raw})
+	st.Close()
+	r.askRestart()
 }
 
 // pipe copies both ways until one direction ends, then closes both ends.

@@ -11,6 +11,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/runner/wire"
 )
 
 // VMs is what the Local VM routes (SPEC §1.11) need from the desktop manager; *vm.Manager
@@ -143,6 +144,9 @@ func (s *Server) vmPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fault.Invalid(`send {"isolation": "shared"|"per-agent", "maxInstances": 1..4}`))
 		return
 	}
+	if !s.requireCapability(w, r, wire.CapNodeSettings, "isolation and max instances") {
+		return
+	}
 	ns, err := m.SetPolicy(r.Context(), *body.Isolation, *body.MaxInstances)
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -168,6 +172,9 @@ func (s *Server) vmIdlePolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fault.Invalid(`send {"requestId": "…", "idleStopMinutes": 0..10080} (0 = never)`))
 		return
 	}
+	if !s.requireCapability(w, r, wire.CapIdlePolicy, "the idle policy") {
+		return
+	}
 	ns, err := m.SetIdlePolicy(r.Context(), body.RequestID, *body.IdleStopMinutes)
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -191,6 +198,9 @@ func (s *Server) vmImageSources(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&body); err != nil {
 		writeError(w, r, s.log, fault.Invalid(`the body must be {"standard": {"image", "digest"}, "cursor": {"image", "digest"}} `+
 			`(each part optional): %v`, err))
+		return
+	}
+	if !s.requireCapability(w, r, wire.CapNodeSettings, "the image sources") {
 		return
 	}
 	v, err := m.SetImageSources(r.Context(), body)

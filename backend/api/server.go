@@ -22,6 +22,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
+	"cubicle/backend/release"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
 )
@@ -45,6 +46,7 @@ type Config struct {
 	Computers  Computers                               // agents' computer settings; nil answers 503
 	Placement  Placement                               // routes Local VM calls to nodes; nil: VMs only
 	Runners    Runners                                 // execution nodes; nil answers 503
+	Dist       *release.Dist                           // runner binaries offered for download; nil: none
 	Engines    Engines                                 // the node's engine choice; nil answers 503
 	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
 	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
@@ -164,6 +166,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
 	s.runnerRoutes(mux)
+	s.releaseRoutes(mux)
 	s.engineRoutes(mux)
 	mux.Handle("GET /api/app/admin/housekeeping", s.admin(s.leftovers))
 	mux.Handle("POST /api/app/admin/housekeeping/clean", s.admin(s.cleanLeftovers))

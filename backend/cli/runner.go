@@ -3,8 +3,10 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"cubicle/backend/fault"
 	"cubicle/runner"
@@ -18,6 +20,7 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 	dataDir := fs.String("data-dir", "", "where the runner keeps its data (default: <Cubicle data dir>/runner)")
 	eng := fs.String("engine", "", "the container engine: podman, docker or none (default: $CUBICLE_ENGINE, else auto-detect)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	autoUpdate := fs.Bool("auto-update", false, "switch to the version the server's update channel offers this runner when it connects (download, verify SHA-256, replace this binary, restart)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -30,11 +33,30 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	dir := cmp.Or(*dataDir, filepath.Join(defaultDataDir(e.getenv), "runner"))
-	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log})
+	var drop []string
+	if v := e.getenv("CUBICLE_RUNNER_TEST_DROP_CAPS"); v != "" { // test-only: look like an older runner
+		drop = strings.Split(v, ",")
+	}
+	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log,
+		AutoUpdate: *autoUpdate, DropCapabilities: drop})
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	fmt.Fprintf(e.stdout, "Cubicle runner %s (node %s) connecting to %s; data in %s\n", Version, r.NodeID(), *server, dir)
-	return r.Run(ctx)
+	err = r.Run(ctx)
+	if !errors.Is(err, runner.ErrRestart) {
+		r.Close()
+		return err
+	}
+	// A verified new version replaced the executable: stop everything (the store's lock is
+	// released) and start it with the same arguments.
+	exe, xerr := r.Executable()
+	if cerr := r.Close(); cerr != nil {
+		log.Warn("close before restart", "err", cerr)
+	}
+	if xerr != nil {
+		return xerr
+	}
+	fmt.Fprintf(e.stdout, "Cubicle runner %s restarting as the new version\n", Version)
+	return runner.Reexec(exe, append([]string{"runner"}, args...))
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,10 +13,31 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
+	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/runner/wire"
 )
+
+// Authenticate checks the runner token in r's "Authorization: Bearer" header and returns its
+// runner: fault.ErrUnauthenticated for a missing or unknown token, fault.ErrForbidden for a
+// revoked runner.
+func (h *Hub) Authenticate(r *http.Request) (store.Runner, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	id, secret, ok2 := strings.Cut(strings.TrimSpace(tok), ".")
+	if !ok || !ok2 || id == "" || secret == "" {
+		return store.Runner{}, fault.New(fault.ErrUnauthenticated, "send the runner's token as Authorization: Bearer <token>")
+	}
+	rec, err := h.cfg.Store.Runner(id)
+	sum := sha256.Sum256([]byte(secret))
+	if err != nil || subtle.ConstantTimeCompare(sum[:], rec.TokenHash) != 1 {
+		return store.Runner{}, fault.New(fault.ErrUnauthenticated, "unknown runner token: add the runner in Settings → Runners and use the command shown there")
+	}
+	if rec.Revoked {
+		return store.Runner{}, fault.Forbidden("runner %s (%s) was revoked: add it again in Settings → Runners", rec.Name, rec.ID)
+	}
+	return rec, nil
+}
 
 // ServeHTTP is GET /api/runner/connect: it authenticates the runner by its bearer token,
 // upgrades to a websocket, reads its Hello, answers Welcome and runs the session.
@@ -29,22 +51,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, "runner connections do not come from web pages")
 		return
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	id, secret, ok2 := strings.Cut(tok, ".")
-	if !ok || !ok2 || id == "" || secret == "" {
-		refuse(http.StatusUnauthorized, "send the runner's token as Authorization: Bearer <token>")
+	rec, err := h.Authenticate(r)
+	if err != nil {
+		code := http.StatusUnauthorized
+		if errors.Is(err, fault.ErrForbidden) {
+			code = http.StatusForbidden
+		}
+		refuse(code, err.Error())
 		return
 	}
-	rec, err := h.cfg.Store.Runner(id)
-	sum := sha256.Sum256([]byte(secret))
-	if err != nil || subtle.ConstantTimeCompare(sum[:], rec.TokenHash) != 1 {
-		refuse(http.StatusUnauthorized, "unknown runner token: add the runner in Settings → Runners and use the command shown there")
-		return
-	}
-	if rec.Revoked {
-		refuse(http.StatusForbidden, fmt.Sprintf("runner %s (%s) was revoked: add it again in Settings → Runners", rec.Name, rec.ID))
-		return
-	}
+	id := rec.ID
 	ws, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
@@ -73,7 +89,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetWriteDeadline(time.Now().Add(wire.WriteTimeout))
-	if err := ws.WriteJSON(wire.Welcome{NodeID: id, Name: rec.Name, Cloud: rec.Cloud}); err != nil {
+	welcome := wire.Welcome{NodeID: id, Name: rec.Name, Cloud: rec.Cloud}
+	if p := h.plan(rec, hello); p.available {
+		welcome.Update = &wire.Update{Version: p.bin.Version, SHA256: p.bin.SHA256, Size: p.bin.Size}
+	}
+	if err := ws.WriteJSON(welcome); err != nil {
 		ws.Close()
 		return
 	}

@@ -37,6 +37,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/release"
 	"cubicle/backend/store"
 	"cubicle/runner/wire"
 )
@@ -60,6 +61,9 @@ type Config struct {
 	// desktops the server used on it; the backend ends their control leases. It must not block
 	// for long.
 	OnDisconnect func(node string, desktops []string)
+	// Dist is what the server offers its runners to download (nil: nothing, and no runner is
+	// told of an update).
+	Dist *release.Dist
 }
 
 // Hub keeps the registry and the live links.
@@ -105,11 +109,17 @@ func New(cfg Config) (*Hub, error) {
 // Created is a new runner as POST /api/app/admin/runners answers it: the only time its token
 // is shown.
 type Created struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Cloud       bool   `json:"cloud"`
-	Token       string `json:"token"`
-	JoinCommand string `json:"joinCommand"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Cloud bool   `json:"cloud"`
+	Token string `json:"token"`
+	// JoinCommand is one line for a Linux or macOS shell: download the server's cubicle binary
+	// for the machine (over the token) and run it as this runner. JoinCommands has it per
+	// system ("linux/macos", "windows"); RunCommand is the runner's command line alone, for a
+	// machine that already has cubicle.
+	JoinCommand  string            `json:"joinCommand"`
+	JoinCommands map[string]string `json:"joinCommands"`
+	RunCommand   string            `json:"runCommand"`
 }
 
 // Desktops counts a node's desktops.
@@ -132,6 +142,14 @@ type View struct {
 	Desktops     Desktops  `json:"desktops"`
 	LastSeen     time.Time `json:"lastSeen,omitzero"`
 	Cloud        bool      `json:"cloud"`
+	// Channel is the runner's update channel (release or canary); TargetVersion the version
+	// its channel's rollout wants it to run ("" = none: it keeps its own). UpdateAvailable
+	// says the server offers TargetVersion for the runner's os/arch and the runner runs
+	// another version; UpdateProblem says why a wanted update cannot be offered.
+	Channel         string `json:"channel"`
+	TargetVersion   string `json:"targetVersion"`
+	UpdateAvailable bool   `json:"updateAvailable"`
+	UpdateProblem   string `json:"updateProblem,omitempty"`
 }
 
 // validName checks a runner's name.
@@ -161,9 +179,21 @@ func (h *Hub) Create(name string, cloud bool, serverURL string) (Created, error)
 		return Created{}, err
 	}
 	tok := id + "." + sec
-	cmd := fmt.Sprintf("cubicle runner --server %s --token %s --name %s", serverURL, tok, shellQuote(name))
+	run, joins := joinCommands(serverURL, tok, name)
 	h.log.Info("runner added", "node", id, "name", name, "cloud", cloud)
-	return Created{ID: id, Name: name, Cloud: cloud, Token: tok, JoinCommand: cmd}, nil
+	return Created{ID: id, Name: name, Cloud: cloud, Token: tok, JoinCommand: joins["linux/macos"], JoinCommands: joins, RunCommand: run}, nil
+}
+
+// joinCommands are the lines a newcomer pastes on the runner's machine: download the server's
+// cubicle binary for that machine's os/arch with the token, then run it. serverURL was checked
+// by the API (no shell metacharacters); the token is base64url; the name is quoted.
+func joinCommands(serverURL, tok, name string) (run string, joins map[string]string) {
+	run = fmt.Sprintf("cubicle runner --server %s --token %s --name %s", serverURL, tok, shellQuote(name))
+	posix := fmt.Sprintf(`curl -fSL -H 'Authorization: Bearer %s' "%s%s?os=$(uname -s | tr A-Z a-z)&arch=$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')" -o cubicle && chmod +x cubicle && ./cubicle runner --server %s --token %s --name %s`,
+		tok, serverURL, wire.DownloadPath, serverURL, tok, shellQuote(name))
+	win := fmt.Sprintf(`$a = $env:PROCESSOR_ARCHITECTURE.ToLower(); Invoke-WebRequest -Headers @{Authorization='Bearer %s'} -Uri "%s%s?os=windows&arch=$a" -OutFile cubicle.exe; .\cubicle.exe runner --server %s --token %s --name '%s'`,
+		tok, serverURL, wire.DownloadPath, serverURL, tok, strings.ReplaceAll(name, "'", "''"))
+	return run, map[string]string{"linux/macos": posix, "windows": win}
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
@@ -192,8 +222,11 @@ func (h *Hub) List(ctx context.Context) ([]View, error) {
 			v.Capabilities = append(v.Capabilities, hello.Capabilities...)
 			v.Desktops = Desktops{Running: hello.Running, Max: hello.MaxInstances}
 		}
+		p := h.plan(r, hello)
+		v.Channel, v.TargetVersion, v.UpdateAvailable, v.UpdateProblem = p.channel, p.target, p.available, p.problem
 		if r.Revoked {
 			v.Status = StatusRevoked
+			v.UpdateAvailable, v.UpdateProblem = false, ""
 		} else if c := h.conn(r.ID); c != nil {
 			v.Status = StatusConnected
 			v.LastSeen = time.Now().UTC()

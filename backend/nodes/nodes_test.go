@@ -112,8 +112,18 @@ func TestCreateStoresOnlyTheHash(t *testing.T) {
 	if !ok || id != c.ID || len(secret) < 40 {
 		t.Fatalf("token %q for %s", c.Token, c.ID)
 	}
-	if c.JoinCommand != "cubicle runner --server http://192.0.2.10:8765 --token "+c.Token+" --name 'mac mini'" {
+	run := "cubicle runner --server http://192.0.2.10:8765 --token " + c.Token + " --name 'mac mini'"
+	if c.RunCommand != run {
+		t.Fatalf("runCommand %q", c.RunCommand)
+	}
+	// The join command downloads the binary for the machine over the token, then runs it.
+	if c.JoinCommand != c.JoinCommands["linux/macos"] ||
+		!strings.HasPrefix(c.JoinCommand, "curl -fSL -H 'Authorization: Bearer "+c.Token+"' \"http://192.0.2.10:8765/api/runner/download?os=$(uname -s") ||
+		!strings.HasSuffix(c.JoinCommand, " && ./"+run) {
 		t.Fatalf("joinCommand %q", c.JoinCommand)
+	}
+	if w := c.JoinCommands["windows"]; !strings.Contains(w, "-OutFile cubicle.exe; .\\cubicle.exe runner --server http://192.0.2.10:8765 --token "+c.Token+" --name 'mac mini'") {
+		t.Fatalf("windows join command %q", w)
 	}
 	rec, err := x.st.Runner(c.ID)
 	if err != nil {

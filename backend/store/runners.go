@@ -36,6 +36,8 @@ type Runner struct {
 	Hello     []byte    `json:"hello,omitempty"`
 	LastSeen  time.Time `json:"lastSeen,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Channel is the runner's update channel (backend/release): "" or "release", or "canary".
+	Channel string `json:"channel,omitempty"`
 }
 
 var runners = table[Runner]{bucket: bucketRunners, kind: "runner"}

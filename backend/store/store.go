@@ -31,7 +31,8 @@
 //	│                                            run a restart cut short is INTERRUPTED)
 //	├── app_settings
 //	│   ├── "model"            → ModelSettings JSON (the API key sealed by package models)
-//	│   └── "security"         → SecuritySettings JSON (Settings → Security)
+//	│   ├── "security"         → SecuritySettings JSON (Settings → Security)
+//	│   └── "runner-channels"  → RunnerChannels JSON (the runners' update channels)
 //	├── session_revocations
 //	│   └── <token nonce>      → expiry, unix seconds (a logged-out session token)
 //	├── host_grants

@@ -38,7 +38,36 @@ const (
 	CapIdlePolicy = "idle-policy-v1"
 	// CapGuestRelay: OpGuest and OpTunnel relay a desktop's driver over a stream.
 	CapGuestRelay = "guest-relay-v1"
+	// CapSelfUpdate: the runner replaces its own binary when asked (OpUpdate, Welcome.Update).
+	CapSelfUpdate = "self-update-v1"
+	// CapNodeSettings: the runner applies node settings (isolation, max instances) and image
+	// sources the server sends (OpSetPolicy, OpSetImageSources).
+	CapNodeSettings = "node-settings-v1"
 )
+
+// DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated
+// with the runner's token; the answer carries the binary's SHA-256 in HeaderSHA256.
+const DownloadPath = "/api/runner/download"
+
+// Headers of a download.
+const (
+	HeaderSHA256  = "X-Cubicle-Sha256"
+	HeaderVersion = "X-Cubicle-Version"
+)
+
+// Update names the binary a runner should switch to: Welcome.Update (with --auto-update) and
+// the arguments of OpUpdate (an administrator's Update).
+type Update struct {
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"` // hex
+	Size    int64  `json:"size"`
+}
+
+// UpdateResult answers OpUpdate: the runner verified the binary and restarts as Version.
+type UpdateResult struct {
+	From    string `json:"from"`
+	Version string `json:"version"`
+}
 
 // Hello is the runner's first message.
 type Hello struct {
@@ -60,6 +89,9 @@ type Welcome struct {
 	NodeID string `json:"nodeId"`
 	Name   string `json:"name"`
 	Cloud  bool   `json:"cloud"`
+	// Update, when set, is the version the runner's channel wants it to run (it differs from
+	// the runner's); a runner started with --auto-update switches to it.
+	Update *Update `json:"update,omitempty"`
 }
 
 // Ops of a Request.
@@ -85,6 +117,7 @@ const (
 	OpForgetAgent     = "forgetAgent"
 	OpGuest           = "guest"  // then the driver's protocol, raw, both ways
 	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
+	OpUpdate          = "update" // args Update; result UpdateResult, then the runner restarts
 )
 
 // Request opens a stream.
