@@ -22,8 +22,8 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/doctor"
 	"cubicle/backend/fault"
-	"cubicle/backend/release"
 	"cubicle/backend/profile"
+	"cubicle/backend/release"
 	"cubicle/backend/store"
 )
 

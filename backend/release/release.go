@@ -12,8 +12,8 @@ package release
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
