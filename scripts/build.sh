@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Builds Cubicle: the web UI, the in-guest driver, and the `cubicle` binary (with the desktop
 # shell when GTK/WebKit development files are present) into bin/cubicle.
+#   --runners  also cross-builds the headless `cubicle` (serve and runner, no cgo) for the
+#              machines runners run on: bin/cubicle-<os>-<arch>[.exe] for linux, darwin and
+#              windows on amd64 and arm64. The server offers the files next to its executable
+#              at GET /api/runner/download (Settings → Runners: join command, Update).
 set -euo pipefail
+runners=0
+for arg in "$@"; do
+  case "$arg" in
+    --runners) runners=1 ;;
+    *) echo "usage: scripts/build.sh [--runners]" >&2; exit 2 ;;
+  esac
+done
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -28,3 +39,11 @@ else
   go build -ldflags "$LDFLAGS" -o bin/cubicle .
 fi
 echo "built bin/cubicle ($VERSION)"
+if [ "$runners" = 1 ]; then
+  for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+    os=${target%/*} arch=${target#*/} ext=""
+    [ "$os" = windows ] && ext=.exe
+    say "building bin/cubicle-$os-$arch$ext (runner binary)"
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$LDFLAGS -s -w" -o "bin/cubicle-$os-$arch$ext" .
+  done
+fi

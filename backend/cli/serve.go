@@ -28,7 +28,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	listen := fs.String("listen", defaultListen(e.getenv), "address to listen on; a non-loopback address needs an admin password set by you (CUBICLE_ADMIN_PASSWORD or an existing account)")
 	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "where Cubicle keeps its data (env CUBICLE_DATA_DIR)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	var hosts, proxies listFlag
+	var hosts, proxies, dist listFlag
+	fs.Var(&dist, "dist-dir", "a directory of runner binaries cubicle-<os>-<arch> (other versions in DIR/<version>/) offered for download to runners (repeatable; env CUBICLE_DIST_DIR); the directory of this executable is always searched")
 	fs.Var(&hosts, "allowed-host", "a further host name the server answers to (repeatable), e.g. the name of a reverse proxy")
 	fs.Var(&proxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For/-Proto are believed (repeatable)")
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
@@ -41,7 +42,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fault.Invalid("--tls-cert and --tls-key go together: give both, or neither")
 	}
 	return serve(ctx, e, serveOptions{listen: *listen, dataDir: *dataDir, logLevel: *logLevel, hosts: hosts,
-		proxies: proxies, tlsCert: *cert, tlsKey: *key, engine: ef.settings()})
+		proxies: proxies, tlsCert: *cert, tlsKey: *key, engine: ef.settings(), distDirs: distDirs(dist, e.getenv)})
+}
+
+// distDirs are the --dist-dir flags, else $CUBICLE_DIST_DIR.
+func distDirs(flags []string, getenv func(string) string) []string {
+	if len(flags) > 0 {
+		return flags
+	}
+	if d := getenv("CUBICLE_DIST_DIR"); d != "" {
+		return []string{d}
+	}
+	return nil
 }
 
 // defaultListen is $CUBICLE_LISTEN, else DefaultListen.
@@ -58,6 +70,7 @@ type serveOptions struct {
 	tlsCert, tlsKey           string
 	note                      string // printed before the URL (e.g. why the desktop app fell back to serve)
 	engine                    store.EngineSettings
+	distDirs                  []string
 }
 
 func serve(ctx context.Context, e *env, o serveOptions) error {
@@ -92,6 +105,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		Doctor:             doctorFunc(o.dataDir, e.getenv),
 		Engine:             o.engine.Kind,
 		Kubernetes:         o.engine,
+		DistDirs:           o.distDirs,
 	})
 	if err != nil {
 		if !loopback && fault.Class(err) == fault.ErrForbidden {

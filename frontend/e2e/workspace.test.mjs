@@ -215,13 +215,47 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     await page.fill('#runner-name', 'e2e box');
     await page.fill('#runner-server-url', 'http://192.0.2.7:8765');
     await page.click('#runner-add');
-    const cmd = (await page.locator('#runner-join-command').textContent()) ?? '';
-    const m = cmd.match(/^cubicle runner --server http:\/\/192\.0\.2\.7:8765 --token (r-[0-9a-f]{12})\.(\S+) --name 'e2e box'$/);
-    assert.ok(m, `join command: ${cmd}`);
+    // The run command, and the join command that downloads the binary for the machine first.
+    const run = (await page.locator('#runner-run-command').textContent()) ?? '';
+    const m = run.match(/^cubicle runner --server http:\/\/192\.0\.2\.7:8765 --token (r-[0-9a-f]{12})\.(\S+) --name 'e2e box'$/);
+    assert.ok(m, `run command: ${run}`);
     const [, id, secret] = m;
+    const posix = (await page.locator('#runner-join-command').textContent()) ?? '';
+    assert.ok(
+      posix.startsWith(`curl -fSL -H 'Authorization: Bearer ${id}.${secret}' "http://192.0.2.7:8765/api/runner/download?os=$(uname -s`) &&
+        posix.endsWith(`&& ./${run}`),
+      `linux/macOS join command: ${posix}`,
+    );
+    await page.click('button[data-os="windows"]');
+    await page.locator('#runner-join-command', { hasText: 'Invoke-WebRequest' }).waitFor();
+    const win = (await page.locator('#runner-join-command').textContent()) ?? '';
+    assert.ok(win.includes(`.\\cubicle.exe runner --server http://192.0.2.7:8765 --token ${id}.${secret}`), `windows: ${win}`);
     await page.locator(`#runners-table tr[data-status="disconnected"]`, { hasText: id }).waitFor();
     const list = await api('/api/app/admin/runners');
     assert.equal(JSON.stringify(list).includes(secret), false, 'the list never shows the token');
+    const row = page.locator('#runners-table tr', { hasText: id });
+    assert.equal(await row.locator('.runner-channel select').inputValue(), 'release');
+    // A runner that never connected has no version: no update is offered.
+    assert.equal(await row.locator('button.runner-update').count(), 0);
+    await row.locator('.runner-channel select').selectOption('canary');
+    await page.waitForFunction(
+      async (rid) => {
+        const r = await fetch('/api/app/admin/runners');
+        return (await r.json()).runners.some((x) => x.id === rid && x.channel === 'canary');
+      },
+      id,
+    );
+
+    // The channels editor: a bad percentage is refused and changes nothing; a good one is saved.
+    const canaryPct = page.locator('#channel-canary input[type="number"]');
+    await canaryPct.fill('101');
+    await page.click('#channels-save');
+    await page.locator('#channels-error', { hasText: 'rolloutPercent' }).waitFor();
+    assert.equal((await api('/api/app/admin/runner-channels')).canary.rolloutPercent, 0);
+    await canaryPct.fill('25');
+    await page.click('#channels-save');
+    await page.locator('#runner-channels [role="status"]', { hasText: 'Saved' }).waitFor();
+    assert.equal((await api('/api/app/admin/runner-channels')).canary.rolloutPercent, 25);
     await page.reload();
     await page.locator('#runners-table').waitFor();
     assert.equal((await page.content()).includes(secret), false, 'the token is shown once');

@@ -594,6 +594,14 @@ export interface Runner {
   desktops: { running: number; max: number };
   lastSeen?: string;
   cloud: boolean;
+  /** Its update channel. */
+  channel: RunnerChannelName;
+  /** The version its channel's rollout wants it to run ("" = none: it keeps its own). */
+  targetVersion: string;
+  /** The server offers targetVersion for its os/arch and it runs another version. */
+  updateAvailable: boolean;
+  /** Why a wanted update cannot be offered. */
+  updateProblem?: string;
 }
 
 /** A runner just added: the only time its token is shown. */
@@ -602,7 +610,29 @@ export interface CreatedRunner {
   name: string;
   cloud: boolean;
   token: string;
+  /** One shell line (Linux, macOS): download the binary for the machine, then run it. */
   joinCommand: string;
+  /** The join command per system: "linux/macos", "windows". */
+  joinCommands?: Record<string, string>;
+  /** The runner's command line alone (the machine already has cubicle). */
+  runCommand?: string;
+}
+
+export type RunnerChannelName = 'release' | 'canary';
+
+/** One update channel: the version its runners should run and the share of them that gets it. */
+export interface RunnerChannel {
+  version: string;
+  rolloutPercent: number;
+}
+
+/** GET/PUT /api/app/admin/runner-channels. */
+export interface RunnerChannels {
+  release: RunnerChannel;
+  canary: RunnerChannel;
+  /** Answers only: the server's own version and the versions it offers binaries of. */
+  serverVersion?: string;
+  versions?: string[];
 }
 
 const agentPath = (id: string) => `/api/app/agents/${encodeURIComponent(id)}`;
@@ -778,6 +808,26 @@ export class Client {
   /** DELETE /api/app/admin/runners/:id (admin only): revokes; its link drops at once. */
   async revokeRunner(id: string): Promise<void> {
     await this.request<void>('DELETE', `/api/app/admin/runners/${encodeURIComponent(id)}`);
+  }
+
+  /** GET /api/app/admin/runner-channels (admin only). */
+  runnerChannels(): Promise<RunnerChannels> {
+    return this.request<RunnerChannels>('GET', '/api/app/admin/runner-channels');
+  }
+
+  /** PUT /api/app/admin/runner-channels (admin only). */
+  setRunnerChannels(c: { release: RunnerChannel; canary: RunnerChannel }): Promise<RunnerChannels> {
+    return this.request<RunnerChannels>('PUT', '/api/app/admin/runner-channels', { release: c.release, canary: c.canary });
+  }
+
+  /** PUT /api/app/admin/runners/:id/channel (admin only). */
+  setRunnerChannel(id: string, channel: RunnerChannelName): Promise<{ id: string; channel: RunnerChannelName }> {
+    return this.request('PUT', `/api/app/admin/runners/${encodeURIComponent(id)}/channel`, { channel });
+  }
+
+  /** POST /api/app/admin/runners/:id/update (admin only): answers once the runner verified the new binary. */
+  updateRunner(id: string): Promise<{ id: string; from: string; version: string }> {
+    return this.request('POST', `/api/app/admin/runners/${encodeURIComponent(id)}/update`);
   }
 
   /** PUT /api/app/agents/:id/node: places the agent's desktop on a node ("local" or a runner's id). */

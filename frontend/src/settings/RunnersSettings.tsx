@@ -1,8 +1,17 @@
 // Settings → Runners (admin only, SPEC §4): execution nodes on other machines. Adding one shows
 // its token and the command to run on that machine once; revoking drops its link at once.
+// Each runner shows its version, update channel and whether an update is available (Update
+// asks it to switch now); the channels editor sets each channel's version and rollout.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Client, type CreatedRunner, type Runner } from '../api';
+import {
+  ApiError,
+  type Client,
+  type CreatedRunner,
+  type Runner,
+  type RunnerChannelName,
+  type RunnerChannels,
+} from '../api';
 import { messageFor } from '../errors';
 import { Forbidden } from './Forbidden';
 
@@ -17,6 +26,9 @@ export function RunnersSettings({ client }: { client: Client }) {
   const [created, setCreated] = useState<CreatedRunner | null>(null);
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
+  const [joinOS, setJoinOS] = useState('linux/macos');
+  const [updating, setUpdating] = useState('');
+  const [notice, setNotice] = useState('');
 
   const load = () =>
     client.listRunners().then(
@@ -50,6 +62,31 @@ export function RunnersSettings({ client }: { client: Client }) {
       setError(messageFor(err));
     } finally {
       setBusy(false);
+    }
+  };
+
+  const update = async (r: Runner) => {
+    setError('');
+    setNotice('');
+    setUpdating(r.id);
+    try {
+      const res = await client.updateRunner(r.id);
+      setNotice(`${r.name} verified ${res.version} and is restarting as it; it reconnects by itself.`);
+      await load();
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setUpdating('');
+    }
+  };
+
+  const setChannel = async (r: Runner, channel: RunnerChannelName) => {
+    setError('');
+    try {
+      await client.setRunnerChannel(r.id, channel);
+      await load();
+    } catch (err) {
+      setError(messageFor(err));
     }
   };
 
@@ -100,13 +137,44 @@ export function RunnersSettings({ client }: { client: Client }) {
             <p>
               Run this on the runner's machine. The token is shown only now; Cubicle keeps only a hash of it.
             </p>
-            <pre id="runner-join-command">{created.joinCommand}</pre>
-            <button class="btn small" type="button" onClick={() => void navigator.clipboard?.writeText(created.joinCommand)}>
+            {created.joinCommands && (
+              <div class="segmented" role="group" aria-label="The runner's system">
+                {Object.keys(created.joinCommands).map((os) => (
+                  <button
+                    key={os}
+                    type="button"
+                    class={`btn small${joinOS === os ? ' primary' : ''}`}
+                    aria-pressed={joinOS === os}
+                    data-os={os}
+                    onClick={() => setJoinOS(os)}
+                  >
+                    {os === 'windows' ? 'Windows (PowerShell)' : 'Linux / macOS'}
+                  </button>
+                ))}
+              </div>
+            )}
+            <pre id="runner-join-command">{created.joinCommands?.[joinOS] ?? created.joinCommand}</pre>
+            <button
+              class="btn small"
+              type="button"
+              onClick={() => void navigator.clipboard?.writeText(created.joinCommands?.[joinOS] ?? created.joinCommand)}
+            >
               Copy command
             </button>
+            {created.runCommand && (
+              <p class="muted">
+                It downloads this server's <code>cubicle</code> for that machine, then runs it. Already installed? Run{' '}
+                <code id="runner-run-command">{created.runCommand}</code>
+              </p>
+            )}
           </div>
         )}
       </div>
+      {notice !== '' && (
+        <p class="notice" role="status" id="runners-notice">
+          {notice}
+        </p>
+      )}
       {error !== '' && (
         <p class="form-error" role="alert" id="runners-error">
           {error}
@@ -134,6 +202,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                     <th scope="col">Node id</th>
                     <th scope="col">Status</th>
                     <th scope="col">Platform</th>
+                    <th scope="col">Update channel</th>
                     <th scope="col">Desktops</th>
                     <th scope="col" />
                   </tr>
@@ -155,10 +224,43 @@ export function RunnersSettings({ client }: { client: Client }) {
                       <td>
                         {r.version ? `${r.version} · ${r.os}/${r.arch} · ${r.engine || `no engine: ${r.engineError ?? ''}`}` : '—'}
                       </td>
+                      <td class="runner-channel">
+                        {r.status === 'revoked' ? (
+                          '—'
+                        ) : (
+                          <select
+                            aria-label={`Update channel of ${r.name}`}
+                            value={r.channel}
+                            onChange={(e) => void setChannel(r, e.currentTarget.value as RunnerChannelName)}
+                          >
+                            <option value="release">release</option>
+                            <option value="canary">canary</option>
+                          </select>
+                        )}
+                        {r.updateAvailable && (
+                          <span class="badge runner-update-available" title={`its channel wants ${r.targetVersion}`}>
+                            {' '}
+                            update available: {r.targetVersion}
+                          </span>
+                        )}
+                        {r.status !== 'revoked' && !r.updateAvailable && r.updateProblem && (
+                          <span class="muted runner-update-problem"> {r.updateProblem}</span>
+                        )}
+                      </td>
                       <td>
                         {r.desktops.running} of {r.desktops.max}
                       </td>
                       <td>
+                        {r.updateAvailable && r.status === 'connected' && (
+                          <button
+                            class="btn small primary runner-update"
+                            type="button"
+                            disabled={updating !== ''}
+                            onClick={() => void update(r)}
+                          >
+                            {updating === r.id ? 'Updating…' : 'Update'}
+                          </button>
+                        )}{' '}
                         {r.status !== 'revoked' && (
                           <button class="btn small danger" type="button" onClick={() => void revoke(r)}>
                             Revoke
@@ -173,6 +275,101 @@ export function RunnersSettings({ client }: { client: Client }) {
           )}
         </div>
       )}
+      <ChannelsEditor client={client} onSaved={() => void load()} />
     </section>
+  );
+}
+
+/** The update channels' editor: per channel a version the server offers and a rollout percentage. */
+function ChannelsEditor({ client, onSaved }: { client: Client; onSaved: () => void }) {
+  const [saved, setSaved] = useState<RunnerChannels | null>(null);
+  const [draft, setDraft] = useState<RunnerChannels | null>(null);
+  const [error, setError] = useState('');
+  const [status, setStatus] = useState('');
+
+  useEffect(() => {
+    client.runnerChannels().then(
+      (c) => {
+        setSaved(c);
+        setDraft(c);
+      },
+      (err) => setError(messageFor(err)),
+    );
+  }, [client]);
+
+  if (draft === null || saved === null) {
+    return error !== '' ? (
+      <p class="form-error" role="alert">
+        Could not load the update channels: {error}
+      </p>
+    ) : null;
+  }
+  const versions = Array.from(new Set([...(saved.versions ?? []), draft.release.version, draft.canary.version]));
+  const edit = (ch: 'release' | 'canary', field: 'version' | 'rolloutPercent', value: string) =>
+    setDraft({ ...draft, [ch]: { ...draft[ch], [field]: field === 'rolloutPercent' ? Number(value) : value } });
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setError('');
+    setStatus('');
+    try {
+      const c = await client.setRunnerChannels(draft);
+      setSaved(c);
+      setDraft(c);
+      setStatus('Saved.');
+      onSaved();
+    } catch (err) {
+      setError(messageFor(err));
+    }
+  };
+  return (
+    <div class="card" id="runner-channels">
+      <h3>Update channels</h3>
+      <p class="muted">
+        Each runner follows a channel. A channel offers a version to a share of its runners (chosen by a stable hash of
+        the runner's id); a canary runner outside the canary rollout follows release. This server runs{' '}
+        <code>{saved.serverVersion}</code>.
+      </p>
+      <form onSubmit={(e) => void save(e)}>
+        {(['release', 'canary'] as const).map((ch) => (
+          <fieldset key={ch} id={`channel-${ch}`}>
+            <legend>{ch}</legend>
+            <label>
+              Version
+              <select value={draft[ch].version} onChange={(e) => edit(ch, 'version', e.currentTarget.value)}>
+                {versions.map((v) => (
+                  <option key={v} value={v}>
+                    {v}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <label>
+              Rollout (%)
+              <input
+                type="number"
+                min={0}
+                max={100}
+                value={draft[ch].rolloutPercent}
+                onInput={(e) => edit(ch, 'rolloutPercent', e.currentTarget.value)}
+              />
+            </label>
+          </fieldset>
+        ))}
+        <button class="btn primary" type="submit" id="channels-save">
+          Save channels
+        </button>
+        {status !== '' && (
+          <span role="status" class="muted">
+            {' '}
+            {status}
+          </span>
+        )}
+        {error !== '' && (
+          <p class="form-error" role="alert" id="channels-error">
+            {error}
+          </p>
+        )}
+      </form>
+    </div>
   );
 }
