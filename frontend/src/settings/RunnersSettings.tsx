@@ -330,31 +330,48 @@ function ChannelsEditor({ client, onSaved }: { client: Client; onSaved: () => vo
         <code>{saved.serverVersion}</code>.
       </p>
       <form onSubmit={(e) => void save(e)}>
-        {(['release', 'canary'] as const).map((ch) => (
-          <fieldset key={ch} id={`channel-${ch}`}>
-            <legend>{ch}</legend>
-            <label>
-              Version
-              <select value={draft[ch].version} onChange={(e) => edit(ch, 'version', e.currentTarget.value)}>
-                {versions.map((v) => (
-                  <option key={v} value={v}>
-                    {v}
-                  </option>
-                ))}
-              </select>
-            </label>
-            <label>
-              Rollout (%)
-              <input
-                type="number"
-                min={0}
-                max={100}
-                value={draft[ch].rolloutPercent}
-                onInput={(e) => edit(ch, 'rolloutPercent', e.currentTarget.value)}
-              />
-            </label>
-          </fieldset>
-        ))}
+        <div class="table-wrap">
+          <table class="doctor-table">
+            <thead>
+              <tr>
+                <th scope="col">Channel</th>
+                <th scope="col">Version</th>
+                <th scope="col">Rollout (% of its runners)</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(['release', 'canary'] as const).map((ch) => (
+                <tr key={ch} id={`channel-${ch}`}>
+                  <th scope="row">{ch}</th>
+                  <td>
+                    <select
+                      aria-label={`Version of ${ch}`}
+                      value={draft[ch].version}
+                      onChange={(e) => edit(ch, 'version', e.currentTarget.value)}
+                    >
+                      {versions.map((v) => (
+                        <option key={v} value={v}>
+                          {v}
+                        </option>
+                      ))}
+                    </select>
+                  </td>
+                  <td>
+                    <input
+                      aria-label={`Rollout of ${ch} in percent`}
+                      type="number"
+                      min={0}
+                      max={100}
+                      required
+                      value={draft[ch].rolloutPercent}
+                      onInput={(e) => edit(ch, 'rolloutPercent', e.currentTarget.value)}
+                    />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
         <button class="btn primary" type="submit" id="channels-save">
           Save channels
         </button>
