@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -97,6 +98,14 @@ func TestRunnerDownload(t *testing.T) {
 	}
 	if code, hdr2, _ := get(t, s, own, "", true); code != 200 || hdr2.Get(wire.HeaderSHA256) != hdr.Get(wire.HeaderSHA256) {
 		t.Fatalf("admin download: HTTP %d", code)
+	}
+	// A member's session is not enough.
+	s.do(t, "POST", "/api/app/admin/users", map[string]string{"username": "carol", "password": "member-pass-word-2", "role": "member"}, http.StatusCreated, nil)
+	jar, _ := cookiejar.New(nil)
+	member := &server{b: s.b, url: s.url, http: &http.Client{Jar: jar}}
+	member.do(t, "POST", "/api/auth/login", map[string]string{"username": "carol", "password": "member-pass-word-2"}, http.StatusOK, nil)
+	if code, _, body := get(t, member, own, "", true); code != 403 || !strings.Contains(string(body), "administrators") {
+		t.Fatalf("member download: HTTP %d %s", code, body)
 	}
 	var list struct {
 		Version  string
