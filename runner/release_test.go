@@ -1,3 +1,5 @@
+//go:build !windows
+
 package runner_test
 
 import (
@@ -331,9 +333,6 @@ func newTamperer(t *testing.T, target string) *tamperer {
 func TestRunnerSelfUpdate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two cubicle binaries; run without -short")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("the test's shell steps are POSIX")
 	}
 	work := t.TempDir()
 	dist := filepath.Join(work, "dist")
