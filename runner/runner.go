@@ -11,6 +11,12 @@
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
 //
+// Updates (update.go): told of another version for it by the server (Welcome.Update with
+// --auto-update, or wire.OpUpdate when an administrator presses Update), a runner downloads
+// the binary over its token, verifies size, SHA-256 and that it runs as that version, renames
+// it over its executable and makes Run return ErrRestart; the caller closes it and Reexec
+// starts the new version. A failed update changes nothing and is reported.
+//
 // Ownership: Run owns the connection loop and one goroutine per stream; Close stops the
 // desktops' manager, the engine and the store.
 package runner
@@ -301,7 +307,9 @@ func (r *Runner) session(ctx context.Context) error {
 	defer sess.Close()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
-	go func() {
+	wg.Add(1)
+	go func() { // a verified update ends the session (Run then returns ErrRestart)
+		defer wg.Done()
 		select {
 		case <-r.restart:
 			sess.Close()
