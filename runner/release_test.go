@@ -389,6 +389,28 @@ func TestRunnerSelfUpdate(t *testing.T) {
 	default:
 	}
 
+	// --auto-update over the corrupting link: refused, the runner keeps its version, reconnects
+	// and reports why in its hello; the list shows it.
+	var c3 nodes.Created
+	s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": "auto-bad"}, http.StatusCreated, &c3)
+	exe3 := copyOld("c")
+	p3 := startProc(t, exe3, "runner", "--server", tp.srv.URL, "--token", c3.Token, "--data-dir", filepath.Join(work, "c", "data"), "--engine", "none", "--auto-update")
+	waitFor(t, 2*time.Minute, "the failed automatic update is reported", func() bool {
+		v := s.runnerView(t, c3.ID)
+		return v.Status == nodes.StatusConnected && strings.Contains(v.UpdateProblem, "SHA-256")
+	})
+	if v := s.runnerView(t, c3.ID); v.Version != "9.0.0-old" || !strings.Contains(v.UpdateProblem, "last automatic update to 9.1.0-new failed") {
+		t.Fatalf("after a refused automatic update %+v", v)
+	}
+	if cur, _ := os.ReadFile(exe3); !bytes.Equal(cur, oldRaw) {
+		t.Fatal("a refused automatic update changed the executable")
+	}
+	select {
+	case <-p3.done:
+		t.Fatalf("the runner ended after a refused automatic update:\n%s", p3.out.String())
+	default:
+	}
+
 	// A clean download: the runner replaces its executable and comes back as the new version
 	// (the same process, re-executed).
 	tp.on.Store(false)

@@ -93,7 +93,8 @@ type Runner struct {
 	connected  bool
 	restart    chan struct{} // closed when a verified update asks Run to end with ErrRestart
 	restarting bool
-	failed     string // the SHA-256 of an update that failed (not retried on every reconnect)
+	failed     string // the SHA-256 of an automatic update that failed (not retried on every reconnect)
+	failedWhy  string
 }
 
 // ErrRefused is returned by Run when the server refused the runner's token (revoked or
@@ -268,6 +269,7 @@ func (r *Runner) session(ctx context.Context) error {
 	}
 	defer ws.Close()
 	hello := r.hello
+	_, hello.UpdateError = r.failedUpdate()
 	if st, err := r.vms.Status(ctx); err == nil {
 		hello.MaxInstances, hello.Running = st.Policy.MaxInstances, st.Running
 	}
@@ -286,14 +288,17 @@ func (r *Runner) session(ctx context.Context) error {
 	}
 	ws.SetReadDeadline(time.Time{})
 	ws.SetWriteDeadline(time.Time{})
-	if u := welcome.Update; u != nil && r.cfg.AutoUpdate && u.Version != r.cfg.Version && u.SHA256 != r.failedUpdate() {
+	if u := welcome.Update; u != nil && r.cfg.AutoUpdate && u.Version != r.cfg.Version && !r.failedBefore(u.SHA256) {
 		r.log.Info("the server offers another version for this runner; updating", "from", r.cfg.Version, "to", u.Version)
-		if err := r.selfUpdate(ctx, *u); err != nil {
-			r.setFailedUpdate(u.SHA256)
-			r.log.Error("update failed; the old version keeps running", "to", u.Version, "err", err)
-		} else {
+		err := r.selfUpdate(ctx, *u)
+		if err == nil {
 			return ErrRestart
 		}
+		// Keep the old version, and reconnect at once with the reason in the hello, so the
+		// server shows it; this binary is not tried again until the runner restarts.
+		r.setFailedUpdate(u.SHA256, fmt.Sprintf("update to %s failed: %v", u.Version, err))
+		r.log.Error("update failed; the old version keeps running", "to", u.Version, "err", err)
+		return fmt.Errorf("automatic update to %s failed: %w", u.Version, err)
 	}
 	sess, err := yamux.Server(wire.NewConn(ws), wire.SessionConfig())
 	if err != nil {
@@ -347,15 +352,21 @@ func (r *Runner) restartAsked() bool {
 	return r.restarting
 }
 
-func (r *Runner) failedUpdate() string {
+// failedUpdate is the SHA-256 of the binary whose automatic update failed, and why.
+func (r *Runner) failedUpdate() (sha, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failed
+	return r.failed, r.failedWhy
 }
 
-func (r *Runner) setFailedUpdate(sha string) {
+func (r *Runner) failedBefore(sha string) bool {
+	failed, _ := r.failedUpdate()
+	return failed == sha
+}
+
+func (r *Runner) setFailedUpdate(sha, why string) {
 	r.mu.Lock()
-	r.failed = sha
+	r.failed, r.failedWhy = sha, why
 	r.mu.Unlock()
 }
 

@@ -145,7 +145,8 @@ type View struct {
 	// Channel is the runner's update channel (release or canary); TargetVersion the version
 	// its channel's rollout wants it to run ("" = none: it keeps its own). UpdateAvailable
 	// says the server offers TargetVersion for the runner's os/arch and the runner runs
-	// another version; UpdateProblem says why a wanted update cannot be offered.
+	// another version; UpdateProblem says why a wanted update cannot be offered, or why the
+	// runner's last automatic update failed.
 	Channel         string `json:"channel"`
 	TargetVersion   string `json:"targetVersion"`
 	UpdateAvailable bool   `json:"updateAvailable"`

@@ -106,6 +106,9 @@ func (h *Hub) plan(r store.Runner, hello wire.Hello) plan {
 		return p
 	}
 	p.available, p.bin = true, b
+	if hello.UpdateError != "" {
+		p.problem = "the runner's last automatic " + hello.UpdateError + "; it keeps " + hello.Version
+	}
 	return p
 }
 

@@ -82,6 +82,8 @@ type Hello struct {
 	Name         string   `json:"name,omitempty"` // --name, for people
 	// Running is how many desktops run on the runner as it connects.
 	Running int `json:"running"`
+	// UpdateError is why the runner's last automatic update failed (it kept its version).
+	UpdateError string `json:"updateError,omitempty"`
 }
 
 // Welcome is the server's answer to an accepted Hello.

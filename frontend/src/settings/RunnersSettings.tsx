@@ -243,7 +243,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                             update available: {r.targetVersion}
                           </span>
                         )}
-                        {r.status !== 'revoked' && !r.updateAvailable && r.updateProblem && (
+                        {r.status !== 'revoked' && r.updateProblem && (
                           <span class="muted runner-update-problem"> {r.updateProblem}</span>
                         )}
                       </td>
