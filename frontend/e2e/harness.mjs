@@ -164,17 +164,47 @@ export async function screenshot(page, name) {
  * Collects uncaught page errors and console errors so a test can assert there were none.
  * Chromium's own "Failed to load resource: … 401/403" lines are left out: a 401 is how the
  * app learns it is signed out, and the tests check those answers directly.
+ *
+ * A failed resource names the request it came from: its line ends with "(METHOD path?query)",
+ * and every answer of 500 or more is also written to stderr with its body, so a failure in a
+ * long run says which call failed and why.
  */
 export function watchPage(page) {
   const problems = [];
+  const methods = new Map(); // URL → the method of its latest request
+  page.on('request', (r) => methods.set(r.url(), r.method()));
+  page.on('response', async (res) => {
+    if (res.status() < 500) return;
+    const req = res.request();
+    let body = '';
+    try {
+      body = (await res.text()).slice(0, 500);
+    } catch {
+      // a stream, or the page moved on
+    }
+    process.stderr.write(`page: ${res.status()} ${req.method()} ${res.url()}: ${body}\n`);
+  });
   page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
   page.on('console', (msg) => {
     if (msg.type() !== 'error') return;
     const text = msg.text();
     if (/^Failed to load resource: the server responded with a status of 40[13]\b/.test(text)) return;
-    problems.push(`console: ${text}`);
+    problems.push(`console: ${text}${requestOf(text, msg.location()?.url, methods)}`);
   });
   return problems;
+}
+
+/** " (METHOD path?query)" for a console line about a failed resource at url, else "". */
+function requestOf(text, url, methods) {
+  if (!url || !/^Failed to load resource\b/.test(text)) return '';
+  let where = url;
+  try {
+    const u = new URL(url);
+    where = u.pathname + u.search;
+  } catch {
+    // not a URL: shown as it is
+  }
+  return ` (${methods.get(url) ?? '?'} ${where})`;
 }
 
 /** Logs in through the form and waits for the agent list. */

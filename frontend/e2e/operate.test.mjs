@@ -472,7 +472,9 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     await page.locator('dialog', { hasText: 'in use' }).waitFor();
     // The server's 409 is the question's cause (Chromium logs it): exactly one, nothing else.
     const asked = problems.splice(before409);
-    assert.deepEqual(asked, ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']);
+    assert.deepEqual(asked, [
+      `console: Failed to load resource: the server responded with a status of 409 (Conflict) (POST /api/app/admin/local-vm/instances/${taskId}/stop)`,
+    ]);
     await page.locator('dialog button', { hasText: 'Stop anyway' }).click();
     await row(taskId).waitFor({ state: 'detached', timeout: 60_000 });
     assert.equal(containerExists(taskCtr), false, 'the task desktop is gone');
