@@ -8,7 +8,7 @@
 //   CUBICLE_E2E_PORTS      port range to pick from, "FROM-TO" (default 18100-18199)
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -205,6 +205,23 @@ function requestOf(text, url, methods) {
     // not a URL: shown as it is
   }
   return ` (${methods.get(url) ?? '?'} ${where})`;
+}
+
+/**
+ * The server's warnings and errors (its log lines at WARN or ERROR), the last max of them: what
+ * a failed page assertion prints next to the page's problems, since a 5xx answer is logged
+ * there with its cause.
+ */
+export function serverTrouble(server, max = 40) {
+  const lines = (server?.log() ?? '').split('\n').filter((l) => /\blevel=(WARN|ERROR)\b/.test(l));
+  return lines.slice(-max).join('\n');
+}
+
+/** Writes the server's whole log to test-artifacts/NAME-server.log (for a look after a run). */
+export function saveServerLog(server, name) {
+  if (!server) return;
+  mkdirSync(artifactsDir, { recursive: true });
+  writeFileSync(join(artifactsDir, `${name}-server.log`), server.log());
 }
 
 /** Logs in through the form and waits for the agent list. */

@@ -25,7 +25,9 @@ import {
   logIn,
   missingPrerequisite,
   phoneViewport,
+  saveServerLog,
   screenshot,
+  serverTrouble,
   startServer,
   watchPage,
 } from './harness.mjs';
@@ -171,6 +173,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
       // the server may be gone
     }
     await browser?.close();
+    saveServerLog(server, 'operate');
     await server?.stop();
     await model?.stop();
     for (const c of made.containers) engine('rm', '-f', c);
@@ -532,6 +535,6 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
   });
 
   test('no page errors', () => {
-    assert.deepEqual(problems, []);
+    assert.deepEqual(problems, [], `page problems:\n${problems.join('\n')}\nthe server's warnings and errors:\n${serverTrouble(server)}`);
   });
 });
