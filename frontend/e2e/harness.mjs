@@ -194,7 +194,10 @@ export function watchPage(page) {
   return problems;
 }
 
-/** " (METHOD path?query)" for a console line about a failed resource at url, else "". */
+/**
+ * " (METHOD path?query)" for a console line about a failed resource at url (the method is left
+ * out when the page made no request event for it, e.g. its favicon), else "".
+ */
 function requestOf(text, url, methods) {
   if (!url || !/^Failed to load resource\b/.test(text)) return '';
   let where = url;
@@ -204,7 +207,8 @@ function requestOf(text, url, methods) {
   } catch {
     // not a URL: shown as it is
   }
-  return ` (${methods.get(url) ?? '?'} ${where})`;
+  const method = methods.get(url);
+  return ` (${method ? `${method} ` : ''}${where})`;
 }
 
 /**
