@@ -23,19 +23,19 @@ import (
 
 // Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
 type Engine struct {
-	mu      sync.Mutex
-	seq     int
-	ctrs    map[string]*Container // by id
-	vols    map[string]map[string]string
-	calls   []string
-	failOn  map[string]error // method name → error to return once
+	mu     sync.Mutex
+	seq    int
+	ctrs   map[string]*Container // by id
+	vols   map[string]map[string]string
+	calls  []string
+	failOn map[string]error // method name → error to return once
 	// failAfter: method name → error to return once after doing what was asked (StopContainer
 	// only: an engine that reports a stop as failed although the container stopped)
 	failAfter map[string]error
-	stopped []time.Duration  // timeouts of StopContainer calls
-	blank   bool             // the fake drivers' screens are one colour
-	subs    map[*io.PipeWriter]bool
-	block   map[string]chan struct{} // method name → gate the call waits on
+	stopped   []time.Duration // timeouts of StopContainer calls
+	blank     bool            // the fake drivers' screens are one colour
+	subs      map[*io.PipeWriter]bool
+	block     map[string]chan struct{} // method name → gate the call waits on
 }
 
 // Container is one container of the fake engine.
