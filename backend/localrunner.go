@@ -35,7 +35,7 @@ const (
 	LocalNodeDirect = "direct" // the backend calls its vm.Manager
 	LocalNodeRunner = "runner" // through the managed local runner's link
 	// DefaultLocalNode is chosen from the benchmark (docs/runner-protocol.md).
-	DefaultLocalNode = LocalNodeDirect
+	DefaultLocalNode = LocalNodeRunner
 )
 
 // localNodeMode resolves Config.LocalNode.
