@@ -100,6 +100,17 @@ func TestManagedLocalRunner(t *testing.T) {
 		t.Fatalf("revoke local: %d %s", code, body)
 	}
 
+	// Node local's token is not guessable from outside: the public accept path refuses a
+	// made-up secret, and the real one (never shown) only hashes to the registry.
+	req := httptest.NewRequest("GET", "/api/runner/connect", nil)
+	req.Host = "127.0.0.1"
+	req.Header.Set("Authorization", "Bearer local.not-the-secret")
+	w := httptest.NewRecorder()
+	b.API.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusUnauthorized || !b.Nodes.Connected(nodes.LocalID) {
+		t.Fatalf("a guessed local token: %d %s", w.Code, w.Body)
+	}
+
 	// The link breaks: calls fail closed, then the runner is back by itself.
 	b.local.ln.drop()
 	waitLocal(t, b, false) // the runner waits at least 250 ms before it dials again
