@@ -136,11 +136,28 @@ type memListener struct {
 	once  sync.Once
 
 	mu   sync.Mutex
-	open map[net.Conn]bool // both ends of every connection made, for drop
+	open map[*memConn]bool // both ends of every open connection, for drop
+}
+
+// memConn is one end of an in-memory connection; it leaves its listener's set when closed.
+type memConn struct {
+	net.Conn
+	l    *memListener
+	once sync.Once
+}
+
+// Close closes the end and forgets it.
+func (c *memConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.open, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func newMemListener() *memListener {
-	return &memListener{conns: make(chan net.Conn), done: make(chan struct{}), open: map[net.Conn]bool{}}
+	return &memListener{conns: make(chan net.Conn), done: make(chan struct{}), open: map[*memConn]bool{}}
 }
 
 // memAddr is the listener's address.
@@ -150,19 +167,23 @@ func (memAddr) Network() string { return "memory" }
 func (memAddr) String() string  { return "local-runner" }
 
 // dial connects to the listener (runner.Config.Dial).
-func (l *memListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, s := net.Pipe()
+func (l *memListener) dial(ctx context.Context, _, _ string) (_ net.Conn, err error) {
+	pc, ps := net.Pipe()
+	c, s := &memConn{Conn: pc, l: l}, &memConn{Conn: ps, l: l}
+	l.mu.Lock()
+	l.open[c], l.open[s] = true, true
+	l.mu.Unlock()
 	select {
 	case l.conns <- s:
-		l.mu.Lock()
-		l.open[c], l.open[s] = true, true
-		l.mu.Unlock()
 		return c, nil
 	case <-l.done:
-		return nil, fmt.Errorf("the local runner's accept path is closed: %w", net.ErrClosed)
+		err = fmt.Errorf("the local runner's accept path is closed: %w", net.ErrClosed)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		err = ctx.Err()
 	}
+	c.Close()
+	s.Close()
+	return nil, err
 }
 
 // Accept waits for a dial.
@@ -186,7 +207,7 @@ func (l *memListener) Close() error {
 func (l *memListener) drop() {
 	l.mu.Lock()
 	open := l.open
-	l.open = map[net.Conn]bool{}
+	l.open = map[*memConn]bool{}
 	l.mu.Unlock()
 	for c := range open {
 		c.Close()

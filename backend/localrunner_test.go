@@ -118,6 +118,12 @@ func TestManagedLocalRunner(t *testing.T) {
 	if code, body := call("GET", "/api/app/admin/local-vm"); code != 200 {
 		t.Fatalf("status after the reconnect: %d %s", code, body)
 	}
+	b.local.ln.mu.Lock()
+	open := len(b.local.ln.open)
+	b.local.ln.mu.Unlock()
+	if open != 2 {
+		t.Fatalf("%d in-memory connection ends open after a reconnect, want the link's 2", open)
+	}
 	// The runner stopped: the local node's routes go nowhere else (one code path).
 	if err := b.local.stop(); err != nil {
 		t.Fatal(err)
