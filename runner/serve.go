@@ -75,6 +75,10 @@ func (r *Runner) serveUpdate(ctx context.Context, st net.Conn, req wire.Request)
 		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(fault.Invalid("update: %v", err))})
 		return
 	}
+	if r.managed {
+		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(fault.Invalid("the managed local runner is the server's own process: update the server"))})
+		return
+	}
 	if err := r.selfUpdate(ctx, u); err != nil {
 		r.log.Error("update failed; the old version keeps running", "to", u.Version, "err", err)
 		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(err)})
@@ -198,10 +202,14 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 	return nil, fault.Invalid("this runner does not know the operation %q: update it (cubicle runner %s)", req.Op, r.cfg.Version)
 }
 
-// keepAgent stores the server's copy of an agent (never its model settings or key).
+// keepAgent stores the server's copy of an agent (never its model settings or key). The
+// managed local runner shares the server's store, which has the agent already.
 func (r *Runner) keepAgent(a store.Agent) error {
 	if a.ID == "" || a.AccountID == "" {
 		return fault.Invalid("the call names no agent")
+	}
+	if r.managed {
+		return nil
 	}
 	a.Model = nil
 	if err := r.st.PutAgent(a); err != nil {

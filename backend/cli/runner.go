@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"cubicle/backend"
 	"cubicle/backend/fault"
 	"cubicle/runner"
 )
@@ -38,7 +39,7 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 		drop = strings.Split(v, ",")
 	}
 	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log,
-		AutoUpdate: *autoUpdate, DropCapabilities: drop})
+		ConnectEngine: backend.ConnectRunnerEngine, AutoUpdate: *autoUpdate, DropCapabilities: drop})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,11 @@ type Runner struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// Channel is the runner's update channel (backend/release): "" or "release", or "canary".
 	Channel string `json:"channel,omitempty"`
+	// Managed marks the server's own managed local runner (node "local"): never listed as an
+	// external runner, never revoked. Its token is kept sealed (AES-256-GCM under a key in
+	// the data directory's secrets) so the server can start it again; other runners' are not.
+	Managed      bool   `json:"managed,omitempty"`
+	SecretSealed []byte `json:"secretSealed,omitempty"`
 }
 
 var runners = table[Runner]{bucket: bucketRunners, kind: "runner"}
