@@ -6,7 +6,8 @@
 // It dials out to its server (no inbound port: it works behind NAT) at GET /api/runner/connect,
 // says hello, and serves the server's calls over one multiplexed session (runner/wire): desktop
 // lifecycle, the relay of a desktop's driver (the server's guest.Client speaks the guest
-// protocol end to end over a stream) and tunnels. When the link ends it reconnects with backoff
+// protocol end to end over a stream), tunnels, and the host tools of agents placed on it (their
+// commands and files on this machine, unless started with --no-host-tools). When the link ends it reconnects with backoff
 // and jitter; a server that refuses its token (revoked) ends Run. While no server is connected
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
@@ -60,6 +61,9 @@ type Config struct {
 	Logger            *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
+	// NoHostTools (--no-host-tools) keeps the host tools off this machine: the runner does not
+	// advertise wire.CapHostTools and refuses their ops.
+	NoHostTools bool
 }
 
 // Runner is one execution node. Create it with New, Run it, Close it.
@@ -133,6 +137,9 @@ func (r *Runner) buildVMs() error {
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay}}
+	if !r.cfg.NoHostTools {
+		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools)
+	}
 	if r.cfg.Engine != "none" {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		eng, err := backend.ConnectEngine(ctx, r.cfg.Engine, log)
