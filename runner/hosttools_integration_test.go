@@ -378,3 +378,121 @@ func TestRunnerHostTools(t *testing.T) {
 func wireShell(cmd string) wire.HostShellArgs {
 	return wire.HostShellArgs{Command: cmd, TimeoutMS: 10_000, MaxOutput: 1 << 10}
 }
+
+// TestCloudComputerOnRunner: an administrator marks a runner as a cloud node; an agent whose
+// computer is "cloud" gets its desktop there (a real desktop on the real engine) and the
+// cloud_computer_* tools act on it, while "Allow host environment" gives the host tools of the
+// agent's base node — another runner — and cloud_computer_copy_file between the two. Without a
+// cloud node the clear error of before; leaving cloud stops the cloud desktop.
+func TestCloudComputerOnRunner(t *testing.T) {
+	needEngine(t)
+	s := startServer(t, "127.0.0.1:0")
+	m := s.useModel(t)
+	admin, err := s.b.Auth.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	add := func(name string) nodes.Created {
+		var c nodes.Created
+		s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": name}, http.StatusCreated, &c)
+		return c
+	}
+	base, cloud := add("base box"), add("cloud box")
+	t.Cleanup(func() { removeNodeObjects(t, cloud.ID) })
+	home := filepath.Join(t.TempDir(), "base-home")
+	os.MkdirAll(home, 0o755)
+	startRunner(t, []string{"env", "HOME=" + home}, "--server", s.url, "--token", base.Token, "--data-dir", t.TempDir(), "--engine", "none")
+	startRunner(t, nil, "--server", s.url, "--token", cloud.Token, "--data-dir", t.TempDir(), "--engine", "podman")
+	s.waitStatus(t, base.ID, nodes.StatusConnected, 2*time.Minute)
+	s.waitStatus(t, cloud.ID, nodes.StatusConnected, 2*time.Minute)
+	s.do(t, "POST", "/api/app/admin/local-vm/prepare?wait=1&node="+cloud.ID, map[string]string{"imageKey": "standard"}, http.StatusOK, nil)
+
+	var ag struct{ ID string }
+	s.do(t, "POST", "/api/app/agents", map[string]string{"name": "Cleo"}, http.StatusCreated, &ag)
+	s.do(t, "PUT", "/api/app/agents/"+ag.ID+"/node", map[string]string{"nodeId": base.ID}, http.StatusOK, nil)
+	s.do(t, "PUT", "/api/app/agents/"+ag.ID+"/computer-selection", map[string]any{"computer": "cloud", "allowHostEnvironment": true}, http.StatusOK, nil)
+
+	// No cloud node yet: the clear error, and no desktop anywhere.
+	state, text := s.call(ctx, t, m, admin.ID, ag.ID, "c0", "cloud_computer_shell", map[string]any{"command": "echo must-not-run"})
+	if state != agent.StateDenied || !strings.Contains(text, "no cloud execution node") || !strings.Contains(text, "Settings → Runners") {
+		t.Fatalf("cloud_computer_shell without a cloud node: %s %q", state, text)
+	}
+
+	// The admin marks the runner as a cloud node (bad input changes nothing).
+	s.do(t, "PATCH", "/api/app/admin/runners/"+cloud.ID, map[string]any{}, http.StatusBadRequest, nil)
+	s.do(t, "PATCH", "/api/app/admin/runners/r-nope", map[string]any{"cloud": true}, http.StatusNotFound, nil)
+	s.do(t, "PATCH", "/api/app/admin/runners/local", map[string]any{"cloud": true}, http.StatusBadRequest, nil)
+	if v := s.runnerView(t, cloud.ID); v.Cloud {
+		t.Fatal("a refused change marked the runner")
+	}
+	var v nodes.View
+	s.do(t, "PATCH", "/api/app/admin/runners/"+cloud.ID, map[string]any{"cloud": true}, http.StatusOK, &v)
+	if !v.Cloud || v.ID != cloud.ID || !s.runnerView(t, cloud.ID).Cloud {
+		t.Fatalf("runner after PATCH {cloud: true}: %+v", v)
+	}
+
+	// cloud_computer_* act on the agent's desktop on the cloud node.
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "cloud_computer_shell", map[string]any{"command": "echo in-the-cloud-$((40+2)); id -un"})
+	if state != agent.StateSuccess || !strings.Contains(text, "in-the-cloud-42") || !strings.Contains(text, "cua") {
+		t.Fatalf("cloud_computer_shell: %s %q", state, text)
+	}
+	offered := strings.Join(m.offered(), ",")
+	for _, want := range []string{"cloud_computer_shell", "cloud_computer_screenshot", "cloud_computer_copy_file", "host_shell"} {
+		if !strings.Contains(offered, want) {
+			t.Errorf("offered %s, want %s", offered, want)
+		}
+	}
+	if strings.Contains(","+offered, ",computer_") {
+		t.Errorf("a cloud turn was offered computer_* tools: %s", offered)
+	}
+	var st struct {
+		Running   int
+		Instances []struct{ AgentID, Container string }
+	}
+	s.do(t, "GET", "/api/app/admin/local-vm?node="+cloud.ID, nil, http.StatusOK, &st)
+	if st.Running != 1 || len(st.Instances) != 1 || st.Instances[0].AgentID != ag.ID {
+		t.Fatalf("the cloud node's desktops: %+v", st)
+	}
+	checkLabel(t, st.Instances[0].Container, cloud.ID)
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "cloud_computer_screenshot", map[string]any{})
+	if state != agent.StateSuccess || !strings.Contains(text, "Screenshot 1280x800") {
+		t.Fatalf("cloud_computer_screenshot: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "computer_shell", map[string]any{"command": "echo must-not-run"})
+	if state != agent.StateDenied || !strings.Contains(text, "cloud_computer_") {
+		t.Fatalf("computer_shell on a cloud computer: %s %q", state, text)
+	}
+
+	// Host tools are the base node's (the other runner's host), and the copy goes from there
+	// into the cloud desktop.
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "host_shell", map[string]any{"command": "echo home=$HOME; printf 'from-base-host' > note.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "home="+home) {
+		t.Fatalf("host_shell of a cloud round: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "cloud_computer_copy_file", map[string]any{"from": "host", "source": "note.txt", "target": "copied.txt"})
+	if state != agent.StateSuccess {
+		t.Fatalf("cloud_computer_copy_file: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "cloud_computer_read_file", map[string]any{"path": "copied.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "from-base-host") {
+		t.Fatalf("the copied file in the cloud desktop: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag.ID, "c1", "cloud_computer_copy_file", map[string]any{"from": "vm", "source": "/etc/hostname", "target": "cloud-hostname"})
+	if raw, err := os.ReadFile(filepath.Join(home, "cloud-hostname")); state != agent.StateSuccess || err != nil || len(raw) == 0 {
+		t.Fatalf("copy from the cloud desktop to the base host: %s %q; %q %v", state, text, raw, err)
+	}
+
+	// The panel shows the cloud desktop.
+	d, err := s.b.AgentDesktop(ctx, admin.ID, ag.ID)
+	if err != nil || d.State != "running" || d.Client == nil {
+		t.Fatalf("panel desktop of a cloud computer: %+v, %v", d, err)
+	}
+
+	// Leaving cloud stops the cloud desktop (its authorisation is revoked).
+	s.do(t, "PUT", "/api/app/agents/"+ag.ID+"/computer-selection", map[string]any{"computer": "none"}, http.StatusOK, nil)
+	waitFor(t, 2*time.Minute, "the cloud desktop to stop", func() bool {
+		s.do(t, "GET", "/api/app/admin/local-vm?node="+cloud.ID, nil, http.StatusOK, &st)
+		return st.Running == 0
+	})
+}

@@ -775,6 +775,11 @@ export class Client {
     return this.request<CreatedRunner>('POST', '/api/app/admin/runners', body);
   }
 
+  /** PATCH /api/app/admin/runners/:id {cloud} (admin only): marks the runner as a cloud node or not. */
+  setRunnerCloud(id: string, cloud: boolean): Promise<Runner> {
+    return this.request<Runner>('PATCH', `/api/app/admin/runners/${encodeURIComponent(id)}`, { cloud });
+  }
+
   /** DELETE /api/app/admin/runners/:id (admin only): revokes; its link drops at once. */
   async revokeRunner(id: string): Promise<void> {
     await this.request<void>('DELETE', `/api/app/admin/runners/${encodeURIComponent(id)}`);
