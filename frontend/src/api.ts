@@ -136,6 +136,10 @@ export interface PlanNotice {
   unavailable?: boolean;
   hostProblem?: string;
   hostDesktopProblem?: string;
+  /** The node whose host runs the host tools (set when they are offered). */
+  hostNode?: string;
+  /** The cloud node whose desktop a cloud computer works on. */
+  cloudNode?: string;
 }
 
 /** GET /api/app/agents/:id/computer-plan. */
