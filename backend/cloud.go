@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"cubicle/backend/agent/tools"
@@ -11,6 +12,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
 
@@ -75,14 +77,19 @@ func (p *placement) cloudNode(a store.Agent) (string, error) {
 		if err != nil {
 			continue
 		}
-		if v, err := rem.Agent(ctx, a.AccountID, a.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+		// The node's status, not an agent call: the agent's record goes only to the node chosen.
+		st, err := rem.Status(ctx)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(st.Instances, func(in vm.InstanceView) bool {
+			return in.AgentID == a.ID && in.Scope == "agent" && in.State == vm.StateRunning
+		}) {
 			running = r.ID
 			break
 		}
-		if free == "" {
-			if st, err := rem.Status(ctx); err == nil && st.Running < st.Policy.MaxInstances {
-				free = r.ID
-			}
+		if free == "" && st.Running < st.Policy.MaxInstances {
+			free = r.ID
 		}
 	}
 	choice := cmp.Or(running, free, clouds[0].ID)
