@@ -365,6 +365,36 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatalf("the granted command did not run on the runner: %v", err)
 	}
 
+	// Which cloud node a cloud computer gets: the first connected cloud runner by name with a
+	// free slot, unless the agent is placed on a cloud runner; none marked → the clear error.
+	plan := func(agentID string) map[string]any {
+		var p struct{ Next map[string]any }
+		s.do(t, "GET", "/api/app/agents/"+agentID+"/computer-plan", nil, http.StatusOK, &p)
+		return p.Next
+	}
+	var dan struct{ ID string }
+	s.do(t, "POST", "/api/app/agents", map[string]string{"name": "Dan"}, http.StatusCreated, &dan)
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/computer-selection", map[string]any{"computer": "cloud"}, http.StatusOK, nil)
+	if p := plan(dan.ID); p["unavailable"] != true || !strings.Contains(p["reason"].(string), "no cloud execution node") {
+		t.Fatalf("cloud plan without cloud nodes: %v", p)
+	}
+	for _, id := range []string{off.ID, r.ID} {
+		s.do(t, "PATCH", "/api/app/admin/runners/"+id, map[string]any{"cloud": true}, http.StatusOK, nil)
+	}
+	if p := plan(dan.ID); p["cloudNode"] != r.ID || p["computer"] != "cloud" || !strings.Contains(strings.Join(toStrings(p["tools"]), ","), "cloud_computer") {
+		t.Fatalf("cloud plan, first cloud runner by name (%s): %v", r.ID, p)
+	}
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/node", map[string]string{"nodeId": off.ID}, http.StatusOK, nil)
+	if p := plan(dan.ID); p["cloudNode"] != off.ID {
+		t.Fatalf("cloud plan of an agent placed on a cloud runner (%s): %v", off.ID, p)
+	}
+	for _, id := range []string{off.ID, r.ID} {
+		s.do(t, "PATCH", "/api/app/admin/runners/"+id, map[string]any{"cloud": false}, http.StatusOK, nil)
+	}
+	if p := plan(dan.ID); p["unavailable"] != true {
+		t.Fatalf("cloud plan after the cloud flags were removed: %v", p)
+	}
+
 	// The runner's link goes down: refused, never run on the server's host instead.
 	h.link(t, false)
 	s.waitStatus(t, r.ID, nodes.StatusDisconnected, 2*time.Minute)
@@ -495,4 +525,16 @@ func TestCloudComputerOnRunner(t *testing.T) {
 		s.do(t, "GET", "/api/app/admin/local-vm?node="+cloud.ID, nil, http.StatusOK, &st)
 		return st.Running == 0
 	})
+}
+
+func toStrings(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
