@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"cubicle/backend"
 	"cubicle/backend/fault"
 	"cubicle/runner"
 )
@@ -32,7 +33,7 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 	}
 	dir := cmp.Or(*dataDir, filepath.Join(defaultDataDir(e.getenv), "runner"))
 	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log,
-		NoHostTools: *noHost})
+		NoHostTools: *noHost, ConnectEngine: backend.ConnectRunnerEngine})
 	if err != nil {
 		return err
 	}
