@@ -233,7 +233,8 @@ func (r *Runner) connectURL() string {
 // session runs one connection: dial, hello, welcome, then serve streams until it ends.
 func (r *Runner) session(ctx context.Context) error {
 	hdr := http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
-	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment,
+		ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize}
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	ws, resp, err := d.DialContext(dctx, r.connectURL(), hdr)
 	cancel()
