@@ -40,7 +40,7 @@ import (
 //
 // runner_exec is the driver's exec of `true` over each path, interleaved; runner_live_input is
 // live_input (input message → changed update at a websocket client of the server's computer
-// channel) with the channel fed by the relayed link, in blocks alternating with the local one.
+// channel) with the channel fed by the relayed link, pairs of inputs alternating with the local one.
 // Each row's Target gives what the relay adds to the p50 against RelayTarget. Without root,
 // iproute2 or a program to start the runner from, both rows are kept without samples, marked
 // skipped, saying why.
@@ -134,7 +134,7 @@ func (r *runner) relay(ctx context.Context, d *desktop) error {
 		Target: relayTarget(viaRunner, local)})
 
 	// Live view: the computer channel of a server whose desktop is on the runner, next to one
-	// whose desktop is local, in alternating blocks.
+	// whose desktop is local, pairs of inputs in turn.
 	lsR, err := r.startLive(ctx, rd, rd.client, "live-runner.db")
 	if err != nil {
 		return err
@@ -155,27 +155,25 @@ func (r *runner) relay(ctx context.Context, d *desktop) error {
 		return err
 	}
 	defer cL.close()
+	// One pair of inputs (the menu opens, the menu closes) on each side in turn, after a
+	// warm-up pair on each: the machine's load drifts alike for both.
 	var latR, latL []float64
-	per := (max(r.cfg.Counts.LiveInputs, 2) + 1) / 2
-	for block := range 4 {
-		c, lease, into := cR, leaseR, &latR
-		if block%2 == 1 {
-			c, lease, into = cL, leaseL, &latL
-		}
-		s, err := inputLatency(ctx, c, lease, per, block < 2)
+	for i := range max(r.cfg.Counts.LiveInputs, 2) / len(liveInputs) {
+		s, err := inputLatency(ctx, cR, leaseR, len(liveInputs), i == 0)
 		if err != nil {
-			if block%2 == 0 {
-				return fmt.Errorf("live view through the runner: %w", err)
-			}
+			return fmt.Errorf("live view through the runner: %w", err)
+		}
+		latR = append(latR, s...)
+		if s, err = inputLatency(ctx, cL, leaseL, len(liveInputs), i == 0); err != nil {
 			return err
 		}
-		*into = append(*into, s...)
+		latL = append(latL, s...)
 	}
 	r.add(Row{ID: RowRunnerLiveInput, Title: relayTitles[RowRunnerLiveInput], Unit: UnitMS, Better: "lower",
 		Ours: Side{Method: "as live_input (version 2, the UI's protocol), the server's computer channel fed by the relayed link " +
 			"to the desktop on the runner: input over the relay to its driver, the region stream back over it", Samples: latR},
 		PeerName: relayPeer, Peer: &Side{Method: "as live_input with the server's own desktop of the same image, on another server " +
-			"of the same process, in alternating blocks", Samples: latL},
+			"of the same process, pairs of inputs alternating with the relay's", Samples: latL},
 		Target: relayTarget(latR, latL)})
 	r.progress("  the relay rows took %.1f s, the runner's start included", time.Since(began).Seconds())
 	return nil
