@@ -129,3 +129,45 @@ func TestRelayRowsSkipped(t *testing.T) {
 		t.Errorf("the table does not say why runner_exec was skipped:\n%s", sb.String())
 	}
 }
+
+// TestRelayCancelCleansUp cancels a run while it measures through the runner (Ctrl+C): Run
+// returns the context's error, and the runner's desktop, volumes, process and namespace are
+// gone.
+func TestRelayCancelCleansUp(t *testing.T) {
+	eng := connect(t)
+	if os.Geteuid() != 0 {
+		need(t, "the relay rows need root (network namespaces)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cfg := config(t, eng, true)
+	runnerCommand(&cfg)
+	cfg.Only = []string{bench.RowRunnerExec, bench.RowRunnerLiveInput}
+	var node, ns string
+	re := regexp.MustCompile(`runner (r-[0-9a-f]+) in namespace (\S+) `)
+	cfg.Progress = &progress{t: t, on: func(line string) {
+		if m := re.FindStringSubmatch(line); m != nil {
+			node, ns = m[1], m[2]
+			cancel() // the runner's desktop is up and the measuring starts
+		}
+	}}
+	if _, err := bench.Run(ctx, cfg); err == nil || ctx.Err() == nil {
+		t.Fatalf("Run = %v after cancel, want the context's error", err)
+	}
+	if node == "" {
+		t.Fatal("the run was not cancelled while the runner ran")
+	}
+	sel := map[string]string{vm.LabelNode: node}
+	if cs, _ := eng.ListContainers(context.Background(), sel); len(cs) > 0 {
+		t.Errorf("the runner's containers are left: %+v", cs)
+	}
+	if vs, _ := eng.ListVolumes(context.Background(), sel); len(vs) > 0 {
+		t.Errorf("the runner's volumes are left: %v", vs)
+	}
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), ns) {
+		t.Errorf("the namespace %s is left", ns)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "runner --server http://10.231.[0-9.]+:[0-9]+ --data-dir "+regexp.QuoteMeta(cfg.WorkDir)).Output(); len(out) > 0 {
+		t.Errorf("the runner process still runs: %s", out)
+	}
+}
