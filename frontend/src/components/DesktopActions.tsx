@@ -58,12 +58,21 @@ interface DesktopActionsProps {
 
 /** The state badge of the desktop (id vm-state). */
 export function DesktopState({ vm }: { vm: AgentVM | null }) {
-  const state = vm?.desktop.state || 'absent';
+  const state = vm && unreachable(vm) ? 'unreachable' : vm?.desktop.state || 'absent';
   return (
     <span class={`badge ${stateTone(state)}`} id="vm-state" data-state={state}>
       {state === 'absent' ? 'no desktop' : state}
     </span>
   );
+}
+
+/**
+ * Whether nothing reaches the desktop now: its node (a runner whose link is down) or the
+ * engine does not answer. The server says so in a normal answer (lastError says why); the
+ * desktop's actions would only be refused, so none are offered until it is back.
+ */
+export function unreachable(vm: AgentVM): boolean {
+  return vm.desktop.state === 'unreachable' || vm.desktop.health === 'unreachable';
 }
 
 /** The buttons next to the screen, and what went wrong. */
@@ -116,6 +125,16 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
     }
   };
 
+  if (unreachable(v)) {
+    return (
+      <div class="desktop-actions" data-state="unreachable">
+        {children && <div class="button-row">{children}</div>}
+        <p class="form-error small" id="vm-unreachable">
+          {desk.lastError || 'The desktop cannot be reached now.'}
+        </p>
+      </div>
+    );
+  }
   const state = desk.state || 'absent';
   const exists = state !== 'absent';
   const fixed = (v.desktops?.length ?? 0) > 0 || v.isolation === 'compose';

@@ -36,6 +36,7 @@ export function stateTone(state: string): string {
       return 'warn';
     case 'missing':
     case 'failed':
+    case 'unreachable':
       return 'fail';
     default:
       return '';
