@@ -276,7 +276,8 @@ func (r *Runner) connectURL() string {
 // session runs one connection: dial, hello, welcome, then serve streams until it ends.
 func (r *Runner) session(ctx context.Context) error {
 	hdr := http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
-	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment,
+		ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize}
 	if r.cfg.Dial != nil {
 		d.NetDialContext, d.Proxy = r.cfg.Dial, nil
 	}
