@@ -189,7 +189,7 @@ func readPID(t *testing.T, path string) int {
 func TestRunnerHostTools(t *testing.T) {
 	needRoot(t)
 	h := newHost(t)
-	s := startServer(t, h.serverAddr+":0")
+	s := startServer(t, h.ServerAddr+":0")
 	m := s.useModel(t)
 	admin, err := s.b.Auth.Admin()
 	if err != nil {
@@ -221,7 +221,7 @@ func TestRunnerHostTools(t *testing.T) {
 	// working directory, not the server's.
 	state, text := s.call(ctx, t, m, admin.ID, ag.ID, "h1", "host_shell",
 		map[string]any{"command": "ip -o -4 addr show; echo home=$HOME; pwd; echo $((6*7)) > answer.txt"})
-	if state != agent.StateSuccess || !strings.Contains(text, h.addr+"/30") || !strings.Contains(text, "home="+home) ||
+	if state != agent.StateSuccess || !strings.Contains(text, h.Addr+"/30") || !strings.Contains(text, "home="+home) ||
 		!strings.Contains(text, "\n"+home+"\n") {
 		t.Fatalf("host_shell on the runner: %s %q", state, text)
 	}
