@@ -14,7 +14,7 @@ import (
 )
 
 func runRunner(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "runner", "cubicle runner --server URL --token TOKEN [--name NAME] [--data-dir DIR] [--engine podman|docker|none]")
+	fs := newFlags(e, "runner", "cubicle runner --server URL --token TOKEN [--name NAME] [--data-dir DIR] [--engine podman|docker|none] [--no-host-tools]")
 	server := fs.String("server", e.getenv("CUBICLE_RUNNER_SERVER"), "the server's URL, e.g. http://192.0.2.10:8765 (env CUBICLE_RUNNER_SERVER)")
 	token := fs.String("token", "", "the runner's token, shown once when it was added in Settings → Runners (or env CUBICLE_RUNNER_TOKEN, which other users cannot see in the process list)")
 	name := fs.String("name", "", "a name for people (default: the host name)")
@@ -22,6 +22,7 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 	eng := fs.String("engine", "", "the container engine: podman, docker or none (default: $CUBICLE_ENGINE, else auto-detect)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	autoUpdate := fs.Bool("auto-update", false, "switch to the version the server's update channel offers this runner when it connects (download, verify SHA-256, replace this binary, restart)")
+	noHost := fs.Bool("no-host-tools", false, "run no host tools (host_shell, host files) of agents on this machine, and do not advertise them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 		drop = strings.Split(v, ",")
 	}
 	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log,
-		ConnectEngine: backend.ConnectRunnerEngine, AutoUpdate: *autoUpdate, DropCapabilities: drop})
+		NoHostTools: *noHost, ConnectEngine: backend.ConnectRunnerEngine, AutoUpdate: *autoUpdate, DropCapabilities: drop})
 	if err != nil {
 		return err
 	}
