@@ -189,7 +189,7 @@ func (b *Backend) build() error {
 	}
 	b.place = newPlacement(b)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Events: b.Events}); err != nil {
 		return err
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))

@@ -71,6 +71,7 @@ type Runner struct {
 	vms    *vm.Manager
 	engine *backend.ConnectedEngine
 	hello  wire.Hello
+	watch  *watchers // the server's OpWatch streams
 
 	mu        sync.Mutex
 	busy      map[string]bool // desktops the server marked busy in this session
@@ -119,7 +120,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open runner store: %w", err)
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}}
+	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}, watch: newWatchers()}
 	if err := r.buildVMs(); err != nil {
 		r.Close()
 		return nil, err
@@ -132,7 +133,7 @@ func (r *Runner) buildVMs() error {
 	log := r.log.With("svc", "vm")
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay}}
+		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents}}
 	if r.cfg.Engine != "none" {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		eng, err := backend.ConnectEngine(ctx, r.cfg.Engine, log)
@@ -148,7 +149,7 @@ func (r *Runner) buildVMs() error {
 		return fault.Invalid("%v", err)
 	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
-		HostWall: hostWall}
+		HostWall: hostWall, OnChange: r.watch.desktop, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
 		cfg.MapUsers = r.engine.MapsUsers()
 		r.hello.Engine = string(r.engine.Endpoint.Kind)
