@@ -56,9 +56,17 @@ interface DesktopActionsProps {
   children?: ComponentChildren;
 }
 
-/** The state badge of the desktop (id vm-state). */
-export function DesktopState({ vm }: { vm: AgentVM | null }) {
-  const state = vm?.desktop.state || 'absent';
+/**
+ * Whether the desktop cannot be reached now: its node (a runner) is disconnected, or the
+ * engine does not answer — the server refuses with 503 and says why.
+ */
+export function vmUnreachable(vm: ServerState<AgentVM>): boolean {
+  return vm.failure instanceof ApiError && vm.failure.status === 503;
+}
+
+/** The state badge of the desktop (id vm-state); unreachable overrides the last answer. */
+export function DesktopState({ vm, unreachable = false }: { vm: AgentVM | null; unreachable?: boolean }) {
+  const state = unreachable ? 'unreachable' : vm?.desktop.state || 'absent';
   return (
     <span class={`badge ${stateTone(state)}`} id="vm-state" data-state={state}>
       {state === 'absent' ? 'no desktop' : state}

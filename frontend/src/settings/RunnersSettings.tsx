@@ -1,40 +1,28 @@
 // Settings → Runners (admin only, SPEC §4): execution nodes on other machines. Adding one shows
 // its token and the command to run on that machine once; revoking drops its link at once.
 
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { ApiError, type Client, type CreatedRunner, type Runner } from '../api';
 import { messageFor } from '../errors';
+import type { BusEvent } from '../events';
+import { useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
 
 /** The Runners section. */
 export function RunnersSettings({ client }: { client: Client }) {
-  const [runners, setRunners] = useState<Runner[] | null>(null);
-  const [loadError, setLoadError] = useState('');
-  const [forbidden, setForbidden] = useState(false);
+  // Follows runner.status events (connected, disconnected, revoked, desktop counts); no poll
+  // while the event stream is up.
+  const list = useServerState(() => client.listRunners(), [client], { when: (e: BusEvent) => e.type === 'runner.status' });
+  const runners = list.data;
+  const forbidden = list.failure instanceof ApiError && list.failure.status === 403;
+  const loadError = forbidden ? '' : list.error;
   const [name, setName] = useState('');
   const [cloud, setCloud] = useState(false);
   const [serverUrl, setServerUrl] = useState('');
   const [created, setCreated] = useState<CreatedRunner | null>(null);
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
-
-  const load = () =>
-    client.listRunners().then(
-      (rs) => {
-        setRunners(rs);
-        setLoadError('');
-      },
-      (err) => {
-        if (err instanceof ApiError && err.status === 403) setForbidden(true);
-        else setLoadError(messageFor(err));
-      },
-    );
-
-  useEffect(() => {
-    void load();
-    const t = setInterval(() => void load(), 5000);
-    return () => clearInterval(t);
-  }, [client]);
+  const load = list.reload;
 
   if (forbidden) return <Forbidden />;
 
@@ -140,7 +128,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                 </thead>
                 <tbody>
                   {runners.map((r) => (
-                    <tr key={r.id} data-status={r.status}>
+                    <tr key={r.id} data-status={r.status} data-runner={r.id}>
                       <th scope="row">
                         {r.name}
                         {r.cloud ? ' (cloud)' : ''}
