@@ -1,19 +1,71 @@
 package runner_test
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"cubicle/backend"
+	"cubicle/backend/auth"
+	"cubicle/backend/cli"
 	"cubicle/backend/events"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
 )
+
+// startServerIn is startServer on data directory dir; ready runs after the backend started and
+// before it serves (so a subscription misses nothing a runner does once it can connect). The
+// returned stop ends the server (idempotent; it also runs at cleanup).
+func startServerIn(t *testing.T, dir, listen string, ready func(*server)) (*server, func()) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	host, _, _ := net.SplitHostPort(listen)
+	b, err := backend.New(backend.Config{DataDir: dir, Engine: "none", Logger: log,
+		AllowedHosts: []string{"127.0.0.1", host}, Version: cli.Version,
+		Admin: auth.Bootstrap{Username: adminUser, Password: adminPass}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	s := &server{b: b, http: &http.Client{Jar: jar, Timeout: 20 * time.Minute}}
+	if ready != nil {
+		ready(s)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.url = "http://" + ln.Addr().String()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Serve(ctx, ln)
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			b.Close()
+		})
+	}
+	t.Cleanup(stop)
+	s.do(t, "POST", "/api/auth/login", map[string]string{"username": adminUser, "password": adminPass}, http.StatusOK, nil)
+	return s, stop
+}
 
 // watcher reads one subscription of the server's bus and keeps what it saw.
 type watcher struct {
@@ -100,7 +152,8 @@ func desktopState(id, state string) func(any) bool {
 // of it.
 func TestRunnerEventsOnBus(t *testing.T) {
 	needEngine(t)
-	s := startServer(t, "127.0.0.1:0")
+	serverDir := filepath.Join(t.TempDir(), "server")
+	s, stopServer := startServerIn(t, serverDir, "127.0.0.1:0", nil)
 
 	// Two members: Mia (whose agent runs on the runner) and Olaf (who has nothing there).
 	member := func(name string) (string, *server) {
@@ -198,9 +251,21 @@ func TestRunnerEventsOnBus(t *testing.T) {
 	}
 	admins.next(events.RunnerStatus, time.Minute, "runner connected again", runnerState(node, events.RunnerConnected))
 
+	// The server restarts: the runner reconnects by itself and the new server's stream shows
+	// its desktop again (reconciled), with nobody doing anything.
+	stopServer()
+	var admins2, mias2 *watcher
+	s, _ = startServerIn(t, serverDir, strings.TrimPrefix(s.url, "http://"), func(s2 *server) {
+		admins2 = s2.watch(t, "admin after restart", events.Viewer{Account: "someone-else", Admin: true})
+		mias2 = s2.watch(t, "mia after restart", events.Viewer{Account: miaID})
+	})
+	admins2.next(events.RunnerStatus, 2*time.Minute, "runner connected after the server restarted", runnerState(node, events.RunnerConnected))
+	mias2.next(events.DesktopState, time.Minute, "Mia's desktop after the server restarted", desktopState(desk, vm.StateRunning))
+	mias = mias2
+
 	// Revoke: cut off at once, and said so.
 	s.do(t, "DELETE", "/api/app/admin/runners/"+node, nil, http.StatusOK, nil)
-	admins.next(events.RunnerStatus, time.Minute, "runner revoked", runnerState(node, events.RunnerRevoked))
+	admins2.next(events.RunnerStatus, time.Minute, "runner revoked", runnerState(node, events.RunnerRevoked))
 	mias.next(events.DesktopState, time.Minute, "Mia's desktop unreachable after revoke", desktopState(desk, events.DesktopUnreachable))
 	r.exitCode(t, 3*time.Minute)
 
