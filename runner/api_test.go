@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cubicle/backend/nodes"
+	"cubicle/backend/vm"
 )
 
 // TestRunnerAdminAPI checks the runners' admin routes and the placement route's refusals
@@ -42,10 +43,17 @@ func TestRunnerAdminAPI(t *testing.T) {
 	s.do(t, "PUT", "/api/app/agents/nope/node", map[string]string{"nodeId": c.ID}, http.StatusNotFound, nil)
 	s.do(t, "PUT", "/api/app/agents/"+ag.ID+"/node", map[string]string{"nodeId": c.ID}, http.StatusOK, nil)
 
-	// The agent's Local VM routes now go to its runner, which has not connected.
-	raw := s.do(t, "GET", "/api/app/agents/"+ag.ID+"/local-vm", nil, http.StatusServiceUnavailable, nil)
+	// The agent's Local VM routes now go to its runner, which has not connected: its desktop
+	// reads as unreachable, saying why (a state, not a failed read); actions are refused.
+	var av vm.AgentView
+	s.do(t, "GET", "/api/app/agents/"+ag.ID+"/local-vm", nil, http.StatusOK, &av)
+	if d := av.Desktop; av.AgentID != ag.ID || d.State != vm.StateUnreachable || d.Health != vm.HealthUnreachable ||
+		d.NodeID != c.ID || !strings.Contains(d.LastError, "has not connected yet") || av.Images == nil {
+		t.Fatalf("agent on a runner that never connected: %+v", av)
+	}
+	raw := s.do(t, "POST", "/api/app/agents/"+ag.ID+"/local-vm/start", nil, http.StatusServiceUnavailable, nil)
 	if !strings.Contains(raw, "has not connected yet") {
-		t.Fatalf("agent on a runner that never connected: %s", raw)
+		t.Fatalf("start on a runner that never connected: %s", raw)
 	}
 	raw = s.do(t, "GET", "/api/app/admin/local-vm?node="+c.ID, nil, http.StatusServiceUnavailable, nil)
 	if !strings.Contains(raw, "cloud-1") {

@@ -425,6 +425,12 @@ func TestRunnerEndToEnd(t *testing.T) {
 	if err != nil || d.State != "unreachable" || d.Client != nil {
 		t.Fatalf("panel desktop with the runner gone: %+v, %v", d, err)
 	}
+	// Its panel reads the desktop as unreachable, saying why (not a failed read); actions are refused.
+	var gone vm.AgentView
+	s.do(t, "GET", "/api/app/agents/"+ag.ID+"/local-vm", nil, http.StatusOK, &gone)
+	if gone.Desktop.State != vm.StateUnreachable || !strings.Contains(gone.Desktop.LastError, "disconnected") {
+		t.Fatalf("the Local VM of an agent whose runner is gone: %+v", gone)
+	}
 	var refused map[string]any
 	s.do(t, "POST", "/api/app/agents/"+ag.ID+"/local-vm/start", nil, http.StatusServiceUnavailable, &refused)
 	// The old lease types nothing: refused, never queued for later.

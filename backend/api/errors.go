@@ -39,13 +39,18 @@ type errorBody struct {
 }
 
 // writeError answers with err's class and message. Errors of no class are logged and their
-// text is not shown (it may carry internals).
+// text is not shown (it may carry internals); a 503 (something this server needs does not
+// answer now) is logged as a warning, so that a failed call in a browser names its cause in
+// the server's log too.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	code, word := status(err)
 	msg := err.Error()
-	if code == http.StatusInternalServerError {
+	switch code {
+	case http.StatusInternalServerError:
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		msg = "internal error; see the Cubicle log for details"
+	case http.StatusServiceUnavailable:
+		log.Warn("request failed: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, code, errorBody{Error: msg, Code: word})
 }

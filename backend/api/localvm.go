@@ -206,12 +206,24 @@ func (s *Server) vmImageSources(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// vmAgent answers the agent's desktop. A desktop whose node cannot be reached now (a runner
+// whose link is down) is a state of that desktop, not a failed read: it answers 200 with the
+// desktop "unreachable" and why (vm.UnreachableAgentView), so that the panel shows it without
+// a failed request each time it looks; actions on it still answer 503.
 func (s *Server) vmAgent(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.vms(w, r)
 	if !ok {
 		return
 	}
-	v, err := m.Agent(r.Context(), principal(r).AccountID, r.PathValue("id"))
+	agentID := r.PathValue("id")
+	v, err := m.Agent(r.Context(), principal(r).AccountID, agentID)
+	if errors.Is(err, fault.ErrUnavailable) {
+		node := ""
+		if n, ok := m.(interface{ NodeID() string }); ok {
+			node = n.NodeID()
+		}
+		v, err = vm.UnreachableAgentView(node, agentID, err), nil
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

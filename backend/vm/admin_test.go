@@ -242,3 +242,47 @@ func TestStatsOfRunningDesktops(t *testing.T) {
 }
 
 func isNotFound(err error) bool { return fault.Class(err) == fault.ErrNotFound }
+
+// TestStopThatStoppedIsAStop: an engine that reports a stop as failed although the container
+// stopped (Podman's 500 when the killed processes are reaped later than it waits, as on a
+// loaded machine) stopped the desktop — the administrator's stop, the agent's own stop and a
+// removal succeed; a stop that really failed (the container runs) is still an error, and the
+// desktop is recorded as what the engine says.
+func TestStopThatStoppedIsAStop(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Limits = Limits{} })
+	ctx := context.Background()
+	f.prepare("standard")
+	complaint := fault.Unavailable("stop container: given PIDs did not die within timeout")
+
+	desk := f.act("acc1", "g1", ActionCreate).Desktop
+	f.eng.FailAfterNext("stop", complaint)
+	v, err := f.m.AdminAct(ctx, desk.ID, ActionStop, false)
+	wantClass(t, "admin stop that stopped", err, nil)
+	if v.State != StateStopped || v.LastError != "" || slices.Contains(f.eng.Running(), desk.Container) {
+		t.Fatalf("after an admin stop the engine complained about but did: %+v (running %v)", v, f.eng.Running())
+	}
+
+	f.act("acc1", "g1", ActionStart)
+	f.eng.FailAfterNext("stop", complaint)
+	if v := f.act("acc1", "g1", ActionStop).Desktop; v.State != StateStopped {
+		t.Fatalf("the agent's own stop: %+v", v)
+	}
+
+	f.act("acc1", "g1", ActionStart)
+	f.eng.FailAfterNext("stop", complaint)
+	if v := f.act("acc1", "g1", ActionRemove).Desktop; v.State != StateAbsent {
+		t.Fatalf("a removal whose stop the engine complained about but did: %+v", v)
+	}
+
+	// A stop that did not happen is still a failure, and the desktop still runs.
+	f.act("acc1", "g1", ActionCreate)
+	f.eng.FailNext("stop", complaint)
+	_, err = f.m.AdminAct(ctx, desk.ID, ActionStop, false)
+	wantClass(t, "a stop that failed", err, fault.ErrUnavailable, "did not die")
+	st, _ := f.m.Status(ctx)
+	for _, in := range st.Instances {
+		if in.ID == desk.ID && in.State != StateRunning {
+			t.Fatalf("after a failed stop the desktop is %q, want running (what the engine says)", in.State)
+		}
+	}
+}

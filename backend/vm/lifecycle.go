@@ -551,7 +551,7 @@ func (m *Manager) stopLocked(ctx context.Context, id string, takeLock bool) erro
 		return err
 	}
 	start := time.Now()
-	err = eng.StopContainer(ctx, in.ContainerID, m.cfg.StopTimeout)
+	err = m.stopContainer(ctx, eng, id, in.ContainerID)
 	if err != nil && !errors.Is(err, fault.ErrNotFound) {
 		err = fmt.Errorf("stop container %s: %w", in.ContainerName, err)
 		m.syncAfter(ctx, id, err)
@@ -559,6 +559,26 @@ func (m *Manager) stopLocked(ctx context.Context, id string, takeLock bool) erro
 	}
 	m.log.Info("desktop stopped", "instance", id, "took", time.Since(start).Round(time.Millisecond))
 	return m.syncAfter(ctx, id, nil)
+}
+
+// stopContainer stops container ctrID of instance id. A stop the engine reports as failed
+// while the container did stop (Podman answers 500 when the killed processes are reaped later
+// than it waits for, as on a loaded machine) stopped it: the engine's complaint is logged, not
+// returned — the desktop is stopped, and saying otherwise (a 503) would be wrong. A missing
+// container is fault.ErrNotFound, as from the engine.
+func (m *Manager) stopContainer(ctx context.Context, eng Engine, id, ctrID string) error {
+	err := eng.StopContainer(ctx, ctrID, m.cfg.StopTimeout)
+	if err == nil || errors.Is(err, fault.ErrNotFound) {
+		return err
+	}
+	m.settle(ctx, eng, ctrID)
+	st, ierr := eng.InspectContainer(ctx, ctrID)
+	if errors.Is(ierr, fault.ErrNotFound) || (ierr == nil && !st.Running && !st.Paused) {
+		m.log.Warn("the engine reported a failed stop, but the desktop's container stopped", "instance", id,
+			"container", ctrID, "err", err)
+		return nil
+	}
+	return err
 }
 
 // syncAfter records instance id as the engine reports it after an operation that ended with
@@ -594,7 +614,7 @@ func (m *Manager) removeLocked(ctx context.Context, in store.VMInstance) error {
 	if found {
 		id = ctr.ID
 	}
-	err = eng.StopContainer(ctx, id, m.cfg.StopTimeout)
+	err = m.stopContainer(ctx, eng, in.ID, id)
 	if err == nil || errors.Is(err, fault.ErrNotFound) {
 		err = eng.RemoveContainer(ctx, id, true)
 	}

@@ -60,7 +60,7 @@ type InstanceView struct {
 	ImageKey      string    `json:"imageKey,omitempty"`
 	ImageRef      string    `json:"imageRef,omitempty"`
 	ImagePending  bool      `json:"imagePending"` // the chosen image differs from the container's: recreate to apply
-	State         string    `json:"state"`        // running, stopped, absent, creating, stopping, removing, missing
+	State         string    `json:"state"`        // running, stopped, absent, creating, stopping, removing, missing; unreachable (views only, see UnreachableAgentView)
 	Container     string    `json:"container,omitempty"`
 	Workspace     string    `json:"workspaceVolume,omitempty"`
 	BrowserVolume string    `json:"browserProfileVolume,omitempty"`
@@ -92,8 +92,9 @@ type AgentRef struct {
 const (
 	HealthOK        = "ok"
 	HealthUnhealthy = "unhealthy"
-	// HealthUnreachable: the engine does not answer (EngineView.Unreachable); the desktop
-	// may still run but nothing reaches it until the engine is back.
+	// HealthUnreachable: the engine does not answer (EngineView.Unreachable), or the
+	// desktop's node does not (UnreachableAgentView); the desktop may still run but nothing
+	// reaches it until the engine or the node is back.
 	HealthUnreachable = "unreachable"
 )
 
@@ -130,6 +131,21 @@ type AgentView struct {
 	Images []string `json:"images"`
 	// Desktops are the fixed desktops to choose from (Compose mode only).
 	Desktops []InstanceView `json:"desktops,omitempty"`
+}
+
+// StateUnreachable is the state a view gives a desktop whose node cannot be reached now (a
+// runner whose link is down): what it does is unknown until the node is back. It is never
+// recorded.
+const StateUnreachable = "unreachable"
+
+// UnreachableAgentView is agentID's desktop on node as the agent's panel shows it while the
+// node cannot be reached: state and health "unreachable", why in LastError, no images to
+// choose from (nothing can be done to it from here until the node is back).
+func UnreachableAgentView(node, agentID string, why error) AgentView {
+	return AgentView{AgentID: agentID, Images: []string{}, Desktop: InstanceView{
+		NodeID: node, AgentID: agentID, State: StateUnreachable, Health: HealthUnreachable, LastError: why.Error(),
+		Agents: []AgentRef{},
+	}}
 }
 
 // Status reports the engine, the images and their preparation, the policy and the desktops.

@@ -8,7 +8,7 @@
 //   CUBICLE_E2E_PORTS      port range to pick from, "FROM-TO" (default 18100-18199)
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -164,17 +164,68 @@ export async function screenshot(page, name) {
  * Collects uncaught page errors and console errors so a test can assert there were none.
  * Chromium's own "Failed to load resource: … 401/403" lines are left out: a 401 is how the
  * app learns it is signed out, and the tests check those answers directly.
+ *
+ * A failed resource names the request it came from: its line ends with "(METHOD path?query)",
+ * and every answer of 500 or more is also written to stderr with its body, so a failure in a
+ * long run says which call failed and why.
  */
 export function watchPage(page) {
   const problems = [];
+  const methods = new Map(); // URL → the method of its latest request
+  page.on('request', (r) => methods.set(r.url(), r.method()));
+  page.on('response', async (res) => {
+    if (res.status() < 500) return;
+    const req = res.request();
+    let body = '';
+    try {
+      body = (await res.text()).slice(0, 500);
+    } catch {
+      // a stream, or the page moved on
+    }
+    process.stderr.write(`page: ${res.status()} ${req.method()} ${res.url()}: ${body}\n`);
+  });
   page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
   page.on('console', (msg) => {
     if (msg.type() !== 'error') return;
     const text = msg.text();
     if (/^Failed to load resource: the server responded with a status of 40[13]\b/.test(text)) return;
-    problems.push(`console: ${text}`);
+    problems.push(`console: ${text}${requestOf(text, msg.location()?.url, methods)}`);
   });
   return problems;
+}
+
+/**
+ * " (METHOD path?query)" for a console line about a failed resource at url (the method is left
+ * out when the page made no request event for it, e.g. its favicon), else "".
+ */
+function requestOf(text, url, methods) {
+  if (!url || !/^Failed to load resource\b/.test(text)) return '';
+  let where = url;
+  try {
+    const u = new URL(url);
+    where = u.pathname + u.search;
+  } catch {
+    // not a URL: shown as it is
+  }
+  const method = methods.get(url);
+  return ` (${method ? `${method} ` : ''}${where})`;
+}
+
+/**
+ * The server's warnings and errors (its log lines at WARN or ERROR), the last max of them: what
+ * a failed page assertion prints next to the page's problems, since a 5xx answer is logged
+ * there with its cause.
+ */
+export function serverTrouble(server, max = 40) {
+  const lines = (server?.log() ?? '').split('\n').filter((l) => /\blevel=(WARN|ERROR)\b/.test(l));
+  return lines.slice(-max).join('\n');
+}
+
+/** Writes the server's whole log to test-artifacts/NAME-server.log (for a look after a run). */
+export function saveServerLog(server, name) {
+  if (!server) return;
+  mkdirSync(artifactsDir, { recursive: true });
+  writeFileSync(join(artifactsDir, `${name}-server.log`), server.log());
 }
 
 /** Logs in through the form and waits for the agent list. */

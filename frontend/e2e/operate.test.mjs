@@ -25,7 +25,9 @@ import {
   logIn,
   missingPrerequisite,
   phoneViewport,
+  saveServerLog,
   screenshot,
+  serverTrouble,
   startServer,
   watchPage,
 } from './harness.mjs';
@@ -171,6 +173,7 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
       // the server may be gone
     }
     await browser?.close();
+    saveServerLog(server, 'operate');
     await server?.stop();
     await model?.stop();
     for (const c of made.containers) engine('rm', '-f', c);
@@ -472,7 +475,9 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
     await page.locator('dialog', { hasText: 'in use' }).waitFor();
     // The server's 409 is the question's cause (Chromium logs it): exactly one, nothing else.
     const asked = problems.splice(before409);
-    assert.deepEqual(asked, ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']);
+    assert.deepEqual(asked, [
+      `console: Failed to load resource: the server responded with a status of 409 (Conflict) (POST /api/app/admin/local-vm/instances/${taskId}/stop)`,
+    ]);
     await page.locator('dialog button', { hasText: 'Stop anyway' }).click();
     await row(taskId).waitFor({ state: 'detached', timeout: 60_000 });
     assert.equal(containerExists(taskCtr), false, 'the task desktop is gone');
@@ -530,6 +535,6 @@ describe('operating desktops (issue 16)', { skip: skip || false, timeout: 45 * 6
   });
 
   test('no page errors', () => {
-    assert.deepEqual(problems, []);
+    assert.deepEqual(problems, [], `page problems:\n${problems.join('\n')}\nthe server's warnings and errors:\n${serverTrouble(server)}`);
   });
 });

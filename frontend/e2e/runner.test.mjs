@@ -155,7 +155,7 @@ describe('a runner in the browser', { skip: skip || false, timeout: 30 * 60_000 
       assert.equal(await settings.locator(sel).isDisabled(), true, `${sel} is disabled`);
     }
     await panel.locator('#vm-state[data-state="unreachable"]').first().waitFor({ timeout: 90_000 });
-    assert.match(await panel.locator('#local-vm-panel-error').textContent(), /disconnected/);
+    assert.match(await panel.locator('#vm-unreachable').textContent(), /disconnected/);
     for (const p of [settings, panel]) assert.equal(await p.evaluate(() => window.__noReload), true, 'the page was not reloaded');
     await screenshot(settings, 'runner-local-vm-unreachable');
   });
@@ -167,7 +167,7 @@ describe('a runner in the browser', { skip: skip || false, timeout: 30 * 60_000 
     assert.equal(await settings.locator('#local-vm-node-status').textContent(), 'connected');
     assert.equal(await settings.locator('#max-instances').isDisabled(), false);
     await panel.locator('#vm-state[data-state="running"]').first().waitFor({ timeout: 120_000 });
-    assert.equal(await panel.locator('#local-vm-panel-error').count(), 0);
+    assert.equal(await panel.locator('#vm-unreachable').count(), 0);
     for (const p of [settings, panel]) assert.equal(await p.evaluate(() => window.__noReload), true, 'the page was not reloaded');
     // The page's own console stays clean apart from the refusals of the disconnected runner.
     const left = problems.filter((p) => !/status of 503 \(Service Unavailable\)/.test(p));

@@ -230,22 +230,45 @@ func (c *Client) RemoveContainer(ctx context.Context, id string, force bool) err
 	}
 	// Podman 4.3 may still hold a just-stopped container's mounts (its shm, under a user
 	// namespace) for a moment and then answers "device or resource busy": removal is tried
-	// again a few times before the error is passed on.
-	var err error
-	for attempt := 0; ; attempt++ {
-		if err = c.removeOnce(ctx, id, force); err == nil || attempt == 4 || !mountBusy(err) {
-			break
+	// again while that lasts (see whileBusy). A container the engine removed in the meantime
+	// answers 404: fault.ErrNotFound, which callers removing it take as done.
+	err := whileBusy(ctx, removeBusyFor, func() error {
+		err := c.removeOnce(ctx, id, force)
+		if err != nil && mountBusy(err) {
+			c.logger.Debug("a mount of the container is still busy; removing it again", "container", id, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return fail(op, ctx.Err())
-		case <-time.After(time.Duration(200*(attempt+1)) * time.Millisecond):
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return fail(op, err)
 	}
 	return nil
+}
+
+// removeBusyFor bounds how long a removal is tried again while a mount of the container is
+// still busy. The container's cleanup unmounts it when its processes have ended, which on a
+// loaded machine has taken longer than the two seconds once allowed here (a helper's task
+// desktop, stopped anyway by an administrator, then failed to be removed with a 503).
+const removeBusyFor = 30 * time.Second
+
+// whileBusy calls try until it succeeds, fails other than with a busy mount (mountBusy), or
+// budget has passed since the first call; it waits 200 ms between calls, doubling up to 2 s.
+// It returns try's last error, or ctx's when ctx ends while it waits.
+func whileBusy(ctx context.Context, budget time.Duration, try func() error) error {
+	start := time.Now()
+	wait := 200 * time.Millisecond
+	for {
+		err := try()
+		if err == nil || !mountBusy(err) || time.Since(start) >= budget {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func (c *Client) removeOnce(ctx context.Context, id string, force bool) error {

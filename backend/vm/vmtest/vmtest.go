@@ -23,16 +23,19 @@ import (
 
 // Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
 type Engine struct {
-	mu      sync.Mutex
-	seq     int
-	ctrs    map[string]*Container // by id
-	vols    map[string]map[string]string
-	calls   []string
-	failOn  map[string]error // method name → error to return once
-	stopped []time.Duration  // timeouts of StopContainer calls
-	blank   bool             // the fake drivers' screens are one colour
-	subs    map[*io.PipeWriter]bool
-	block   map[string]chan struct{} // method name → gate the call waits on
+	mu     sync.Mutex
+	seq    int
+	ctrs   map[string]*Container // by id
+	vols   map[string]map[string]string
+	calls  []string
+	failOn map[string]error // method name → error to return once
+	// failAfter: method name → error to return once after doing what was asked (StopContainer
+	// only: an engine that reports a stop as failed although the container stopped)
+	failAfter map[string]error
+	stopped   []time.Duration // timeouts of StopContainer calls
+	blank     bool            // the fake drivers' screens are one colour
+	subs      map[*io.PipeWriter]bool
+	block     map[string]chan struct{} // method name → gate the call waits on
 }
 
 // Container is one container of the fake engine.
@@ -46,7 +49,7 @@ type Container struct {
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
-	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{},
+	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{}, failAfter: map[string]error{},
 		subs: map[*io.PipeWriter]bool{}, block: map[string]chan struct{}{}}
 }
 
@@ -292,6 +295,10 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 	c.endDriver()
 	if was {
 		f.emit(c, engine.ActionDie)
+	}
+	if err, ok := f.failAfter["stop"]; ok {
+		delete(f.failAfter, "stop")
+		return err
 	}
 	return nil
 }
@@ -615,6 +622,15 @@ func (f *Engine) FailNext(op string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failOn[op] = err
+}
+
+// FailAfterNext makes the next call of op (only "stop") do what it was asked and then return
+// err: Podman answers a stop with a 500 when the killed processes are reaped later than it
+// waits for, although the container stops.
+func (f *Engine) FailAfterNext(op string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failAfter[op] = err
 }
 
 // Calls returns the operations called so far, in order.

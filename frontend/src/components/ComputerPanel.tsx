@@ -11,7 +11,7 @@ import type { BusEvent } from '../events';
 import { useServerState, type ServerState } from '../hooks';
 import { ComputerConfigure } from './ComputerConfigure';
 import { NodePicker } from './NodePicker';
-import { DesktopActions, DesktopState, useAgentVM, vmUnreachable } from './DesktopActions';
+import { DesktopActions, DesktopState, useAgentVM } from './DesktopActions';
 import { ScreenView } from './ScreenView';
 
 interface ComputerPanelProps {
@@ -83,7 +83,6 @@ export function ComputerPanel(props: ComputerPanelProps) {
 /** The Local VM (and auto) part: the plan for auto, the screen, the desktop's actions. */
 function VMPanel({ client, agent, onOpenDesktop, onOpenDual, desktopOpen }: ComputerPanelProps) {
   const vm = useAgentVM(client, agent.id);
-  const unreachable = vmUnreachable(vm);
   const plan = usePlan(client, agent);
   const chose = plan.data?.last?.computer;
   if (agent.computer === 'auto' && chose === 'browser') {
@@ -99,10 +98,10 @@ function VMPanel({ client, agent, onOpenDesktop, onOpenDual, desktopOpen }: Comp
   return (
     <>
       {agent.computer === 'auto' && <PlanLine plan={plan.data} />}
-      <section class="panel-section screen-first" id="local-vm-panel" aria-label="Local VM" data-state={unreachable ? 'unreachable' : (vm.data?.desktop.state ?? '')}>
+      <section class="panel-section screen-first" id="local-vm-panel" aria-label="Local VM" data-state={vm.data?.desktop.state ?? ''}>
         {desktopOpen ? (
           <div class="screen-moved">
-            <DesktopState vm={vm.data} unreachable={unreachable} />
+            <DesktopState vm={vm.data} />
             <p class="muted small">The desktop is open in the main area.</p>
           </div>
         ) : (
@@ -110,7 +109,7 @@ function VMPanel({ client, agent, onOpenDesktop, onOpenDual, desktopOpen }: Comp
             client={client}
             agentId={agent.id}
             variant="panel"
-            label={<DesktopState vm={vm.data} unreachable={unreachable} />}
+            label={<DesktopState vm={vm.data} />}
             onPreviewClick={onOpenDesktop}
           />
         )}

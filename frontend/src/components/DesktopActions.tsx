@@ -56,22 +56,23 @@ interface DesktopActionsProps {
   children?: ComponentChildren;
 }
 
-/**
- * Whether the desktop cannot be reached now: its node (a runner) is disconnected, or the
- * engine does not answer — the server refuses with 503 and says why.
- */
-export function vmUnreachable(vm: ServerState<AgentVM>): boolean {
-  return vm.failure instanceof ApiError && vm.failure.status === 503;
-}
-
-/** The state badge of the desktop (id vm-state); unreachable overrides the last answer. */
-export function DesktopState({ vm, unreachable = false }: { vm: AgentVM | null; unreachable?: boolean }) {
-  const state = unreachable ? 'unreachable' : vm?.desktop.state || 'absent';
+/** The state badge of the desktop (id vm-state). */
+export function DesktopState({ vm }: { vm: AgentVM | null }) {
+  const state = vm && unreachable(vm) ? 'unreachable' : vm?.desktop.state || 'absent';
   return (
     <span class={`badge ${stateTone(state)}`} id="vm-state" data-state={state}>
       {state === 'absent' ? 'no desktop' : state}
     </span>
   );
+}
+
+/**
+ * Whether nothing reaches the desktop now: its node (a runner whose link is down) or the
+ * engine does not answer. The server says so in a normal answer (lastError says why); the
+ * desktop's actions would only be refused, so none are offered until it is back.
+ */
+export function unreachable(vm: AgentVM): boolean {
+  return vm.desktop.state === 'unreachable' || vm.desktop.health === 'unreachable';
 }
 
 /** The buttons next to the screen, and what went wrong. */
@@ -124,6 +125,16 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
     }
   };
 
+  if (unreachable(v)) {
+    return (
+      <div class="desktop-actions" data-state="unreachable">
+        {children && <div class="button-row">{children}</div>}
+        <p class="form-error small" id="vm-unreachable">
+          {desk.lastError || 'The desktop cannot be reached now.'}
+        </p>
+      </div>
+    );
+  }
   const state = desk.state || 'absent';
   const exists = state !== 'absent';
   const fixed = (v.desktops?.length ?? 0) > 0 || v.isolation === 'compose';

@@ -5,7 +5,7 @@
 import { useRef, useState } from 'preact/hooks';
 import type { Agent, Client } from '../api';
 import { refusalText, type ChannelError, type Lease } from '../screen';
-import { DesktopActions, DesktopState, useAgentVM, vmUnreachable } from './DesktopActions';
+import { DesktopActions, DesktopState, useAgentVM } from './DesktopActions';
 import { ScreenView, type ScreenHandle } from './ScreenView';
 
 /** A Local VM desktop's actions (Stop, Recreate, Remove instance) next to a big screen. */
@@ -13,7 +13,7 @@ function VMButtons({ client, agentId }: { client: Client; agentId: string }) {
   const vm = useAgentVM(client, agentId);
   return (
     <div class="view-actions">
-      <DesktopState vm={vm.data} unreachable={vmUnreachable(vm)} />
+      <DesktopState vm={vm.data} />
       <DesktopActions client={client} agentId={agentId} vm={vm} />
     </div>
   );

@@ -17,7 +17,7 @@ describe('vmtext', () => {
     expect(imageLabel('cursor')).toBe('Cursor Universal');
     expect(imageLabel('x')).toBe('x');
     expect([stateTone('running'), stateTone('creating'), stateTone('stopped'), stateTone('missing')]).toEqual(['ok', 'pending', '', 'fail']);
-    expect([stateTone('paused'), stateTone('starting')]).toEqual(['warn', 'pending']);
+    expect([stateTone('paused'), stateTone('starting'), stateTone('unreachable')]).toEqual(['warn', 'pending', 'fail']);
   });
   it.each([
     ['running with percent', { running: true, phase: 'image', percent: 42.4, message: 'STEP 3/9' }, 'Image 42% — STEP 3/9'],
