@@ -79,6 +79,9 @@ type Config struct {
 	// GuestLink is how desktops' drivers are reached: "auto", "socket" or "exec" (see
 	// backend/link); "" = $CUBICLE_GUEST_LINK, else auto.
 	GuestLink string
+	// LocalNode is how node "local" is reached: LocalNodeDirect or LocalNodeRunner (the
+	// managed local runner, localrunner.go); "" = $CUBICLE_LOCAL_NODE, else DefaultLocalNode.
+	LocalNode string
 }
 
 // Backend is the running set of services.
@@ -114,6 +117,7 @@ type Backend struct {
 	engineProblem string
 	computers     *computers     // each turn's computer (the gate's plan)
 	place         *placement     // which node an agent's (and a desktop's) calls go to
+	local         *localRunner   // the managed local runner; nil when node "local" is direct
 	bg            sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG        context.CancelFunc
 	stats         statsSampler // desktops' CPU and memory for administrators
@@ -192,6 +196,13 @@ func (b *Backend) build() error {
 		OnDisconnect: b.nodeDisconnected, Events: b.Events}); err != nil {
 		return err
 	}
+	if mode, err := localNodeMode(b.cfg.LocalNode); err != nil {
+		return err
+	} else if mode == LocalNodeRunner {
+		if b.local, err = b.buildLocalRunner(); err != nil {
+			return err
+		}
+	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	dk := desktops{b: b, vms: b.VMs}
 	if err := b.buildChat(dk, b.Control); err != nil {
@@ -241,6 +252,11 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	if err := b.VMs.Start(ctx); err != nil {
 		return err
+	}
+	if b.local != nil {
+		if err := b.local.start(ctx, b.Nodes); err != nil {
+			return err
+		}
 	}
 	b.runnerUp()
 	b.stats.start()
@@ -292,6 +308,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Computer != nil {
 			errs = append(errs, b.Computer.Close())
+		}
+		if b.local != nil {
+			errs = append(errs, b.local.stop())
 		}
 		if b.Nodes != nil {
 			errs = append(errs, b.Nodes.Close())

@@ -304,14 +304,26 @@ func startOnRealEngine(t *testing.T, level slog.Level) (b *Backend, dir string, 
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if (b.local != nil) != (localNodeModeOf(t) == LocalNodeRunner) {
+		t.Fatalf("node local is not reached as %s=%q says", LocalNodeEnv, os.Getenv(LocalNodeEnv))
+	}
 	return b, dir, ctx
+}
+
+// localNodeModeOf is how this test's backends reach node "local".
+func localNodeModeOf(t *testing.T) string {
+	m, err := localNodeMode("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // allowLoopback is the administrator's allowance for the scripted model on 127.0.0.1.
 var allowLoopback = true
 
 // removeStoreObjects removes the containers and volumes labelled with store id.
-func removeStoreObjects(t *testing.T, id string) {
+func removeStoreObjects(t testing.TB, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	eng, err := podman.Connect(ctx, "unix:///run/podman/podman.sock", podman.Options{})

@@ -59,12 +59,21 @@ func (p *placement) ForNode(node string) (api.VMs, error) { return p.node(node) 
 
 func (p *placement) node(node string) (nodeVMs, error) {
 	if node == "" || node == nodes.LocalID {
-		if p.b.VMs == nil {
-			return nil, fault.Unavailable("Local VM is not available on this server")
-		}
-		return p.b.VMs, nil
+		return p.local()
 	}
 	return p.b.Nodes.Node(node)
+}
+
+// local is node "local": the VM manager, or the managed local runner's link to it
+// (localrunner.go).
+func (p *placement) local() (nodeVMs, error) {
+	if p.b.VMs == nil {
+		return nil, fault.Unavailable("Local VM is not available on this server")
+	}
+	if p.b.local != nil {
+		return p.b.Nodes.Node(nodes.LocalID)
+	}
+	return p.b.VMs, nil
 }
 
 // ForAgent returns the desktops of the node agentID is placed on (api.Placement).
@@ -97,6 +106,9 @@ func (p *placement) desktop(id string) nodeVMs {
 		if r, err := p.b.Nodes.Node(node); err == nil {
 			return r
 		}
+	}
+	if l, err := p.local(); err == nil {
+		return l
 	}
 	return p.b.VMs
 }

@@ -11,8 +11,13 @@
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
 //
+// The server runs one runner in its own process too: the managed local runner (NewManaged,
+// node "local"), which serves the server's own desktops' manager over an in-memory connection
+// with the same session code. Package runner therefore does not import the backend; the
+// cubicle binary hands New its engine discovery (Config.ConnectEngine).
+//
 // Ownership: Run owns the connection loop and one goroutine per stream; Close stops the
-// desktops' manager, the engine and the store.
+// desktops' manager, the engine and the store (a managed runner's belong to the server).
 package runner
 
 import (
@@ -22,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -34,7 +40,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
-	"cubicle/backend"
 	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
@@ -60,6 +65,28 @@ type Config struct {
 	Logger            *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
+	// ConnectEngine connects the machine's container engine (prefer is Engine; mode the
+	// guest link's). The cubicle binary passes the backend's discovery
+	// (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
+	ConnectEngine func(ctx context.Context, prefer string, mode link.Mode, log *slog.Logger) (Engine, error)
+	// Dial, when set, replaces the network dial to Server (the managed local runner's
+	// in-memory connection); no proxy is used then.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Engine is the runner machine's connected container engine as the runner uses it.
+type Engine struct {
+	Kind      string // "podman", "docker"
+	Client    EngineClient
+	MapsUsers bool        // desktops get their own user namespace
+	Link      link.Choice // how desktops' drivers are reached
+	Close     func() error
+}
+
+// EngineClient runs desktops and builds their images.
+type EngineClient interface {
+	vm.Engine
+	images.Engine
 }
 
 // Runner is one execution node. Create it with New, Run it, Close it.
@@ -69,9 +96,12 @@ type Runner struct {
 	nodeID string
 	st     *store.Store
 	vms    *vm.Manager
-	engine *backend.ConnectedEngine
+	engine *Engine
 	hello  wire.Hello
-	watch  *watchers // the server's OpWatch streams
+	watch  *watchers // the server's OpWatch streams (nil for the managed runner)
+	// managed: the server's own node served in its process (NewManaged); the desktops'
+	// manager and the store are the server's, which starts and closes them.
+	managed bool
 
 	mu        sync.Mutex
 	busy      map[string]bool // desktops the server marked busy in this session
@@ -134,27 +164,31 @@ func (r *Runner) buildVMs() error {
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents}}
-	if r.cfg.Engine != "none" {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		eng, err := backend.ConnectEngine(ctx, r.cfg.Engine, log)
-		cancel()
-		if err != nil {
-			problem = err.Error()
-		} else {
-			problem, r.engine = "", eng
-		}
-	}
 	mode, err := link.ParseMode(cmp.Or(r.cfg.GuestLink, os.Getenv(link.EnvVar)))
 	if err != nil {
 		return fault.Invalid("%v", err)
 	}
+	if r.cfg.Engine != "none" {
+		if r.cfg.ConnectEngine == nil {
+			problem = "this runner was built without container engine support"
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			eng, err := r.cfg.ConnectEngine(ctx, r.cfg.Engine, mode, log)
+			cancel()
+			if err != nil {
+				problem = err.Error()
+			} else {
+				problem, r.engine = "", &eng
+			}
+		}
+	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
 		HostWall: hostWall, OnChange: r.watch.desktop, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
-		cfg.MapUsers = r.engine.MapsUsers()
-		r.hello.Engine = string(r.engine.Endpoint.Kind)
+		cfg.MapUsers = r.engine.MapsUsers
+		r.hello.Engine = r.engine.Kind
 		cfg.Engine = r.engine.Client
-		cfg.Link.Choice = backend.GuestLinkChoice(context.Background(), mode, r.engine)
+		cfg.Link.Choice = r.engine.Link
 		ib, err := images.New(images.Config{Engine: r.engine.Client, Logger: r.log.With("svc", "images"),
 			WorkDir: filepath.Join(r.cfg.DataDir, "images"), Pins: vm.PinSource(r.st, r.nodeID, os.Getenv)})
 		if err != nil {
@@ -195,8 +229,10 @@ func (r *Runner) Connected() bool {
 // Run starts the desktops' manager and keeps a session with the server until ctx ends, the
 // server refuses the token (ErrRefused) or the manager cannot start.
 func (r *Runner) Run(ctx context.Context) error {
-	if err := r.vms.Start(ctx); err != nil {
-		return fmt.Errorf("start desktops: %w", err)
+	if !r.managed {
+		if err := r.vms.Start(ctx); err != nil {
+			return fmt.Errorf("start desktops: %w", err)
+		}
 	}
 	backoff := time.Duration(0)
 	for {
@@ -235,6 +271,9 @@ func (r *Runner) connectURL() string {
 func (r *Runner) session(ctx context.Context) error {
 	hdr := http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
 	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	if r.cfg.Dial != nil {
+		d.NetDialContext, d.Proxy = r.cfg.Dial, nil
+	}
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	ws, resp, err := d.DialContext(dctx, r.connectURL(), hdr)
 	cancel()
@@ -313,13 +352,17 @@ func (r *Runner) endSession() {
 	}
 }
 
-// Close stops the desktops' manager (its dynamic desktops stop with it), the engine and the store.
+// Close stops the desktops' manager (its dynamic desktops stop with it), the engine and the
+// store. A managed runner's belong to the server: Close leaves them.
 func (r *Runner) Close() error {
+	if r.managed {
+		return nil
+	}
 	var errs []error
 	if r.vms != nil {
 		errs = append(errs, r.vms.Close())
 	}
-	if r.engine != nil {
+	if r.engine != nil && r.engine.Close != nil {
 		errs = append(errs, r.engine.Close())
 	}
 	errs = append(errs, r.st.Close())

@@ -178,10 +178,14 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 	return nil, fault.Invalid("this runner does not know the operation %q: update it (cubicle runner %s)", req.Op, r.cfg.Version)
 }
 
-// keepAgent stores the server's copy of an agent (never its model settings or key).
+// keepAgent stores the server's copy of an agent (never its model settings or key). The
+// managed local runner shares the server's store, which has the agent already.
 func (r *Runner) keepAgent(a store.Agent) error {
 	if a.ID == "" || a.AccountID == "" {
 		return fault.Invalid("the call names no agent")
+	}
+	if r.managed {
+		return nil
 	}
 	a.Model = nil
 	if err := r.st.PutAgent(a); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"cubicle/backend/fault"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
@@ -72,6 +73,10 @@ func (w *watchers) settings(ns store.NodeSettings) {
 // serveWatch answers OpWatch on st: OK once the stream is subscribed, then every change until
 // the server closes the stream or the session ends (ctx).
 func (r *Runner) serveWatch(ctx context.Context, st net.Conn) {
+	if r.watch == nil { // the managed runner: the server follows its own manager directly
+		wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(fault.Invalid("this runner has no event stream (%s)", wire.CapEvents))})
+		return
+	}
 	s := r.watch.add()
 	defer r.watch.remove(s)
 	if err := wire.WriteFrame(st, wire.Response{Result: json.RawMessage(`true`)}); err != nil {

@@ -34,6 +34,15 @@ go test -count=1 -timeout 40m -skip '^TestKubernetes' $(go list ./... | grep -v 
 say "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec)"
 CUBICLE_GUEST_LINK=exec go test -count=1 -timeout 40m -skip 'TestKubernetes' ./backend ./backend/vm/... 2>&1 | tee test-artifacts/go-test-exec-link.log
 
+# Node "local" goes through the managed local runner by default (CUBICLE_LOCAL_NODE=runner);
+# the local node's main real-desktop tests run once more with the server calling its desktops
+# directly, so both ways stay tested (the desktop and its events, the live channel, take over
+# and type, an agent's tools and operator /shell, deletion with data, the upgrade test).
+say "the local node's real-desktop Go tests again with the direct path (CUBICLE_LOCAL_NODE=direct)"
+CUBICLE_LOCAL_NODE=direct go test -count=1 -timeout 20m \
+  -run 'TestPushNotPollOnRealDesktop$|TestAgentOnRealDesktop$|TestDeleteAgentWithAndWithoutData$|TestManagedLocalRunner$|TestWiring$' \
+  ./backend 2>&1 | tee test-artifacts/go-test-local-direct.log
+
 say "Go tests of the concurrent core under the race detector"
 go test -race -timeout 20m ./backend/control/... ./backend/agent/... ./backend/binding/... \
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/... 2>&1 | tee test-artifacts/go-race.log

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"cubicle/backend"
 	"cubicle/backend/fault"
 	"cubicle/runner"
 )
@@ -30,7 +31,8 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	dir := cmp.Or(*dataDir, filepath.Join(defaultDataDir(e.getenv), "runner"))
-	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log})
+	r, err := runner.New(runner.Config{Server: *server, Token: tok, Name: *name, DataDir: dir, Engine: *eng, Version: Version, Logger: log,
+		ConnectEngine: backend.ConnectRunnerEngine})
 	if err != nil {
 		return err
 	}

@@ -190,6 +190,9 @@ func (h *Hub) List(ctx context.Context) ([]View, error) {
 	}
 	out := make([]View, 0, len(rs))
 	for _, r := range rs {
+		if r.Managed {
+			continue // this computer's managed local runner is not an external runner
+		}
 		v := View{ID: r.ID, Name: r.Name, Status: StatusDisconnected, Capabilities: []string{}, LastSeen: r.LastSeen, Cloud: r.Cloud}
 		var hello wire.Hello
 		if len(r.Hello) > 0 && json.Unmarshal(r.Hello, &hello) == nil {

@@ -36,6 +36,11 @@ type Runner struct {
 	Hello     []byte    `json:"hello,omitempty"`
 	LastSeen  time.Time `json:"lastSeen,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Managed marks the server's own managed local runner (node "local"): never listed as an
+	// external runner, never revoked. Its token is kept sealed (AES-256-GCM under a key in
+	// the data directory's secrets) so the server can start it again; other runners' are not.
+	Managed      bool   `json:"managed,omitempty"`
+	SecretSealed []byte `json:"secretSealed,omitempty"`
 }
 
 var runners = table[Runner]{bucket: bucketRunners, kind: "runner"}
