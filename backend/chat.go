@@ -52,7 +52,8 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
 		if g.Denied {
-			g.Reason = "host access is not granted to this account on this execution node: an administrator grants it in Settings → Users"
+			g.Reason = "host access is not granted to this account on " + b.nodeLabel(nodeID) +
+				": an administrator grants it in Settings → Users (host tools on that node)"
 		}
 		return g
 	}

@@ -46,9 +46,9 @@ func newComputers(b *Backend) *computers {
 // when the agent wants the host (it opens a connection to the display).
 func (c *computers) node(want computer.Kind, a store.Agent) computer.Node {
 	if node := nodeOf(a); node != c.b.VMs.NodeID() {
-		// A runner's host: its host tools do not run through the link yet, so they are not
-		// offered (never the server's own host in their place).
-		return computer.Node{ID: node}
+		// A runner's host: its host tools run there over its link (never on the server's own
+		// host in their place).
+		return c.runnerNode(node)
 	}
 	n := computer.Node{ID: c.b.VMs.NodeID(), Caps: []string{computer.CapHostTools, computer.CapHostDesktop}}
 	if ns, err := c.b.Store.NodeSettings(n.ID); err == nil {
@@ -66,6 +66,9 @@ func (c *computers) decide(ctx context.Context, a store.Agent, helper bool) comp
 	in := computer.Input{Selected: a.Computer, AllowHost: a.AllowHostEnvironment, Helper: helper, Node: c.node(sel, a)}
 	if c.grant != nil {
 		in.Grant = c.grant(a.AccountID, in.Node.ID)
+	}
+	if sel == computer.Cloud {
+		c.cloudInput(&in, a)
 	}
 	in.VMReady = func() (bool, string) {
 		vms, err := c.b.place.agent(a.ID)
@@ -113,7 +116,11 @@ func (c *computers) Environment(ctx context.Context, t agent.TurnInfo) (tools.En
 	if err != nil {
 		return tools.Environment{}, err
 	}
-	return tools.Environment{Plan: tp.plan, WorkDir: tp.agent.WorkDir}, nil
+	host, err := c.b.hostOf(tp.plan)
+	if err != nil {
+		return tools.Environment{}, err
+	}
+	return tools.Environment{Plan: tp.plan, WorkDir: tp.agent.WorkDir, Host: host}, nil
 }
 
 // Start implements agent.Config.Start: the turn's plan, fixed now and announced.
@@ -144,7 +151,7 @@ func (c *computers) TurnStarted(ctx context.Context, t agent.TurnInfo) error {
 		return nil
 	}
 	switch {
-	case tp.plan.VM:
+	case tp.plan.VM, tp.plan.Cloud:
 		_, err = c.b.Binder.Acquire(ctx, t)
 	case tp.plan.Browser:
 		_, err = c.b.Binder.Browser(ctx, t)
@@ -194,12 +201,22 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 	usesBrowser := func(k computer.Kind) bool { return k == computer.Browser || k == computer.Auto }
 	c.b.Binder.Forget(after.ID)
 	if usesVM(had) && !usesVM(has) {
-		if vms, err := c.b.place.agent(after.ID); err != nil {
+		if vms, err := c.b.place.forAgent(before); err != nil {
 			c.b.log.Warn("computer change: the agent's node", "agent", after.ID, "err", err)
 		} else if v, err := vms.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
 			c.b.place.note(vms, v.Desktop.ID)
 			c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 		}
+	}
+	if had == computer.Cloud && has != computer.Cloud {
+		// Its desktop on the cloud node stops; the choice of cloud node is forgotten.
+		if vms, err := c.b.place.forAgent(before); err == nil {
+			if v, err := vms.Agent(ctx, before.AccountID, before.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+				c.b.place.note(vms, v.Desktop.ID)
+				c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
+			}
+		}
+		c.b.place.forgetCloud(after.ID)
 	}
 	if usesBrowser(had) && !usesBrowser(has) {
 		if v, err := c.b.VMs.Browser(after.AccountID, after.ID); err == nil && v.State == "running" {

@@ -128,11 +128,14 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 		return d.hostDesktop()
 	case computer.Browser:
 		return d.browserDesktop(ctx, accountID, agentID)
-	case computer.None, computer.Cloud:
+	case computer.None:
 		return api.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
 	}
-	vms, err := d.b.place.node(nodeOf(a))
+	vms, err := d.b.place.forAgent(a) // a cloud computer's desktop is on its cloud node
 	if err != nil {
+		if kind == computer.Cloud {
+			return api.Desktop{State: "absent", Message: err.Error()}, nil
+		}
 		return api.Desktop{}, err
 	}
 	v, err := vms.Agent(ctx, accountID, agentID)

@@ -42,9 +42,12 @@ type placement struct {
 
 	mu     sync.Mutex
 	remote map[string]string // desktop id → runner node id
+	cloud  map[string]string // agent id → the cloud node chosen for its cloud computer (cloud.go)
 }
 
-func newPlacement(b *Backend) *placement { return &placement{b: b, remote: map[string]string{}} }
+func newPlacement(b *Backend) *placement {
+	return &placement{b: b, remote: map[string]string{}, cloud: map[string]string{}}
+}
 
 // nodeOf is the node agent a is placed on.
 func nodeOf(a store.Agent) string {
@@ -76,7 +79,8 @@ func (p *placement) local() (nodeVMs, error) {
 	return p.b.VMs, nil
 }
 
-// ForAgent returns the desktops of the node agentID is placed on (api.Placement).
+// ForAgent returns the desktops of the node agentID's desktop is on: the node it is placed
+// on, or its cloud node for a cloud computer (api.Placement).
 func (p *placement) ForAgent(agentID string) (api.VMs, error) { return p.agent(agentID) }
 
 func (p *placement) agent(agentID string) (nodeVMs, error) {
@@ -84,7 +88,7 @@ func (p *placement) agent(agentID string) (nodeVMs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.node(nodeOf(a))
+	return p.forAgent(a)
 }
 
 // note records that desktop id runs on vms's node.

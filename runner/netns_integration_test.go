@@ -1,9 +1,6 @@
 package runner_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -13,15 +10,12 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
+	"cubicle/internal/netns"
 )
 
-// host is a network namespace standing for another machine: a veth pair joins it to the
-// server's namespace, with a /30 of the project's test subnet 10.231.0.0/16.
-type host struct {
-	ns, outer  string // namespace name, the veth end in the server's namespace
-	serverAddr string // the server's side
-	addr       string // the host's side
-}
+// host is a network namespace standing for another machine (internal/netns): a veth pair
+// joins it to the server's namespace, with a /30 of the project's test subnet 10.231.0.0/16.
+type host struct{ *netns.Host }
 
 // newHost makes a namespace; everything is removed when the test ends, failed or not.
 func newHost(t *testing.T) *host {
@@ -29,55 +23,24 @@ func newHost(t *testing.T) *host {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2 (ip netns)")
 	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	tag := hex.EncodeToString(b)
-	// A free /30: the third octet from the tag, skipping ones in use on this machine.
-	used, _ := exec.Command("ip", "-o", "addr").Output()
-	var third int
-	for i := 0; i < 256; i++ {
-		third = (int(b[0]) + i) % 256
-		if !strings.Contains(string(used), fmt.Sprintf("10.231.%d.", third)) {
-			break
-		}
+	h, err := netns.New("cubr")
+	if err != nil {
+		t.Fatal(err)
 	}
-	h := &host{ns: "cubr-" + tag, outer: "cubr" + tag + "o", serverAddr: fmt.Sprintf("10.231.%d.1", third), addr: fmt.Sprintf("10.231.%d.2", third)}
-	inner := "cubr" + tag + "i"
-	t.Cleanup(func() {
-		exec.Command("ip", "netns", "del", h.ns).Run()
-		exec.Command("ip", "link", "del", h.outer).Run() // gone with the namespace, unless it failed half-way
-	})
-	for _, args := range [][]string{
-		{"netns", "add", h.ns},
-		{"link", "add", h.outer, "type", "veth", "peer", "name", inner},
-		{"link", "set", inner, "netns", h.ns},
-		{"addr", "add", h.serverAddr + "/30", "dev", h.outer},
-		{"link", "set", h.outer, "up"},
-		{"-n", h.ns, "addr", "add", h.addr + "/30", "dev", inner},
-		{"-n", h.ns, "link", "set", inner, "up"},
-		{"-n", h.ns, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	return h
+	t.Cleanup(func() { h.Close() })
+	return &host{h}
 }
 
 // link sets the host's link up or down.
 func (h *host) link(t *testing.T, up bool) {
 	t.Helper()
-	state := "down"
-	if up {
-		state = "up"
-	}
-	if out, err := exec.Command("ip", "link", "set", h.outer, state).CombinedOutput(); err != nil {
-		t.Fatalf("ip link set %s %s: %v: %s", h.outer, state, err, out)
+	if err := h.SetLink(up); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // wrap runs a command inside the host's namespace.
-func (h *host) wrap() []string { return []string{"ip", "netns", "exec", h.ns} }
+func (h *host) wrap() []string { return h.Wrap() }
 
 // TestRunnersInNetworkNamespaces: two runners on "other machines" (their own network
 // namespaces, reaching the server over a veth link) with different capacity; the link goes
@@ -87,7 +50,7 @@ func TestRunnersInNetworkNamespaces(t *testing.T) {
 	a, b := newHost(t), newHost(t)
 	// The server listens on the first host's link; the second reaches it through its own
 	// link and the server's namespace's routing.
-	s := startServer(t, a.serverAddr+":0")
+	s := startServer(t, a.ServerAddr+":0")
 	port := s.url[strings.LastIndex(s.url, ":"):]
 	admin, err := s.b.Auth.Admin()
 	if err != nil {
@@ -100,11 +63,11 @@ func TestRunnersInNetworkNamespaces(t *testing.T) {
 		// From the second host the server is reached at the first link's address via the
 		// second host's gateway.
 		if h != a {
-			if out, err := exec.Command("ip", "-n", h.ns, "route", "add", a.serverAddr+"/32", "via", h.serverAddr).CombinedOutput(); err != nil {
-				t.Fatalf("route: %v: %s", err, out)
+			if err := h.Route(a.ServerAddr+"/32", h.ServerAddr); err != nil {
+				t.Fatal(err)
 			}
 		}
-		args := []string{"--server", "http://" + a.serverAddr + port, "--token", c.Token, "--data-dir", t.TempDir(), "--engine", "podman"}
+		args := []string{"--server", "http://" + a.ServerAddr + port, "--token", c.Token, "--data-dir", t.TempDir(), "--engine", "podman"}
 		p := startRunner(t, h.wrap(), args...)
 		s.waitStatus(t, c.ID, nodes.StatusConnected, 2*time.Minute)
 		return c, args, p

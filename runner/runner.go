@@ -6,7 +6,8 @@
 // It dials out to its server (no inbound port: it works behind NAT) at GET /api/runner/connect,
 // says hello, and serves the server's calls over one multiplexed session (runner/wire): desktop
 // lifecycle, the relay of a desktop's driver (the server's guest.Client speaks the guest
-// protocol end to end over a stream) and tunnels. When the link ends it reconnects with backoff
+// protocol end to end over a stream), tunnels, and the host tools of agents placed on it (their
+// commands and files on this machine, unless started with --no-host-tools). When the link ends it reconnects with backoff
 // and jitter; a server that refuses its token (revoked) ends Run. While no server is connected
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
@@ -65,6 +66,9 @@ type Config struct {
 	Logger            *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
+	// NoHostTools (--no-host-tools) keeps the host tools off this machine: the runner does not
+	// advertise wire.CapHostTools and refuses their ops.
+	NoHostTools bool
 	// ConnectEngine connects the machine's container engine (prefer is Engine; mode the
 	// guest link's). The cubicle binary passes the backend's discovery
 	// (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
@@ -164,6 +168,9 @@ func (r *Runner) buildVMs() error {
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents}}
+	if !r.cfg.NoHostTools {
+		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools)
+	}
 	mode, err := link.ParseMode(cmp.Or(r.cfg.GuestLink, os.Getenv(link.EnvVar)))
 	if err != nil {
 		return fault.Invalid("%v", err)
@@ -270,7 +277,8 @@ func (r *Runner) connectURL() string {
 // session runs one connection: dial, hello, welcome, then serve streams until it ends.
 func (r *Runner) session(ctx context.Context) error {
 	hdr := http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
-	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	d := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment,
+		ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize}
 	if r.cfg.Dial != nil {
 		d.NetDialContext, d.Proxy = r.cfg.Dial, nil
 	}

@@ -29,6 +29,9 @@ func (r *Runner) serve(ctx context.Context, st net.Conn) {
 	case wire.OpWatch:
 		r.serveWatch(ctx, st)
 		return
+	case wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome:
+		r.serveHost(ctx, st, req)
+		return
 	case wire.OpGuest, wire.OpTunnel:
 		var a wire.InstanceArgs
 		if err := json.Unmarshal(req.Args, &a); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
+	"cubicle/backend/store"
 	"cubicle/runner/wire"
 )
 
@@ -28,6 +29,8 @@ type Runners interface {
 	Create(name string, cloud bool, serverURL string) (nodes.Created, error)
 	List(ctx context.Context) ([]nodes.View, error)
 	Revoke(id string) error
+	// SetCloud marks a runner as a cloud node or not (PATCH /api/app/admin/runners/:id).
+	SetCloud(id string, cloud bool) (store.Runner, error)
 }
 
 var _ Runners = (*nodes.Hub)(nil)
@@ -40,6 +43,7 @@ func (s *Server) runnerRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/app/admin/runners", s.admin(s.listRunners))
 	mux.Handle("POST /api/app/admin/runners", s.admin(s.createRunner))
 	mux.Handle("DELETE /api/app/admin/runners/{id}", s.admin(s.revokeRunner))
+	mux.Handle("PATCH /api/app/admin/runners/{id}", s.admin(s.patchRunner))
 	mux.Handle("PUT /api/app/agents/{id}/node", s.authed(s.placeAgent))
 }
 
@@ -111,6 +115,43 @@ func (s *Server) revokeRunner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "status": nodes.StatusRevoked})
+}
+
+// patchRunner changes a runner's settings: {cloud} marks it a cloud node (agents whose computer
+// is "cloud" get their desktop there) or not. It answers the runner as the list shows it.
+func (s *Server) patchRunner(w http.ResponseWriter, r *http.Request) {
+	rs, ok := s.runners(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Cloud *bool `json:"cloud"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if body.Cloud == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"cloud": true} to make the runner a cloud node, {"cloud": false} to make it an ordinary one`))
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := rs.SetCloud(id, *body.Cloud); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	list, err := rs.List(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	for _, v := range list {
+		if v.ID == id {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+	}
+	writeError(w, r, s.log, fault.NotFound("runner %q not found", id))
 }
 
 func (s *Server) placeAgent(w http.ResponseWriter, r *http.Request) {

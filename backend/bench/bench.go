@@ -10,7 +10,8 @@
 // the real computer websocket (input → changed frame and pointer move → pointer message,
 // sustained fps, idle bytes/s, bytes per second for a terminal printing the time and for a
 // scrolling browser next to the version 1 stream and to x11vnc, the frame rate behind a
-// 10 Mbit/s link); and the memory of an idle desktop and of this process. Every raw sample goes into the Report;
+// 10 Mbit/s link); exec and live input through a `cubicle runner` in another network
+// namespace next to the local desktop (relay.go); and the memory of an idle desktop and of this process. Every raw sample goes into the Report;
 // docs/bench.md says what each row times and how to read it.
 //
 // The desktops are the product's own (vm.Manager, see desktop.go), so the cold start is the
@@ -101,6 +102,11 @@ type Config struct {
 	// were not measured (KubeMissing).
 	Kube        *Kube
 	KubeMissing string
+	// RunnerCommand runs the cubicle program (e.g. its executable's path); the relay rows
+	// (relay.go) append "runner" and its flags and start it in a network namespace. Empty:
+	// those rows are skipped, saying why. RunnerEnv is added to that process's environment.
+	RunnerCommand []string
+	RunnerEnv     []string
 	// Version is this program's version, recorded in the report.
 	Version string
 	// Command is the command line, recorded in the report.
@@ -324,6 +330,7 @@ func (r *runner) steps() []step {
 		{"live view bytes (terminal, scrolling) next to x11vnc", []string{"live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
 		{"live view through a 10 Mbit/s link", []string{"live_fps_throttled"}, r.liveThrottled},
 		{"the exec link", []string{"exec_link_exec", "exec_link_screenshot_jpeg", "exec_link_live_input"}, r.execLink},
+		{"the runner relay (a runner in another network namespace)", []string{RowRunnerExec, RowRunnerLiveInput}, r.relay},
 		{"the kubernetes engine", []string{RowK8sColdStart, RowK8sExec}, r.kube},
 		{"memory of this process", []string{"memory_cubicle_pss", "memory_cubicle_rss"}, r.selfMemory},
 	}

@@ -128,7 +128,9 @@ func TestQuickRun(t *testing.T) {
 	eng := connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	rep, err := bench.Run(ctx, config(t, eng, true))
+	cfg := config(t, eng, true)
+	runnerCommand(&cfg)
+	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +163,8 @@ func TestQuickRun(t *testing.T) {
 		"live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
 		// The exec link next to the socket link, in the same run.
 		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
+		// A runner in another network namespace next to the local desktop.
+		bench.RowRunnerExec: "local desktop", bench.RowRunnerLiveInput: "local desktop",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",

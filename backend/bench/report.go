@@ -83,6 +83,12 @@ type Row struct {
 	// another product's); each has its own ratio.
 	Others []OtherPeer `json:"otherPeers,omitempty"`
 	Note   string      `json:"note,omitempty"`
+	// Target says how the row stands against its target (the relay rows), printed under the
+	// table.
+	Target string `json:"target,omitempty"`
+	// Skipped: the row could not be measured here (no samples; Note says why). It is never
+	// a pass.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // OtherPeer is a further peer of a row.
@@ -253,13 +259,18 @@ func oursCells(row Row) (string, string) {
 }
 
 // writeNotMeasured lists the rows without samples and why, under the table: a row never
-// vanishes silently.
+// vanishes silently. Rows with a target say how they stand against it.
 func writeNotMeasured(w io.Writer, rows []Row) error {
 	for _, row := range rows {
-		if len(row.Ours.Samples) == 0 {
-			if _, err := fmt.Fprintf(w, "— %s: %s\n", row.ID, row.Note); err != nil {
-				return err
-			}
+		line := ""
+		switch {
+		case len(row.Ours.Samples) == 0:
+			line = fmt.Sprintf("— %s: %s\n", row.ID, row.Note)
+		case row.Target != "":
+			line = fmt.Sprintf("%s: %s\n", row.ID, row.Target)
+		}
+		if _, err := io.WriteString(w, line); err != nil {
+			return err
 		}
 	}
 	return nil

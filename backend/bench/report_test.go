@@ -215,3 +215,47 @@ Shared_Clean:       1234 kB
 		t.Fatalf("desktopMemory = %+v, %+v", total, procs)
 	}
 }
+
+// TestTargetAndSkipped: a row with a target says how it stands under the table; a skipped row
+// prints "—", says why under the table and is marked skipped in the JSON.
+func TestTargetAndSkipped(t *testing.T) {
+	rep := &Report{Rows: []Row{
+		{ID: RowRunnerExec, Title: "relayed exec", Unit: UnitMS, Better: "lower", Ours: Side{Samples: []float64{2, 3}},
+			PeerName: relayPeer, Peer: &Side{Samples: []float64{1, 2}}, Target: relayTarget([]float64{2, 3}, []float64{1, 2})},
+	}}
+	r := &runner{rep: rep, cfg: Config{Progress: &bytes.Buffer{}}}
+	r.skipped("no namespaces here", RowRunnerLiveInput)
+	for i := range rep.Rows {
+		rep.Rows[i].finish()
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"runner_exec: the relay adds 1.00 ms to the p50 (1.00 ms to the p95); target ≤ 5 ms p50 on a loopback-class link: met\n",
+		"— runner_live_input: skipped: no namespaces here\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if got := relayTarget([]float64{9}, []float64{3}); !strings.HasSuffix(got, ": missed") {
+		t.Errorf("6 ms added: %q, want missed", got)
+	}
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if row := back.Row(RowRunnerLiveInput); row == nil || !row.Skipped || len(row.Ours.Samples) != 0 {
+		t.Errorf("skipped row in the JSON: %+v", row)
+	}
+	if row := back.Row(RowRunnerExec); row == nil || row.Skipped || row.Target == "" {
+		t.Errorf("measured row in the JSON: %+v", row)
+	}
+}

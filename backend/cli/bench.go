@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
 		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd, Only: onlyRows,
 		GuestLink: backend.GuestLinkChoice(ctx, mode, ce),
+	}
+	// The relay rows start this program as `cubicle runner` in a network namespace.
+	if exe, err := os.Executable(); err == nil {
+		cfg.RunnerCommand = []string{exe}
 	}
 	// The Kubernetes rows run when a cluster is named (a kubeconfig and a registry, by flag
 	// or CUBICLE_KUBECONFIG / CUBICLE_KUBE_REGISTRY); a named cluster that does not answer

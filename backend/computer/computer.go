@@ -8,15 +8,23 @@
 //	none      → no computer tools
 //	vm        → computer_* on the agent's Local VM; host_* and computer_copy_file when
 //	            "Allow host environment" is on, the node runs host tools and host access is granted
-//	cloud     → until a cloud node exists: no computer, every computer call refused with a clear error
-//	            (never a silent Local VM); host tools as for vm
+//	cloud     → cloud_computer_* on the agent's desktop on a cloud node (a runner an admin marked
+//	            "cloud"); with "Allow host environment" the host tools of the agent's base node
+//	            (and cloud_computer_copy_file between that host and the cloud desktop). Without
+//	            a cloud node: no computer, every computer call refused with a clear error (never
+//	            a silent Local VM); host tools as for vm
 //	host      → host_shell/read/write_file; host desktop tools (host_screenshot and input) only
 //	            when the admin enabled "Host screen control" for the node and the OS allows it
 //	browser   → browser_* on the agent's own Chromium
 //	auto      → vm when the agent's image is prepared and capacity allows, else browser; never host
 //
-// A temporary task helper gets at most the computer_* tools of its task desktop, never host or
-// browser tools. The package is pure: no I/O, safe for concurrent use.
+// Host tools run on the host of the node the agent is placed on (its base node, [Plan.HostNode]):
+// the server's own machine for the local node, a runner's machine for a runner — only when that
+// runner advertises [CapHostTools] and an administrator granted host access to the account on
+// that node. They never fall back to another node's host.
+//
+// A temporary task helper gets at most the computer_* tools of its task desktop, never host,
+// cloud or browser tools. The package is pure: no I/O, safe for concurrent use.
 package computer
 
 import (
@@ -83,9 +91,22 @@ const (
 	PrefixVM      = "computer_"
 	PrefixHost    = "host_"
 	PrefixBrowser = "browser_"
+	// PrefixCloud names the computer_* tools aimed at a cloud node's desktop.
+	PrefixCloud = "cloud_" + PrefixVM
 	// ToolCopy copies files between the host and the VM: it needs both.
 	ToolCopy = "computer_copy_file"
+	// ToolCloudCopy copies files between the base node's host and the cloud desktop.
+	ToolCloudCopy = "cloud_" + ToolCopy
 )
+
+// VMTool returns the computer_* tool a cloud_computer_* tool runs on the cloud desktop, and
+// whether tool is one.
+func VMTool(tool string) (string, bool) {
+	if strings.HasPrefix(tool, PrefixCloud) {
+		return strings.TrimPrefix(tool, "cloud_"), true
+	}
+	return tool, false
+}
 
 // HostDesktopTools are the host desktop tools (screen and input of the node's own display).
 var HostDesktopTools = []string{"host_screenshot", "host_click", "host_type", "host_key", "host_scroll"}
@@ -103,17 +124,29 @@ type Permission struct {
 
 // Node is what the gate needs to know about the execution node a turn runs on.
 type Node struct {
-	ID   string
+	ID string
+	// Name names the node in refusals, e.g. `runner "mac-mini" (r-1a2b)`; "" = "this execution node".
+	Name string
 	Caps []string // advertised capabilities (CapHostTools, CapHostDesktop)
+	// Problem says why the node cannot be asked now (a disconnected runner); host tools are
+	// then refused with it.
+	Problem string
 	// HostScreenControl is the admin's node setting "Host screen control".
 	HostScreenControl bool
 	// Screen is what the OS of the node allows (display present, permissions granted).
 	Screen Permission
-	// Cloud reports whether a cloud node serves this account (none exists yet).
+	// Cloud reports whether a cloud node serves this agent's cloud computer now.
 	Cloud bool
 }
 
 func (n Node) has(c string) bool { return slices.Contains(n.Caps, c) }
+
+func (n Node) label() string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return "this execution node"
+}
 
 // Grant says whether host access (host tools, host desktop tools) is granted to the turn's
 // account on its node (SPEC §3: "granted by an admin per account and execution node"). The
@@ -136,6 +169,10 @@ type Input struct {
 	// VMReady is asked only for auto: whether the agent's Local VM can be used this turn (its
 	// image is prepared and a desktop slot is free or its desktop already runs), and if not, why.
 	VMReady func() (ok bool, why string)
+	// CloudNode is the cloud node serving a cloud computer ("" when none does; then Node.Cloud
+	// is false) and CloudProblem why none does, when there is more to say than "none is
+	// connected".
+	CloudNode, CloudProblem string
 }
 
 // Plan is what one turn works with. Its zero value offers nothing.
@@ -149,6 +186,7 @@ type Plan struct {
 	Unavailable bool `json:"unavailable,omitempty"`
 
 	VM          bool `json:"vm"`          // computer_* (except computer_copy_file)
+	Cloud       bool `json:"cloud"`       // cloud_computer_* (except cloud_computer_copy_file)
 	Host        bool `json:"host"`        // host_shell, host_read_file, host_write_file
 	HostDesktop bool `json:"hostDesktop"` // host_screenshot and host input
 	Copy        bool `json:"copy"`        // computer_copy_file
@@ -158,7 +196,11 @@ type Plan struct {
 	// HostDesktopProblem says why host desktop tools are not offered to a host computer (and
 	// how to fix it).
 	HostDesktopProblem string `json:"hostDesktopProblem,omitempty"`
-	Helper             bool   `json:"-"`
+	// HostNode is the node whose host runs the host tools (set when Host is).
+	HostNode string `json:"hostNode,omitempty"`
+	// CloudNode is the cloud node whose desktop the cloud_computer_* tools act on.
+	CloudNode string `json:"cloudNode,omitempty"`
+	Helper    bool   `json:"-"`
 }
 
 // Decide is the gate: the plan of one turn.
@@ -176,12 +218,18 @@ func Decide(in Input) Plan {
 		p.hostTools(in, in.AllowHost)
 		p.Copy = p.Host
 	case Cloud:
+		p.hostTools(in, in.AllowHost)
 		if !in.Node.Cloud {
 			p.Kind, p.Unavailable = None, true
 			p.Reason = "this agent's computer is Cloud, but no cloud execution node is connected to this server; " +
 				"choose Local VM (or another computer) in the computer panel, or connect a cloud runner"
+			if in.CloudProblem != "" {
+				p.Reason = "this agent's computer is Cloud, but " + in.CloudProblem
+			}
+			break
 		}
-		p.hostTools(in, in.AllowHost)
+		p.Cloud, p.CloudNode = true, in.CloudNode
+		p.Copy = p.Host
 	case Host:
 		p.hostTools(in, true)
 		if p.Host {
@@ -215,18 +263,26 @@ func (p Plan) ForHelper() Plan {
 	return Plan{Selected: p.Selected, Kind: p.Kind, Reason: p.Reason, Unavailable: p.Unavailable, VM: p.VM, Helper: true}
 }
 
+// helperRefusal explains a tool a task helper never gets.
+func helperRefusal(tool string) string {
+	return tool + " is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop"
+}
+
 func (p *Plan) hostTools(in Input, wanted bool) {
 	switch {
 	case !wanted:
+	case in.Node.Problem != "":
+		p.HostProblem = in.Node.Problem
 	case !in.Node.has(CapHostTools):
-		p.HostProblem = fmt.Sprintf("this execution node does not offer host tools (capability %s); update its runner", CapHostTools)
+		p.HostProblem = fmt.Sprintf("%s does not offer host tools (capability %s): update its runner, and do not start it with --no-host-tools",
+			in.Node.label(), CapHostTools)
 	case in.Grant.Denied:
-		p.HostProblem = "host access is not granted to this account on this execution node"
+		p.HostProblem = fmt.Sprintf("host access is not granted to this account on %s", in.Node.label())
 		if in.Grant.Reason != "" {
 			p.HostProblem = in.Grant.Reason
 		}
 	default:
-		p.Host = true
+		p.Host, p.HostNode = true, in.Node.ID
 	}
 }
 
@@ -260,12 +316,30 @@ func (p Plan) Offers(tool string) bool {
 // person (what to use instead, or what to change).
 func (p Plan) Check(tool string) string {
 	switch {
+	case tool == ToolCloudCopy:
+		if p.Copy && p.Cloud {
+			return ""
+		}
+		if p.Helper {
+			return helperRefusal(tool)
+		}
+		if !p.Cloud {
+			return p.notHere(tool)
+		}
+		return p.hostRefusal(tool)
+	case strings.HasPrefix(tool, PrefixCloud):
+		if p.Cloud {
+			return ""
+		}
+		return p.notHere(tool)
+	case tool == ToolCopy && p.Cloud:
+		return p.notHere(tool)
 	case tool == ToolCopy:
 		if p.Copy {
 			return ""
 		}
 		if p.Helper {
-			return tool + " is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop"
+			return helperRefusal(tool)
 		}
 		if !p.VM {
 			return p.notHere(tool)
@@ -281,7 +355,7 @@ func (p Plan) Check(tool string) string {
 			return ""
 		}
 		if p.Helper {
-			return tool + " is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop"
+			return helperRefusal(tool)
 		}
 		if p.Kind == Host && p.Host {
 			return tool + " is not available: " + p.HostDesktopProblem
@@ -295,7 +369,7 @@ func (p Plan) Check(tool string) string {
 			return ""
 		}
 		if p.Helper {
-			return tool + " is not available to a task helper: helpers never get host tools; use the computer_* tools of the task desktop"
+			return helperRefusal(tool)
 		}
 		return p.hostRefusal(tool)
 	case strings.HasPrefix(tool, PrefixBrowser):
@@ -315,8 +389,10 @@ func (p Plan) hostRefusal(tool string) string {
 		return tool + " is not available: " + p.HostProblem
 	}
 	switch p.Kind {
-	case VM, Cloud:
+	case VM:
 		return tool + " needs \"Allow host environment\", which is off for this agent; use the computer_* tools, which run inside the agent's desktop"
+	case Cloud:
+		return tool + " needs \"Allow host environment\", which is off for this agent; use the cloud_computer_* tools, which run inside the agent's cloud desktop"
 	case Host:
 		return tool + " is not available on this host"
 	}
@@ -332,6 +408,8 @@ func (p Plan) notHere(tool string) string {
 	switch p.Kind {
 	case VM:
 		use = "use the computer_* tools of its Local VM"
+	case Cloud:
+		use = "use the cloud_computer_* tools, which act on its desktop on the cloud node"
 	case Host:
 		use = "use the host_* tools"
 	case Browser:
@@ -365,16 +443,23 @@ func (p Plan) Notice() map[string]any {
 	if p.HostDesktopProblem != "" {
 		n["hostDesktopProblem"] = p.HostDesktopProblem
 	}
+	if p.HostNode != "" {
+		n["hostNode"] = p.HostNode
+	}
+	if p.CloudNode != "" {
+		n["cloudNode"] = p.CloudNode
+	}
 	return n
 }
 
-// Families lists the offered tool families by name: computer, host, host_desktop, copy, browser.
+// Families lists the offered tool families by name: computer, cloud_computer, host,
+// host_desktop, copy, browser.
 func (p Plan) Families() []string {
 	out := []string{}
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{p.VM, "computer"}, {p.Host, "host"}, {p.HostDesktop, "host_desktop"}, {p.Copy, "copy"}, {p.Browser, "browser"}} {
+	}{{p.VM, "computer"}, {p.Cloud, "cloud_computer"}, {p.Host, "host"}, {p.HostDesktop, "host_desktop"}, {p.Copy, "copy"}, {p.Browser, "browser"}} {
 		if f.on {
 			out = append(out, f.name)
 		}

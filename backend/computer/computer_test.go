@@ -10,8 +10,14 @@ var hostNode = Node{ID: "local", Caps: []string{CapHostTools, CapHostDesktop}, H
 	Screen: Permission{Granted: true}}
 
 // every tool family, one representative each.
-var probes = []string{"computer_screenshot", "computer_shell", "computer_copy_file", "host_shell", "host_read_file",
+var probes = []string{"computer_screenshot", "computer_shell", "computer_copy_file", "cloud_computer_screenshot",
+	"cloud_computer_shell", "cloud_computer_copy_file", "host_shell", "host_read_file",
 	"host_screenshot", "host_click", "browser_navigate", "browser_read"}
+
+// runnerNode is a runner that advertised host tools (and, wrongly, the host desktop: a
+// runner's host is never offered through this server's screen; the backend filters it, the
+// gate still needs the admin's screen setting).
+var runnerNode = Node{ID: "r-1", Name: `runner "mini" (r-1)`, Caps: []string{CapHostTools}}
 
 func offered(p Plan) []string {
 	var out []string
@@ -66,6 +72,30 @@ func TestDecide(t *testing.T) {
 			map[string]string{"computer_screenshot": "no cloud execution node", "browser_navigate": "no cloud execution node"}},
 		{"cloud without a node keeps granted host tools", Input{Selected: "cloud", AllowHost: true, Node: hostNode}, None,
 			[]string{"host_shell", "host_read_file"}, map[string]string{"computer_shell": "no cloud execution node"}},
+		{"cloud on a cloud node", Input{Selected: "cloud", Node: Node{ID: "local", Caps: hostNode.Caps, Cloud: true}, CloudNode: "r-c"}, Cloud,
+			[]string{"cloud_computer_screenshot", "cloud_computer_shell"},
+			map[string]string{"computer_screenshot": "cloud_computer_", "computer_copy_file": "cloud_computer_",
+				"host_shell": "Allow host environment", "cloud_computer_copy_file": "Allow host environment", "browser_navigate": "Cloud"}},
+		{"cloud with host of the base node", Input{Selected: "cloud", AllowHost: true, Node: Node{ID: "r-1", Name: runnerNode.Name, Caps: runnerNode.Caps, Cloud: true},
+			CloudNode: "r-c"}, Cloud,
+			[]string{"cloud_computer_screenshot", "cloud_computer_shell", "cloud_computer_copy_file", "host_shell", "host_read_file"},
+			map[string]string{"computer_shell": "cloud_computer_", "computer_copy_file": "cloud_computer_", "host_screenshot": "Cloud"}},
+		{"cloud node disconnected", Input{Selected: "cloud", Node: hostNode, CloudProblem: "its cloud node runner \"c\" (r-c) is not connected"}, None, nil,
+			map[string]string{"cloud_computer_shell": "(r-c) is not connected", "computer_shell": "(r-c) is not connected"}},
+		{"cloud helper gets nothing", Input{Selected: "cloud", AllowHost: true, Helper: true, Node: Node{Caps: hostNode.Caps, Cloud: true}, CloudNode: "r-c"}, Cloud, nil,
+			map[string]string{"cloud_computer_shell": "task helper", "host_shell": "helper", "cloud_computer_copy_file": "helper"}},
+		{"vm on a runner with host tools", Input{Selected: "vm", AllowHost: true, Node: runnerNode}, VM,
+			[]string{"computer_screenshot", "computer_shell", "computer_copy_file", "host_shell", "host_read_file"}, nil},
+		{"vm on a runner without host tools", Input{Selected: "vm", AllowHost: true, Node: Node{ID: "r-1", Name: runnerNode.Name}}, VM,
+			[]string{"computer_screenshot", "computer_shell"},
+			map[string]string{"host_shell": `runner "mini" (r-1) does not offer host tools (capability host-computer-tools-v1)`,
+				"computer_copy_file": "--no-host-tools"}},
+		{"vm on a disconnected runner", Input{Selected: "vm", AllowHost: true, Node: Node{ID: "r-1", Problem: "runner mini is not connected", Caps: runnerNode.Caps}}, VM,
+			[]string{"computer_screenshot", "computer_shell"}, map[string]string{"host_shell": "runner mini is not connected"}},
+		{"host on a runner without a grant", Input{Selected: "host", Node: runnerNode, Grant: Grant{Denied: true, DesktopDenied: true}}, Host, nil,
+			map[string]string{"host_shell": `not granted to this account on runner "mini" (r-1)`}},
+		{"host on a runner: no host desktop", Input{Selected: "host", Node: runnerNode}, Host,
+			[]string{"host_shell", "host_read_file"}, map[string]string{"host_screenshot": CapHostDesktop}},
 		{"vm helper", Input{Selected: "vm", AllowHost: true, Helper: true, Node: hostNode}, VM, []string{"computer_screenshot", "computer_shell"},
 			map[string]string{"computer_copy_file": "helper", "host_shell": "helper"}},
 		{"unknown", Input{Selected: "mainframe", Node: hostNode}, None, nil, map[string]string{"computer_shell": "not a known type"}},
@@ -92,6 +122,12 @@ func TestDecide(t *testing.T) {
 			if n["computer"] != string(tt.kind) {
 				t.Errorf("notice %v", n)
 			}
+			if !p.Host && p.HostNode != "" || p.Host && p.HostNode != tt.in.Node.ID {
+				t.Errorf("host tools on node %q with host %v (node %q)", p.HostNode, p.Host, tt.in.Node.ID)
+			}
+			if p.Cloud && p.CloudNode != tt.in.CloudNode {
+				t.Errorf("cloud node %q, want %q", p.CloudNode, tt.in.CloudNode)
+			}
 		})
 	}
 }
@@ -103,6 +139,19 @@ func TestForHelperKeepsOnlyTheVM(t *testing.T) {
 	}
 	if b := Decide(Input{Selected: "browser", Node: hostNode}).ForHelper(); len(offered(b)) != 0 {
 		t.Fatalf("a helper of a browser agent got %v", offered(b))
+	}
+}
+
+func TestVMTool(t *testing.T) {
+	for in, want := range map[string]string{"cloud_computer_shell": "computer_shell", "cloud_computer_copy_file": "computer_copy_file"} {
+		if got, ok := VMTool(in); !ok || got != want {
+			t.Errorf("VMTool(%q) = %q, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"computer_shell", "cloud_shell", "host_shell", "xcloud_computer_shell"} {
+		if got, ok := VMTool(in); ok || got != in {
+			t.Errorf("VMTool(%q) = %q, %v", in, got, ok)
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func New(cfg Config) (*Hub, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}, desks: map[string]map[string]desk{}, max: map[string]int{}}
-	h.upgrader = websocket.Upgrader{HandshakeTimeout: 15 * time.Second,
+	h.upgrader = websocket.Upgrader{HandshakeTimeout: 15 * time.Second, ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize,
 		// A runner is not a web page: an upgrade carrying an Origin is refused below.
 		CheckOrigin: func(*http.Request) bool { return true }}
 	return h, nil

@@ -226,6 +226,17 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     await page.locator('#runners-table').waitFor();
     assert.equal((await page.content()).includes(secret), false, 'the token is shown once');
     await screenshot(page, 'settings-runners');
+    // The cloud node toggle: saved on the server (PATCH), shown after a reload.
+    const toggle = page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]`);
+    assert.equal(await toggle.isChecked(), false);
+    await toggle.check();
+    await page.locator('#runners-table tr', { hasText: id }).locator('th', { hasText: '(cloud)' }).waitFor();
+    assert.equal((await api('/api/app/admin/runners')).runners.find((r) => r.id === id).cloud, true);
+    await page.reload();
+    await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]:checked`).waitFor();
+    await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]`).uncheck();
+    await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]:not(:checked)`).waitFor();
+    assert.equal((await api('/api/app/admin/runners')).runners.find((r) => r.id === id).cloud, false);
     page.once('dialog', (d) => void d.accept());
     await page.locator('#runners-table tr', { hasText: id }).locator('button', { hasText: 'Revoke' }).click();
     await page.locator(`#runners-table tr[data-status="revoked"]`, { hasText: id }).waitFor();

@@ -136,6 +136,10 @@ export interface PlanNotice {
   unavailable?: boolean;
   hostProblem?: string;
   hostDesktopProblem?: string;
+  /** The node whose host runs the host tools (set when they are offered). */
+  hostNode?: string;
+  /** The cloud node whose desktop a cloud computer works on. */
+  cloudNode?: string;
 }
 
 /** GET /api/app/agents/:id/computer-plan. */
@@ -778,6 +782,11 @@ export class Client {
     const body: Record<string, unknown> = { name, cloud };
     if (serverUrl) body.serverUrl = serverUrl;
     return this.request<CreatedRunner>('POST', '/api/app/admin/runners', body);
+  }
+
+  /** PATCH /api/app/admin/runners/:id {cloud} (admin only): marks the runner as a cloud node or not. */
+  setRunnerCloud(id: string, cloud: boolean): Promise<Runner> {
+    return this.request<Runner>('PATCH', `/api/app/admin/runners/${encodeURIComponent(id)}`, { cloud });
   }
 
   /** DELETE /api/app/admin/runners/:id (admin only): revokes; its link drops at once. */

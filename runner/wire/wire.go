@@ -180,6 +180,12 @@ const (
 	WriteTimeout = 10 * time.Second
 )
 
+// BufferSize is the websocket read and write buffer of both ends (the runner's dialer, the
+// server's upgrader). gorilla/websocket's default of 4 KiB splits every yamux frame larger than
+// that into several websocket frames, each its own write (and, from the runner, its own mask
+// pass); a frame stream's updates are tens of KiB.
+const BufferSize = 64 << 10
+
 // SessionConfig is the yamux configuration of both ends.
 func SessionConfig() *yamux.Config {
 	c := yamux.DefaultConfig()

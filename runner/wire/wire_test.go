@@ -129,3 +129,64 @@ func TestSessionOverWebsocket(t *testing.T) {
 	}
 	<-client.CloseChan()
 }
+
+// TestConnJoinsHeaderAndBody: a yamux data frame's header and body go out as one websocket
+// message; other frames, and a header whose body does not follow, are sent as written.
+func TestConnJoinsHeaderAndBody(t *testing.T) {
+	up := websocket.Upgrader{}
+	got := make(chan []byte, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			_, m, err := ws.ReadMessage()
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- m
+		}
+	}))
+	defer srv.Close()
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewConn(ws)
+	hdr := func(typ byte, length uint32) []byte {
+		h := make([]byte, 12)
+		h[1] = typ
+		binary.BigEndian.PutUint32(h[4:], 7) // stream id
+		binary.BigEndian.PutUint32(h[8:], length)
+		return h
+	}
+	writes := [][]byte{
+		hdr(1, 4096),               // a window update: no body follows
+		hdr(0, 5), []byte("hello"), // a data frame: one message
+		hdr(0, 5), []byte("abc"), // a body of another length: two messages
+		hdr(0, 0), // a data header without a body
+		[]byte("raw"),
+	}
+	for _, w := range writes {
+		if n, err := c.Write(w); err != nil || n != len(w) {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	c.Close()
+	want := [][]byte{hdr(1, 4096), append(hdr(0, 5), "hello"...), hdr(0, 5), []byte("abc"), hdr(0, 0), []byte("raw")}
+	var msgs [][]byte
+	for m := range got {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages %q, want %d %q", len(msgs), msgs, len(want), want)
+	}
+	for i := range want {
+		if !bytes.Equal(msgs[i], want[i]) {
+			t.Errorf("message %d: %q, want %q", i, msgs[i], want[i])
+		}
+	}
+}

@@ -27,12 +27,13 @@ var hostSpecs = []agent.ToolSpec{
 		`{"type":"object","properties":{"from":{"type":"string","enum":["host","vm"],"description":"where the source is"},"source":{"type":"string"},"target":{"type":"string"}},"required":["from","source","target"]}`),
 }
 
-// Host runs the host tools. LocalHost runs them on this machine.
+// Host runs the host tools. LocalHost runs them on this machine; the backend's runner host
+// runs them on a runner's machine over its link (Environment.Host).
 type Host interface {
 	Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error)
-	ReadFile(path string, max int64) ([]byte, error)
-	WriteFile(path string, data []byte) error
-	Home() (string, error)
+	ReadFile(ctx context.Context, path string, max int64) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte) error
+	Home(ctx context.Context) (string, error)
 }
 
 // ShellResult is how a host command ended.
@@ -51,7 +52,7 @@ type LocalHost struct {
 }
 
 // Home is the runner user's home directory.
-func (LocalHost) Home() (string, error) { return os.UserHomeDir() }
+func (LocalHost) Home(context.Context) (string, error) { return os.UserHomeDir() }
 
 // Shell runs cmd with the host's shell in dir. When the timeout passes, the command and every
 // process it started are killed: its process group on Unix, its job object on Windows.
@@ -86,7 +87,7 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 }
 
 // ReadFile reads at most max bytes of path.
-func (LocalHost) ReadFile(path string, max int64) ([]byte, error) {
+func (LocalHost) ReadFile(_ context.Context, path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fileErr(path, err)
@@ -113,7 +114,7 @@ func (LocalHost) ReadFile(path string, max int64) ([]byte, error) {
 }
 
 // WriteFile replaces path atomically (temp file + rename), creating parent directories.
-func (LocalHost) WriteFile(path string, data []byte) error {
+func (LocalHost) WriteFile(_ context.Context, path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fileErr(dir, err)
@@ -172,10 +173,22 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// host is where the turn's host tools run: its node's host (Environment.Host), else this
+// machine.
+func (b *Box) host(env Environment) Host {
+	if env.Host != nil {
+		return env.Host
+	}
+	return b.cfg.Host
+}
+
 // hostDir resolves the host working directory (SPEC §1.6).
-func (b *Box) hostDir(env Environment, asked string) (string, error) {
-	home, err := b.cfg.Host.Home()
+func (b *Box) hostDir(ctx context.Context, env Environment, asked string) (string, error) {
+	home, err := b.host(env).Home(ctx)
 	if err != nil {
+		if fault.Class(err) != nil {
+			return "", err
+		}
 		return "", fault.Unavailable("the runner user has no home directory: %v", err)
 	}
 	resolve := func(p string) string {
@@ -209,11 +222,11 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if err != nil {
 			return err
 		}
-		dir, err := b.hostDir(env, a.str("cwd"))
+		dir, err := b.hostDir(ctx, env, a.str("cwd"))
 		if err != nil {
 			return err
 		}
-		res, err := b.cfg.Host.Shell(ctx, cmd, dir, b.timeout(a), 256<<10)
+		res, err := b.host(env).Shell(ctx, cmd, dir, b.timeout(a), 256<<10)
 		if err != nil {
 			return err
 		}
@@ -223,13 +236,13 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if err != nil {
 			return err
 		}
-		if p, err = b.hostDir(env, p); err != nil {
+		if p, err = b.hostDir(ctx, env, p); err != nil {
 			return err
 		}
 		if err := b.checkPath(p, false); err != nil {
 			return err
 		}
-		data, err := b.cfg.Host.ReadFile(p, MaxFile)
+		data, err := b.host(env).ReadFile(ctx, p, MaxFile)
 		if err != nil {
 			return err
 		}
@@ -240,7 +253,7 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if err != nil {
 			return err
 		}
-		if p, err = b.hostDir(env, p); err != nil {
+		if p, err = b.hostDir(ctx, env, p); err != nil {
 			return err
 		}
 		if err := b.checkPath(p, true); err != nil {
@@ -250,7 +263,7 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if err != nil {
 			return err
 		}
-		if err := b.cfg.Host.WriteFile(p, data); err != nil {
+		if err := b.host(env).WriteFile(ctx, p, data); err != nil {
 			return err
 		}
 		out.Text(fmt.Sprintf("Wrote %d bytes to %s on the host.", len(data), p))
@@ -279,7 +292,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 	}
 	switch from {
 	case "host":
-		if src, err = b.hostDir(env, src); err != nil {
+		if src, err = b.hostDir(ctx, env, src); err != nil {
 			return err
 		}
 		dst = b.vmPath(env, dst)
@@ -289,7 +302,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 		if err := b.checkPath(dst, true); err != nil {
 			return err
 		}
-		data, err := b.cfg.Host.ReadFile(src, MaxCopy)
+		data, err := b.host(env).ReadFile(ctx, src, MaxCopy)
 		if err != nil {
 			return err
 		}
@@ -299,7 +312,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 		out.Text(fmt.Sprintf("Copied %d bytes from host:%s to desktop:%s.", len(data), src, dst))
 	case "vm":
 		src = b.vmPath(env, src)
-		if dst, err = b.hostDir(env, dst); err != nil {
+		if dst, err = b.hostDir(ctx, env, dst); err != nil {
 			return err
 		}
 		if err := b.checkPath(src, false); err != nil {
@@ -312,7 +325,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 		if err != nil {
 			return err
 		}
-		if err := b.cfg.Host.WriteFile(dst, data); err != nil {
+		if err := b.host(env).WriteFile(ctx, dst, data); err != nil {
 			return err
 		}
 		out.Text(fmt.Sprintf("Copied %d bytes from desktop:%s to host:%s.", len(data), src, dst))

@@ -78,7 +78,7 @@ type Desktops interface {
 // Names lists every tool the toolbox can offer (the access policy denies any other name).
 func Names() []string {
 	var out []string
-	for _, specs := range [][]agent.ToolSpec{computerSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
+	for _, specs := range [][]agent.ToolSpec{computerSpecs, cloudSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
 		for _, s := range specs {
 			out = append(out, s.Name)
 		}
@@ -91,6 +91,9 @@ type Environment struct {
 	// Plan is the turn's computer and the tool families it offers (package computer's gate).
 	Plan    computer.Plan
 	WorkDir string // the profile's terminal.cwd
+	// Host runs the turn's host tools on the node the plan names (Plan.HostNode); nil is
+	// Config.Host, this machine.
+	Host Host
 }
 
 // Environments looks up an agent's environment. It must return the same plan for every call
@@ -172,7 +175,7 @@ func (b *Box) Tools(ctx context.Context, t agent.TurnInfo) []agent.ToolSpec {
 		return nil
 	}
 	var out []agent.ToolSpec
-	for _, group := range [][]agent.ToolSpec{computerSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
+	for _, group := range [][]agent.ToolSpec{computerSpecs, cloudSpecs, hostSpecs, hostDesktopSpecs, browserSpecs} {
 		for _, s := range group {
 			if env.Plan.Offers(s.Name) {
 				out = append(out, s)
@@ -203,7 +206,7 @@ func (b *Box) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out *agent.ToolOutput) error {
 	a := args(c.Input)
 	known := strings.HasPrefix(c.Name, computer.PrefixVM) || strings.HasPrefix(c.Name, computer.PrefixHost) ||
-		strings.HasPrefix(c.Name, computer.PrefixBrowser)
+		strings.HasPrefix(c.Name, computer.PrefixBrowser) || strings.HasPrefix(c.Name, computer.PrefixCloud)
 	if !known {
 		return fault.Invalid("unknown tool %q", c.Name)
 	}
@@ -215,17 +218,20 @@ func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 	if why := env.Plan.Check(c.Name); why != "" {
 		return fault.Forbidden("%s", why)
 	}
+	// A cloud_computer_* tool is its computer_* twin on the desktop the binding gives the
+	// agent, which is on the cloud node for a cloud computer.
+	name, _ := computer.VMTool(c.Name)
 	switch {
-	case c.Name == computer.ToolCopy:
+	case name == computer.ToolCopy:
 		return b.copyFile(ctx, t, env, a, out)
-	case computer.IsHostDesktop(c.Name):
-		return b.hostDesktopTool(ctx, c.Name, a, out)
-	case strings.HasPrefix(c.Name, computer.PrefixHost):
-		return b.hostTool(ctx, env, c.Name, a, out)
-	case strings.HasPrefix(c.Name, computer.PrefixBrowser):
-		return b.browserTool(ctx, t, c.Name, a, out)
+	case computer.IsHostDesktop(name):
+		return b.hostDesktopTool(ctx, name, a, out)
+	case strings.HasPrefix(name, computer.PrefixHost):
+		return b.hostTool(ctx, env, name, a, out)
+	case strings.HasPrefix(name, computer.PrefixBrowser):
+		return b.browserTool(ctx, t, name, a, out)
 	}
-	return b.computerTool(ctx, t, env, c.Name, a, out)
+	return b.computerTool(ctx, t, env, name, a, out)
 }
 
 // args reads a tool's JSON input.

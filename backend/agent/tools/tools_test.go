@@ -51,7 +51,7 @@ type homeHost struct {
 	home string
 }
 
-func (h homeHost) Home() (string, error) { return h.home, nil }
+func (h homeHost) Home(context.Context) (string, error) { return h.home, nil }
 
 type protect struct{ dir string }
 

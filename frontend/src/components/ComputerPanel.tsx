@@ -2,7 +2,7 @@
 // the agent works on — with its state, who controls it and the idle countdown — and the actions
 // next to it; below, collapsed, "Configure": the computer type, host access, the working
 // directory, the sandbox binding and the agent's model. What each computer type shows follows
-// SPEC §7: none/cloud a hint, Local VM its desktop, host the host's screen (or what is missing),
+// SPEC §7: none a hint, cloud its desktop on the cloud node (or why there is none), Local VM its desktop, host the host's screen (or what is missing),
 // browser the page, auto what the latest turn chose.
 
 import type { Agent, Client, ComputerPlan } from '../api';
@@ -155,6 +155,8 @@ function OtherScreen({ client, agent, admin, onOpenDesktop }: ComputerPanelProps
   switch (agent.computer) {
     case 'host':
       return <HostScreen client={client} agent={agent} admin={admin} onOpenDesktop={onOpenDesktop} />;
+    case 'cloud':
+      return <CloudScreen client={client} agent={agent} onOpenDesktop={onOpenDesktop} />;
     case 'browser':
       return (
         <section class="panel-section screen-first" id="computer-screen" data-kind="browser">
@@ -170,13 +172,36 @@ function OtherScreen({ client, agent, admin, onOpenDesktop }: ComputerPanelProps
           <rect x="3" y="5" width="26" height="18" rx="3" fill="none" stroke="currentColor" stroke-width="2" />
           <rect x="11" y="25" width="10" height="3" rx="1" fill="currentColor" />
         </svg>
-        <p class="empty-title">
-          {agent.computer === 'cloud' ? 'No cloud desktop is connected' : `No computer (${computerLabel(agent.computer)})`}
+        <p class="empty-title">{`No computer (${computerLabel(agent.computer)})`}</p>
+        <p class="muted small">This agent only chats. Choose a computer under Configure to give it a desktop, a browser or the host.</p>
+      </div>
+    </section>
+  );
+}
+
+/**
+ * A cloud computer: its desktop on the cloud node (it starts with the agent's first cloud
+ * action), or why no cloud node serves it.
+ */
+function CloudScreen({ client, agent, onOpenDesktop }: Pick<ComputerPanelProps, 'client' | 'agent' | 'onOpenDesktop'>) {
+  const plan = usePlan(client, agent);
+  const next = plan.data?.next;
+  if (next && !next.unavailable && next.cloudNode) {
+    return (
+      <section class="panel-section screen-first" id="computer-screen" data-kind="cloud">
+        <ScreenView client={client} agentId={agent.id} variant="panel" onPreviewClick={onOpenDesktop} label={<span class="badge">Cloud desktop</span>} />
+        <p class="muted small" id="cloud-node">
+          On cloud node <code>{next.cloudNode}</code>. It starts with the agent's first cloud action.
         </p>
+      </section>
+    );
+  }
+  return (
+    <section class="panel-section">
+      <div class="empty-state screen-empty" id="computer-empty">
+        <p class="empty-title">No cloud desktop is connected</p>
         <p class="muted small">
-          {agent.computer === 'cloud'
-            ? 'No cloud execution node is connected yet. Choose Local VM under Configure to work on this machine.'
-            : 'This agent only chats. Choose a computer under Configure to give it a desktop, a browser or the host.'}
+          {next?.reason ?? 'No cloud execution node is connected yet.'} Choose Local VM under Configure to work on this machine.
         </p>
       </div>
     </section>

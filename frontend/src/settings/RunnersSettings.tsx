@@ -41,6 +41,16 @@ export function RunnersSettings({ client }: { client: Client }) {
     }
   };
 
+  const toggleCloud = async (r: Runner, on: boolean) => {
+    setError('');
+    try {
+      await client.setRunnerCloud(r.id, on);
+      await load();
+    } catch (err) {
+      setError(messageFor(err));
+    }
+  };
+
   const revoke = async (r: Runner) => {
     if (!globalThis.confirm(`Revoke runner ${r.name}? Its link drops now and its token stops working.`)) return;
     setError('');
@@ -57,7 +67,9 @@ export function RunnersSettings({ client }: { client: Client }) {
       <h2 id="runners-title">Runners</h2>
       <p class="muted">
         A runner is another machine whose container engine runs agents' desktops. It connects out to this server (it
-        needs no open port). Place an agent on it with its node id.
+        needs no open port). Place an agent on it with its node id. Host tools of agents placed on a runner run on that
+        runner's machine, only when it offers them (it was not started with <code>--no-host-tools</code>) and the account
+        has host access on that node (Settings → Users). A <em>cloud node</em> serves agents whose computer is Cloud.
       </p>
       <div class="card" id="runner-add-card">
         <h3>Add a runner</h3>
@@ -123,6 +135,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                     <th scope="col">Status</th>
                     <th scope="col">Platform</th>
                     <th scope="col">Desktops</th>
+                    <th scope="col">Cloud node</th>
                     <th scope="col" />
                   </tr>
                 </thead>
@@ -145,6 +158,20 @@ export function RunnersSettings({ client }: { client: Client }) {
                       </td>
                       <td>
                         {r.desktops.running} of {r.desktops.max}
+                      </td>
+                      <td>
+                        <label class="check">
+                          <input
+                            type="checkbox"
+                            class="runner-cloud-toggle"
+                            data-runner={r.id}
+                            checked={r.cloud}
+                            disabled={r.status === 'revoked'}
+                            aria-label={`${r.name} is a cloud node`}
+                            onChange={(e) => void toggleCloud(r, e.currentTarget.checked)}
+                          />
+                          {r.cloud ? 'yes' : 'no'}
+                        </label>
                       </td>
                       <td>
                         {r.status !== 'revoked' && (

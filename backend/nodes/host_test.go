@@ -1,0 +1,110 @@
+package nodes_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cubicle/backend/fault"
+	"cubicle/runner/wire"
+)
+
+// TestHostOpsOverTheLink: a connected runner's host runs the host ops over the real link
+// (websocket + yamux): a command's output and exit code, a file larger than a frame written
+// and read back byte for byte, and a cancelled command whose context ends the call at once.
+func TestHostOpsOverTheLink(t *testing.T) {
+	x := newHub(t)
+	c, err := x.h.Create("box", false, x.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, _ := x.h.Node(c.ID)
+	if err := remote.HostTools(); !errors.Is(err, fault.ErrUnavailable) {
+		t.Fatalf("host tools of a runner that never connected: %v", err)
+	}
+	startRunner(t, x.srv.URL, c.Token)
+	waitFor(t, "the runner to connect", func() bool { return x.h.Connected(c.ID) })
+	ctx := context.Background()
+	dir := t.TempDir()
+	res, err := remote.HostShell(ctx, wire.HostShellArgs{Command: "echo out; echo err >&2; exit 7", Dir: dir, TimeoutMS: 60_000, MaxOutput: 1 << 10})
+	if err != nil || res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Fatalf("host shell: %+v, %v", res, err)
+	}
+	home, err := remote.HostHome(ctx)
+	if want, _ := os.UserHomeDir(); err != nil || home != want {
+		t.Fatalf("host home %q, %v", home, err)
+	}
+	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, (wire.MaxFrame+1024)/4)
+	path := filepath.Join(dir, "big.bin")
+	if err := remote.HostWriteFile(ctx, path, big); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("written file: %d bytes, %v", len(got), err)
+	}
+	if got, err := remote.HostReadFile(ctx, path, int64(len(big))); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read back: %d bytes, %v", len(got), err)
+	}
+	if _, err := remote.HostReadFile(ctx, path, 10); !errors.Is(err, fault.ErrInvalid) {
+		t.Fatalf("a file over the limit: %v", err)
+	}
+	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("a missing file: %v", err)
+	}
+	// Cancel: the call ends with the context, and the runner kills the command.
+	marker := filepath.Join(dir, "after")
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err = remote.HostShell(cctx, wire.HostShellArgs{Command: "sleep 5; touch " + marker, TimeoutMS: 600_000})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled host shell: %v after %v", err, time.Since(began))
+	}
+	time.Sleep(6 * time.Second)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the cancelled command went on")
+	}
+}
+
+// TestCloudFlag: PATCH's SetCloud and the connected cloud nodes.
+func TestCloudFlag(t *testing.T) {
+	x := newHub(t)
+	a, _ := x.h.Create("b-cloud", false, x.srv.URL)
+	b, _ := x.h.Create("a-cloud", false, x.srv.URL)
+	if _, err := x.h.SetCloud("local", true); !errors.Is(err, fault.ErrInvalid) {
+		t.Fatalf("local as cloud: %v", err)
+	}
+	if _, err := x.h.SetCloud("r-nope", true); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("unknown runner: %v", err)
+	}
+	for _, id := range []string{a.ID, b.ID} {
+		if r, err := x.h.SetCloud(id, true); err != nil || !r.Cloud {
+			t.Fatalf("set cloud: %+v, %v", r, err)
+		}
+	}
+	if cs, err := x.h.CloudNodes(); err != nil || len(cs) != 0 {
+		t.Fatalf("cloud nodes before any connected: %v, %v", cs, err)
+	}
+	startRunner(t, x.srv.URL, a.Token)
+	startRunner(t, x.srv.URL, b.Token)
+	waitFor(t, "the runners to connect", func() bool { return x.h.Connected(a.ID) && x.h.Connected(b.ID) })
+	cs, err := x.h.CloudNodes()
+	if err != nil || len(cs) != 2 || cs[0].ID != b.ID || cs[1].ID != a.ID {
+		t.Fatalf("cloud nodes by name: %+v, %v", cs, err)
+	}
+	x.h.SetCloud(b.ID, false)
+	if err := x.h.Revoke(a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := x.h.CloudNodes(); len(cs) != 0 {
+		t.Fatalf("cloud nodes after unmarking and revoking: %+v", cs)
+	}
+	if _, err := x.h.SetCloud(a.ID, false); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("a revoked runner: %v", err)
+	}
+}

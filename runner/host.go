@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"time"
+
+	"cubicle/backend/agent/tools"
+	"cubicle/backend/fault"
+	"cubicle/runner/wire"
+)
+
+// serveHost answers a host tool op (wire.OpHostShell, …) on this machine's host, within the
+// limits of wire.MaxHost*. The server decided (computer gate, guard, host grant) before it
+// sent the request; a runner started with --no-host-tools refuses every one. The command or
+// file operation follows the stream: when the server closes it (the chat's stop), ctx ends
+// and the command's process group is killed.
+func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
+	fail := func(err error) { wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(err)}) }
+	if r.cfg.NoHostTools {
+		fail(fault.Forbidden("runner %s was started with --no-host-tools: it runs no host tools; restart it without that flag to allow them", r.cfg.Name))
+		return
+	}
+	host := tools.LocalHost{}
+	switch req.Op {
+	case wire.OpHostHome:
+		home, err := host.Home(ctx)
+		if err != nil {
+			fail(fault.Unavailable("the runner user on %s has no home directory: %v", r.cfg.Name, err))
+			return
+		}
+		reply(st, home)
+	case wire.OpHostShell:
+		var a wire.HostShellArgs
+		if err := json.Unmarshal(req.Args, &a); err != nil || a.Command == "" {
+			fail(fault.Invalid("%s: a command is required", req.Op))
+			return
+		}
+		timeout := time.Duration(a.TimeoutMS) * time.Millisecond
+		if timeout <= 0 || timeout > wire.MaxHostTimeout {
+			timeout = wire.MaxHostTimeout
+		}
+		maxOut := a.MaxOutput
+		if maxOut <= 0 || maxOut > wire.MaxHostOutput {
+			maxOut = wire.MaxHostOutput
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { // the server closes the stream to cancel: the read ends
+			io.Copy(io.Discard, st)
+			cancel()
+		}()
+		r.log.Info("host shell", "dir", a.Dir, "timeout", timeout)
+		res, err := host.Shell(ctx, a.Command, a.Dir, timeout, maxOut)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if ctx.Err() != nil {
+			return // cancelled: nobody is listening, and the command's group is gone
+		}
+		reply(st, wire.HostShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+			Truncated: res.Truncated, TimedOut: res.TimedOut})
+	case wire.OpHostReadFile:
+		var a wire.HostFileArgs
+		if err := json.Unmarshal(req.Args, &a); err != nil || a.Path == "" {
+			fail(fault.Invalid("%s: a path is required", req.Op))
+			return
+		}
+		if a.Max <= 0 || a.Max > wire.MaxHostFile {
+			a.Max = wire.MaxHostFile
+		}
+		data, err := host.ReadFile(ctx, a.Path, a.Max)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if reply(st, wire.HostFile{Size: int64(len(data))}) == nil {
+			st.Write(data)
+		}
+	case wire.OpHostWriteFile:
+		var a wire.HostFileArgs
+		if err := json.Unmarshal(req.Args, &a); err != nil || a.Path == "" || a.Size < 0 {
+			fail(fault.Invalid("%s: a path and a size are required", req.Op))
+			return
+		}
+		if a.Size > wire.MaxHostFile {
+			fail(fault.Invalid("a file of %d bytes is over the %d bytes a runner writes", a.Size, wire.MaxHostFile))
+			return
+		}
+		data := make([]byte, a.Size)
+		st.SetReadDeadline(time.Now().Add(5 * time.Minute))
+		if _, err := io.ReadFull(st, data); err != nil {
+			fail(fault.Invalid("the file's %d bytes did not arrive: %v", a.Size, err))
+			return
+		}
+		st.SetReadDeadline(time.Time{})
+		if err := host.WriteFile(ctx, a.Path, data); err != nil {
+			fail(err)
+			return
+		}
+		reply(st, true)
+	}
+}
+
+// reply writes a successful response carrying v.
+func reply(st net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return wire.WriteFrame(st, wire.Response{Error: wire.ErrorOf(err)})
+	}
+	return wire.WriteFrame(st, wire.Response{Result: b})
+}

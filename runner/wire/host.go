@@ -1,0 +1,55 @@
+package wire
+
+import "time"
+
+// Host tool ops (capability CapHostTools): the host tools of an agent whose desktop is on a
+// runner run on that runner's host. The server's guard and the computer gate decide before a
+// request is sent; the runner refuses them all when it was started with --no-host-tools.
+//
+// OpHostShell's response comes when the command ended. The server cancels a running command by
+// closing the stream (the runner then kills the command's process group) before the response.
+// File contents travel as raw bytes after the frames (they may be larger than MaxFrame):
+// OpHostReadFile answers HostFile{Size} followed by Size bytes; OpHostWriteFile's request
+// HostFileArgs{Size} is followed by Size bytes, then the runner answers.
+const (
+	OpHostShell     = "hostShell"
+	OpHostReadFile  = "hostReadFile"
+	OpHostWriteFile = "hostWriteFile"
+	OpHostHome      = "hostHome"
+)
+
+// Limits a runner holds host tool calls to, whatever the server asks.
+const (
+	MaxHostTimeout = 10 * time.Minute
+	MaxHostOutput  = 1 << 20  // per stream (stdout, stderr)
+	MaxHostFile    = 25 << 20 // a file read or written
+)
+
+// HostShellArgs are the arguments of OpHostShell.
+type HostShellArgs struct {
+	Command   string `json:"command"`
+	Dir       string `json:"dir,omitempty"`
+	TimeoutMS int64  `json:"timeoutMs"`
+	MaxOutput int    `json:"maxOutput"`
+}
+
+// HostShellResult answers OpHostShell.
+type HostShellResult struct {
+	ExitCode  int    `json:"exitCode"`
+	Stdout    []byte `json:"stdout,omitempty"`
+	Stderr    []byte `json:"stderr,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+	TimedOut  bool   `json:"timedOut,omitempty"`
+}
+
+// HostFileArgs are the arguments of OpHostReadFile (Path, Max) and OpHostWriteFile (Path, Size).
+type HostFileArgs struct {
+	Path string `json:"path"`
+	Max  int64  `json:"max,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// HostFile answers OpHostReadFile: Size raw bytes follow the frame.
+type HostFile struct {
+	Size int64 `json:"size"`
+}
