@@ -198,7 +198,7 @@ func (b *Backend) build() error {
 	b.place = newPlacement(b)
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected, Dist: dist}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist}); err != nil {
 		return err
 	}
 	if mode, err := localNodeMode(b.cfg.LocalNode); err != nil {

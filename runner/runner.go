@@ -118,6 +118,7 @@ type Runner struct {
 	vms    *vm.Manager
 	engine *Engine
 	hello  wire.Hello
+	watch  *watchers // the server's OpWatch streams (nil for the managed runner)
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
@@ -173,7 +174,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open runner store: %w", err)
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}, restart: make(chan struct{})}
+	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}, watch: newWatchers(), restart: make(chan struct{})}
 	if err := r.buildVMs(); err != nil {
 		r.Close()
 		return nil, err
@@ -186,7 +187,7 @@ func (r *Runner) buildVMs() error {
 	log := r.log.With("svc", "vm")
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapSelfUpdate, wire.CapNodeSettings}}
+		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents, wire.CapSelfUpdate, wire.CapNodeSettings}}
 	if !r.cfg.NoHostTools {
 		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools)
 	}
@@ -210,7 +211,7 @@ func (r *Runner) buildVMs() error {
 		}
 	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
-		HostWall: hostWall}
+		HostWall: hostWall, OnChange: r.watch.desktop, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind

@@ -26,6 +26,9 @@ func (r *Runner) serve(ctx context.Context, st net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	switch req.Op {
+	case wire.OpWatch:
+		r.serveWatch(ctx, st)
+		return
 	case wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome:
 		r.serveHost(ctx, st, req)
 		return

@@ -43,6 +43,9 @@ func (s *Server) engineRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) engines(w http.ResponseWriter, r *http.Request) (Engines, bool) {
+	if !s.localOnly(w, r, "the container engine") {
+		return nil, false
+	}
 	if s.cfg.Engines == nil {
 		writeError(w, r, s.log, fault.Unavailable("the engine settings are not available on this server"))
 		return nil, false

@@ -68,6 +68,10 @@ func (s *Server) vms(w http.ResponseWriter, r *http.Request) (VMs, bool) {
 		}
 		return m, true
 	}
+	if node := nodeParam(r); node != "" && !strings.HasPrefix(r.URL.Path, "/api/app/agents/") {
+		writeError(w, r, s.log, unknownNode(node))
+		return nil, false
+	}
 	if s.cfg.VMs == nil {
 		writeError(w, r, s.log, fault.Unavailable("Local VM is not available on this server (no desktop manager is running); "+
 			"see `cubicle doctor`"))

@@ -104,21 +104,41 @@ type Node struct {
 	HostScreenControl bool   `json:"hostScreenControl"`
 }
 
-// Runner is the payload of RunnerStatus (published by the runner link, which comes later; the
-// managed local runner announces itself as connected when the backend starts).
+// Runner is the payload of RunnerStatus: an execution node connected, disconnected, was
+// revoked, or its desktop counts changed. The managed local runner announces itself as
+// connected when the backend starts; the hub (backend/nodes) publishes the runners'.
 type Runner struct {
 	NodeID       string   `json:"nodeId"`
-	State        string   `json:"state"` // connected | disconnected
+	Name         string   `json:"name,omitempty"`
+	State        string   `json:"state"` // connected | disconnected | revoked
 	Managed      bool     `json:"managed"`
+	Cloud        bool     `json:"cloud,omitempty"`
 	Version      string   `json:"version,omitempty"`
 	OS           string   `json:"os,omitempty"`
 	Arch         string   `json:"arch,omitempty"`
+	Engine       string   `json:"engine,omitempty"`
+	EngineError  string   `json:"engineError,omitempty"`
 	Capabilities []string `json:"capabilities,omitempty"`
-	Message      string   `json:"message,omitempty"`
+	// Desktops counts the node's desktops (running of max) as last known.
+	Desktops *RunnerDesktops `json:"desktops,omitempty"`
+	// LastSeen is when a disconnected runner was last connected.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+	Message  string    `json:"message,omitempty"`
+}
+
+// RunnerDesktops counts a runner's desktops.
+type RunnerDesktops struct {
+	Running int `json:"running"`
+	Max     int `json:"max"`
 }
 
 // Runner states.
 const (
 	RunnerConnected    = "connected"
 	RunnerDisconnected = "disconnected"
+	RunnerRevoked      = "revoked"
 )
+
+// DesktopUnreachable is the Desktop.State of a runner's desktop while its runner's link is
+// down (the desktop itself may still run there; nobody can reach it).
+const DesktopUnreachable = "unreachable"

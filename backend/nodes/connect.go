@@ -113,6 +113,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	old := h.conns[id]
 	h.conns[id] = c
 	h.wg.Add(1)
+	follow := id != LocalID // the managed local runner's changes reach the bus from its manager directly
+	if follow {
+		h.wg.Add(1)
+	}
 	h.mu.Unlock()
 	if old != nil {
 		old.sess.Close() // a runner that came back before its old link was noticed dead
@@ -120,6 +124,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Info("runner connected", "node", id, "name", rec.Name, "version", hello.Version, "os", hello.OS, "arch", hello.Arch,
 		"engine", hello.Engine, "remote", r.RemoteAddr)
 	go h.watch(c)
+	if follow {
+		go h.follow(c)
+	}
 }
 
 // watch waits for c's session to end, then fails its relayed links, forgets it and tells
@@ -148,6 +155,9 @@ func (h *Hub) watch(c *conn) {
 		h.log.Warn("runner disconnected: its desktops are unreachable until it reconnects", "node", c.node, "name", c.name)
 		if h.cfg.OnDisconnect != nil {
 			h.cfg.OnDisconnect(c.node, h.seen(c))
+		}
+		if c.node != LocalID {
+			h.unreachable(c.node)
 		}
 	}
 }

@@ -64,6 +64,9 @@ type Config struct {
 	// Dist is what the server offers its runners to download (nil: nothing, and no runner is
 	// told of an update).
 	Dist *release.Dist
+	// Events, when set, hears runners connect, disconnect and be revoked, and their desktops
+	// change state (events.RunnerStatus, events.DesktopState, …; see events.go).
+	Events Publisher
 }
 
 // Hub keeps the registry and the live links.
@@ -76,6 +79,8 @@ type Hub struct {
 	mu     sync.Mutex
 	conns  map[string]*conn // by node id
 	closed bool
+	desks  map[string]map[string]desk // node → desktop id → as last known (events.go)
+	max    map[string]int             // node → its capacity as last known
 }
 
 // conn is one runner's live link.
@@ -99,7 +104,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}}
+	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}, desks: map[string]map[string]desk{}, max: map[string]int{}}
 	h.upgrader = websocket.Upgrader{HandshakeTimeout: 15 * time.Second, ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize,
 		// A runner is not a web page: an upgrade carrying an Origin is refused below.
 		CheckOrigin: func(*http.Request) bool { return true }}
@@ -262,7 +267,9 @@ func (h *Hub) Revoke(id string) error {
 	c := h.conns[id]
 	h.mu.Unlock()
 	if c != nil {
-		c.sess.Close() // the watcher removes it and tells OnDisconnect
+		c.sess.Close() // the watcher removes it, tells OnDisconnect and publishes "revoked"
+	} else {
+		h.runnerEvent(id, StatusRevoked)
 	}
 	h.log.Info("runner revoked", "node", id)
 	return nil

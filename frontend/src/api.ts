@@ -584,6 +584,11 @@ function codeFor(status: number, code: unknown): ErrorCode {
   }
 }
 
+/** The ?node= of the Local VM admin routes: none for this computer ("local"), else the runner's id. */
+export function nodeQuery(node?: string): string {
+  return node && node !== 'local' ? `?node=${encodeURIComponent(node)}` : '';
+}
+
 /** A runner (execution node) as GET /api/app/admin/runners lists it. */
 export interface Runner {
   id: string;
@@ -747,10 +752,10 @@ export class Client {
   }
 
   /** POST /api/app/admin/local-vm/instances/:id/:action (admin only): any desktop of the node. */
-  adminDesktopAction(id: string, action: 'stop' | 'remove', force = false): Promise<InstanceView> {
+  adminDesktopAction(id: string, action: 'stop' | 'remove', force = false, node?: string): Promise<InstanceView> {
     return this.request<InstanceView>(
       'POST',
-      `/api/app/admin/local-vm/instances/${encodeURIComponent(id)}/${action}`,
+      `/api/app/admin/local-vm/instances/${encodeURIComponent(id)}/${action}${nodeQuery(node)}`,
       force ? { force } : undefined,
     );
   }
@@ -930,13 +935,13 @@ export class Client {
   }
 
   /** DELETE /api/app/admin/local-vm/instances/:id/data (admin only): the retained workspace and profile. */
-  async deleteDesktopData(instanceId: string): Promise<void> {
-    await this.request<void>('DELETE', `/api/app/admin/local-vm/instances/${encodeURIComponent(instanceId)}/data`);
+  async deleteDesktopData(instanceId: string, node?: string): Promise<void> {
+    await this.request<void>('DELETE', `/api/app/admin/local-vm/instances/${encodeURIComponent(instanceId)}/data${nodeQuery(node)}`);
   }
 
-  /** GET /api/app/admin/local-vm (admin only). */
-  localVM(): Promise<LocalVMStatus> {
-    return this.request<LocalVMStatus>('GET', '/api/app/admin/local-vm');
+  /** GET /api/app/admin/local-vm (admin only); node: a runner's id (default this computer). */
+  localVM(node?: string): Promise<LocalVMStatus> {
+    return this.request<LocalVMStatus>('GET', `/api/app/admin/local-vm${nodeQuery(node)}`);
   }
 
   /** GET /api/app/admin/local-vm/engine (admin only). */
@@ -950,23 +955,23 @@ export class Client {
   }
 
   /** POST /api/app/admin/local-vm/prepare: starts (or joins) a preparation; poll localVM(). */
-  prepareImage(imageKey: string): Promise<PrepareState> {
-    return this.request<PrepareState>('POST', '/api/app/admin/local-vm/prepare', { imageKey });
+  prepareImage(imageKey: string, node?: string): Promise<PrepareState> {
+    return this.request<PrepareState>('POST', `/api/app/admin/local-vm/prepare${nodeQuery(node)}`, { imageKey });
   }
 
   /** PUT /api/app/admin/local-vm/image-sources (admin only). */
-  setImageSources(u: ImageSourcesUpdate): Promise<ImageSources> {
-    return this.request<ImageSources>('PUT', '/api/app/admin/local-vm/image-sources', u);
+  setImageSources(u: ImageSourcesUpdate, node?: string): Promise<ImageSources> {
+    return this.request<ImageSources>('PUT', `/api/app/admin/local-vm/image-sources${nodeQuery(node)}`, u);
   }
 
   /** PUT /api/app/admin/local-vm/policy. */
-  setVMPolicy(isolation: string, maxInstances: number): Promise<VMPolicy> {
-    return this.request<VMPolicy>('PUT', '/api/app/admin/local-vm/policy', { isolation, maxInstances });
+  setVMPolicy(isolation: string, maxInstances: number, node?: string): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/policy${nodeQuery(node)}`, { isolation, maxInstances });
   }
 
   /** PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). */
-  setIdlePolicy(requestId: string, idleStopMinutes: number): Promise<VMPolicy> {
-    return this.request<VMPolicy>('PUT', '/api/app/admin/local-vm/idle-policy', { requestId, idleStopMinutes });
+  setIdlePolicy(requestId: string, idleStopMinutes: number, node?: string): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/idle-policy${nodeQuery(node)}`, { requestId, idleStopMinutes });
   }
 
   /** GET /api/app/agents/:id/local-vm. */

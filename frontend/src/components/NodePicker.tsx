@@ -5,6 +5,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Client, Runner } from '../api';
 import { messageFor } from '../errors';
+import type { BusEvent } from '../events';
+import { useServerState } from '../hooks';
 
 interface NodePickerProps {
   client: Client;
@@ -15,7 +17,9 @@ interface NodePickerProps {
 
 /** The node picker of the computer panel. */
 export function NodePicker({ client, agentId, onMoved }: NodePickerProps) {
-  const [runners, setRunners] = useState<Runner[] | null>(null);
+  // The runners and their status follow runner.status events (administrators only).
+  const list = useServerState(() => client.listRunners(), [client], { when: (e: BusEvent) => e.type === 'runner.status' });
+  const runners: Runner[] | null = list.data;
   const [node, setNode] = useState('local');
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
@@ -23,10 +27,6 @@ export function NodePicker({ client, agentId, onMoved }: NodePickerProps) {
   useEffect(() => {
     let live = true;
     client.getAgent(agentId).then((a) => live && setNode(a.nodeId ?? 'local'), () => {});
-    client.listRunners().then(
-      (rs) => live && setRunners(rs),
-      () => live && setRunners(null), // not an administrator, or no runners on this server
-    );
     return () => {
       live = false;
     };

@@ -38,10 +38,16 @@ export function ImageSourcesCard({
   client,
   status,
   onChanged,
+  node,
+  locked = '',
 }: {
   client: Client;
   status: LocalVMStatus;
   onChanged: () => Promise<void>;
+  /** The node the page shows (undefined = this computer). */
+  node?: string;
+  /** Why nothing can be changed now ('' = it can). */
+  locked?: string;
 }) {
   const sources = status.imageSources;
   const [fields, setFields] = useState<Fields | null>(sources ? savedFields(sources) : null);
@@ -69,7 +75,7 @@ export function ImageSourcesCard({
       const v = await client.setImageSources({
         standard: { image: f.stdImage.trim(), digest: f.stdDigest.trim() },
         cursor: { image: f.curImage.trim(), digest: f.curDigest.trim() },
-      });
+      }, node);
       setFields(savedFields(v));
       setDirty(false);
       setSaved(note);
@@ -106,7 +112,7 @@ export function ImageSourcesCard({
         view={sources.standard}
         image={fields.stdImage}
         digest={fields.stdDigest}
-        disabled={busy}
+        disabled={busy || locked !== ''}
         onImage={(v) => edit('stdImage', v)}
         onDigest={(v) => edit('stdDigest', v)}
         note={`The Debian base is ${baseSourceText[sources.baseSource] ?? sources.baseSource}.`}
@@ -117,19 +123,19 @@ export function ImageSourcesCard({
         view={sources.cursor}
         image={fields.curImage}
         digest={fields.curDigest}
-        disabled={busy}
+        disabled={busy || locked !== ''}
         onImage={(v) => edit('curImage', v)}
         onDigest={(v) => edit('curDigest', v)}
       />
       <div class="form-actions">
-        <button class="btn primary" type="submit" id="sources-save" disabled={busy || !dirty}>
+        <button class="btn primary" type="submit" id="sources-save" disabled={busy || !dirty || locked !== ''}>
           {busy ? 'Saving…' : 'Save image sources'}
         </button>
         <button
           class="btn"
           type="button"
           id="sources-reset"
-          disabled={busy || !anySaved}
+          disabled={busy || !anySaved || locked !== ''}
           onClick={() => void save(reset, 'The environment or built-in sources apply again.')}
         >
           Use the defaults

@@ -1,9 +1,10 @@
-// Settings → Local VM (admin only, SPEC §1.2–§1.5): the engine report with fix hints, image
+// Settings → Local VM (admin only, SPEC §1.2–§1.5), per execution node (this computer or a
+// runner, chosen with the node picker): the engine report with fix hints, image
 // preparation with live progress, the images' sources (ImageSourcesCard), the isolation policy and capacity, idle auto-stop, and
 // the instance list. The server's answers are shown as they are; nothing is decided here.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalVMStatus, type PrepareState } from '../api';
+import { ApiError, type Client, type DoctorCheck, type InstanceView, type LocalVMStatus, type PrepareState, type Runner } from '../api';
 import { randomId } from '../chat';
 import { ConfirmDialog } from '../components/ConfirmDialog';
 import { messageFor } from '../errors';
@@ -13,24 +14,9 @@ import { useEvents, useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
 import { LeftoversCard } from './Leftovers';
-import { bytes, formatCountdown, formatUptime, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
+import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, prepareLine, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
-
-/** Events after which the Local VM status is read again. */
-function concernsStatus(e: BusEvent): boolean {
-  switch (e.type) {
-    case 'desktop.state':
-    case 'images.changed':
-    case 'node.changed':
-    case 'control.changed':
-    case 'agent.changed':
-      return true;
-    case 'prepare.progress':
-      return !e.data.running; // progress itself is patched in; the end changes the images
-  }
-  return false;
-}
 
 /** One desktop's resources, from the desktop.stats events. */
 interface Stats {
@@ -39,24 +25,47 @@ interface Stats {
   memoryLimit?: number;
 }
 
-/** The Local VM section. It follows the event stream; nothing polls while the stream is up. */
+/** The runners (for the node picker); none when the server has none or they cannot be listed. */
+function useRunners(client: Client) {
+  return useServerState(() => client.listRunners().catch(() => [] as Runner[]), [client], {
+    when: (e: BusEvent) => e.type === 'runner.status',
+  });
+}
+
+/**
+ * The Local VM section. A node picker chooses the machine (this computer or a runner); every
+ * card acts on that node only. It follows the event stream; nothing polls while the stream
+ * is up. While a runner is disconnected its last known status is shown, its desktops as
+ * unreachable, and every action is disabled with the reason.
+ */
 export function LocalVMSettings({ client }: { client: Client }) {
-  const st = useServerState(() => client.localVM(), [client], { when: concernsStatus });
+  const [node, setNode] = useState('local');
+  const runners = useRunners(client);
+  const runner = node === 'local' ? undefined : runners.data?.find((r) => r.id === node);
+  const st = useServerState(() => client.localVM(node), [client, node], { when: (e) => concernsStatus(e, node) });
+  const [known, setKnown] = useState<Record<string, LocalVMStatus>>({});
   const [fetchedAt, setFetchedAt] = useState(0);
   const [now, setNow] = useState(Date.now());
   const [progress, setProgress] = useState<Record<string, PrepareState>>({});
   const [stats, setStats] = useState<Record<string, Stats>>({});
   const forbidden = st.failure instanceof ApiError && st.failure.status === 403;
-  const status = st.data;
+  const lock = nodeLock(runner, st.failure);
+  // The answer for this node; a disconnected runner shows what it last said.
+  const status = st.data && (st.data.nodeId || 'local') === node ? st.data : (known[node] ?? null);
 
   useEffect(() => {
+    if (st.data) setKnown((k) => ({ ...k, [st.data!.nodeId || 'local']: st.data! }));
     setFetchedAt(Date.now());
     setProgress({});
-  }, [status]);
+  }, [st.data]);
+  useEffect(() => {
+    setProgress({});
+    setStats({});
+  }, [node]);
   // Preparation progress and resources arrive as events and are shown as they come.
   useEvents((e) => {
-    if (e.type === 'prepare.progress') setProgress((p) => ({ ...p, [e.data.imageKey]: e.data as PrepareState }));
-    if (e.type === 'desktop.stats') {
+    if (e.type === 'prepare.progress' && onNode(e, node)) setProgress((p) => ({ ...p, [e.data.imageKey]: e.data as PrepareState }));
+    if (e.type === 'desktop.stats' && onNode(e, node)) {
       const next: Record<string, Stats> = {};
       for (const i of e.data.instances ?? []) next[i.instanceId] = i;
       setStats(next);
@@ -73,18 +82,69 @@ export function LocalVMSettings({ client }: { client: Client }) {
     ...status,
     images: (status.images ?? []).map((i) => (progress[i.imageKey] ? { ...i, prepare: progress[i.imageKey] } : i)),
     preparing: status.preparing || Object.values(progress).some((p) => p.running),
+    instances: lock === '' ? status.instances : (status.instances ?? []).map((i) => ({ ...i, state: 'unreachable', idleStopInSeconds: undefined })),
+    running: lock === '' ? status.running : 0,
   };
   const onChanged = st.reload;
+  const pickable = (runners.data ?? []).filter((r) => r.status !== 'revoked' || r.id === node);
+  const target = node === 'local' ? undefined : node;
 
   return (
-    <section class="settings-section" id="local-vm-settings" aria-labelledby="local-vm-title">
+    <section class="settings-section" id="local-vm-settings" aria-labelledby="local-vm-title" data-node={node}>
       <h2 id="local-vm-title">Local VM</h2>
       <p class="muted">
-        Agents' desktops run as containers on this machine (Podman or Docker), or as Pods of a Kubernetes cluster.
+        Agents' desktops run as containers on this machine (Podman or Docker), or as Pods of a Kubernetes cluster
+        {pickable.length > 0 ? ', or on runners: other machines that connect to this server' : ''}. Each machine has its own
+        policy, capacity, idle stop, images and desktops.
       </p>
-      <EngineCard client={client} status={shown} onForbidden={() => void 0} />
-      <EngineChoiceCard client={client} onForbidden={() => void 0} />
-      {st.error !== '' && !forbidden && (
+      {pickable.length > 0 && (
+        <div class="card node-picker" id="node-picker-card">
+          <label class="field inline">
+            <span>Machine</span>
+            <select id="local-vm-node" value={node} onChange={(e) => setNode(e.currentTarget.value)}>
+              <option value="local">This computer</option>
+              {pickable.map((r) => (
+                <option key={r.id} value={r.id} data-status={r.status}>
+                  {r.name} — runner, {r.status}
+                  {r.status === 'connected' ? `, ${r.desktops.running} of ${r.desktops.max} running` : ''}
+                </option>
+              ))}
+            </select>
+          </label>
+          {runner && (
+            <p class="muted small" id="local-vm-node-line" data-status={runner.status}>
+              <span class={`badge ${runner.status === 'connected' ? 'ok' : 'fail'}`} id="local-vm-node-status">
+                {runner.status}
+              </span>{' '}
+              {runner.version ? `${runner.version} · ${runner.os}/${runner.arch} · ${runner.engine || `no engine: ${runner.engineError ?? ''}`}` : ''}
+            </p>
+          )}
+        </div>
+      )}
+      {lock !== '' && (
+        <p class="notice warn-notice" role="status" id="local-vm-node-lock">
+          {lock}
+        </p>
+      )}
+      {node === 'local' ? (
+        <>
+          <EngineCard client={client} status={shown} onForbidden={() => void 0} />
+          <EngineChoiceCard client={client} onForbidden={() => void 0} />
+        </>
+      ) : (
+        shown?.engine && (
+          <div class="card">
+            <h3>Engine</h3>
+            <p class={`summary ${shown.engine.found ? 'ok' : 'fail'}`} id="engine-line">
+              {shown.engine.found
+                ? `The runner uses ${shown.engine.kind ?? 'an engine'} ${shown.engine.version ?? ''}${shown.engine.arch ? ` on ${shown.engine.arch}` : ''}.`
+                : `The runner has no container engine: ${shown.engine.problem ?? 'install and start Podman or Docker there.'}`}
+            </p>
+            <p class="muted small">The engine of a runner is chosen on its machine (cubicle runner --engine …).</p>
+          </div>
+        )
+      )}
+      {st.error !== '' && !forbidden && lock === '' && (
         <p class="form-error" role="alert" id="local-vm-error">
           Could not load the Local VM status: {st.error}
         </p>
@@ -92,12 +152,21 @@ export function LocalVMSettings({ client }: { client: Client }) {
       {shown === null && st.error === '' && <p class="muted">Loading the Local VM status…</p>}
       {shown !== null && (
         <>
-          <PrepareCard client={client} status={shown} onChanged={onChanged} />
-          <ImageSourcesCard client={client} status={shown} onChanged={onChanged} />
-          <PolicyCard client={client} status={shown} onChanged={onChanged} />
-          <IdleCard client={client} status={shown} onChanged={onChanged} />
-          <InstancesCard client={client} status={shown} stats={stats} now={now} elapsed={(now - fetchedAt) / 1000} onChanged={onChanged} />
-          <LeftoversCard client={client} />
+          <PrepareCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
+          <ImageSourcesCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
+          <PolicyCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
+          <IdleCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
+          <InstancesCard
+            client={client}
+            status={shown}
+            stats={stats}
+            now={now}
+            elapsed={(now - fetchedAt) / 1000}
+            onChanged={onChanged}
+            node={target}
+            locked={lock}
+          />
+          {node === 'local' && <LeftoversCard client={client} />}
         </>
       )}
     </section>
@@ -207,9 +276,13 @@ interface CardProps {
   client: Client;
   status: LocalVMStatus;
   onChanged: () => Promise<void>;
+  /** The node the page shows (undefined = this computer). */
+  node?: string;
+  /** Why nothing can be changed now ('' = it can): a disconnected runner. */
+  locked: string;
 }
 
-function PrepareCard({ client, status, onChanged }: CardProps) {
+function PrepareCard({ client, status, onChanged, node, locked }: CardProps) {
   const images = status.images ?? [];
   const [key, setKey] = useState('standard');
   const [busy, setBusy] = useState(false);
@@ -218,7 +291,7 @@ function PrepareCard({ client, status, onChanged }: CardProps) {
     setBusy(true);
     setError('');
     try {
-      await client.prepareImage(key);
+      await client.prepareImage(key, node);
       await onChanged();
     } catch (err) {
       setError(messageFor(err));
@@ -234,13 +307,13 @@ function PrepareCard({ client, status, onChanged }: CardProps) {
         {status.preparing && <span class="badge pending">Preparing…</span>}
       </div>
       <p class="notice warn-notice small" id="prepare-notice">
-        Preparing an image first stops all VM tasks and running desktops on this machine. Work files and browser profiles
+        Preparing an image first stops all VM tasks and running desktops on {node ? 'that runner' : 'this machine'}. Work files and browser profiles
         are kept.
       </p>
       <div class="inline-form">
         <label class="field">
           <span>Image</span>
-          <select id="prepare-image" value={key} onChange={(e) => setKey(e.currentTarget.value)} disabled={busy}>
+          <select id="prepare-image" value={key} onChange={(e) => setKey(e.currentTarget.value)} disabled={busy || locked !== ''}>
             {(images.length > 0 ? images.map((i) => i.imageKey) : ['standard', 'cursor']).map((k) => (
               <option value={k} key={k}>
                 {imageLabel(k)}
@@ -248,7 +321,7 @@ function PrepareCard({ client, status, onChanged }: CardProps) {
             ))}
           </select>
         </label>
-        <button class="btn primary" type="button" id="prepare-submit" onClick={() => void prepare()} disabled={busy || running}>
+        <button class="btn primary" type="button" id="prepare-submit" onClick={() => void prepare()} disabled={busy || running || locked !== ''} title={locked || undefined}>
           {busy ? 'Starting…' : 'Prepare selected image'}
         </button>
       </div>
@@ -290,7 +363,7 @@ function PrepareCard({ client, status, onChanged }: CardProps) {
   );
 }
 
-function PolicyCard({ client, status, onChanged }: CardProps) {
+function PolicyCard({ client, status, onChanged, node, locked }: CardProps) {
   const [isolation, setIsolation] = useState(status.policy.isolation);
   const [max, setMax] = useState(status.policy.maxInstances);
   const [busy, setBusy] = useState(false);
@@ -311,7 +384,7 @@ function PolicyCard({ client, status, onChanged }: CardProps) {
     setError('');
     setSaved('');
     try {
-      const p = await client.setVMPolicy(iso, n);
+      const p = await client.setVMPolicy(iso, n, node);
       setIsolation(p.isolation);
       setMax(p.maxInstances);
       setSaved('Saved.');
@@ -340,7 +413,7 @@ function PolicyCard({ client, status, onChanged }: CardProps) {
               name="isolation"
               value={o.v}
               checked={isolation === o.v}
-              disabled={busy}
+              disabled={busy || locked !== ''}
               onChange={() => void save(o.v, max)}
             />
             <span class="choice-label">{o.label}</span>
@@ -354,7 +427,7 @@ function PolicyCard({ client, status, onChanged }: CardProps) {
       </p>
       <label class="field inline">
         <span>Desktops running at the same time</span>
-        <select id="max-instances" value={String(max)} disabled={busy} onChange={(e) => void save(isolation, Number(e.currentTarget.value))}>
+        <select id="max-instances" value={String(max)} disabled={busy || locked !== ''} onChange={(e) => void save(isolation, Number(e.currentTarget.value))}>
           {[1, 2, 3, 4].map((n) => (
             <option value={String(n)} key={n}>
               {n}
@@ -374,7 +447,7 @@ function PolicyCard({ client, status, onChanged }: CardProps) {
   );
 }
 
-function IdleCard({ client, status, onChanged }: CardProps) {
+function IdleCard({ client, status, onChanged, node, locked }: CardProps) {
   const current = status.policy.idleStopMinutes;
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
@@ -387,7 +460,7 @@ function IdleCard({ client, status, onChanged }: CardProps) {
     setBusy(true);
     setError('');
     try {
-      const p = await client.setIdlePolicy(randomId(), minutes);
+      const p = await client.setIdlePolicy(randomId(), minutes, node);
       setShown(p.idleStopMinutes);
       await onChanged();
     } catch (err) {
@@ -409,7 +482,7 @@ function IdleCard({ client, status, onChanged }: CardProps) {
       </p>
       <label class="field inline">
         <span>Stop an idle desktop after</span>
-        <select id="idle-stop" value={String(shown)} disabled={busy} onChange={(e) => void save(Number(e.currentTarget.value))}>
+        <select id="idle-stop" value={String(shown)} disabled={busy || locked !== ''} onChange={(e) => void save(Number(e.currentTarget.value))}>
           {idlePresets.map((p) => (
             <option value={String(p.minutes)} key={p.minutes}>
               {p.label}
@@ -437,6 +510,8 @@ function InstancesCard({
   now,
   elapsed,
   onChanged,
+  node,
+  locked,
 }: CardProps & { stats: Record<string, Stats>; now: number; elapsed: number }) {
   const instances = status.instances ?? [];
   const [busy, setBusy] = useState('');
@@ -446,7 +521,7 @@ function InstancesCard({
     setBusy(`${inst.id}:${action}`);
     setError('');
     try {
-      await client.adminDesktopAction(inst.id, action, force);
+      await client.adminDesktopAction(inst.id, action, force, node);
       setConfirm(null);
     } catch (err) {
       // In use: say by whom, and offer to do it anyway (their task or control ends).
@@ -462,7 +537,7 @@ function InstancesCard({
     setBusy(`${inst.id}:data`);
     setError('');
     try {
-      await client.deleteDesktopData(inst.id);
+      await client.deleteDesktopData(inst.id, node);
     } catch (err) {
       setError(messageFor(err));
     } finally {
@@ -548,7 +623,7 @@ function InstancesCard({
                             class="btn small"
                             type="button"
                             data-action="stop"
-                            disabled={busy !== '' || (i.state !== 'running' && i.state !== 'paused')}
+                            disabled={busy !== '' || locked !== '' || (i.state !== 'running' && i.state !== 'paused')}
                             title={i.task ? 'A task desktop is removed when stopped.' : undefined}
                             onClick={() => void act(i, 'stop')}
                           >
@@ -558,7 +633,7 @@ function InstancesCard({
                             class="btn small danger"
                             type="button"
                             data-action="remove"
-                            disabled={busy !== '' || (i.state === 'absent' && !i.orphaned)}
+                            disabled={busy !== '' || locked !== '' || (i.state === 'absent' && !i.orphaned)}
                             title="Removes the container; work files and the browser profile are kept."
                             onClick={() => void act(i, 'remove')}
                           >
@@ -570,7 +645,7 @@ function InstancesCard({
                         <button
                           class="btn small danger delete-data"
                           type="button"
-                          disabled={busy !== ''}
+                          disabled={busy !== '' || locked !== ''}
                           title="Deletes the desktop with its work files and browser profile, for good."
                           onClick={() => void deleteData(i)}
                         >

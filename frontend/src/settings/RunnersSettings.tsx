@@ -13,13 +13,18 @@ import {
   type RunnerChannels,
 } from '../api';
 import { messageFor } from '../errors';
+import type { BusEvent } from '../events';
+import { useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
 
 /** The Runners section. */
 export function RunnersSettings({ client }: { client: Client }) {
-  const [runners, setRunners] = useState<Runner[] | null>(null);
-  const [loadError, setLoadError] = useState('');
-  const [forbidden, setForbidden] = useState(false);
+  // Follows runner.status events (connected, disconnected, revoked, desktop counts); no poll
+  // while the event stream is up.
+  const list = useServerState(() => client.listRunners(), [client], { when: (e: BusEvent) => e.type === 'runner.status' });
+  const runners = list.data;
+  const forbidden = list.failure instanceof ApiError && list.failure.status === 403;
+  const loadError = forbidden ? '' : list.error;
   const [name, setName] = useState('');
   const [cloud, setCloud] = useState(false);
   const [serverUrl, setServerUrl] = useState('');
@@ -29,24 +34,7 @@ export function RunnersSettings({ client }: { client: Client }) {
   const [joinOS, setJoinOS] = useState('linux/macos');
   const [updating, setUpdating] = useState('');
   const [notice, setNotice] = useState('');
-
-  const load = () =>
-    client.listRunners().then(
-      (rs) => {
-        setRunners(rs);
-        setLoadError('');
-      },
-      (err) => {
-        if (err instanceof ApiError && err.status === 403) setForbidden(true);
-        else setLoadError(messageFor(err));
-      },
-    );
-
-  useEffect(() => {
-    void load();
-    const t = setInterval(() => void load(), 5000);
-    return () => clearInterval(t);
-  }, [client]);
+  const load = list.reload;
 
   if (forbidden) return <Forbidden />;
 
@@ -222,7 +210,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                 </thead>
                 <tbody>
                   {runners.map((r) => (
-                    <tr key={r.id} data-status={r.status}>
+                    <tr key={r.id} data-status={r.status} data-runner={r.id}>
                       <th scope="row">
                         {r.name}
                         {r.cloud ? ' (cloud)' : ''}

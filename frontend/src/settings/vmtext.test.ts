@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, formatCountdown, formatUptime, idlePresets, imageLabel, prepareLine, stateTone } from './vmtext';
+import { ApiError, nodeQuery, type Runner } from '../api';
+import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, prepareLine, stateTone } from './vmtext';
 
 describe('vmtext', () => {
   it('idle presets are the spec list plus never', () => {
@@ -44,4 +45,38 @@ describe('uptime and sizes', () => {
     [3 * 2 ** 30, '3.0 GiB'],
     [-1, 'unknown size'],
   ])('bytes %s', (n, want) => expect(bytes(n)).toBe(want));
+});
+
+describe('per node', () => {
+  const ev = (type: string, data: object) => ({ id: '1', type, time: '', data });
+  it('events concern the node they name; local events may name none', () => {
+    expect(concernsStatus(ev('desktop.state', { nodeId: 'r-1', state: 'unreachable' }), 'r-1')).toBe(true);
+    expect(concernsStatus(ev('desktop.state', { nodeId: 'r-1' }), 'local')).toBe(false);
+    expect(concernsStatus(ev('desktop.state', { nodeId: 'local' }), 'r-1')).toBe(false);
+    expect(concernsStatus(ev('desktop.state', {}), 'local')).toBe(true);
+    expect(concernsStatus(ev('node.changed', { nodeId: 'r-2' }), 'r-1')).toBe(false);
+    expect(concernsStatus(ev('runner.status', { nodeId: 'r-1', state: 'connected' }), 'r-1')).toBe(true);
+    expect(concernsStatus(ev('runner.status', { nodeId: 'r-2' }), 'r-1')).toBe(false);
+    expect(concernsStatus(ev('prepare.progress', { nodeId: 'r-1', running: true }), 'r-1')).toBe(false);
+    expect(concernsStatus(ev('prepare.progress', { nodeId: 'r-1', running: false }), 'r-1')).toBe(true);
+    expect(concernsStatus(ev('prepare.progress', { nodeId: 'r-1', running: false }), 'local')).toBe(false);
+    expect(concernsStatus(ev('timeline.entry', {}), 'local')).toBe(false);
+  });
+  const runner = (status: Runner['status']): Runner => ({
+    id: 'r-1', name: 'mac mini', status, version: '1', os: 'linux', arch: 'amd64', engine: 'podman', capabilities: [],
+    desktops: { running: 0, max: 2 }, cloud: false, lastSeen: '2026-01-02T03:04:05Z',
+    channel: 'release', targetVersion: '1', updateAvailable: false,
+  });
+  it('a disconnected or revoked runner locks the page with the reason; this computer never', () => {
+    expect(nodeLock(undefined, new ApiError(503, 'unavailable', 'engine down'))).toBe('');
+    expect(nodeLock(runner('connected'), null)).toBe('');
+    expect(nodeLock(runner('disconnected'), null)).toMatch(/^Runner mac mini is disconnected \(last seen .+\): its desktops are unreachable/);
+    expect(nodeLock(runner('connected'), new ApiError(503, 'unavailable', 'link ended'))).toMatch(/disconnected/);
+    expect(nodeLock(runner('connected'), new ApiError(500, 'unknown', 'boom'))).toBe('');
+    expect(nodeLock(runner('revoked'), null)).toMatch(/was revoked/);
+  });
+  it('the ?node= of the admin routes', () => {
+    expect([nodeQuery(), nodeQuery('local'), nodeQuery('r-1'), nodeQuery('a b')]).toEqual(['', '', '?node=r-1', '?node=a%20b']);
+    expect(stateTone('unreachable')).toBe('fail');
+  });
 });

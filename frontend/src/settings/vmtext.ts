@@ -1,7 +1,9 @@
 // Words and numbers the Local VM screens show: image labels, idle presets, state tones,
-// countdowns and preparation lines. Pure, so they are unit tested.
+// countdowns and preparation lines, and which node an event or a refusal concerns. Pure, so
+// they are unit tested.
 
-import type { PrepareState } from '../api';
+import { ApiError, type PrepareState, type Runner } from '../api';
+import type { BusEvent } from '../events';
 
 /** "Idle auto-stop" choices (SPEC §1.5); 0 is "Never auto-stop". */
 export const idlePresets: ReadonlyArray<{ minutes: number; label: string }> = [
@@ -80,3 +82,38 @@ export function bytes(n: number): string {
   if (n >= 1 << 10) return `${(n / (1 << 10)).toFixed(1)} KiB`;
   return `${n} B`;
 }
+
+/** Whether event e concerns node (events of the local node may name no node). */
+export function onNode(e: BusEvent, node: string): boolean {
+  return (e.data?.nodeId || 'local') === node;
+}
+
+/** Events after which the Local VM status of node is read again. */
+export function concernsStatus(e: BusEvent, node = 'local'): boolean {
+  switch (e.type) {
+    case 'desktop.state':
+    case 'images.changed':
+    case 'node.changed':
+      return onNode(e, node);
+    case 'runner.status':
+      return e.data.nodeId === node;
+    case 'control.changed':
+    case 'agent.changed':
+      return true;
+    case 'prepare.progress':
+      return onNode(e, node) && !e.data.running; // progress itself is patched in; the end changes the images
+  }
+  return false;
+}
+
+/** Why a runner's node cannot be acted on now ('' when it can). */
+export function nodeLock(runner: Runner | undefined, failure: unknown): string {
+  if (!runner) return '';
+  const seen = runner.lastSeen ? ` (last seen ${new Date(runner.lastSeen).toLocaleString()})` : '';
+  if (runner.status === 'revoked') return `Runner ${runner.name} was revoked: add it again in Settings → Runners to use that machine.`;
+  if (runner.status !== 'connected' || (failure instanceof ApiError && failure.status === 503)) {
+    return `Runner ${runner.name} is disconnected${seen}: its desktops are unreachable and its settings cannot be changed until it reconnects.`;
+  }
+  return '';
+}
+
