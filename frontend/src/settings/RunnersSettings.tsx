@@ -34,6 +34,9 @@ export function RunnersSettings({ client }: { client: Client }) {
   const [joinOS, setJoinOS] = useState('linux/macos');
   const [updating, setUpdating] = useState('');
   const [notice, setNotice] = useState('');
+  // A cloud toggle shows what was asked until the server's answer is loaded: a re-render in
+  // between (a runner.status event) must not flip the box back.
+  const [cloudWant, setCloudWant] = useState<Record<string, boolean>>({});
   const load = list.reload;
 
   if (forbidden) return <Forbidden />;
@@ -80,11 +83,18 @@ export function RunnersSettings({ client }: { client: Client }) {
 
   const toggleCloud = async (r: Runner, on: boolean) => {
     setError('');
+    setCloudWant((w) => ({ ...w, [r.id]: on }));
     try {
       await client.setRunnerCloud(r.id, on);
       await load();
     } catch (err) {
       setError(messageFor(err));
+    } finally {
+      setCloudWant((w) => {
+        const rest = { ...w };
+        delete rest[r.id];
+        return rest;
+      });
     }
   };
 
@@ -257,7 +267,7 @@ export function RunnersSettings({ client }: { client: Client }) {
                             type="checkbox"
                             class="runner-cloud-toggle"
                             data-runner={r.id}
-                            checked={r.cloud}
+                            checked={cloudWant[r.id] ?? r.cloud}
                             disabled={r.status === 'revoked'}
                             aria-label={`${r.name} is a cloud node`}
                             onChange={(e) => void toggleCloud(r, e.currentTarget.checked)}
