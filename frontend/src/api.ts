@@ -1023,48 +1023,12 @@ export class Client {
    * stream ends. Errors before the stream starts are ApiErrors.
    */
   async chat(body: ChatRequest, onEvent: (e: ChatEvent) => void, signal?: AbortSignal): Promise<void> {
-    const headers: Record<string, string> = { Accept: 'text/event-stream', 'Content-Type': 'application/json' };
-    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
-    let res: Response;
-    try {
-      res = await this.fetchImpl(this.baseUrl + '/api/app/chat', {
-        method: 'POST',
-        headers,
-        credentials: this.usesToken ? 'omit' : 'same-origin',
-        body: JSON.stringify(body),
-        signal,
-      });
-    } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
-    }
-    if (!res.ok) {
-      const err = await errorFrom(res);
-      if (res.status === 401) this.onUnauthenticated?.();
-      throw err;
-    }
-    const parser = new SSEParser();
-    const emit = (chunk: string) => {
-      for (const data of parser.push(chunk)) {
-        try {
-          onEvent(JSON.parse(data) as ChatEvent);
-        } catch {
-          // not JSON: skip (unknown events are tolerated)
-        }
-      }
-    };
-    if (!res.body) {
-      emit((await res.text()) + '\n\n');
-      return;
-    }
-    const reader = res.body.getReader();
-    const dec = new TextDecoder();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      emit(dec.decode(value, { stream: true }));
-    }
-    emit(dec.decode() + '\n\n');
+    const res = await this.openStream(
+      '/api/app/chat',
+      { method: 'POST', body: JSON.stringify(body), signal },
+      { 'Content-Type': 'application/json' },
+    );
+    await readStream(res, (data) => onEvent(data as ChatEvent));
   }
 
   /**
@@ -1074,17 +1038,34 @@ export class Client {
    * lastEventId resumes after an event seen before.
    */
   async events(onMessage: (m: StreamMessage) => void, opts: { lastEventId?: string; signal?: AbortSignal } = {}): Promise<void> {
-    const headers: Record<string, string> = { Accept: 'text/event-stream' };
+    const res = await this.openStream(
+      '/api/app/events',
+      { method: 'GET', cache: 'no-store', signal: opts.signal },
+      opts.lastEventId ? { 'Last-Event-ID': opts.lastEventId } : {},
+    );
+    try {
+      await readStream(res, (data) => onMessage(data as StreamMessage));
+    } catch (err) {
+      if (opts.signal?.aborted) return;
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ApiError(0, 'network', `The event stream broke off (${why}).`);
+    }
+  }
+
+  /**
+   * openStream starts a server-sent event stream at path: the answer once it is a success;
+   * otherwise an ApiError (a network failure, or the server's error; 401 also calls
+   * onUnauthenticated).
+   */
+  private async openStream(path: string, init: Omit<RequestInit, 'headers'>, extra: Record<string, string> = {}): Promise<Response> {
+    const headers: Record<string, string> = { Accept: 'text/event-stream', ...extra };
     if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
-    if (opts.lastEventId) headers['Last-Event-ID'] = opts.lastEventId;
     let res: Response;
     try {
-      res = await this.fetchImpl(this.baseUrl + '/api/app/events', {
-        method: 'GET',
+      res = await this.fetchImpl(this.baseUrl + path, {
+        ...init,
         headers,
         credentials: this.usesToken ? 'omit' : 'same-origin',
-        cache: 'no-store',
-        signal: opts.signal,
       });
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
@@ -1095,33 +1076,7 @@ export class Client {
       if (res.status === 401) this.onUnauthenticated?.();
       throw err;
     }
-    const parser = new SSEParser();
-    const emit = (chunk: string) => {
-      for (const data of parser.push(chunk)) {
-        try {
-          onMessage(JSON.parse(data) as StreamMessage);
-        } catch {
-          // not JSON: skip
-        }
-      }
-    };
-    if (!res.body) {
-      emit((await res.text()) + '\n\n');
-      return;
-    }
-    const reader = res.body.getReader();
-    const dec = new TextDecoder();
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        emit(dec.decode(value, { stream: true }));
-      }
-    } catch (err) {
-      if (opts.signal?.aborted) return;
-      const why = err instanceof Error ? err.message : String(err);
-      throw new ApiError(0, 'network', `The event stream broke off (${why}).`);
-    }
+    return res;
   }
 
   /** The base URL ('' = same origin) and bearer token, for the websocket channel. */
@@ -1197,4 +1152,34 @@ async function errorFrom(res: Response): Promise<ApiError> {
     message = `${res.status} ${res.statusText || 'request failed'}`.trim();
   }
   return new ApiError(res.status, codeFor(res.status, code), message);
+}
+
+/**
+ * readStream reads a server-sent event stream to its end, calling onData with each message's
+ * JSON (messages that are not JSON are skipped: unknown events are tolerated). A failed read
+ * rejects with the reader's error.
+ */
+async function readStream(res: Response, onData: (data: unknown) => void): Promise<void> {
+  const parser = new SSEParser();
+  const emit = (chunk: string) => {
+    for (const data of parser.push(chunk)) {
+      try {
+        onData(JSON.parse(data));
+      } catch {
+        // not JSON: skip
+      }
+    }
+  };
+  if (!res.body) {
+    emit((await res.text()) + '\n\n');
+    return;
+  }
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    emit(dec.decode(value, { stream: true }));
+  }
+  emit(dec.decode() + '\n\n');
 }
