@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/vm"
+	"cubicle/internal/netns"
 )
 
 // probeScript connects, from inside a desktop, to every given address on two ports and prints
@@ -90,14 +91,7 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	}
 	c := dialDesktop(t, m, v.Desktop.ID)
 
-	var hosts []string // this machine's addresses
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		ip := a.(*net.IPNet).IP
-		if !ip.IsLoopback() && ip.To4() != nil {
-			hosts = append(hosts, ip.String())
-		}
-	}
+	hosts := hostAddrs(t)
 	probeHost(t, c, blocked, allowed, hosts)
 	// The internet: as reachable from the desktop as from this machine.
 	if hc, err := net.DialTimeout("tcp", "deb.debian.org:80", 5*time.Second); err == nil {
@@ -186,6 +180,32 @@ func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	if _, err := env.store.VMInstance(v.Desktop.ID); err == nil {
 		t.Fatal("the record is left")
 	}
+}
+
+// hostAddrs lists this machine's IPv4 addresses, leaving out loopback and the project's test
+// subnet: other test packages running at the same time make and remove network namespaces
+// there (runner tests, relay bench), so those addresses come and go during this test.
+func hostAddrs(t *testing.T) []string {
+	t.Helper()
+	_, testNet, err := net.ParseCIDR(netns.Subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, a := range addrs {
+		ip := a.(*net.IPNet).IP
+		if !ip.IsLoopback() && ip.To4() != nil && !testNet.Contains(ip) {
+			hosts = append(hosts, ip.String())
+		}
+	}
+	if len(hosts) == 0 {
+		t.Fatal("this machine has no IPv4 address besides loopback to probe")
+	}
+	return hosts
 }
 
 // probeHost checks from inside desktop c that the host's services are refused on the
