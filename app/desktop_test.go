@@ -22,6 +22,8 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
+
+	"cubicle/images/guest/x11/xvfbtest"
 )
 
 // desktopTags are the build tags of the real desktop binary. An explicit -tags replaces the
@@ -29,8 +31,9 @@ import (
 const desktopTags = "desktop,production,webkit2_41,remote,exclude_graphdriver_btrfs,btrfs_noversion," +
 	"exclude_graphdriver_devicemapper,containers_image_openpgp"
 
-// displays are the X display numbers this package's tests may use.
-var displays = []int{51, 52, 53, 54, 55, 56, 57, 58, 59}
+// firstDisplay is where this package's tests start looking for a free X display number
+// (xvfbtest.Reserve: other packages' tests and other runs on the machine take numbers too).
+const firstDisplay = 51
 
 // TestDesktopApp builds the real desktop binary, runs it under Xvfb and proves that the
 // window rendered the UI (the page calls Ready; the screenshot is not blank), that the
@@ -94,18 +97,11 @@ func TestDesktopApp(t *testing.T) {
 	})
 }
 
-// freeDisplay returns a display of displays that no X server serves.
+// freeDisplay returns a display no X server serves, held for this test so that no other
+// test on the machine starts one there meanwhile.
 func freeDisplay(t *testing.T) string {
 	t.Helper()
-	for _, n := range displays {
-		_, lockErr := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n))
-		_, sockErr := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
-		if lockErr != nil && sockErr != nil {
-			return fmt.Sprintf(":%d", n)
-		}
-	}
-	t.Fatalf("every display of %v is in use", displays)
-	return ""
+	return fmt.Sprintf(":%d", xvfbtest.Reserve(t, firstDisplay))
 }
 
 // missing skips the test for a missing resource, or fails it when CUBICLE_REQUIRE_ALL=1 (CI).
@@ -153,42 +149,12 @@ func buildDesktop(t *testing.T, root string) string {
 	return bin
 }
 
-// startXvfb starts Xvfb on the first free display of displays and returns its name.
+// startXvfb starts Xvfb on a display number it holds (xvfbtest.Reserve: a number checked
+// free by its lock file alone could be taken by a parallel test in between) and returns its
+// name once it accepts connections; it stops when the test ends.
 func startXvfb(t *testing.T) string {
 	t.Helper()
-	for _, n := range displays {
-		if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
-			continue // taken, maybe by an earlier run of this test
-		}
-		display := fmt.Sprintf(":%d", n)
-		cmd := exec.Command("Xvfb", display, "-screen", "0", "1280x900x24", "-nolisten", "tcp")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("Xvfb: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			<-done
-		})
-		socket := fmt.Sprintf("/tmp/.X11-unix/X%d", n)
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			select {
-			case <-done:
-				t.Logf("Xvfb %s exited: %s", display, stderr.String())
-			default:
-				if _, err := os.Stat(socket); err == nil {
-					return display
-				}
-				continue
-			}
-			break
-		}
-	}
-	t.Fatalf("no free X display among %v", displays)
-	return ""
+	return xvfbtest.Start(t, firstDisplay, 1280, 900)
 }
 
 // dialX connects to display and closes the connection when the test ends.

@@ -83,6 +83,17 @@ func connectPipe(t *testing.T, host net.Conn, o Options) *Client {
 	return c
 }
 
+// waitPings waits until the driver has been pinged n times (a fixed sleep is too short on a
+// loaded machine).
+func waitPings(t *testing.T, d *pipeDriver, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); d.pings.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pings after 20 s, want %d", d.pings.Load(), n)
+		}
+	}
+}
+
 // within fails the test when f has not returned after d: a call that hangs is the bug these
 // tests look for, so they must fail rather than hang themselves.
 func within(t *testing.T, d time.Duration, what string, f func()) {
@@ -106,9 +117,11 @@ func TestHeartbeatEndsAHungDriver(t *testing.T) {
 			d.reply(env.ID, struct{}{}, nil)
 		}
 	})
-	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: 200 * time.Millisecond})
-	time.Sleep(150 * time.Millisecond)
-	if c.Err() != nil || d.pings.Load() == 0 {
+	// The timeouts in these tests leave room for a loaded machine, where a process can stand
+	// still for a tenth of a second: that must not read as a dead driver.
+	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: time.Second})
+	waitPings(t, d, 3)
+	if c.Err() != nil {
 		t.Fatalf("healthy link: err %v, %d pings", c.Err(), d.pings.Load())
 	}
 	hung.Store(true)
@@ -151,14 +164,14 @@ func TestHeartbeatToleratesABusyLink(t *testing.T) {
 			d.conn.Write(hdr[:])
 			d.conn.Write(js)
 			for i := 0; i < len(blob); i += 4 << 10 {
-				time.Sleep(40 * time.Millisecond) // 16 × 40 ms = 640 ms, over 3 timeouts
+				time.Sleep(200 * time.Millisecond) // 16 × 200 ms = 3.2 s, over 3 timeouts
 				if _, err := d.conn.Write(blob[i : i+4<<10]); err != nil {
 					return
 				}
 			}
 		}()
 	})
-	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: 200 * time.Millisecond})
+	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: time.Second})
 	data, err := c.ReadFile(context.Background(), "big", 0)
 	if err != nil || len(data) != 64<<10 {
 		t.Fatalf("ReadFile over a slow link = %d bytes, %v", len(data), err)
@@ -175,9 +188,9 @@ func TestHeartbeatAcceptsAnOldDriver(t *testing.T) {
 	d, host := newPipeDriver(t, func(d *pipeDriver, env wire.Envelope, _ []byte) {
 		d.replyErr(env.ID, wire.CodeInvalid, "unknown operation \"ping\"")
 	})
-	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 10 * time.Millisecond, Timeout: 100 * time.Millisecond})
-	time.Sleep(500 * time.Millisecond)
-	if err := c.Err(); err != nil || d.pings.Load() < 5 {
+	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 10 * time.Millisecond, Timeout: time.Second})
+	waitPings(t, d, 150) // over a second: longer than the timeout
+	if err := c.Err(); err != nil {
 		t.Fatalf("old driver: err %v after %d pings", err, d.pings.Load())
 	}
 }
@@ -189,7 +202,10 @@ func TestCallTimeout(t *testing.T) {
 			d.reply(env.ID, struct{}{}, nil)
 		}
 	})
-	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, CallTimeout: 150 * time.Millisecond})
+	// (The heartbeat's own timeout, by default 3 heartbeats, would end the link after a 60 ms
+	// stall of this process: it gets a loaded machine's margin.)
+	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: 2 * time.Second,
+		CallTimeout: 150 * time.Millisecond})
 	var err error
 	within(t, 20*time.Second, "a screenshot nobody answers", func() { _, err = c.Screenshot(context.Background(), ScreenshotOptions{}) })
 	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "did not answer within") {

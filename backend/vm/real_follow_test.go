@@ -241,8 +241,9 @@ func TestRealClientDisconnect(t *testing.T) {
 	}
 
 	// settled waits for the handler of the cancelled request and for the action it queued to
-	// finish (Wait queues behind it), then checks that d1's record agrees with the engine
-	// within 2 s and the rules above.
+	// finish (Wait queues behind it), then checks that d1's record comes to agree with the
+	// engine (the engine's events can lag well past a second on a loaded machine: the bound
+	// only ends a wait that would never succeed) and the rules above.
 	settled := func(what string) {
 		t.Helper()
 		select {
@@ -257,7 +258,7 @@ func TestRealClientDisconnect(t *testing.T) {
 		if err := m.Wait(ctx, av.Desktop.ID); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		var ctrs []engine.ContainerState
 		for {
 			if av, err = m.Agent(ctx, admin.ID, "d1"); err != nil {

@@ -107,9 +107,11 @@ func TestSupervisor(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(private, "secret"), []byte("x"), 0o600)
-	const display = 65
-	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display)) // stale files of a crashed run; uid 1000 could not remove them
-	os.Remove(fmt.Sprintf("/tmp/.X11-unix/X%d", display))
+	// A display no other test on the machine holds (packages run in parallel processes, and
+	// other runs share the machine); Reserve also removes a crashed run's stale lock, which
+	// uid 1000 could not.
+	display := xvfbtest.Reserve(t, 65)
+	os.Remove(fmt.Sprintf("/tmp/.X11-unix/X%d", display)) // a stale socket without a lock
 
 	cmd := exec.Command(bin, "--log-level", "debug")
 	cmd.Env = append(os.Environ(),
@@ -304,8 +306,7 @@ func TestSupervisorAsPID1(t *testing.T) {
 	runDir, ws := filepath.Join(dir, "run"), filepath.Join(dir, "workspace")
 	os.Mkdir(runDir, 0o755)
 	os.Mkdir(ws, 0o755)
-	const display = 66
-	os.Remove(fmt.Sprintf("/tmp/.X%d-lock", display))
+	display := xvfbtest.Reserve(t, 66) // see TestSupervisor
 	cmd := exec.Command(unshare, "--fork", "--pid", "--mount-proc", bin)
 	cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+runDir, fmt.Sprintf("CUBICLE_DISPLAY=:%d", display),
 		"CUBICLE_SCREEN=640x480", "CUBICLE_SESSION=sleep 1000", "CUBICLE_WORKSPACE="+ws)

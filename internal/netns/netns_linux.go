@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"cubicle/backend/fault"
 )
@@ -34,7 +36,15 @@ func New(prefix string) (*Host, error) {
 	b := make([]byte, 3)
 	rand.Read(b)
 	tag := hex.EncodeToString(b)
-	// A free /30: the third octet from the tag, skipping ones in use on this machine.
+	// A free /30: the third octet from the tag, skipping ones in use on this machine. Other
+	// processes (test packages run in parallel, a bench) make hosts at the same time: the
+	// machine-wide lock keeps the choice and the address's use one step, so two hosts never
+	// take the same /30.
+	unlock, err := lockChoice()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	used, _ := exec.Command("ip", "-o", "addr").Output()
 	third := -1
 	for i := 0; i < 256; i++ {
@@ -70,6 +80,20 @@ func New(prefix string) (*Host, error) {
 		}
 	}
 	return h, nil
+}
+
+// lockChoice takes the machine-wide lock on choosing a /30 (an flock, which the kernel
+// releases if the process dies) and returns its release.
+func lockChoice() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "cubicle-netns.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fault.Unavailable("network namespaces: the address lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fault.Unavailable("network namespaces: the address lock: %v", err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // Close removes the namespace and its link.
