@@ -35,9 +35,10 @@ func dockerForTests(t *testing.T) string {
 		}
 		t.Skip("no Docker Engine for tests (CUBICLE_DOCKER_SOCKET)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// (a daemon busy with other packages' containers may take seconds to answer its ping)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kind, _, _, err := engine.Ping(ctx, sock, 3*time.Second)
+	kind, _, _, err := engine.Ping(ctx, sock, 20*time.Second)
 	if err != nil || kind != engine.Docker {
 		if required {
 			t.Fatalf("no Docker Engine answers at %s (kind %q): %v", sock, kind, err)

@@ -102,8 +102,11 @@ func (c *childStream) Stderr() string { <-c.exited; return c.stderr.String() }
 
 func testLinks(t *testing.T, choice Choice, ex Transport) *Links {
 	t.Helper()
-	l := New(Config{Choice: choice, Exec: ex, Heartbeat: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
-		FallbackAfter: 500 * time.Millisecond})
+	// Short enough for quick tests, long enough for a loaded machine: a driver (another
+	// process) that stands still for half a second is not dead, and a socket that takes that
+	// long to answer must not bring in the exec link ("the exec link is never opened").
+	l := New(Config{Choice: choice, Exec: ex, Heartbeat: 50 * time.Millisecond, Timeout: 2 * time.Second,
+		FallbackAfter: 2 * time.Second})
 	t.Cleanup(func() { l.Close() })
 	return l
 }

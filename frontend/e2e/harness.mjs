@@ -73,8 +73,23 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * Starts `cubicle serve` (opts.env: extra environment) and waits until GET /api/health
  * answers. Returns { url, stop, log }.
  * stop() ends the server (SIGTERM, then SIGKILL after 5 s) and deletes its data dir.
+ * The port is free when chosen, but the server listens only after its start-up (seconds on a
+ * loaded machine), and other runs on the machine pick ports from the same range: a server
+ * that finds its port taken meanwhile is started again on another one.
  */
 export async function startServer(opts = {}) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startServerOnce(opts);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt >= 5) throw err;
+    }
+  }
+}
+
+class PortTaken extends Error {}
+
+async function startServerOnce(opts) {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-e2e-'));
   const url = `http://127.0.0.1:${port}`;
@@ -115,7 +130,8 @@ export async function startServer(opts = {}) {
   for (;;) {
     if (exited !== null) {
       await stop();
-      throw new Error(`cubicle serve exited early (${JSON.stringify(exited)}):\n${log()}`);
+      const Err = /cannot listen on .*address already in use/.test(log()) ? PortTaken : Error;
+      throw new Err(`cubicle serve exited early (${JSON.stringify(exited)}):\n${log()}`);
     }
     try {
       const res = await fetch(`${url}/api/health`);

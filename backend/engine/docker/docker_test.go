@@ -13,14 +13,19 @@ import (
 	"cubicle/backend/fault"
 )
 
+// pingTimeout bounds one engine's answer to a ping: generous, since a daemon busy with other
+// packages' containers on a loaded machine can take seconds, and a slow answer must not
+// read as no engine (a failure under CUBICLE_REQUIRE_DOCKER, or a silently skipped suite).
+const pingTimeout = 20 * time.Second
+
 // dockerSocket finds a Docker daemon: CUBICLE_DOCKER_SOCKET (the one scripts/lib.sh
 // ensure_docker_engine runs for the tests), else DOCKER_HOST or the default sockets.
 func dockerSocket(ctx context.Context) (string, bool) {
 	if s := os.Getenv("CUBICLE_DOCKER_SOCKET"); s != "" {
-		kind, _, _, err := engine.Ping(ctx, s, 3*time.Second)
+		kind, _, _, err := engine.Ping(ctx, s, pingTimeout)
 		return s, err == nil && kind == engine.Docker
 	}
-	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: engine.Docker, Timeout: 3 * time.Second})
+	eps, _ := engine.Discover(ctx, engine.DiscoverOptions{Prefer: engine.Docker, Timeout: pingTimeout})
 	for _, ep := range eps {
 		if ep.Reachable && ep.Kind == engine.Docker {
 			return ep.Socket, true
@@ -48,7 +53,7 @@ var _ enginetest.Engine = (*docker.Client)(nil)
 // (which CI always has), so the adapter is exercised on machines without Docker too.
 // CUBICLE_REQUIRE_DOCKER=1 makes a missing Docker daemon a failure.
 func TestConformance(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*pingTimeout)
 	defer cancel()
 	ran := false
 	if sock, ok := dockerSocket(ctx); ok {
@@ -65,7 +70,7 @@ func TestConformance(t *testing.T) {
 	if sock == "" {
 		sock = "unix:///run/podman/podman.sock"
 	}
-	if _, _, _, err := engine.Ping(ctx, sock, 3*time.Second); err == nil {
+	if _, _, _, err := engine.Ping(ctx, sock, pingTimeout); err == nil {
 		ran = true
 		t.Run("podman-compat", func(t *testing.T) {
 			enginetest.Run(t, func(t *testing.T) enginetest.Engine { return connect(t, sock) })
