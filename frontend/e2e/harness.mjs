@@ -133,14 +133,18 @@ async function startServerOnce(opts) {
       const Err = /cannot listen on .*address already in use/.test(log()) ? PortTaken : Error;
       throw new Err(`cubicle serve exited early (${JSON.stringify(exited)}):\n${log()}`);
     }
-    try {
-      const res = await fetch(`${url}/api/health`);
-      if (res.ok) {
-        const body = await res.json();
-        if (body.ok === true) break;
+    // Only once this server says it listens: until then the port may answer for another
+    // program (or run) that took it meanwhile, and this server is about to exit.
+    if (log().includes(`is running at ${url}`)) {
+      try {
+        const res = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(10_000) });
+        if (res.ok) {
+          const body = await res.json();
+          if (body.ok === true) break;
+        }
+      } catch {
+        // not serving yet
       }
-    } catch {
-      // not listening yet
     }
     if (Date.now() > deadline) {
       await stop();
