@@ -327,14 +327,17 @@ func TestStreamAndSettle(t *testing.T) {
 				win.Fill(t, 200, 0, 20, 20, uint32(i*0x030303))
 			}
 		}()
-		time.AfterFunc(400*time.Millisecond, func() { close(stop) })
+		// The quiet period is 20 of the animation's steps: a loaded machine that holds the
+		// drawing goroutine for a few steps must not read as quiet. The upper bound only
+		// tells a settle that waited for its Max (then nothing ever counted as quiet).
+		time.AfterFunc(1200*time.Millisecond, func() { close(stop) })
 		start := time.Now()
-		f, err := h.client.WaitSettled(ctx, guest.SettleOptions{Quiet: 200 * time.Millisecond, Max: 3 * time.Second})
+		f, err := h.client.WaitSettled(ctx, guest.SettleOptions{Quiet: 600 * time.Millisecond, Max: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if el := time.Since(start); el < 550*time.Millisecond || el > 2*time.Second {
-			t.Errorf("settled after %v, want ≈400ms animation + 200ms quiet", el)
+		if el := time.Since(start); el < 1700*time.Millisecond || el > 15*time.Second {
+			t.Errorf("settled after %v, want ≈1.2 s animation + 600 ms quiet", el)
 		}
 		if f.Format != "jpeg" || len(f.Data) == 0 {
 			t.Errorf("frame %+v", f.Format)
@@ -353,12 +356,16 @@ func TestStreamAndSettle(t *testing.T) {
 				win.Fill(t, 250, 0, 20, 20, uint32(i*0x050505))
 			}
 		}()
+		// (Quiet is 30 of the animation's steps, as above; without the cap the wait would last
+		// as long as the animation: until the context ends.)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 		start := time.Now()
-		if _, err := h.client.WaitSettled(ctx, guest.SettleOptions{Quiet: 200 * time.Millisecond, Max: 500 * time.Millisecond}); err != nil {
+		if _, err := h.client.WaitSettled(cctx, guest.SettleOptions{Quiet: 600 * time.Millisecond, Max: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if el := time.Since(start); el < 450*time.Millisecond || el > 1500*time.Millisecond {
-			t.Errorf("capped settle took %v, want ≈500ms", el)
+		if el := time.Since(start); el < 950*time.Millisecond || el > 15*time.Second {
+			t.Errorf("capped settle took %v, want ≈1 s", el)
 		}
 	})
 }
