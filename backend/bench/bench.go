@@ -126,6 +126,9 @@ type runner struct {
 
 	fleet *fleet // the run's desktop manager (startFleet), nil before
 
+	releasePeers func()   // ends this run's claim on its peers image (ensurePeers), nil before
+	claims       []func() // prunePeers' claims on an image it removes
+
 	mu      sync.Mutex
 	created map[*desktop]struct{} // desktops to remove at the end; guarded by mu
 }
@@ -179,6 +182,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	defer func() {
 		if cerr := r.cleanup(); cerr != nil && err == nil {
 			err = cerr
+		}
+		if r.releasePeers != nil {
+			r.releasePeers() // after its containers are gone
 		}
 		os.RemoveAll(r.runRoot)
 	}()

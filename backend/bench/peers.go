@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"cubicle/backend/engine"
@@ -57,8 +56,14 @@ func peersRef(standardID string) string {
 
 // ensurePeers returns the peers image for the standard image standardID, building it when it
 // does not exist yet (about a minute: apt downloads ~15 MB).
+// The image is claimed for the run (usePeers) until Run returns.
 func (r *runner) ensurePeers(ctx context.Context, standardID string) (engine.Image, string, bool, error) {
 	ref := peersRef(standardID)
+	release, err := usePeers(ref)
+	if err != nil {
+		return engine.Image{}, ref, false, err
+	}
+	r.releasePeers = release
 	img, err := r.cfg.Engine.InspectImage(ctx, ref)
 	if err == nil {
 		return img, ref, true, nil
@@ -111,8 +116,9 @@ func (r *runner) ensurePeers(ctx context.Context, standardID string) (engine.Ima
 }
 
 // prunePeers removes the peer tools images of earlier standard images (each is ~100 MB over
-// its standard image), so that only the current one is kept. One still in use by a container
-// stays; failures are only logged.
+// its standard image), so that only the current one is kept. One still in use by a container,
+// or claimed by a run going on in another process (another checkout's standard image, on a
+// shared machine), stays; failures are only logged.
 func (r *runner) prunePeers(ctx context.Context, keepID string) {
 	all, err := r.cfg.Engine.ListImages(ctx, nil)
 	if err != nil {
@@ -120,13 +126,46 @@ func (r *runner) prunePeers(ctx context.Context, keepID string) {
 		return
 	}
 	for _, img := range all {
-		if img.ID == keepID || !slices.ContainsFunc(img.Names, func(n string) bool { return strings.HasPrefix(n, PeersRepo+":") }) {
+		var tags []string
+		for _, n := range img.Names {
+			if strings.HasPrefix(n, PeersRepo+":") {
+				tags = append(tags, n)
+			}
+		}
+		if img.ID == keepID || len(tags) == 0 {
 			continue
 		}
-		if err := r.cfg.Engine.RemoveImage(ctx, img.ID); err != nil {
+		if !r.claimAll(tags) {
+			r.progress("kept the earlier peer tools image %s: a run in another process uses it", strings.Join(tags, ", "))
+			continue
+		}
+		err := r.cfg.Engine.RemoveImage(ctx, img.ID)
+		r.releaseClaims()
+		if err != nil {
 			r.log.Warn("remove an earlier peer tools image", "image", img.ID, "names", img.Names, "err", err)
 			continue
 		}
 		r.progress("removed the earlier peer tools image %s", strings.Join(img.Names, ", "))
 	}
+}
+
+// claimAll claims every tag for removal (claimUnused), or none: false when a run uses one.
+// releaseClaims gives them back.
+func (r *runner) claimAll(tags []string) bool {
+	for _, tag := range tags {
+		release, ok := claimUnused(tag)
+		if !ok {
+			r.releaseClaims()
+			return false
+		}
+		r.claims = append(r.claims, release)
+	}
+	return true
+}
+
+func (r *runner) releaseClaims() {
+	for _, release := range r.claims {
+		release()
+	}
+	r.claims = nil
 }
