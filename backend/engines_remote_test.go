@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -47,8 +48,12 @@ type sshd struct {
 func startSSHD(t *testing.T, engineSocket string) *sshd {
 	t.Helper()
 	dir := testenv.TempDir(t)
-	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
-	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	// One host key for every run: Podman's ssh layer trusts a new host on first use and
+	// remembers it in the known_hosts of the HOME it saw first in this process (so often the
+	// machine's, not the test's), under this run's port. A later run that gets the same port
+	// with another key would be refused as a changed host.
+	seed := sha256.Sum256([]byte("cubicle test sshd host key"))
+	hostSigner, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(seed[:]))
 	if err != nil {
 		t.Fatal(err)
 	}
