@@ -189,7 +189,10 @@ func TestHubWithRealDriver(t *testing.T) {
 			}
 		}
 		cancel()
-		if got < 10 {
+		// (The rate is logged below, not judged: about 30 frames/s when idle, far fewer on a
+		// loaded machine or under the race detector. A few frames make the point: the slow
+		// viewer missed most of what the fast one got, and still holds one.)
+		if got < 3 {
 			t.Errorf("fast viewer got %d frames in 1 s of animation", got)
 		}
 		if slow.Pending() != 1 || slow.Dropped() < uint64(got/2) {
