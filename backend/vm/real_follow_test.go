@@ -186,7 +186,8 @@ func TestRealOutsideChanges(t *testing.T) {
 var execTrue = guest.ExecRequest{Command: []string{"true"}, Timeout: 10 * time.Second}
 
 // TestRealClientDisconnect drives create, start, recreate and remove through the real HTTP
-// handler and cancels each request 50, 100 or 150 ms in (a closed browser). Afterwards —
+// handler and cancels each request 50, 100 or 150 ms after it reached the server (a closed
+// browser). Afterwards —
 // once the action has finished on its own — the record must agree with the engine (no
 // "stopped" record of a running container, nothing stuck in "removing"), a running desktop
 // must have its idle timer, and capacity must count what really runs: with room for one
@@ -219,13 +220,19 @@ func TestRealClientDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// handled receives once a request's handler has returned: the action it asked for is
-	// then queued (or refused), whatever became of the client.
-	handled := make(chan struct{}, 1)
+	// started receives once a request for d1 has reached the server (the cancel is timed
+	// from there: on a loaded machine a request may take longer than the delay just to
+	// arrive); handled once its handler has returned: the action it asked for is then queued
+	// (or refused), whatever became of the client.
+	started, handled := make(chan struct{}, 1), make(chan struct{}, 1)
 	h := srv.Handler()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d1 := strings.Contains(r.URL.Path, "/d1/")
+		if d1 {
+			started <- struct{}{}
+		}
 		h.ServeHTTP(w, r)
-		if strings.Contains(r.URL.Path, "/d1/") {
+		if d1 {
 			handled <- struct{}{}
 		}
 	}))
@@ -308,9 +315,19 @@ func TestRealClientDisconnect(t *testing.T) {
 	for i, action := range []string{vm.ActionCreate, vm.ActionStop, vm.ActionStart, vm.ActionRecreate, vm.ActionRemove,
 		vm.ActionCreate, vm.ActionRecreate, vm.ActionRemove, vm.ActionStart, vm.ActionRecreate} {
 		delay := []time.Duration{50, 100, 150}[i%3] * time.Millisecond
-		cctx, cancel := context.WithTimeout(ctx, delay)
+		cctx, cancel := context.WithCancel(ctx)
+		canceller := make(chan struct{})
+		go func() { // the client leaves delay after its request reached the handler
+			defer close(canceller)
+			select {
+			case <-started:
+				time.Sleep(delay)
+			case <-time.After(time.Minute):
+			}
+			cancel()
+		}()
 		code, _, err := post(cctx, "d1", action)
-		cancel()
+		<-canceller
 		what := fmt.Sprintf("%s cancelled after %s", action, delay)
 		if err == nil {
 			t.Logf("%s: answered %d before the cancel", what, code)
