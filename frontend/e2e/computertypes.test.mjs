@@ -31,7 +31,12 @@ async function startXvfb() {
   for (let tries = 0; tries < 20; tries++) {
     const n = 1200 + Math.floor(Math.random() * 400); // above the Go tests' reserved numbers (xvfbtest.Reserve)
     if (existsSync(`/tmp/.X11-unix/X${n}`) || existsSync(`/tmp/.X${n}-lock`)) continue;
-    const child = spawn(xvfb, [`:${n}`, '-screen', '0', '1024x768x24', '-nolisten', 'tcp', '+xinerama'], { stdio: 'ignore' });
+    // -noreset: without it the server resets whenever its last client leaves (the server's
+    // checks connect and disconnect), and a connection made meanwhile is refused or finds no
+    // Xinerama screens: the host view then lists no display.
+    const child = spawn(xvfb, [`:${n}`, '-screen', '0', '1024x768x24', '-nolisten', 'tcp', '-noreset', '+xinerama'], {
+      stdio: 'ignore',
+    });
     let exited = false;
     child.once('exit', () => (exited = true));
     const deadline = Date.now() + 15_000;
