@@ -127,6 +127,8 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 		return true, nil
 	case wire.OpStatus:
 		return r.vms.Status(ctx)
+	case wire.OpStats:
+		return r.vms.Stats(ctx)
 	case wire.OpStartPrepare, wire.OpPrepare:
 		var a wire.InstanceArgs
 		if err := args(&a); err != nil {
