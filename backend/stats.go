@@ -28,7 +28,7 @@ var (
 )
 
 // statsSampler publishes the running desktops' CPU and memory (events.DesktopStats) every
-// interval while some stream takes them (an administrator's page is open): one events.Stats
+// interval while someone may read them (an administrator's stream is open): one events.Stats
 // per node that answered, named by that node's id. Otherwise it only wakes to look.
 //
 // Every node is sampled in its own goroutine with its own deadline (timeout), so a slow or
@@ -60,7 +60,7 @@ func (b *Backend) newStatsSampler(interval time.Duration) *statsSampler {
 	return &statsSampler{
 		interval: interval,
 		timeout:  3 * interval,
-		watching: func() bool { return b.Events.Watching(events.DesktopStats) },
+		watching: func() bool { return b.Events.WatchingFor(events.DesktopStats, events.AdminsOnly) },
 		nodes:    b.statsNodes,
 		publish:  func(s events.Stats) { b.Events.Publish(events.DesktopStats, events.AdminsOnly, s) },
 		log:      b.log,
