@@ -124,7 +124,7 @@ type Backend struct {
 	local         *localRunner   // the managed local runner; nil when node "local" is direct
 	bg            sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG        context.CancelFunc
-	stats         statsSampler // desktops' CPU and memory for administrators
+	stats         *statsSampler // desktops' CPU and memory for administrators (stats.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -150,7 +150,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")})}
-	b.stats = statsSampler{b: b, interval: cmp.Or(cfg.StatsInterval, 5*time.Second)}
+	b.stats = b.newStatsSampler(cmp.Or(cfg.StatsInterval, 5*time.Second))
 	if err := b.build(); err != nil {
 		b.Close()
 		return nil, err

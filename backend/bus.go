@@ -1,16 +1,11 @@
 package backend
 
 import (
-	"context"
-	"errors"
 	"runtime"
-	"sync"
-	"time"
 
 	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
-	"cubicle/backend/fault"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 )
@@ -164,57 +159,4 @@ func (b *Backend) runnerUp() {
 	b.Events.Publish(events.RunnerStatus, events.AdminsOnly, events.Runner{NodeID: b.nodeID(), State: events.RunnerConnected,
 		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Capabilities: []string{computer.CapHostTools, computer.CapHostDesktop}})
-}
-
-// statsSampler publishes the running desktops' CPU and memory (events.DesktopStats) every
-// interval while some stream takes them (an administrator's page is open); otherwise it only
-// wakes to look. Start runs it; Close stops it and waits.
-type statsSampler struct {
-	b        *Backend
-	interval time.Duration
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-}
-
-func (s *statsSampler) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(s.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if !s.b.Events.Watching(events.DesktopStats) {
-				continue
-			}
-			sctx, scancel := context.WithTimeout(ctx, s.interval*3)
-			st, err := s.b.VMs.Stats(sctx)
-			scancel()
-			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, fault.ErrUnavailable) {
-					s.b.log.Debug("desktop stats", "err", err)
-				}
-				continue
-			}
-			out := events.Stats{NodeID: s.b.nodeID(), Instances: []events.InstanceStats{}}
-			for _, x := range st {
-				out.Instances = append(out.Instances, events.InstanceStats{InstanceID: x.InstanceID, CPUPercent: x.CPUPercent,
-					MemoryBytes: x.MemoryBytes, MemoryLimit: x.MemoryLimit, PIDs: x.PIDs})
-			}
-			s.b.Events.Publish(events.DesktopStats, events.AdminsOnly, out)
-		}
-	}()
-}
-
-func (s *statsSampler) close() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
 }

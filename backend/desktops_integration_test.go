@@ -158,7 +158,7 @@ func desktopIs(id, state string) func(events.Event) bool {
 	}
 }
 
-// TestPushNotPollOnRealDesktop: desktop state and control changes reach a subscriber of the
+// TestPushNotPollOnRealDesktop: desktop state, stats and control changes reach a subscriber of the
 // bus and the computer channel's status as they happen — the channel has no poll left, so a
 // status that follows a stop made elsewhere can only have come from the bus.
 func TestPushNotPollOnRealDesktop(t *testing.T) {
@@ -168,6 +168,17 @@ func TestPushNotPollOnRealDesktop(t *testing.T) {
 	ag := e.agent("Pusher")
 	desk := e.create(ag)
 	waitEvent(t, sub, "the desktop running", desktopIs(desk.ID, "running"))
+	// Its CPU and memory come from the sampler as node "local" (through the managed local
+	// runner's link or directly, as $CUBICLE_LOCAL_NODE says), for administrators only.
+	se := waitEvent(t, sub, "the desktop's stats", func(e events.Event) bool {
+		s, ok := e.Data.(events.Stats)
+		return ok && s.NodeID == "local" && slices.ContainsFunc(s.Instances, func(x events.InstanceStats) bool {
+			return x.InstanceID == desk.ID && x.MemoryBytes > 0
+		})
+	})
+	if se.Audience != events.AdminsOnly {
+		t.Fatalf("stats audience %+v", se.Audience)
+	}
 
 	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/api/app/agents/" + ag + "/computer"
 	c, _, err := screentest.Dial(t, u, http.Header{"Authorization": {"Bearer " + e.token}}, true)

@@ -26,6 +26,8 @@ type nodeVMs interface {
 	StopInstance(ctx context.Context, id, reason string) error
 	MarkBusy(id, who string)
 	MarkIdle(id string)
+	// Stats samples the CPU and memory of the node's running desktops.
+	Stats(ctx context.Context) ([]vm.InstanceStats, error)
 }
 
 var (

@@ -7,12 +7,17 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
+
+// statsTimeout bounds one wire.OpStats sample on the runner (the server asks every few
+// seconds while an administrator watches, and waits three intervals at most).
+const statsTimeout = 30 * time.Second
 
 // serve answers one stream: a framed request, a framed response, and for the relay ops the
 // raw bytes of the driver or tunnel until either side closes.
@@ -127,6 +132,12 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 		return true, nil
 	case wire.OpStatus:
 		return r.vms.Status(ctx)
+	case wire.OpStats:
+		// The server gives up on its own deadline by closing the stream, which this call does
+		// not see; bound the engine's work here too, so a stuck engine piles nothing up.
+		sctx, cancel := context.WithTimeout(ctx, statsTimeout)
+		defer cancel()
+		return r.vms.Stats(sctx)
 	case wire.OpStartPrepare, wire.OpPrepare:
 		var a wire.InstanceArgs
 		if err := args(&a); err != nil {

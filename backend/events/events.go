@@ -132,10 +132,11 @@ type Bus struct {
 	lastID    atomic.Uint64
 	closeOnce sync.Once
 
-	mu       sync.RWMutex  // guards watching
-	watching map[Type]int  // how many subscriptions take each type (a nil Types filter counts for all)
-	all      int           // subscriptions taking every type; guarded by mu
-	closed   chan struct{} // closed by Close before the owner stops: Publish and Subscribe give up
+	mu       sync.RWMutex               // guards watching, all and live
+	watching map[Type]int               // how many subscriptions take each type (a nil Types filter counts for all)
+	all      int                        // subscriptions taking every type; guarded by mu
+	live     map[*Subscription]struct{} // every subscription, for WatchingFor; guarded by mu
+	closed   chan struct{}              // closed by Close before the owner stops: Publish and Subscribe give up
 }
 
 type subRequest struct {
@@ -160,7 +161,7 @@ func New(cfg Config) *Bus {
 		log: cfg.Logger, epoch: hex.EncodeToString(nonce[:]), history: cfg.History,
 		in: make(chan Event, cfg.Queue), subs: make(chan subRequest), unsub: make(chan subRequest),
 		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}),
-		watching: map[Type]int{},
+		watching: map[Type]int{}, live: map[*Subscription]struct{}{},
 	}
 	go b.run()
 	return b
@@ -193,6 +194,22 @@ func (b *Bus) Watching(t Type) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.all > 0 || b.watching[t] > 0
+}
+
+// WatchingFor reports whether some subscription would receive an event of type t published
+// for aud (its type filter takes t and its viewer, if any, sees aud), so that a publisher can
+// skip work nobody may read: the CPU and memory sampler runs only while an administrator's
+// stream (or an in-process reader) is open, not for a member's page.
+func (b *Bus) WatchingFor(t Type, aud Audience) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := Event{Type: t, Audience: aud}
+	for s := range b.live {
+		if s.takes(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops the owner and closes every subscription's channel. It is idempotent and
@@ -370,6 +387,11 @@ func (b *Bus) replay(s *Subscription, ring []Event, newest uint64) {
 func (b *Bus) count(s *Subscription, d int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if d > 0 {
+		b.live[s] = struct{}{}
+	} else {
+		delete(b.live, s)
+	}
 	if s.types == nil {
 		b.all += d
 		return

@@ -168,6 +168,41 @@ func TestTypeFilter(t *testing.T) {
 	}
 }
 
+// TestWatchingFor: only a subscription that would receive the event counts — a member's
+// stream does not watch administrators' events, an administrator's or an in-process reader
+// does, and a type filter is honoured; a closed subscription stops counting.
+func TestWatchingFor(t *testing.T) {
+	b := events.New(events.Config{})
+	defer b.Close()
+	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
+		t.Fatal("watching with no subscription")
+	}
+	member := b.Subscribe(events.SubscribeOptions{Viewer: &events.Viewer{Account: "acc-m"}})
+	defer member.Close()
+	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
+		t.Fatal("a member's stream counts as watching administrators' stats")
+	}
+	if !b.WatchingFor(events.DesktopState, events.ForAccount("acc-m", true)) || b.WatchingFor(events.DesktopState, events.ForAccount("acc-x", true)) {
+		t.Fatal("WatchingFor does not follow the member's account")
+	}
+	if !b.Watching(events.DesktopStats) {
+		t.Fatal("Watching (any audience) changed")
+	}
+	filtered := b.Subscribe(events.SubscribeOptions{Types: []events.Type{events.ControlChanged}})
+	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) || !b.WatchingFor(events.ControlChanged, events.AdminsOnly) {
+		t.Fatal("an in-process reader's type filter is not honoured")
+	}
+	filtered.Close()
+	admin := b.Subscribe(events.SubscribeOptions{Viewer: &events.Viewer{Account: "acc-a", Admin: true}})
+	if !b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
+		t.Fatal("an administrator's stream does not count")
+	}
+	admin.Close()
+	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
+		t.Fatal("still watching after the administrator's stream closed")
+	}
+}
+
 // TestSlowSubscriberLosesEventsNotThePublisher: a subscriber that never reads loses events and
 // is marked lagged; the publisher and a reading subscriber are not held up.
 func TestSlowSubscriberLosesEventsNotThePublisher(t *testing.T) {

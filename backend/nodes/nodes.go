@@ -303,6 +303,21 @@ func (h *Hub) Hello(node string) (wire.Hello, bool) {
 	return c.hello, true
 }
 
+// ConnectedWith returns the ids of the connected runners (node "local" included when its
+// managed runner is connected) whose hello advertises capability c, sorted.
+func (h *Hub) ConnectedWith(c string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for id, cn := range h.conns {
+		if hasCap(cn.hello, c) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (h *Hub) conn(node string) *conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -130,6 +130,23 @@ func (r *Remote) Status(ctx context.Context) (vm.Status, error) {
 	return st, err
 }
 
+// Stats samples the CPU and memory of the node's running desktops (the sampler of
+// desktop.stats). A runner that did not advertise wire.CapStats is refused before anything
+// is sent, with a fault.ErrUnavailable error saying what it must support.
+func (r *Remote) Stats(ctx context.Context) ([]vm.InstanceStats, error) {
+	c, err := r.live()
+	if err != nil {
+		return nil, err
+	}
+	if !hasCap(c.hello, wire.CapStats) {
+		return nil, fault.Unavailable("runner %s (%s, version %s) does not report its desktops' CPU and memory (%s): update it to version %s",
+			c.name, r.id, c.hello.Version, wire.CapStats, r.h.cfg.Version)
+	}
+	var out []vm.InstanceStats
+	err = r.call(ctx, wire.OpStats, nil, &out)
+	return out, err
+}
+
 // StartPrepare starts preparing image key on the node.
 func (r *Remote) StartPrepare(key string) (vm.PrepareState, error) {
 	var ps vm.PrepareState

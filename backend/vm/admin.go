@@ -133,13 +133,14 @@ func (m *Manager) orphaned(in store.VMInstance) bool {
 	return false
 }
 
-// InstanceStats is one running desktop's resources.
+// InstanceStats is one running desktop's resources. It crosses the runner link as the answer
+// of its stats op (runner/wire.OpStats), hence the JSON names.
 type InstanceStats struct {
-	InstanceID  string
-	CPUPercent  float64
-	MemoryBytes uint64
-	MemoryLimit uint64
-	PIDs        uint64
+	InstanceID  string  `json:"instanceId"`
+	CPUPercent  float64 `json:"cpuPercent"` // of one CPU: 200 = two CPUs busy
+	MemoryBytes uint64  `json:"memoryBytes"`
+	MemoryLimit uint64  `json:"memoryLimit,omitempty"`
+	PIDs        uint64  `json:"pids,omitempty"`
 }
 
 // Stats samples the CPU and memory of every running desktop of the node (the engine's stats,

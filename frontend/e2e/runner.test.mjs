@@ -1,9 +1,9 @@
 // A runner's desktops in the browser, live (issue 12 items 4 and 8): a real `cubicle serve`
 // and a real `cubicle runner` process on the real engine. Settings → Local VM picks the runner
-// and lists its desktop; the agent's computer panel shows it running. Killing the runner makes
-// both show "unreachable" (actions disabled, with the reason) without a reload; starting it
-// again shows the desktop running again, also without a reload (the server reconciles from
-// the runner's report and the event stream carries it).
+// and lists its desktop with its CPU and memory; the agent's computer panel shows it running.
+// Killing the runner makes both show "unreachable" (actions disabled, with the reason) without
+// a reload; starting it again shows the desktop running again, also without a reload (the
+// server reconciles from the runner's report and the event stream carries it).
 //
 // Runs only with CUBICLE_E2E_DESKTOP=1, like e2e/desktop.test.mjs (it needs the container
 // engine and the desktop image); under CUBICLE_REQUIRE_ALL=1 it is never skipped silently.
@@ -132,6 +132,11 @@ describe('a runner in the browser', { skip: skip || false, timeout: 30 * 60_000 
     assert.equal(await settings.locator('#local-vm-settings').getAttribute('data-node'), node);
     await settings.locator(`#instances-table tr[data-instance="${desk}"][data-state="running"]`).waitFor({ timeout: 60_000 });
     assert.equal(await settings.locator('#local-vm-node-status').textContent(), 'connected');
+    // The runner's desktop shows its CPU and memory (desktop.stats of the runner's node, op
+    // stats over its link), sampled every 5 s while this page listens.
+    const row = settings.locator(`#instances-table tr[data-instance="${desk}"]`);
+    await row.locator('td.memory', { hasText: /\d+(\.\d)? (KiB|MiB|GiB)/ }).waitFor({ timeout: 60_000 });
+    assert.match(await row.locator('td.cpu').textContent(), /^\d+\.\d%$/);
     // This computer's own cards (engine choice, leftovers) are not shown for a runner.
     assert.equal(await settings.locator('#doctor-table').count(), 0);
 

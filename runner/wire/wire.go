@@ -43,6 +43,8 @@ const (
 	// CapNodeSettings: the runner applies node settings (isolation, max instances) and image
 	// sources the server sends (OpSetPolicy, OpSetImageSources).
 	CapNodeSettings = "node-settings-v1"
+	// CapStats: the runner answers OpStats with its running desktops' CPU and memory.
+	CapStats = "stats-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated
@@ -120,6 +122,7 @@ const (
 	OpGuest           = "guest"  // then the driver's protocol, raw, both ways
 	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
 	OpUpdate          = "update" // args Update; result UpdateResult, then the runner restarts
+	OpStats           = "stats"  // result []vm.InstanceStats (capability CapStats)
 )
 
 // Request opens a stream.
