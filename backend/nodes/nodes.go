@@ -94,6 +94,7 @@ type conn struct {
 	mu     sync.Mutex
 	guests map[string]*guest.Client // relayed driver links by desktop id
 	seen   map[string]bool          // desktop ids the server used on this link
+	home   string                   // the runner user's home (wire.OpHostHome) once it answered
 }
 
 // New returns a Hub.
