@@ -72,9 +72,9 @@ type Config struct {
 	// working directory on the host or in the desktop) and, for host tools on a runner's host,
 	// that machine's home (or why it is not known: paths under "~" are then refused). nil
 	// resolves nothing relative and uses HostHome and VMHome.
-	Place func(t agent.TurnInfo, tool string) guard.Place
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Place  func(t agent.TurnInfo, tool string) guard.Place
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Service decides tool calls and keeps the security settings.

@@ -53,7 +53,6 @@ func (g *FileGuard) ForHome(home string) *FileGuard {
 	return out
 }
 
-
 // NewLexicalFileGuard protects paths of another machine (a VM): links are not resolved here,
 // because this machine's links say nothing about the VM's files.
 func NewLexicalFileGuard(protected []string) (*FileGuard, error) {
