@@ -260,6 +260,11 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatal("the guarded command ran on the runner")
 	}
 
+	// The file guard knows the runner's home: protected paths given as ~/… are below the
+	// runner user's home there, however a call names them — absolute, ~, $HOME, relative to
+	// the runner's working directory, after cd — and host_read_file/host_write_file too.
+	checkRunnerHome(ctx, t, s, m, admin.ID, ag.ID, home)
+
 	// The chat's stop ends the command on the runner: its whole process group is killed.
 	for _, f := range []string{"shell.pid", "child.pid"} {
 		os.Remove(filepath.Join(home, f))
@@ -403,6 +408,80 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatalf("host_shell with the runner disconnected: %s %q", state, text)
 	}
 	h.link(t, true)
+}
+
+// checkRunnerHome is TestRunnerHostTools' part on the file guard with a runner's home: agent
+// agentID runs its host tools on a runner whose user's home is home.
+func checkRunnerHome(ctx context.Context, t *testing.T, s *server, m *scripted, account, agentID, home string) {
+	t.Helper()
+	s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{"~/.ssh", "~/.aws/credentials"}}, http.StatusOK, nil)
+	t.Cleanup(func() { s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{}}, http.StatusOK, nil) })
+	var view struct{ ProtectedPaths []string }
+	s.do(t, "GET", "/api/app/admin/security", nil, http.StatusOK, &view)
+	if strings.Join(view.ProtectedPaths, ",") != "~/.ssh,~/.aws/credentials" {
+		t.Fatalf("protected paths as saved: %q (kept as written, for whichever host)", view.ProtectedPaths)
+	}
+	const secret = "RUNNER-PRIVATE-KEY-7f3a"
+	for _, f := range []string{".ssh/id_rsa", ".aws/credentials"} {
+		p := filepath.Join(home, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "plain.txt"), []byte("plain-runner-file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(home, ".ssh")
+	for i, c := range []struct {
+		tool string
+		args map[string]any
+		in   string // the protected location the refusal names
+	}{
+		{"host_shell", map[string]any{"command": "cat " + filepath.Join(keys, "id_rsa")}, keys},
+		{"host_shell", map[string]any{"command": "cat ~/.ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": `cat "$HOME/.ssh/id_rsa"`}, keys},
+		{"host_shell", map[string]any{"command": "cat .ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "cd .ssh && cat id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "cd sub; cat ../.ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "tar cf - . | base64"}, keys},
+		{"host_shell", map[string]any{"command": "ls", "cwd": ".ssh"}, keys},
+		{"host_read_file", map[string]any{"path": "~/.ssh/id_rsa"}, keys},
+		{"host_read_file", map[string]any{"path": ".ssh/id_rsa"}, keys},
+		{"host_read_file", map[string]any{"path": filepath.Join(keys, "id_rsa")}, keys},
+		{"host_read_file", map[string]any{"path": "sub/../.aws/credentials"}, filepath.Join(home, ".aws", "credentials")},
+		{"host_write_file", map[string]any{"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker"}, keys},
+		{"host_write_file", map[string]any{"path": filepath.Join(keys, "authorized_keys"), "content": "ssh-ed25519 AAAA attacker"}, keys},
+	} {
+		session := "k" + strconv.Itoa(i)
+		state, text := s.call(ctx, t, m, account, agentID, session, c.tool, c.args)
+		if state != agent.StateDenied || !strings.Contains(text, "protected location "+c.in) || strings.Contains(text, secret) {
+			t.Errorf("%s %v on the runner: %s %q; want it refused naming %s", c.tool, c.args, state, text, c.in)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(keys, "authorized_keys")); err == nil {
+		t.Error("a refused write reached the runner's ~/.ssh")
+	}
+	// A plain file in the runner's home is read, by relative path and by ~.
+	state, text := s.call(ctx, t, m, account, agentID, "k-plain", "host_read_file", map[string]any{"path": "plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Errorf("a plain file in the runner's home: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, account, agentID, "k-plain", "host_shell", map[string]any{"command": "cat ~/plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Errorf("cat ~/plain.txt on the runner: %s %q", state, text)
+	}
+	// The server's own home is an ordinary path on the runner (~/… is the runner's home
+	// there): a file under it is not refused by the guard; the runner says it is missing.
+	if srvHome, err := os.UserHomeDir(); err == nil && srvHome != home {
+		missing := filepath.Join(srvHome, ".ssh", "cubicle-runnerhome-"+strconv.Itoa(os.Getpid()))
+		state, text = s.call(ctx, t, m, account, agentID, "k-srv", "host_read_file", map[string]any{"path": missing})
+		if state != agent.StateError || !strings.Contains(text, "does not exist") {
+			t.Errorf("the server's home path on the runner: %s %q; want the runner's own answer (missing), not a refusal", state, text)
+		}
+	}
 }
 
 func wireShell(cmd string) wire.HostShellArgs {

@@ -49,6 +49,9 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	runner := Place{Remote: true, Home: alice, WorkDir: alice}
 	local := Place{WorkDir: srvHome}
 	sh := func(cmd string) ToolCall { return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd}} }
+	shc := func(cmd, cwd string) ToolCall {
+		return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd, "cwd": cwd}}
+	}
 	read := func(p string) ToolCall { return ToolCall{Name: "host_read_file", Args: map[string]any{"path": p}} }
 	write := func(p string) ToolCall {
 		return ToolCall{Name: "host_write_file", Args: map[string]any{"path": p, "content": "x"}}
@@ -81,6 +84,10 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"runner write tilde", write("~/.ssh/authorized_keys"), runner, "/home/alice/.ssh"},
 		{"runner write absolute", write("/home/alice/.ssh/authorized_keys"), runner, "/home/alice/.ssh"},
 		{"runner write over the home", write("/home/alice"), runner, "contains the protected location"},
+		{"runner cwd argument", shc("cat id_rsa", "~/.ssh"), runner, "/home/alice/.ssh"},
+		{"runner cwd argument absolute", shc("cat .ssh/id_rsa", alice), Place{Remote: true, Home: alice, WorkDir: alice + "/work"}, "/home/alice/.ssh"},
+		{"runner cwd argument relative", shc("cat ../.ssh/id_rsa", "project"), runner, "/home/alice/.ssh"},
+		{"runner cwd argument tilde alone", shc("cat .ssh/id_rsa", "~"), runner, ""}, // the tool runs in <workdir>/~ too
 		{"runner another account", sh("cat ~bob/notes"), runner, "another account's home"},
 		{"runner plain file", sh("cat ~/notes.txt; cat notes.txt; cat /home/alice/notes.txt"), runner, ""},
 		{"runner plain read", read("notes.txt"), runner, ""},
@@ -99,6 +106,7 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"local relative", read(".ssh/id_rsa"), local, filepath.Join(srvHome, ".ssh")},
 		{"local link", read(filepath.Join(tmp, "keys", "id_rsa")), local, filepath.Join(srvHome, ".ssh")},
 		{"local account lookup", sh("cat ~operator/.ssh/id_rsa"), local, filepath.Join(srvHome, ".ssh")},
+		{"local cwd argument", shc("cat id_rsa", "~/.ssh"), local, filepath.Join(srvHome, ".ssh")},
 		{"local other home", sh("cat /home/alice/.ssh/id_rsa"), local, ""},
 		// The runner did not say its home: paths under ~ (and relative ones without a working
 		// directory) are refused with the reason, never checked against this server's home.
@@ -109,6 +117,8 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"no home other account", sh("cat ~operator/x"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"no home absolute", sh("cat /etc/hostname"), Place{Remote: true, NoHome: "runner X did not say its home"}, ""},
 		{"no home server home path", sh("cat " + filepath.Join(srvHome, ".ssh", "id_rsa")), Place{Remote: true, NoHome: "x"}, ""},
+		{"no home cwd argument", shc("ls", "~/.ssh"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
+		{"no home relative cwd argument", shc("ls", "sub"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"remote without a home", sh("cat ~/notes"), Place{Remote: true, WorkDir: alice}, "home directory of the execution node is not known"},
 	}
 	for _, tt := range tests {
@@ -137,6 +147,10 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	vm := &Safety{Guard: newGuard(t, Config{Level: Off}), VMFiles: mustLexical(t, "~/.secret"), HostFiles: files, VMHome: "/home/cua"}
 	if d, r, _ := vm.Decide(shell("cat ~/.secret/x"), Place{WorkDir: "/home/cua/workspace"}, Rules{}); d != Deny || !strings.Contains(r, "/home/cua/.secret") {
 		t.Fatalf("desktop home: %s %q", d, r)
+	}
+	vmShell := ToolCall{Name: "computer_shell", Args: map[string]any{"command": "cat x", "cwd": "../.secret"}}
+	if d, r, _ := vm.Decide(vmShell, Place{WorkDir: "/home/cua/workspace"}, Rules{}); d != Deny || !strings.Contains(r, "/home/cua/.secret") {
+		t.Fatalf("desktop shell with a cwd argument: %s %q", d, r)
 	}
 	// Deny beats the tool guard's question at the default level.
 	auto := &Safety{Guard: newGuard(t, Config{}), HostFiles: files, HostHome: srvHome}

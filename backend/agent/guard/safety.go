@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -75,7 +76,6 @@ func CompileRules(rs []AllowRule) (Rules, error) {
 // checks the paths the command names, following cd — a best effort: a shell can always
 // compute a path the guard cannot see, which is why the VM is the boundary.
 func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string, Verdict) {
-	workDir := at.WorkDir
 	pol := Allow
 	if s.Policy != nil {
 		pol = s.Policy.Decide(call.Name)
@@ -83,13 +83,10 @@ func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string,
 	if pol == Deny {
 		return Deny, fmt.Sprintf("the access policy does not allow the tool %s", call.Name), Verdict{Decision: Deny}
 	}
+	host := strings.HasPrefix(call.Name, "host_")
 	files, home := s.VMFiles, s.VMHome
-	if strings.HasPrefix(call.Name, "host_") {
+	if host {
 		files, home = s.HostFiles, s.HostHome
-	}
-	v, in := s.Guard.inspect(call, files != nil, workDir, rules.rules)
-	if v.Decision == Deny {
-		return Deny, v.Reason(), v
 	}
 	if at.Remote && at.Home == "" && at.NoHome == "" {
 		at.NoHome = "the home directory of the execution node is not known"
@@ -99,6 +96,11 @@ func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string,
 		home = "" // never another machine's home in its place
 	case at.Home != "":
 		home = at.Home
+	}
+	at.WorkDir = shellDir(call, at.WorkDir, home, host)
+	v, in := s.Guard.inspect(call, files != nil, at.WorkDir, rules.rules)
+	if v.Decision == Deny {
+		return Deny, v.Reason(), v
 	}
 	if files != nil {
 		if err := s.checkFiles(files.ForHome(home), home, call, in, at); err != nil {
@@ -122,6 +124,36 @@ func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string,
 	}
 }
 
+// shellDir is the directory a shell call starts in, as the tool resolves it: its "cwd"
+// argument against workDir ("", ".", "auto" and "cwd" are workDir itself; on the host "~/…" is
+// below home, left as written when home is not known). Other tools start in workDir.
+func shellDir(call ToolCall, workDir, home string, host bool) string {
+	c, _ := call.Args["cwd"].(string)
+	if !strings.HasSuffix(call.Name, "_shell") {
+		return workDir
+	}
+	switch strings.TrimSpace(c) {
+	case "", ".", "auto", "cwd":
+		return workDir
+	}
+	switch {
+	case host && strings.HasPrefix(c, "~/"):
+		if home == "" {
+			return c
+		}
+		return filepath.Join(home, c[2:])
+	case !host && strings.HasPrefix(c, "/"):
+		return path.Clean(c)
+	case !host && workDir != "":
+		return path.Join(workDir, c)
+	case filepath.IsAbs(c):
+		return filepath.Clean(c)
+	case workDir != "":
+		return filepath.Join(workDir, c)
+	}
+	return c
+}
+
 // checkFiles runs the file guard over what the call touches: the path arguments of file
 // tools (targets of write and copy tools as writes) and, for shell tools, the working
 // directory and the files the command names (archives and recursive copies or searches of a
@@ -140,7 +172,7 @@ func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, in Ins
 			return fmt.Sprintf("cannot check %s: %s", p, at.NoHome)
 		case strings.HasPrefix(p, "~") && !strings.HasPrefix(p, "~/") && p != "~" && at.Remote:
 			return fmt.Sprintf("cannot check %s: it names another account's home directory on the execution node, which this server cannot look up; use the full path", p)
-		case !strings.HasPrefix(p, "~") && !filepath.IsAbs(p) && workDir == "" && at.NoHome != "":
+		case !strings.HasPrefix(p, "~") && !filepath.IsAbs(p) && !filepath.IsAbs(workDir) && at.NoHome != "":
 			return fmt.Sprintf("cannot check %s: %s", p, at.NoHome)
 		}
 		return ""
