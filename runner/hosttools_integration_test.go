@@ -415,7 +415,9 @@ func TestRunnerHostTools(t *testing.T) {
 func checkRunnerHome(ctx context.Context, t *testing.T, s *server, m *scripted, account, agentID, home string) {
 	t.Helper()
 	s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{"~/.ssh", "~/.aws/credentials"}}, http.StatusOK, nil)
-	t.Cleanup(func() { s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{}}, http.StatusOK, nil) })
+	t.Cleanup(func() {
+		s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{}}, http.StatusOK, nil)
+	})
 	var view struct{ ProtectedPaths []string }
 	s.do(t, "GET", "/api/app/admin/security", nil, http.StatusOK, &view)
 	if strings.Join(view.ProtectedPaths, ",") != "~/.ssh,~/.aws/credentials" {
