@@ -158,9 +158,10 @@ func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) gua
 		h, err := env.Host.Home(ctx)
 		switch {
 		case err != nil:
-			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths under ~ there cannot be checked", where, err)}
+			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths in it (~/…, $HOME, relative paths) cannot be checked: "+
+				"run the runner as a user with a home directory (HOME set)", where, err)}
 		case !filepath.IsAbs(h):
-			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check", where, h)}
+			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check, so paths in it (~/…, $HOME, relative paths) are refused", where, h)}
 		}
 		return guard.Place{Remote: true, Home: h, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
 	}

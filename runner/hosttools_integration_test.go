@@ -331,6 +331,43 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatal("a refused command ran on the runner")
 	}
 
+	// A runner that cannot say its user's home (HOME unset there): paths under ~ and relative
+	// ones are refused with the reason — never checked against the server's home — and the
+	// host tools, which start in that home, say what is wrong; nothing runs.
+	var hl nodes.Created
+	s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": "homeless box"}, http.StatusCreated, &hl)
+	startRunner(t, append(h.wrap(), "env", "HOME="), "--server", s.url, "--token", hl.Token, "--data-dir", t.TempDir(), "--engine", "none")
+	s.waitStatus(t, hl.ID, nodes.StatusConnected, 2*time.Minute)
+	var ag3 struct{ ID string }
+	s.do(t, "POST", "/api/app/agents", map[string]string{"name": "Hal"}, http.StatusCreated, &ag3)
+	s.do(t, "PUT", "/api/app/agents/"+ag3.ID+"/node", map[string]string{"nodeId": hl.ID}, http.StatusOK, nil)
+	s.setComputer(t, ag3.ID, "host", false)
+	marker := filepath.Join(t.TempDir(), "homeless-ran")
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"host_shell", map[string]any{"command": "cat ~/notes.txt; touch " + marker}},
+		{"host_shell", map[string]any{"command": `cat "$HOME/notes.txt"; touch ` + marker}},
+		{"host_read_file", map[string]any{"path": "notes.txt"}},
+		{"host_write_file", map[string]any{"path": "~/notes.txt", "content": "x"}},
+	} {
+		state, text = s.call(ctx, t, m, admin.ID, ag3.ID, "n1", c.tool, c.args)
+		if c.tool == "host_read_file" {
+			t.Logf("%s %v on a runner without a home: %s %q", c.tool, c.args, state, text)
+		}
+		if state != agent.StateDenied || !strings.Contains(text, `"homeless box"`) || !strings.Contains(text, "not known") {
+			t.Errorf("%s %v on a runner without a home: %s %q", c.tool, c.args, state, text)
+		}
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag3.ID, "n1", "host_shell", map[string]any{"command": "touch " + marker})
+	if state == agent.StateSuccess || !strings.Contains(text, "no home directory") {
+		t.Errorf("host_shell on a runner without a home: %s %q", state, text)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a command ran on a runner without a home")
+	}
+
 	// A member's agent on the runner: no host grant for (member, runner) → refused, naming
 	// the node and what the admin must allow; the grant for that node → it runs.
 	acct, err := s.b.Auth.CreateAccount(auth.Principal{AccountID: admin.ID, Role: store.RoleAdmin},
@@ -459,6 +496,9 @@ func checkRunnerHome(ctx context.Context, t *testing.T, s *server, m *scripted, 
 	} {
 		session := "k" + strconv.Itoa(i)
 		state, text := s.call(ctx, t, m, account, agentID, session, c.tool, c.args)
+		if i == 0 {
+			t.Logf("%s %v on the runner: %s %q", c.tool, c.args, state, text)
+		}
 		if state != agent.StateDenied || !strings.Contains(text, "protected location "+c.in) || strings.Contains(text, secret) {
 			t.Errorf("%s %v on the runner: %s %q; want it refused naming %s", c.tool, c.args, state, text, c.in)
 		}
