@@ -437,6 +437,24 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatalf("cloud plan after the cloud flags were removed: %v", p)
 	}
 
+	// A cloud agent's host tools are those of its base node, checked with that node's home:
+	// Dan is placed on the first runner, the cloud node is the other one.
+	s.do(t, "PATCH", "/api/app/admin/runners/"+off.ID, map[string]any{"cloud": true}, http.StatusOK, nil)
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/node", map[string]string{"nodeId": r.ID}, http.StatusOK, nil)
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/computer-selection", map[string]any{"computer": "cloud", "allowHostEnvironment": true}, http.StatusOK, nil)
+	if p := plan(dan.ID); p["cloudNode"] != off.ID {
+		t.Fatalf("cloud plan of an agent placed on a plain runner with one cloud runner (%s): %v", off.ID, p)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, dan.ID, "d1", "host_read_file", map[string]any{"path": "~/.ssh/id_rsa"})
+	if state != agent.StateDenied || !strings.Contains(text, "protected location "+filepath.Join(home, ".ssh")) {
+		t.Fatalf("a cloud agent's host_read_file of its base node's ~/.ssh: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, dan.ID, "d1", "host_read_file", map[string]any{"path": "plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Fatalf("a cloud agent's host_read_file of a plain file on its base node: %s %q", state, text)
+	}
+	s.do(t, "PATCH", "/api/app/admin/runners/"+off.ID, map[string]any{"cloud": false}, http.StatusOK, nil)
+
 	// The runner's link goes down: refused, never run on the server's host instead.
 	h.link(t, false)
 	s.waitStatus(t, r.ID, nodes.StatusDisconnected, 2*time.Minute)
