@@ -524,8 +524,28 @@ func checkRunnerHome(ctx context.Context, t *testing.T, s *server, m *scripted, 
 	if _, err := os.Stat(filepath.Join(keys, "authorized_keys")); err == nil {
 		t.Error("a refused write reached the runner's ~/.ssh")
 	}
+	// The agent's working directory on the runner is below the runner's home: relative paths
+	// start there.
+	s.do(t, "PUT", "/api/app/agents/"+agentID+"/workdir", map[string]string{"workdir": "sub"}, http.StatusOK, nil)
+	state, text := s.call(ctx, t, m, account, agentID, "k-wd", "host_shell", map[string]any{"command": "pwd"})
+	if state != agent.StateSuccess || !strings.Contains(text, filepath.Join(home, "sub")+"\n") {
+		t.Errorf("pwd in the working directory sub on the runner: %s %q", state, text)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"host_shell", map[string]any{"command": "cat ../.ssh/id_rsa"}},
+		{"host_read_file", map[string]any{"path": "../.ssh/id_rsa"}},
+	} {
+		state, text = s.call(ctx, t, m, account, agentID, "k-wd", c.tool, c.args)
+		if state != agent.StateDenied || !strings.Contains(text, "protected location "+keys) {
+			t.Errorf("%s %v from the working directory sub on the runner: %s %q", c.tool, c.args, state, text)
+		}
+	}
+	s.do(t, "PUT", "/api/app/agents/"+agentID+"/workdir", map[string]string{"workdir": "."}, http.StatusOK, nil)
 	// A plain file in the runner's home is read, by relative path and by ~.
-	state, text := s.call(ctx, t, m, account, agentID, "k-plain", "host_read_file", map[string]any{"path": "plain.txt"})
+	state, text = s.call(ctx, t, m, account, agentID, "k-plain", "host_read_file", map[string]any{"path": "plain.txt"})
 	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
 		t.Errorf("a plain file in the runner's home: %s %q", state, text)
 	}
