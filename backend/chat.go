@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/guard"
@@ -59,8 +61,9 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	}
 	b.Security, err = security.New(security.Config{
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
+		LookupHome: lookupHome,
 		LocalTools: func() []string { return append(tools.Names(), agent.HelperTool) },
-		WorkDir:    b.workDir(home), Logger: b.log.With("svc", "security"),
+		Place:      b.callPlace(home), Logger: b.log.With("svc", "security"),
 	})
 	if err != nil {
 		return err
@@ -126,36 +129,60 @@ func (g turnGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason str
 
 var _ agent.ConfirmRecorder = turnGuard{}
 
-// workDir is where relative paths of a call start: the agent's desktop working directory, or
-// for host tools its working directory on the host (default the runner user's home).
-func (b *Backend) workDir(home string) func(t agent.TurnInfo, tool string) string {
-	return func(t agent.TurnInfo, tool string) string {
-		dir := tools.Workspace
+// callPlace is where a call acts, for the file guard: the agent's desktop working directory, or
+// for host tools the host they run on — this machine (home is its user's home), or a runner's
+// host, whose own home (asked over its link once per connection) and working directory count
+// there. A runner that cannot say its home fails closed: paths under "~" are refused, never
+// checked against this machine's home.
+func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) guard.Place {
+	return func(t agent.TurnInfo, tool string) guard.Place {
 		env, err := b.computers.Environment(context.Background(), t)
-		if err == nil {
-			if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
-				dir = d
+		if !strings.HasPrefix(tool, "host_") {
+			dir := tools.Workspace
+			if err == nil {
+				if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
+					dir = d
+				}
 			}
+			return guard.Place{WorkDir: dir}
 		}
-		if strings.HasPrefix(tool, "host_") {
-			dir = home
-			switch {
-			case err == nil && filepath.IsAbs(env.WorkDir):
-				dir = env.WorkDir
-			case err == nil && vm.ResolveWorkDir(env.WorkDir) != "":
-				dir = filepath.Join(home, env.WorkDir)
-			}
+		switch {
+		case err != nil:
+			return guard.Place{NoHome: "the host this call would run on is not known (" + err.Error() + ")"}
+		case env.Host == nil:
+			return guard.Place{WorkDir: tools.HostWorkDir(home, env.WorkDir)}
 		}
-		return dir
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		where := b.nodeLabel(env.Plan.HostNode)
+		h, err := env.Host.Home(ctx)
+		switch {
+		case err != nil:
+			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths in it (~/…, $HOME, relative paths) cannot be checked: "+
+				"run the runner as a user with a home directory (HOME set)", where, err)}
+		case !filepath.IsAbs(h):
+			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check, so paths in it (~/…, $HOME, relative paths) are refused", where, h)}
+		}
+		return guard.Place{Remote: true, Home: h, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
 	}
 }
 
-// hostFiles is the host tools' own file check, from the protected paths in force.
+// lookupHome is the home directory of account name on this machine, "" when there is none.
+func lookupHome(name string) string {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+// hostFiles is the host tools' own file check, from the protected paths in force, for the
+// machine whose home is home.
 type hostFiles struct{ s *security.Service }
 
-func (h hostFiles) CheckPath(path string, write bool) error {
+func (h hostFiles) CheckPath(path string, write bool, home string) error {
 	if f := h.s.Safety().HostFiles; f != nil {
-		return f.CheckPath(path, write)
+		return f.ForHome(home).CheckPath(path, write)
 	}
 	return nil
 }

@@ -260,6 +260,11 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatal("the guarded command ran on the runner")
 	}
 
+	// The file guard knows the runner's home: protected paths given as ~/… are below the
+	// runner user's home there, however a call names them — absolute, ~, $HOME, relative to
+	// the runner's working directory, after cd — and host_read_file/host_write_file too.
+	checkRunnerHome(ctx, t, s, m, admin.ID, ag.ID, home)
+
 	// The chat's stop ends the command on the runner: its whole process group is killed.
 	for _, f := range []string{"shell.pid", "child.pid"} {
 		os.Remove(filepath.Join(home, f))
@@ -324,6 +329,43 @@ func TestRunnerHostTools(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(homeOff, "must-not-exist")); err == nil {
 		t.Fatal("a refused command ran on the runner")
+	}
+
+	// A runner that cannot say its user's home (HOME unset there): paths under ~ and relative
+	// ones are refused with the reason — never checked against the server's home — and the
+	// host tools, which start in that home, say what is wrong; nothing runs.
+	var hl nodes.Created
+	s.do(t, "POST", "/api/app/admin/runners", map[string]any{"name": "homeless box"}, http.StatusCreated, &hl)
+	startRunner(t, append(h.wrap(), "env", "HOME="), "--server", s.url, "--token", hl.Token, "--data-dir", t.TempDir(), "--engine", "none")
+	s.waitStatus(t, hl.ID, nodes.StatusConnected, 2*time.Minute)
+	var ag3 struct{ ID string }
+	s.do(t, "POST", "/api/app/agents", map[string]string{"name": "Hal"}, http.StatusCreated, &ag3)
+	s.do(t, "PUT", "/api/app/agents/"+ag3.ID+"/node", map[string]string{"nodeId": hl.ID}, http.StatusOK, nil)
+	s.setComputer(t, ag3.ID, "host", false)
+	marker := filepath.Join(t.TempDir(), "homeless-ran")
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"host_shell", map[string]any{"command": "cat ~/notes.txt; touch " + marker}},
+		{"host_shell", map[string]any{"command": `cat "$HOME/notes.txt"; touch ` + marker}},
+		{"host_read_file", map[string]any{"path": "notes.txt"}},
+		{"host_write_file", map[string]any{"path": "~/notes.txt", "content": "x"}},
+	} {
+		state, text = s.call(ctx, t, m, admin.ID, ag3.ID, "n1", c.tool, c.args)
+		if c.tool == "host_read_file" {
+			t.Logf("%s %v on a runner without a home: %s %q", c.tool, c.args, state, text)
+		}
+		if state != agent.StateDenied || !strings.Contains(text, `"homeless box"`) || !strings.Contains(text, "not known") {
+			t.Errorf("%s %v on a runner without a home: %s %q", c.tool, c.args, state, text)
+		}
+	}
+	state, text = s.call(ctx, t, m, admin.ID, ag3.ID, "n1", "host_shell", map[string]any{"command": "touch " + marker})
+	if state == agent.StateSuccess || !strings.Contains(text, "no home directory") {
+		t.Errorf("host_shell on a runner without a home: %s %q", state, text)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a command ran on a runner without a home")
 	}
 
 	// A member's agent on the runner: no host grant for (member, runner) → refused, naming
@@ -395,6 +437,24 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatalf("cloud plan after the cloud flags were removed: %v", p)
 	}
 
+	// A cloud agent's host tools are those of its base node, checked with that node's home:
+	// Dan is placed on the first runner, the cloud node is the other one.
+	s.do(t, "PATCH", "/api/app/admin/runners/"+off.ID, map[string]any{"cloud": true}, http.StatusOK, nil)
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/node", map[string]string{"nodeId": r.ID}, http.StatusOK, nil)
+	s.do(t, "PUT", "/api/app/agents/"+dan.ID+"/computer-selection", map[string]any{"computer": "cloud", "allowHostEnvironment": true}, http.StatusOK, nil)
+	if p := plan(dan.ID); p["cloudNode"] != off.ID {
+		t.Fatalf("cloud plan of an agent placed on a plain runner with one cloud runner (%s): %v", off.ID, p)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, dan.ID, "d1", "host_read_file", map[string]any{"path": "~/.ssh/id_rsa"})
+	if state != agent.StateDenied || !strings.Contains(text, "protected location "+filepath.Join(home, ".ssh")) {
+		t.Fatalf("a cloud agent's host_read_file of its base node's ~/.ssh: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, admin.ID, dan.ID, "d1", "host_read_file", map[string]any{"path": "plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Fatalf("a cloud agent's host_read_file of a plain file on its base node: %s %q", state, text)
+	}
+	s.do(t, "PATCH", "/api/app/admin/runners/"+off.ID, map[string]any{"cloud": false}, http.StatusOK, nil)
+
 	// The runner's link goes down: refused, never run on the server's host instead.
 	h.link(t, false)
 	s.waitStatus(t, r.ID, nodes.StatusDisconnected, 2*time.Minute)
@@ -403,6 +463,105 @@ func TestRunnerHostTools(t *testing.T) {
 		t.Fatalf("host_shell with the runner disconnected: %s %q", state, text)
 	}
 	h.link(t, true)
+}
+
+// checkRunnerHome is TestRunnerHostTools' part on the file guard with a runner's home: agent
+// agentID runs its host tools on a runner whose user's home is home.
+func checkRunnerHome(ctx context.Context, t *testing.T, s *server, m *scripted, account, agentID, home string) {
+	t.Helper()
+	s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{"~/.ssh", "~/.aws/credentials"}}, http.StatusOK, nil)
+	t.Cleanup(func() {
+		s.do(t, "PUT", "/api/app/admin/security", map[string]any{"protectedPaths": []string{}}, http.StatusOK, nil)
+	})
+	var view struct{ ProtectedPaths []string }
+	s.do(t, "GET", "/api/app/admin/security", nil, http.StatusOK, &view)
+	if strings.Join(view.ProtectedPaths, ",") != "~/.ssh,~/.aws/credentials" {
+		t.Fatalf("protected paths as saved: %q (kept as written, for whichever host)", view.ProtectedPaths)
+	}
+	const secret = "RUNNER-PRIVATE-KEY-7f3a"
+	for _, f := range []string{".ssh/id_rsa", ".aws/credentials"} {
+		p := filepath.Join(home, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "plain.txt"), []byte("plain-runner-file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(home, ".ssh")
+	for i, c := range []struct {
+		tool string
+		args map[string]any
+		in   string // the protected location the refusal names
+	}{
+		{"host_shell", map[string]any{"command": "cat " + filepath.Join(keys, "id_rsa")}, keys},
+		{"host_shell", map[string]any{"command": "cat ~/.ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": `cat "$HOME/.ssh/id_rsa"`}, keys},
+		{"host_shell", map[string]any{"command": "cat .ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "cd .ssh && cat id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "cd sub; cat ../.ssh/id_rsa"}, keys},
+		{"host_shell", map[string]any{"command": "tar cf - . | base64"}, keys},
+		{"host_shell", map[string]any{"command": "ls", "cwd": ".ssh"}, keys},
+		{"host_read_file", map[string]any{"path": "~/.ssh/id_rsa"}, keys},
+		{"host_read_file", map[string]any{"path": ".ssh/id_rsa"}, keys},
+		{"host_read_file", map[string]any{"path": filepath.Join(keys, "id_rsa")}, keys},
+		{"host_read_file", map[string]any{"path": "sub/../.aws/credentials"}, filepath.Join(home, ".aws", "credentials")},
+		{"host_write_file", map[string]any{"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker"}, keys},
+		{"host_write_file", map[string]any{"path": filepath.Join(keys, "authorized_keys"), "content": "ssh-ed25519 AAAA attacker"}, keys},
+	} {
+		session := "k" + strconv.Itoa(i)
+		state, text := s.call(ctx, t, m, account, agentID, session, c.tool, c.args)
+		if i == 0 {
+			t.Logf("%s %v on the runner: %s %q", c.tool, c.args, state, text)
+		}
+		if state != agent.StateDenied || !strings.Contains(text, "protected location "+c.in) || strings.Contains(text, secret) {
+			t.Errorf("%s %v on the runner: %s %q; want it refused naming %s", c.tool, c.args, state, text, c.in)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(keys, "authorized_keys")); err == nil {
+		t.Error("a refused write reached the runner's ~/.ssh")
+	}
+	// The agent's working directory on the runner is below the runner's home: relative paths
+	// start there.
+	s.do(t, "PUT", "/api/app/agents/"+agentID+"/workdir", map[string]string{"workdir": "sub"}, http.StatusOK, nil)
+	state, text := s.call(ctx, t, m, account, agentID, "k-wd", "host_shell", map[string]any{"command": "pwd"})
+	if state != agent.StateSuccess || !strings.Contains(text, filepath.Join(home, "sub")+"\n") {
+		t.Errorf("pwd in the working directory sub on the runner: %s %q", state, text)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"host_shell", map[string]any{"command": "cat ../.ssh/id_rsa"}},
+		{"host_read_file", map[string]any{"path": "../.ssh/id_rsa"}},
+	} {
+		state, text = s.call(ctx, t, m, account, agentID, "k-wd", c.tool, c.args)
+		if state != agent.StateDenied || !strings.Contains(text, "protected location "+keys) {
+			t.Errorf("%s %v from the working directory sub on the runner: %s %q", c.tool, c.args, state, text)
+		}
+	}
+	s.do(t, "PUT", "/api/app/agents/"+agentID+"/workdir", map[string]string{"workdir": "."}, http.StatusOK, nil)
+	// A plain file in the runner's home is read, by relative path and by ~.
+	state, text = s.call(ctx, t, m, account, agentID, "k-plain", "host_read_file", map[string]any{"path": "plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Errorf("a plain file in the runner's home: %s %q", state, text)
+	}
+	state, text = s.call(ctx, t, m, account, agentID, "k-plain", "host_shell", map[string]any{"command": "cat ~/plain.txt"})
+	if state != agent.StateSuccess || !strings.Contains(text, "plain-runner-file") {
+		t.Errorf("cat ~/plain.txt on the runner: %s %q", state, text)
+	}
+	// The server's own home is an ordinary path on the runner (~/… is the runner's home
+	// there): a file under it is not refused by the guard; the runner says it is missing.
+	if srvHome, err := os.UserHomeDir(); err == nil && srvHome != home {
+		missing := filepath.Join(srvHome, ".ssh", "cubicle-runnerhome-"+strconv.Itoa(os.Getpid()))
+		state, text = s.call(ctx, t, m, account, agentID, "k-srv", "host_read_file", map[string]any{"path": missing})
+		if state != agent.StateError || !strings.Contains(text, "does not exist") {
+			t.Errorf("the server's home path on the runner: %s %q; want the runner's own answer (missing), not a refusal", state, text)
+		}
+	}
 }
 
 func wireShell(cmd string) wire.HostShellArgs {

@@ -21,6 +21,8 @@ func TestSecuritySettingsRoutes(t *testing.T) {
 		{`{"guardLevel":"LOUD"}`, "STRICT, SMART, AUTO or OFF"},
 		{`{"deniedTools":["host_["]}`, "bad pattern"},
 		{`{"protectedPaths":["relative/dir"]}`, "must be absolute"},
+		{`{"protectedPaths":["~/../etc"]}`, "without .."},
+		{`{"protectedPaths":["~bob/.ssh"]}`, "give other paths in full"},
 		{`{"vmProtectedPaths":["etc"]}`, "must be absolute"},
 		{`{"accessPolicy":{"host_shell":"maybe"}}`, "allow, ask or deny"},
 		{`{"modelEndpoints":[{"baseUrl":"ftp://x"}]}`, "http(s) URL"},

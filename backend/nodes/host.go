@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"cubicle/backend/fault"
@@ -47,14 +48,33 @@ func (r *Remote) HostShell(ctx context.Context, a wire.HostShellArgs) (wire.Host
 	return res, err
 }
 
-// HostHome is the runner user's home directory on the runner's host.
+// HostHome is the runner user's home directory on the runner's host. It is asked once per
+// link connection (a runner that reconnects may run as another user) and kept; a failed
+// answer is not kept, so the next call asks again.
 func (r *Remote) HostHome(ctx context.Context) (string, error) {
 	if err := r.HostTools(); err != nil {
 		return "", err
 	}
-	var home string
-	err := r.call(ctx, wire.OpHostHome, nil, &home)
-	return home, err
+	c, err := r.live()
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	home := c.home
+	c.mu.Unlock()
+	if home != "" {
+		return home, nil
+	}
+	if err := r.call(ctx, wire.OpHostHome, nil, &home); err != nil {
+		return "", err
+	}
+	if home == "" || strings.ContainsRune(home, 0) {
+		return "", fault.Unavailable("runner %s (%s) answered no usable home directory (%q)", c.name, r.id, home)
+	}
+	c.mu.Lock()
+	c.home = home
+	c.mu.Unlock()
+	return home, nil
 }
 
 // HostReadFile reads at most max bytes of path on the runner's host.

@@ -108,3 +108,34 @@ func TestCloudFlag(t *testing.T) {
 		t.Fatalf("a revoked runner: %v", err)
 	}
 }
+
+// TestHostHomePerLink: the runner user's home is asked once per link connection and kept —
+// a change of the runner's HOME is not seen while the link lasts — and asked again on the
+// next connection (a runner that comes back may run as another user).
+func TestHostHomePerLink(t *testing.T) {
+	first, second := filepath.Join(t.TempDir(), "first"), filepath.Join(t.TempDir(), "second")
+	t.Setenv("HOME", first) // the in-process runner's os.UserHomeDir
+	x := newHub(t)
+	c, err := x.h.Create("box", false, x.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, strings.TrimPrefix(x.srv.URL, "http://"))
+	startRunner(t, "http://"+p.ln.Addr().String(), c.Token)
+	waitFor(t, "the runner to connect", func() bool { return x.h.Connected(c.ID) })
+	remote, _ := x.h.Node(c.ID)
+	ctx := context.Background()
+	if home, err := remote.HostHome(ctx); err != nil || home != first {
+		t.Fatalf("host home %q, %v; want %q", home, err, first)
+	}
+	os.Setenv("HOME", second) // restored by t.Setenv's cleanup
+	if home, err := remote.HostHome(ctx); err != nil || home != first {
+		t.Fatalf("host home on the same link %q, %v; want the kept %q", home, err, first)
+	}
+	p.cut()
+	// The next connection asks again (polled: a call may still meet the old link, or none).
+	waitFor(t, "the new link's home", func() bool {
+		home, err := remote.HostHome(ctx)
+		return err == nil && home == second
+	})
+}

@@ -91,9 +91,10 @@ type conn struct {
 	sess  *yamux.Session
 	since time.Time
 
-	mu     sync.Mutex
+	mu     sync.Mutex               // guards the fields below
 	guests map[string]*guest.Client // relayed driver links by desktop id
 	seen   map[string]bool          // desktop ids the server used on this link
+	home   string                   // the runner user's home (wire.OpHostHome) once it answered
 }
 
 // New returns a Hub.

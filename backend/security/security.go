@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,18 +56,25 @@ type Config struct {
 	DataDir string
 	// VMRunDir is protected in every desktop (the driver's socket); default /run/cubicle.
 	VMRunDir string
-	// HostHome and VMHome expand "~" for the file guard.
+	// HostHome and VMHome expand "~" for the file guard: this machine's home for host tools
+	// that run here, the desktops' home for the others. Host tools on a runner's host use
+	// that machine's home, which Place names.
 	HostHome, VMHome string
+	// LookupHome returns the home directory of an account of this machine ("~name" in host
+	// tools run here); nil looks nothing up.
+	LookupHome func(name string) string
 	// DefaultLevel is the guard level when the settings name none (CUBICLE_TOOL_GUARD).
 	DefaultLevel guard.Level
 	// LocalTools lists the tools the app provides; any other tool is denied. nil: none known
 	// (every tool is then denied unless the policy names it).
 	LocalTools func() []string
-	// WorkDir is the directory relative paths of a call start from (the agent's working
-	// directory on the host or in the desktop); nil or "" leaves them unresolved.
-	WorkDir func(t agent.TurnInfo, tool string) string
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Place says where a call acts: the directory its relative paths start from (the agent's
+	// working directory on the host or in the desktop) and, for host tools on a runner's host,
+	// that machine's home (or why it is not known: paths under "~" are then refused). nil
+	// resolves nothing relative and uses HostHome and VMHome.
+	Place  func(t agent.TurnInfo, tool string) guard.Place
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Service decides tool calls and keeps the security settings.
@@ -148,7 +156,8 @@ func (s *Service) build(m store.SecuritySettings) (*guard.Safety, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guard.Safety{Guard: g, Policy: p, HostFiles: host, VMFiles: vm, HostHome: s.cfg.HostHome, VMHome: s.cfg.VMHome}, nil
+	return &guard.Safety{Guard: g, Policy: p, HostFiles: host, VMFiles: vm, HostHome: s.cfg.HostHome, VMHome: s.cfg.VMHome,
+		LookupHome: s.cfg.LookupHome}, nil
 }
 
 // View is Settings → Security as the page shows it.
@@ -243,13 +252,26 @@ func (s *Service) Update(by string, u Update) (View, error) {
 		m.DeniedTools = cleanList(*u.DeniedTools)
 	}
 	if u.ProtectedPaths != nil {
-		m.ProtectedPaths = cleanList(*u.ProtectedPaths)
-		for _, p := range m.ProtectedPaths {
-			if !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
+		// "~/…" stays as written: it is below the home of whichever host a tool acts on (this
+		// machine's, or a runner's), known only when the call is checked.
+		var paths []string
+		for _, p := range cleanList(*u.ProtectedPaths) {
+			if strings.HasPrefix(p, "~") {
+				rel, ok := guard.HomeRelative(p)
+				if !ok {
+					return View{}, fault.Invalid("protected path %q: only ~/… (without ..) names a path in the home directory; give other paths in full", p)
+				}
+				p = path.Join("~", filepath.ToSlash(rel))
+			} else if !filepath.IsAbs(p) {
 				return View{}, fault.Invalid("protected path %q must be absolute (or start with ~/)", p)
+			} else {
+				p = filepath.Clean(p)
+			}
+			if !slices.Contains(paths, p) {
+				paths = append(paths, p)
 			}
 		}
-		m.ProtectedPaths = s.expandHome(m.ProtectedPaths, s.cfg.HostHome)
+		m.ProtectedPaths = paths
 	}
 	if u.VMProtectedPaths != nil {
 		m.VMProtectedPaths = cleanList(*u.VMProtectedPaths)
@@ -389,17 +411,17 @@ func (s *Service) forget(owner string) {
 	delete(s.rules, owner)
 }
 
-func (s *Service) workDir(t agent.TurnInfo, tool string) string {
-	if s.cfg.WorkDir == nil {
-		return ""
+func (s *Service) place(t agent.TurnInfo, tool string) guard.Place {
+	if s.cfg.Place == nil {
+		return guard.Place{}
 	}
-	return s.cfg.WorkDir(t, tool)
+	return s.cfg.Place(t, tool)
 }
 
 // Check implements agent.Guard: the access policy, the tool guard with the agent's allow rules,
 // and the file guard.
 func (s *Service) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
-	d, reason, _ := s.current().Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, s.workDir(t, c.Name), s.agentRules(ruleOwner(t)))
+	d, reason, _ := s.current().Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, s.place(t, c.Name), s.agentRules(ruleOwner(t)))
 	return agent.Decision(d), reason
 }
 
@@ -407,7 +429,7 @@ func (s *Service) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, str
 // agent (see guard.ParseAllowRules); rules that would launder a CRITICAL finding are refused.
 func (s *Service) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) error {
 	call := guard.ToolCall{Name: c.Name, Args: c.Input}
-	v, in := s.current().Inspect(call, s.workDir(t, c.Name))
+	v, in := s.current().Inspect(call, s.place(t, c.Name).WorkDir)
 	rs, err := guard.ParseAllowRules(call, rule, v, in)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package security
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,5 +124,70 @@ func TestService(t *testing.T) {
 	decide(s, b, shell("git push --force origin main"), agent.Ask)
 	if all, _ := s.AllAllowRules(); len(all) != 0 {
 		t.Fatalf("rules left: %+v", all)
+	}
+}
+
+// Protected paths given as "~/…" are saved as written and count below the home of the host a
+// call acts on: this machine's for host tools run here, a runner's (as Place says) for host
+// tools run there; a runner whose home is not known fails closed for paths under "~".
+// Malformed entries change nothing.
+func TestProtectedPathsFollowTheHost(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "cubicle.db"), store.Options{KeepBackups: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	places := map[string]guard.Place{
+		"local":  {WorkDir: "/home/op"},
+		"runner": {Remote: true, Home: "/home/alice", WorkDir: "/home/alice/work"},
+		"mute":   {Remote: true, NoHome: "runner mute did not say its home"},
+	}
+	s, err := New(Config{Store: st, DataDir: dir, HostHome: "/home/op", VMHome: "/home/cua", DefaultLevel: guard.Off,
+		LocalTools: func() []string { return []string{"host_shell", "host_read_file"} },
+		Place:      func(t agent.TurnInfo, tool string) guard.Place { return places[t.AgentID] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"~/.ssh/", "~//.aws/credentials", "/srv/keys/../vault", "~/.ssh"}
+	v, err := s.Update("adm", Update{ProtectedPaths: &paths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"~/.ssh", "~/.aws/credentials", "/srv/vault"}; !slices.Equal(v.ProtectedPaths, want) {
+		t.Fatalf("saved protected paths %q, want %q (as written, cleaned)", v.ProtectedPaths, want)
+	}
+	for _, bad := range [][]string{{"~/../etc"}, {"~bob/.ssh"}, {"relative/x"}, {"~/.ssh", "~+/x"}} {
+		if _, err := s.Update("adm", Update{ProtectedPaths: &bad}); !errors.Is(err, fault.ErrInvalid) {
+			t.Fatalf("protected paths %q: %v, want invalid", bad, err)
+		}
+	}
+	if v := s.View(); len(v.ProtectedPaths) != 3 {
+		t.Fatalf("a refused update changed the paths: %q", v.ProtectedPaths)
+	}
+	read := func(p string) agent.ToolCall {
+		return agent.ToolCall{ID: "c", Name: "host_read_file", Input: map[string]any{"path": p}}
+	}
+	for _, tt := range []struct {
+		on   string
+		call agent.ToolCall
+		want agent.Decision
+		why  string
+	}{
+		{"local", shell("cat ~/.ssh/id_rsa"), agent.Deny, "/home/op/.ssh"},
+		{"local", shell("cat /home/alice/.ssh/id_rsa"), agent.Allow, ""},
+		{"runner", shell("cat ~/.ssh/id_rsa"), agent.Deny, "/home/alice/.ssh"},
+		{"runner", shell("cat ../.ssh/id_rsa"), agent.Deny, "/home/alice/.ssh"},
+		{"runner", read("/home/alice/.aws/credentials"), agent.Deny, "/home/alice/.aws/credentials"},
+		{"runner", read("/home/op/.ssh/id_rsa"), agent.Allow, ""},
+		{"runner", read("/srv/vault/x"), agent.Deny, "/srv/vault"},
+		{"runner", read("notes.txt"), agent.Allow, ""},
+		{"mute", shell("cat ~/notes"), agent.Deny, "runner mute did not say its home"},
+		{"mute", read("/etc/hostname"), agent.Allow, ""},
+	} {
+		d, why := s.Check(agent.TurnInfo{UserID: "u", AgentID: tt.on}, tt.call)
+		if d != tt.want || !strings.Contains(why, tt.why) {
+			t.Errorf("%s %v: %s %q, want %s with %q", tt.on, tt.call.Input, d, why, tt.want, tt.why)
+		}
 	}
 }

@@ -18,16 +18,39 @@ import (
 // files that do not exist yet and for dangling links. The check runs before the tool does, so
 // a link swapped in between is not seen; the VM boundary covers that for computer_* tools.
 //
+// A protected path may also be given relative to a home directory ("~/.ssh"): which home that
+// is depends on the machine a tool acts on (this server's host or a runner's), so such entries
+// count only in a guard made for that machine's home with ForHome.
+//
 // A FileGuard is immutable and safe for concurrent use.
 type FileGuard struct {
 	protected []string // cleaned absolute paths
+	inHome    []string // cleaned paths below a home directory ("." = the home itself), for ForHome
 	resolve   bool     // resolve symbolic links on this machine
 }
 
-// NewFileGuard protects the given absolute paths on this machine (the host), following
-// symbolic links. Empty entries are ignored; relative ones are fault.ErrInvalid.
+// NewFileGuard protects the given paths on this machine (the host), following symbolic links.
+// Entries are absolute, or "~" and "~/…" for paths in the home directory of the machine the
+// guard is later made for (ForHome). Empty entries are ignored; relative ones, "~user" and ".."
+// below "~" are fault.ErrInvalid.
 func NewFileGuard(protected []string) (*FileGuard, error) {
 	return newFileGuard(protected, true)
+}
+
+// ForHome returns the guard for a machine whose home directory is home: the "~/…" entries
+// become paths below it. An empty or relative home applies none of them (the caller refuses
+// paths under "~" when it does not know the home, see Safety.Decide).
+func (g *FileGuard) ForHome(home string) *FileGuard {
+	out := &FileGuard{protected: slices.Clone(g.protected), inHome: g.inHome, resolve: g.resolve}
+	if home == "" || !filepath.IsAbs(home) {
+		return out
+	}
+	for _, rel := range g.inHome {
+		if p := filepath.Join(home, rel); !slices.Contains(out.protected, p) {
+			out.protected = append(out.protected, p)
+		}
+	}
+	return out
 }
 
 // NewLexicalFileGuard protects paths of another machine (a VM): links are not resolved here,
@@ -42,16 +65,46 @@ func newFileGuard(protected []string, resolve bool) (*FileGuard, error) {
 		if strings.TrimSpace(p) == "" {
 			continue
 		}
+		if strings.HasPrefix(p, "~") {
+			rel, ok := HomeRelative(p)
+			if !ok {
+				return nil, fmt.Errorf("file guard: %w", fault.Invalid("protected path %q: only ~ and ~/… (without ..) name a home directory; give other paths in full", p))
+			}
+			if !slices.Contains(g.inHome, rel) {
+				g.inHome = append(g.inHome, rel)
+			}
+			continue
+		}
 		if !filepath.IsAbs(p) {
-			return nil, fmt.Errorf("file guard: %w", fault.Invalid("protected path %q must be absolute", p))
+			return nil, fmt.Errorf("file guard: %w", fault.Invalid("protected path %q must be absolute (or start with ~/)", p))
 		}
 		g.protected = append(g.protected, filepath.Clean(p))
 	}
 	return g, nil
 }
 
-// Protected returns the protected paths.
+// Protected returns the protected absolute paths (for a guard made by ForHome, those below
+// the home included).
 func (g *FileGuard) Protected() []string { return append([]string(nil), g.protected...) }
+
+// HomeRelative reports whether p names a path in a home directory ("~" or "~/…", with "/" as
+// the separator on every system) and returns it cleaned relative to the home ("." for the home
+// itself). "~user", "~+" and paths that climb out of the home with ".." are not.
+func HomeRelative(p string) (string, bool) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return "", false
+	}
+	rest := strings.Trim(strings.TrimPrefix(p, "~"), "/")
+	for _, part := range strings.Split(rest, "/") {
+		if part == ".." {
+			return "", false
+		}
+	}
+	if rest == "" {
+		return ".", true
+	}
+	return filepath.Clean(filepath.FromSlash(rest)), true
+}
 
 // CheckPath returns a fault.ErrForbidden error when a tool may not read (write=false) or write
 // path, nil when it may. path must be absolute (resolve it against the working directory

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -19,9 +20,35 @@ type Safety struct {
 	// HostFiles guards the paths of host_* tools and VMFiles those of the other tools (the
 	// computer_* tools work inside the VM). nil protects nothing on that side.
 	HostFiles, VMFiles *FileGuard
-	// HostHome and VMHome expand "~" in paths; when empty, paths under "~" are not checked by
-	// the file guard (the tool guard still sees them).
+	// HostHome and VMHome are the home directories "~" (and protected paths given as "~/…")
+	// stand for on this machine's host and in a desktop, unless the call's Place names
+	// another. When empty, paths under "~" are not checked by the file guard (the tool guard
+	// still sees them).
 	HostHome, VMHome string
+	// LookupHome returns the home directory of account name on this machine ("" when there is
+	// none), for "~name" in host tools run here; nil looks nothing up (a "~name" path is then
+	// taken to be next to HostHome only).
+	LookupHome func(name string) string
+}
+
+// Place is where a call acts: the machine its tool runs on, as far as its paths are concerned.
+// The zero Place resolves nothing relative and uses the Safety's own homes.
+type Place struct {
+	// WorkDir is the absolute directory relative paths start from ("" leaves them unresolved).
+	WorkDir string
+	// Home is the home directory of the machine the tool acts on, when it is not the one of
+	// the Safety (HostHome or VMHome): a runner's host for host tools that run there.
+	Home string
+	// NoHome, when not empty, says why the home directory of that machine is not known (a
+	// runner that did not say): every path under "~" is then denied with it, and so is every
+	// relative path when WorkDir is empty — they are never checked against another machine's
+	// home.
+	NoHome string
+	// Remote says the tool acts on another machine than this one (a runner's host): "~user"
+	// (another account's home there) cannot be looked up, so it is denied. Symbolic links are
+	// still resolved on this machine — right when the runner shares it, and otherwise only
+	// ever an extra refusal.
+	Remote bool
 }
 
 // Rules are allow rules of one agent, compiled for Decide (see CompileRules).
@@ -43,12 +70,12 @@ func CompileRules(rs []AllowRule) (Rules, error) {
 
 // Decide runs the access policy, the tool guard and the file guard and combines their
 // decisions (deny > ask > allow). It returns the decision, a reason people can read (empty on
-// allow) and the tool guard's verdict, for the confirmation card and the history. workDir is
-// the absolute directory relative paths of the call are resolved against ("" to not resolve
-// them); rules are further allow rules (the agent's own). For shell tools the file guard
+// allow) and the tool guard's verdict, for the confirmation card and the history. at is where
+// the call acts: its working directory and, for a runner's host, that machine's home (see
+// Place); rules are further allow rules (the agent's own). For shell tools the file guard
 // checks the paths the command names, following cd — a best effort: a shell can always
 // compute a path the guard cannot see, which is why the VM is the boundary.
-func (s *Safety) Decide(call ToolCall, workDir string, rules Rules) (Decision, string, Verdict) {
+func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string, Verdict) {
 	pol := Allow
 	if s.Policy != nil {
 		pol = s.Policy.Decide(call.Name)
@@ -56,16 +83,27 @@ func (s *Safety) Decide(call ToolCall, workDir string, rules Rules) (Decision, s
 	if pol == Deny {
 		return Deny, fmt.Sprintf("the access policy does not allow the tool %s", call.Name), Verdict{Decision: Deny}
 	}
+	host := strings.HasPrefix(call.Name, "host_")
 	files, home := s.VMFiles, s.VMHome
-	if strings.HasPrefix(call.Name, "host_") {
+	if host {
 		files, home = s.HostFiles, s.HostHome
 	}
-	v, in := s.Guard.inspect(call, files != nil, workDir, rules.rules)
+	if at.Remote && at.Home == "" && at.NoHome == "" {
+		at.NoHome = "the home directory of the execution node is not known"
+	}
+	switch {
+	case at.NoHome != "":
+		home = "" // never another machine's home in its place
+	case at.Home != "":
+		home = at.Home
+	}
+	at.WorkDir = shellDir(call, at.WorkDir, home, host)
+	v, in := s.Guard.inspect(call, files != nil, at.WorkDir, rules.rules)
 	if v.Decision == Deny {
 		return Deny, v.Reason(), v
 	}
 	if files != nil {
-		if err := s.checkFiles(files, home, call, in, workDir); err != nil {
+		if err := s.checkFiles(files.ForHome(home), home, call, in, at); err != nil {
 			return Deny, err.Error(), v
 		}
 	}
@@ -86,39 +124,104 @@ func (s *Safety) Decide(call ToolCall, workDir string, rules Rules) (Decision, s
 	}
 }
 
+// shellDir is the directory a shell call starts in, as the tool resolves it: its "cwd"
+// argument against workDir ("", ".", "auto" and "cwd" are workDir itself; on the host "~/…" is
+// below home, left as written when home is not known). Other tools start in workDir.
+func shellDir(call ToolCall, workDir, home string, host bool) string {
+	c, _ := call.Args["cwd"].(string)
+	if !strings.HasSuffix(call.Name, "_shell") {
+		return workDir
+	}
+	switch strings.TrimSpace(c) {
+	case "", ".", "auto", "cwd":
+		return workDir
+	}
+	switch {
+	case host && strings.HasPrefix(c, "~/"):
+		if home == "" {
+			return c
+		}
+		return filepath.Join(home, c[2:])
+	case !host && strings.HasPrefix(c, "/"):
+		return path.Clean(c)
+	case !host && workDir != "":
+		return path.Join(workDir, c)
+	case filepath.IsAbs(c):
+		return filepath.Clean(c)
+	case workDir != "":
+		return filepath.Join(workDir, c)
+	}
+	return c
+}
+
 // checkFiles runs the file guard over what the call touches: the path arguments of file
 // tools (targets of write and copy tools as writes) and, for shell tools, the working
 // directory and the files the command names (archives and recursive copies or searches of a
 // parent of a protected path count as touching it).
-func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, in Inspection, workDir string) error {
-	abs := func(p string) string {
+func (s *Safety) checkFiles(files *FileGuard, home string, call ToolCall, in Inspection, at Place) error {
+	workDir := at.WorkDir
+	// unknown says why p cannot be checked on the tool's machine ("" when it can, or when
+	// it needs no checking).
+	unknown := func(p string) string {
 		switch {
-		case p == "~" || strings.HasPrefix(p, "~/"):
-			if home == "" {
-				return ""
-			}
-			return filepath.Join(home, strings.TrimPrefix(p, "~"))
-		case strings.HasPrefix(p, "~"):
-			// ~user: another account's home. Its parent is the home's parent.
-			if home == "" {
-				return ""
-			}
-			user, rest, _ := strings.Cut(strings.TrimPrefix(p, "~"), "/")
-			return filepath.Join(filepath.Dir(home), user, rest)
-		case filepath.IsAbs(p):
-			return p
-		case workDir != "" && filepath.IsAbs(workDir):
-			return filepath.Join(workDir, p)
+		case p == "~-" || strings.HasPrefix(p, "~-/"):
+			return "" // the previous directory: the tool guard treats it as dynamic
+		case (p == "~+" || strings.HasPrefix(p, "~+/")) && workDir != "":
+			return ""
+		case strings.HasPrefix(p, "~") && at.NoHome != "":
+			return fmt.Sprintf("cannot check %s: %s", p, at.NoHome)
+		case strings.HasPrefix(p, "~") && !strings.HasPrefix(p, "~/") && p != "~" && at.Remote:
+			return fmt.Sprintf("cannot check %s: it names another account's home directory on the execution node, which this server cannot look up; use the full path", p)
+		case !strings.HasPrefix(p, "~") && !filepath.IsAbs(p) && !filepath.IsAbs(workDir) && at.NoHome != "":
+			return fmt.Sprintf("cannot check %s: %s", p, at.NoHome)
 		}
 		return ""
 	}
-	check := func(p string, write, recursive bool) error {
-		a := abs(p)
-		if a == "" {
+	// forms are the absolute paths p may name on the tool's machine (none: not checked).
+	forms := func(p string) []string {
+		switch {
+		case p == "~" || strings.HasPrefix(p, "~/"):
+			if home == "" {
+				return nil
+			}
+			return []string{filepath.Join(home, strings.TrimPrefix(p, "~"))}
+		case p == "~+" || strings.HasPrefix(p, "~+/"):
+			// The current directory: where the call starts (a best effort after cd).
+			if !filepath.IsAbs(workDir) {
+				return nil
+			}
+			return []string{filepath.Join(workDir, strings.TrimPrefix(p, "~+"))}
+		case p == "~-" || strings.HasPrefix(p, "~-/"):
 			return nil
+		case strings.HasPrefix(p, "~"):
+			// ~user: another account's home — on this machine where the accounts say, and
+			// next to the home directory, as homes usually are.
+			name, rest, _ := strings.Cut(strings.TrimPrefix(p, "~"), "/")
+			var out []string
+			if home != "" {
+				out = append(out, filepath.Join(filepath.Dir(home), name, rest))
+			}
+			if s.LookupHome != nil && !at.Remote && strings.HasPrefix(call.Name, "host_") {
+				if h := s.LookupHome(name); filepath.IsAbs(h) {
+					out = append(out, filepath.Join(h, rest))
+				}
+			}
+			return out
+		case filepath.IsAbs(p):
+			return []string{p}
+		case workDir != "" && filepath.IsAbs(workDir):
+			return []string{filepath.Join(workDir, p)}
 		}
-		if err := files.Check(a, write, recursive); errors.Is(err, fault.ErrForbidden) {
-			return err
+		return nil
+	}
+	check := func(p string, write, recursive bool) error {
+		if why := unknown(p); why != "" {
+			return fault.Forbidden("%s", why)
+		}
+		for _, a := range forms(p) {
+			if err := files.Check(a, write, recursive); errors.Is(err, fault.ErrForbidden) {
+				return err
+			}
 		}
 		return nil
 	}

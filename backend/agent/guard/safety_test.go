@@ -70,7 +70,7 @@ func TestSafetyDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, reason, _ := s.Decide(tt.call, tt.workDir, Rules{})
+			d, reason, _ := s.Decide(tt.call, Place{WorkDir: tt.workDir}, Rules{})
 			if d != tt.want || !strings.Contains(reason, tt.reason) || (d == Allow) != (reason == "") {
 				t.Fatalf("got %s %q, want %s with %q", d, reason, tt.want, tt.reason)
 			}
@@ -87,27 +87,27 @@ func TestSafetyDecide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, r, _ := s.Decide(hostShell("ls"), project, rules); d != Allow {
+	if d, r, _ := s.Decide(hostShell("ls"), Place{WorkDir: project}, rules); d != Allow {
 		t.Fatalf("after allow rule: %s %q", d, r)
 	}
-	if d, _, _ := s.Decide(hostShell("cat "+secrets+"/token"), project, rules); d != Deny {
+	if d, _, _ := s.Decide(hostShell("cat "+secrets+"/token"), Place{WorkDir: project}, rules); d != Deny {
 		t.Fatalf("allow rule beat the file guard: %s", d)
 	}
 
 	strict := &Safety{Guard: newGuard(t, Config{Level: Strict})}
-	if d, r, _ := strict.Decide(ToolCall{Name: "computer_screenshot"}, "", Rules{}); d != Ask || !strings.Contains(r, "STRICT") {
+	if d, r, _ := strict.Decide(ToolCall{Name: "computer_screenshot"}, Place{}, Rules{}); d != Ask || !strings.Contains(r, "STRICT") {
 		t.Fatalf("strict: %s %q", d, r)
 	}
 	denied := &Safety{Guard: newGuard(t, Config{DeniedTools: []string{"computer_shell"}})}
-	if d, r, _ := denied.Decide(shell("ls"), "", Rules{}); d != Deny || !strings.Contains(r, "denied") {
+	if d, r, _ := denied.Decide(shell("ls"), Place{}, Rules{}); d != Deny || !strings.Contains(r, "denied") {
 		t.Fatalf("denied tool: %s %q", d, r)
 	}
 	// The file guard also works when the tool guard is OFF.
 	off := &Safety{Guard: newGuard(t, Config{Level: Off}), HostFiles: hostFiles}
-	if d, _, _ := off.Decide(hostShell("cat "+secrets+"/token"), "", Rules{}); d != Deny {
+	if d, _, _ := off.Decide(hostShell("cat "+secrets+"/token"), Place{}, Rules{}); d != Deny {
 		t.Fatalf("OFF skipped the file guard: %s", d)
 	}
-	if d, _, _ := off.Decide(hostShell("rm -rf /etc"), "", Rules{}); d != Allow {
+	if d, _, _ := off.Decide(hostShell("rm -rf /etc"), Place{}, Rules{}); d != Allow {
 		t.Fatalf("OFF asked: %s", d)
 	}
 }
@@ -174,7 +174,7 @@ func TestFileGuardFollowsTheCommand(t *testing.T) {
 	}
 	for _, tt := range denied {
 		t.Run("deny/"+tt.name, func(t *testing.T) {
-			if d, r, _ := s.Decide(tt.call, project, Rules{}); d != Deny {
+			if d, r, _ := s.Decide(tt.call, Place{WorkDir: project}, Rules{}); d != Deny {
 				t.Fatalf("%v: got %s %q, want deny", tt.call.Args["command"], d, r)
 			}
 		})
@@ -191,7 +191,7 @@ func TestFileGuardFollowsTheCommand(t *testing.T) {
 	}
 	for _, c := range allowed {
 		t.Run("allow/"+c.Args["command"].(string), func(t *testing.T) {
-			if d, r, _ := s.Decide(c, project, Rules{}); d != Allow {
+			if d, r, _ := s.Decide(c, Place{WorkDir: project}, Rules{}); d != Allow {
 				t.Fatalf("got %s %q, want allow", d, r)
 			}
 		})

@@ -171,7 +171,23 @@ func (b *Box) checkPath(p string, write bool) error {
 	if b.cfg.Files == nil {
 		return nil
 	}
-	return b.cfg.Files.CheckPath(p, write)
+	return b.cfg.Files.CheckPath(p, write, "")
+}
+
+// checkHostPath checks a path on the turn's host with that machine's home (a runner's host has
+// its own).
+func (b *Box) checkHostPath(ctx context.Context, env Environment, p string, write bool) error {
+	if b.cfg.Files == nil {
+		return nil
+	}
+	home, err := b.host(env).Home(ctx)
+	if err != nil {
+		if fault.Class(err) != nil {
+			return err
+		}
+		return fault.Unavailable("the runner user has no home directory: %v", err)
+	}
+	return b.cfg.Files.CheckPath(p, write, home)
 }
 
 func (b *Box) timeout(a args) time.Duration {

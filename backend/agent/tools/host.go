@@ -191,28 +191,38 @@ func (b *Box) hostDir(ctx context.Context, env Environment, asked string) (strin
 		}
 		return "", fault.Unavailable("the runner user has no home directory: %v", err)
 	}
-	resolve := func(p string) string {
-		switch strings.TrimSpace(p) {
-		case "", ".", "auto", "cwd":
-			return ""
-		}
-		if strings.HasPrefix(p, "~/") {
-			return filepath.Join(home, p[2:])
-		}
-		return p
-	}
-	base := resolve(env.WorkDir)
-	if base == "" || !filepath.IsAbs(base) {
-		base = filepath.Join(home, base)
-	}
-	p := resolve(asked)
-	switch {
+	base := HostWorkDir(home, env.WorkDir)
+	switch p := hostPath(home, asked); {
 	case p == "":
 		return base, nil
 	case filepath.IsAbs(p):
 		return p, nil
+	default:
+		return filepath.Join(base, p), nil
 	}
-	return filepath.Join(base, p), nil
+}
+
+// HostWorkDir is where host tools start on a host whose runner user's home is home, for an
+// agent whose working directory is workDir (SPEC §1.6): "", ".", "auto" and "cwd" are the
+// home, "~/…" and relative paths are below it, absolute paths are used as given.
+func HostWorkDir(home, workDir string) string {
+	base := hostPath(home, workDir)
+	if base == "" || !filepath.IsAbs(base) {
+		base = filepath.Join(home, base)
+	}
+	return base
+}
+
+// hostPath expands "~/" in p; "" stands for the default directory.
+func hostPath(home, p string) string {
+	switch strings.TrimSpace(p) {
+	case "", ".", "auto", "cwd":
+		return ""
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
 }
 
 func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args, out *agent.ToolOutput) error {
@@ -239,7 +249,7 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if p, err = b.hostDir(ctx, env, p); err != nil {
 			return err
 		}
-		if err := b.checkPath(p, false); err != nil {
+		if err := b.checkHostPath(ctx, env, p, false); err != nil {
 			return err
 		}
 		data, err := b.host(env).ReadFile(ctx, p, MaxFile)
@@ -256,7 +266,7 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		if p, err = b.hostDir(ctx, env, p); err != nil {
 			return err
 		}
-		if err := b.checkPath(p, true); err != nil {
+		if err := b.checkHostPath(ctx, env, p, true); err != nil {
 			return err
 		}
 		data, err := content(a)
@@ -296,7 +306,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 			return err
 		}
 		dst = b.vmPath(env, dst)
-		if err := b.checkPath(src, false); err != nil {
+		if err := b.checkHostPath(ctx, env, src, false); err != nil {
 			return err
 		}
 		if err := b.checkPath(dst, true); err != nil {
@@ -318,7 +328,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 		if err := b.checkPath(src, false); err != nil {
 			return err
 		}
-		if err := b.checkPath(dst, true); err != nil {
+		if err := b.checkHostPath(ctx, env, dst, true); err != nil {
 			return err
 		}
 		data, err := pc.ReadFile(ctx, src, MaxCopy)

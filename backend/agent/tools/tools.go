@@ -102,9 +102,13 @@ type Environments interface {
 	Environment(ctx context.Context, t agent.TurnInfo) (Environment, error)
 }
 
-// FileGuard refuses sensitive paths (agent/guard implements it).
+// FileGuard refuses sensitive paths (package security implements it). It is safe for
+// concurrent use.
 type FileGuard interface {
-	CheckPath(path string, write bool) error
+	// CheckPath returns a fault.ErrForbidden error when a tool may not read (write=false) or
+	// write the absolute path on a machine whose home directory is home: protected paths
+	// given as "~/…" are below it ("" applies none of them).
+	CheckPath(path string, write bool, home string) error
 }
 
 // Config configures a Box. Desktops and Environments are required.

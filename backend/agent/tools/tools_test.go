@@ -55,7 +55,7 @@ func (h homeHost) Home(context.Context) (string, error) { return h.home, nil }
 
 type protect struct{ dir string }
 
-func (p protect) CheckPath(path string, write bool) error {
+func (p protect) CheckPath(path string, write bool, _ string) error {
 	if strings.HasPrefix(filepath.Clean(path)+"/", p.dir+"/") {
 		return fault.Forbidden("%s is protected", path)
 	}

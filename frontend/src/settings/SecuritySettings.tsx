@@ -126,9 +126,12 @@ function SettingsForm({ client, view, onSaved }: { client: Client; view: Securit
         <textarea id="security-denied" rows={3} value={denied} disabled={busy} onInput={(e) => setDenied(e.currentTarget.value)} />
       </label>
       <label class="field">
-        <span>Protected paths on this machine (one per line)</span>
+        <span>Protected paths for host tools (one per line)</span>
         <textarea id="security-paths" rows={3} value={paths} disabled={busy} onInput={(e) => setPaths(e.currentTarget.value)} />
-        <span class="muted small">Always protected: {view.builtinProtected.join(', ')}</span>
+        <span class="muted small">
+          A path starting with ~/ is in the home directory of the host the tool runs on: this machine's, or a runner's.
+          Always protected: {view.builtinProtected.join(', ')}
+        </span>
       </label>
       <label class="field">
         <span>Protected paths in desktops (one per line)</span>
