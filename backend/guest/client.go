@@ -26,8 +26,9 @@ type Options struct {
 	// a driver that stops answering (hung, stopped, a link that silently went away) ends the
 	// connection: every pending call fails with fault.ErrUnavailable instead of waiting.
 	Heartbeat time.Duration
-	// Timeout is how long a ping may go unanswered while no byte moves in either direction
-	// before the connection is declared dead; 0 means 3 × Heartbeat.
+	// Timeout is how long a ping may go unanswered while nothing shows the driver alive (no
+	// byte read, no long write progressing) before the connection is declared dead; 0 means
+	// 3 × Heartbeat.
 	Timeout time.Duration
 	// CallTimeout replaces the package's CallTimeout for this client (tests shorten it); 0
 	// keeps it. FileTimeout and the extra time of exec and settle waits scale with it.
@@ -63,7 +64,7 @@ type Client struct {
 	hello Hello
 
 	wsem   chan struct{} // one slot: held while writing a message
-	lastIO atomic.Int64  // unix nanoseconds of the last byte read or written
+	lastIO atomic.Int64  // unix nanoseconds of the last sign of life on the stream (see tracked)
 
 	mu      sync.Mutex // guards the fields below
 	nextID  uint64
@@ -178,7 +179,11 @@ func (c *Client) handshake() (Hello, *bufio.Reader, error) {
 	return h, br, nil
 }
 
-// tracked records the time of every read and write on a stream, for the heartbeat.
+// tracked records, for the heartbeat, when the stream last showed that its peer is alive: any
+// byte read, and a write that went on past its first chunk. A small write is no sign of life:
+// it lands in the transport's buffers (a yamux stream, a socket) even when nobody reads, so the
+// heartbeat's own pings, or a caller's repeated small calls, must not keep a dead stream busy.
+// A long write progresses only as the peer reads, so its later chunks count.
 type tracked struct {
 	io.ReadWriter
 	last *atomic.Int64
@@ -197,7 +202,7 @@ func (t tracked) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		n, err := t.ReadWriter.Write(p[:min(len(p), writeChunk)])
 		written += n
-		if n > 0 {
+		if n > 0 && written > writeChunk {
 			t.last.Store(time.Now().UnixNano())
 		}
 		if err != nil {

@@ -145,6 +145,43 @@ func TestHeartbeatEndsAHungDriver(t *testing.T) {
 	}
 }
 
+func TestHeartbeatNotFooledBySmallWrites(t *testing.T) {
+	// The driver went away but its stream still takes small writes (a yamux stream, a socket
+	// buffer), and callers keep sending small calls (a health check, the agent's next step).
+	// Those writes are no sign of life: the heartbeat must still end the link. (A managed
+	// runner's relay once kept an in-flight /shell waiting a minute this way.)
+	d, host := newPipeDriver(t, func(*pipeDriver, wire.Envelope, []byte) {})
+	c := connectPipe(t, host, Options{Name: "pipe", Heartbeat: 20 * time.Millisecond, Timeout: time.Second})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-c.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				c.Health(ctx)
+			}()
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	within(t, 20*time.Second, "the heartbeat under a stream of small calls", func() { <-c.Done() })
+	if !errors.Is(c.Err(), fault.ErrUnavailable) || !strings.Contains(c.Err().Error(), "stopped answering") {
+		t.Fatalf("Err() = %v, want unavailable, stopped answering", c.Err())
+	}
+	if d.pings.Load() == 0 {
+		t.Fatal("no pings were sent")
+	}
+}
+
 func TestHeartbeatToleratesABusyLink(t *testing.T) {
 	// Pings are never answered, but a large reply trickles in for longer than the timeout:
 	// bytes moving means the driver is alive, so the link must stay up.
