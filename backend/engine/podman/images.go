@@ -75,7 +75,18 @@ func (c *Client) BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.
 		}
 		opts.OS, opts.Architecture = p.os, p.arch
 	}
-	rep, err := images.Build(c.ctx(ctx), []string{filepath.Join(dir, file)}, opts)
+	var rep *types.BuildReport
+	for attempt := 1; ; attempt++ {
+		rep, err = images.Build(c.ctx(ctx), []string{filepath.Join(dir, file)}, opts)
+		if err == nil || attempt > stepKillRetries || ctx.Err() != nil || !c.engineKilledStep(err) {
+			break
+		}
+		// The steps before the killed one are cached: building again resumes there.
+		c.logger.Warn("the Podman service killed a build step (a known Podman bug before 4.6: "+
+			"containers/podman#17918); building again", "tag", spec.Tag, "attempt", attempt+1, "error", err)
+		fmt.Fprintf(out, "Cubicle: Podman %s killed the build step (a known bug of Podman before 4.6, "+
+			"containers/podman#17918); building again (attempt %d of %d)\n", c.version, attempt+1, stepKillRetries+1)
+	}
 	if err != nil {
 		return engine.Image{}, failStream(op, err)
 	}
@@ -84,6 +95,21 @@ func (c *Client) BuildImage(ctx context.Context, spec engine.BuildSpec) (engine.
 		ref = rep.ID
 	}
 	return c.InspectImage(ctx, ref)
+}
+
+// stepKillRetries is how often BuildImage builds again after the engine bug of
+// engineKilledStep.
+const stepKillRetries = 2
+
+// engineKilledStep reports whether err is a build step the Podman service itself killed:
+// before Podman 4.6 (Buildah 1.31) the process running a RUN step got PR_SET_PDEATHSIG tied to
+// the OS thread that started it, and the Go runtime retires threads at will, so on a busy
+// service a step dies now and then with "while running runtime: signal: killed"
+// (containers/podman#17918, fixed by containers/buildah#4813). Debian 12 ships Podman 4.3.
+// A step killed by anything else (the OOM killer) fails the same way and is tried again too,
+// at most stepKillRetries times.
+func (c *Client) engineKilledStep(err error) bool {
+	return !c.atLeast(4, 6) && strings.Contains(err.Error(), "while running runtime: signal: killed")
 }
 
 // ImportImage creates an image from a root file system tar, like `podman import`, tags it ref
