@@ -132,11 +132,9 @@ type Bus struct {
 	lastID    atomic.Uint64
 	closeOnce sync.Once
 
-	mu       sync.RWMutex               // guards watching, all and live
-	watching map[Type]int               // how many subscriptions take each type (a nil Types filter counts for all)
-	all      int                        // subscriptions taking every type; guarded by mu
-	live     map[*Subscription]struct{} // every subscription, for WatchingFor; guarded by mu
-	closed   chan struct{}              // closed by Close before the owner stops: Publish and Subscribe give up
+	mu     sync.RWMutex               // guards live
+	live   map[*Subscription]struct{} // every subscription, for WatchingFor; guarded by mu
+	closed chan struct{}              // closed by Close before the owner stops: Publish and Subscribe give up
 }
 
 type subRequest struct {
@@ -161,7 +159,7 @@ func New(cfg Config) *Bus {
 		log: cfg.Logger, epoch: hex.EncodeToString(nonce[:]), history: cfg.History,
 		in: make(chan Event, cfg.Queue), subs: make(chan subRequest), unsub: make(chan subRequest),
 		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}),
-		watching: map[Type]int{}, live: map[*Subscription]struct{}{},
+		live: map[*Subscription]struct{}{},
 	}
 	go b.run()
 	return b
@@ -186,14 +184,6 @@ func (b *Bus) Publish(t Type, aud Audience, data any) {
 	case b.in <- Event{Type: t, Data: data, Audience: aud}:
 	case <-b.closed:
 	}
-}
-
-// Watching reports whether some subscription takes events of type t, so that a publisher can
-// skip work nobody reads (the CPU and memory sampler).
-func (b *Bus) Watching(t Type) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.all > 0 || b.watching[t] > 0
 }
 
 // WatchingFor reports whether some subscription would receive an event of type t published
@@ -383,7 +373,7 @@ func (b *Bus) replay(s *Subscription, ring []Event, newest uint64) {
 	}
 }
 
-// count keeps the watching counts (for Watching) in step with the subscriptions.
+// count keeps the live set (for WatchingFor) in step with the subscriptions.
 func (b *Bus) count(s *Subscription, d int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -391,12 +381,5 @@ func (b *Bus) count(s *Subscription, d int) {
 		b.live[s] = struct{}{}
 	} else {
 		delete(b.live, s)
-	}
-	if s.types == nil {
-		b.all += d
-		return
-	}
-	for _, t := range s.types {
-		b.watching[t] += d
 	}
 }

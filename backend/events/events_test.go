@@ -145,8 +145,8 @@ func TestTypeFilter(t *testing.T) {
 	b := events.New(events.Config{})
 	defer b.Close()
 	s := b.Subscribe(events.SubscribeOptions{Types: []events.Type{events.ControlChanged, "test.marker"}})
-	if !b.Watching(events.ControlChanged) || b.Watching(events.DesktopStats) {
-		t.Fatal("Watching does not follow the filter")
+	if !b.WatchingFor(events.ControlChanged, events.Everyone) || b.WatchingFor(events.DesktopStats, events.Everyone) {
+		t.Fatal("WatchingFor does not follow the filter")
 	}
 	b.Publish(events.DesktopStats, events.AdminsOnly, 1)
 	b.Publish(events.ControlChanged, events.Everyone, 2)
@@ -155,15 +155,15 @@ func TestTypeFilter(t *testing.T) {
 	}
 	none(t, b, s)
 	s.Close()
-	if b.Watching(events.ControlChanged) {
+	if b.WatchingFor(events.ControlChanged, events.Everyone) {
 		t.Fatal("still watching after Close")
 	}
 	every := b.Subscribe(events.SubscribeOptions{})
-	if !b.Watching(events.DesktopStats) {
+	if !b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
 		t.Fatal("a subscription of every type does not count")
 	}
 	every.Close()
-	if b.Watching(events.DesktopStats) {
+	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) {
 		t.Fatal("still watching")
 	}
 }
@@ -185,8 +185,8 @@ func TestWatchingFor(t *testing.T) {
 	if !b.WatchingFor(events.DesktopState, events.ForAccount("acc-m", true)) || b.WatchingFor(events.DesktopState, events.ForAccount("acc-x", true)) {
 		t.Fatal("WatchingFor does not follow the member's account")
 	}
-	if !b.Watching(events.DesktopStats) {
-		t.Fatal("Watching (any audience) changed")
+	if !b.WatchingFor(events.DesktopStats, events.ForAccount("acc-m", false)) {
+		t.Fatal("a member's stream does not watch its own account's stats")
 	}
 	filtered := b.Subscribe(events.SubscribeOptions{Types: []events.Type{events.ControlChanged}})
 	if b.WatchingFor(events.DesktopStats, events.AdminsOnly) || !b.WatchingFor(events.ControlChanged, events.AdminsOnly) {
