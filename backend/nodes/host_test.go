@@ -41,19 +41,19 @@ func TestHostOpsOverTheLink(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, (wire.MaxFrame+1024)/4)
 	path := filepath.Join(dir, "big.bin")
-	if err := remote.HostWriteFile(ctx, path, big); err != nil {
+	if err := remote.HostWriteFile(ctx, path, big, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("written file: %d bytes, %v", len(got), err)
 	}
-	if got, err := remote.HostReadFile(ctx, path, int64(len(big))); err != nil || !bytes.Equal(got, big) {
+	if got, err := remote.HostReadFile(ctx, path, int64(len(big)), nil); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("read back: %d bytes, %v", len(got), err)
 	}
-	if _, err := remote.HostReadFile(ctx, path, 10); !errors.Is(err, fault.ErrInvalid) {
+	if _, err := remote.HostReadFile(ctx, path, 10, nil); !errors.Is(err, fault.ErrInvalid) {
 		t.Fatalf("a file over the limit: %v", err)
 	}
-	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10, nil); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("a missing file: %v", err)
 	}
 	// Cancel: the call ends with the context, and the runner kills the command.

@@ -53,6 +53,21 @@ func (g *FileGuard) ForHome(home string) *FileGuard {
 	return out
 }
 
+// With returns the guard with the absolute paths extra protected as well (a runner's own data
+// directory); entries that are not absolute paths are ignored.
+func (g *FileGuard) With(extra ...string) *FileGuard {
+	out := &FileGuard{protected: slices.Clone(g.protected), inHome: g.inHome, resolve: g.resolve}
+	for _, p := range extra {
+		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			continue
+		}
+		if p = filepath.Clean(p); !slices.Contains(out.protected, p) {
+			out.protected = append(out.protected, p)
+		}
+	}
+	return out
+}
+
 // NewLexicalFileGuard protects paths of another machine (a VM): links are not resolved here,
 // because this machine's links say nothing about the VM's files.
 func NewLexicalFileGuard(protected []string) (*FileGuard, error) {

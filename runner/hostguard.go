@@ -1,0 +1,106 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"cubicle/backend/agent/guard"
+	"cubicle/backend/fault"
+)
+
+// The runner's own check of host file paths (wire.CapHostGuard). The server decides first,
+// but it resolves symbolic links on its own disk, not on this one, and it does not know this
+// runner's data directory unless the runner says so (wire.OpHostInfo). So before a host file
+// tool touches a path, the runner checks it here, on the disk where it acts:
+//
+//   - a path inside its own data directory (its token, its store) is always refused;
+//   - a path inside one of the protected paths the server sent with the request
+//     (wire.HostFileArgs.Protected) is refused, and writing onto a directory that contains one,
+//     with the semantics of guard.FileGuard.Check;
+//
+// each for the path as written (".." taken lexically, then links resolved) and for the path
+// as the kernel opens it (links resolved component by component, so ".." after a link goes to
+// the parent of the link's target). The check runs before the operation: a link swapped in
+// between is not seen.
+
+// ownProtected is what this runner protects of its own: its data directory (absolute; New
+// made it so). The managed runner, which has none of its own, protects nothing here: the
+// server's guard protects the server's data directory.
+func (r *Runner) ownProtected() []string {
+	if r.cfg.DataDir == "" {
+		return nil
+	}
+	return []string{r.cfg.DataDir}
+}
+
+// checkHostPath returns a fault.ErrForbidden error when a host tool may not read (write=false)
+// or write p on this machine, given the paths the server protects here; nil when it may. A
+// protected entry that is not an absolute path is fault.ErrInvalid (the call fails closed).
+func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
+	if p == "" || strings.ContainsRune(p, 0) {
+		return fault.Invalid("a host file path must be a non-empty path without NUL bytes")
+	}
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fault.Unavailable("runner %s cannot check the relative path %q: its working directory is unknown (%v); give an absolute path", r.cfg.Name, p, err)
+		}
+		p = wd + string(filepath.Separator) + p // not Join: ".." must stay for physicalPath
+	}
+	forms := []string{p}
+	if phys := physicalPath(p); phys != filepath.Clean(p) {
+		forms = append(forms, phys)
+	}
+	if own := r.ownProtected(); len(own) > 0 {
+		g, err := guard.NewFileGuard(own)
+		if err != nil {
+			return fmt.Errorf("runner data directory: %w", err)
+		}
+		for _, f := range forms {
+			if err := g.Check(f, write, false); errors.Is(err, fault.ErrForbidden) {
+				return fault.Forbidden("runner %s keeps host tools out of its own data directory %s, which holds its token and its state: %v", r.cfg.Name, own[0], err)
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	if len(protected) == 0 {
+		return nil
+	}
+	for _, e := range protected {
+		if !filepath.IsAbs(e) || strings.ContainsRune(e, 0) {
+			return fault.Invalid("the server sent the protected path %q, which is not an absolute path on runner %s: nothing was done", e, r.cfg.Name)
+		}
+	}
+	g, err := guard.NewFileGuard(protected)
+	if err != nil {
+		return err
+	}
+	for _, f := range forms {
+		if err := g.Check(f, write, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// physicalPath is where the kernel takes the absolute path p on this disk: its longest
+// existing prefix with every symbolic link resolved (".." after a link going to the parent of
+// the link's target, as the kernel does), and the rest, which does not exist, cleaned.
+func physicalPath(p string) string {
+	sep := string(filepath.Separator)
+	parts := strings.Split(p, sep)
+	for i := len(parts); i > 0; i-- {
+		prefix := strings.Join(parts[:i], sep)
+		if prefix == "" || prefix == filepath.VolumeName(p) {
+			prefix += sep
+		}
+		if r, err := filepath.EvalSymlinks(prefix); err == nil {
+			return filepath.Join(append([]string{r}, parts[i:]...)...)
+		}
+	}
+	return filepath.Clean(p)
+}
