@@ -48,6 +48,7 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	const alice = "/home/alice"
 	runner := Place{Remote: true, Home: alice, WorkDir: alice}
 	local := Place{WorkDir: srvHome}
+	ownData := Place{Remote: true, Home: alice, WorkDir: alice, Protected: []string{"/srv/runner-data/"}}
 	sh := func(cmd string) ToolCall { return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd}} }
 	shc := func(cmd, cwd string) ToolCall {
 		return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd, "cwd": cwd}}
@@ -120,6 +121,22 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"no home cwd argument", shc("ls", "~/.ssh"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"no home relative cwd argument", shc("ls", "sub"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"remote without a home", sh("cat ~/notes"), Place{Remote: true, WorkDir: alice}, "home directory of the execution node is not known"},
+		// The runner's own data directory, as it said (Place.Protected): protected there for
+		// every host tool, host_shell included, however the call names it.
+		{"runner data dir shell", sh("cat /srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir cd", sh("cd /srv/runner-data && cp runner.db /tmp/x"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir dot dot", sh("cat /srv/other/../runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir archive of parent", sh("tar cf /tmp/x.tar /srv"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir read", read("/srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir write", write("/srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir cwd argument", shc("cat runner.db", "/srv/runner-data"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir without a home", sh("cat /srv/runner-data/runner.db"),
+			Place{Remote: true, NoHome: "x", Protected: []string{"/srv/runner-data"}}, "protected location /srv/runner-data"},
+		{"runner next to its data dir", sh("cat /srv/runner-data2/x; ls /srv"), ownData, ""},
+		{"runner relative own entry ignored", sh("cat data/runner.db"), Place{Remote: true, Home: alice, WorkDir: alice, Protected: []string{"data"}}, ""},
+		{"runner data dir of another runner", sh("cat /srv/runner-data/runner.db"), runner, ""},
+		// This host's own host tools are not given a runner's data directory.
+		{"local not the runner's data dir", sh("cat /srv/runner-data/runner.db"), local, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
