@@ -80,7 +80,9 @@ func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
 		return err
 	}
 	for _, f := range forms {
-		if err := g.Check(f, write, false); err != nil {
+		if err := g.Check(f, write, false); errors.Is(err, fault.ErrForbidden) {
+			return fault.Forbidden("runner %s checked the path on its own disk (its symbolic links resolved): %v", r.cfg.Name, err)
+		} else if err != nil {
 			return err
 		}
 	}
