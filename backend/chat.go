@@ -156,9 +156,7 @@ func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) gua
 		defer cancel()
 		where := b.nodeLabel(env.Plan.HostNode)
 		var own []string // what the runner protects of its own (its data directory)
-		if p, ok := env.Host.(interface {
-			Protected(context.Context) ([]string, error)
-		}); ok {
+		if p, ok := env.Host.(ownProtected); ok {
 			own, _ = p.Protected(ctx) // when this fails, Home fails too and says why
 		}
 		h, err := env.Host.Home(ctx)
@@ -171,6 +169,12 @@ func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) gua
 		}
 		return guard.Place{Remote: true, Home: h, Protected: own, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
 	}
+}
+
+// ownProtected is a host that names paths it protects of its own (a runner's data directory,
+// remoteHost), for the guard's Place.
+type ownProtected interface {
+	Protected(ctx context.Context) ([]string, error)
 }
 
 // lookupHome is the home directory of account name on this machine, "" when there is none.
