@@ -73,6 +73,7 @@ func TestCheckHostPath(t *testing.T) {
 	d := newGuardDisk(t)
 	r := &Runner{cfg: Config{Name: "box", DataDir: d.data}, log: slog.New(slog.DiscardHandler)}
 	prot := []string{d.ssh}
+	t.Chdir(d.home)
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +133,11 @@ func TestCheckHostPath(t *testing.T) {
 		{h("up/plain.txt"), false, prot, ok},
 		{relTo(h("plain.txt")), false, prot, ok},
 		{d.home, false, prot, ok}, // reading a directory's name is not reading the tree
+		// Other names of the same files: /proc/self/root, the process's working directory.
+		{"/proc/self/root" + d.db, false, nil, data},
+		{"/proc/self/root" + h("notes/id_rsa"), false, prot, ssh},
+		{"/proc/self/cwd/notes/id_rsa", false, prot, ssh}, // the test runs in ~ (below)
+		{"/proc/thread-self/cwd/db/" + DBFile, true, nil, data},
 		// An older server sends no protected paths: only the data directory is the runner's own.
 		{h("notes/id_rsa"), false, nil, ok},
 	} {
