@@ -38,7 +38,9 @@ func (r *Runner) ownProtected() []string {
 
 // checkHostPath returns a fault.ErrForbidden error when a host tool may not read (write=false)
 // or write p on this machine, given the paths the server protects here; nil when it may. A
-// protected entry that is not an absolute path is fault.ErrInvalid (the call fails closed).
+// protected entry starting with "~" (not expanded) is fault.ErrInvalid (the call fails
+// closed); one that is not absolute here (another OS family's form) names nothing here and is
+// skipped.
 func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
 	if p == "" || strings.ContainsRune(p, 0) {
 		return fault.Invalid("a host file path must be a non-empty path without NUL bytes")
@@ -70,12 +72,21 @@ func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
 	if len(protected) == 0 {
 		return nil
 	}
+	var here []string
 	for _, e := range protected {
-		if !filepath.IsAbs(e) || strings.ContainsRune(e, 0) {
-			return fault.Invalid("the server sent the protected path %q, which is not an absolute path on runner %s: nothing was done", e, r.cfg.Name)
+		switch {
+		case strings.HasPrefix(e, "~") || strings.ContainsRune(e, 0):
+			return fault.Invalid("the server sent the protected path %q, which runner %s cannot check (a server sends absolute paths, ~ expanded): nothing was done", e, r.cfg.Name)
+		case filepath.IsAbs(e):
+			here = append(here, e)
 		}
+		// Any other entry is a path of another system's form (the server's own data directory
+		// on a server of another OS family): it names nothing on this machine.
 	}
-	g, err := guard.NewFileGuard(protected)
+	if len(here) == 0 {
+		return nil
+	}
+	g, err := guard.NewFileGuard(here)
 	if err != nil {
 		return err
 	}

@@ -153,10 +153,19 @@ func TestCheckHostPath(t *testing.T) {
 			t.Errorf("%q: the refusal does not say why: %v", c.path, err)
 		}
 	}
-	for _, bad := range [][]string{{"~/.ssh"}, {".ssh"}, {d.ssh, "relative/path"}, {"/x\x00y"}} {
+	for _, bad := range [][]string{{"~/.ssh"}, {"~"}, {d.ssh, "~root/.ssh"}, {"/x\x00y"}} {
 		if err := r.checkHostPath(h("plain.txt"), false, bad); !errors.Is(err, fault.ErrInvalid) {
 			t.Errorf("protected %q: %v; want the call failed as invalid", bad, err)
 		}
+	}
+	// Entries of another system's form (a Windows server's data directory) name nothing here;
+	// the others still count.
+	other := []string{`C:\Users\op\AppData\cubicle`, "relative", d.ssh}
+	if err := r.checkHostPath(h("plain.txt"), false, other); err != nil {
+		t.Errorf("protected %q: %v", other, err)
+	}
+	if err := r.checkHostPath(h("notes/id_rsa"), false, other); !errors.Is(err, fault.ErrForbidden) {
+		t.Errorf("protected %q, read through a link: %v", other, err)
 	}
 	for _, bad := range []string{"", "a\x00b"} {
 		if err := r.checkHostPath(bad, false, prot); !errors.Is(err, fault.ErrInvalid) {

@@ -56,7 +56,8 @@ type HostFileArgs struct {
 	// Protected are the absolute paths the server's file guard protects on this runner's host
 	// ("~/…" entries expanded to the runner's home). A runner with CapHostGuard refuses a Path
 	// that resolves on its own disk into one of them, as guard.FileGuard.Check does; an entry
-	// it cannot use (relative, malformed) fails the call. Older runners ignore the field.
+	// starting with "~" or holding NUL fails the call, one that is not absolute on the runner's
+	// system (another OS family's form) is skipped. Older runners ignore the field.
 	Protected []string `json:"protected,omitempty"`
 }
 
