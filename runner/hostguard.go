@@ -21,10 +21,10 @@ import (
 //     (wire.HostFileArgs.Protected) is refused, and writing onto a directory that contains one,
 //     with the semantics of guard.FileGuard.Check;
 //
-// each for the path as written (".." taken lexically, then links resolved) and for the path
-// as the kernel opens it (links resolved component by component, so ".." after a link goes to
-// the parent of the link's target). The check runs before the operation: a link swapped in
-// between is not seen.
+// each for the path cleaned (".." taken lexically, then links resolved) and for the path as
+// the kernel opens it (links resolved component by component, so ".." after a link goes to
+// the parent of the link's target), which guard.FileGuard.Check does on this disk. The check
+// runs before the operation: a link swapped in between is not seen.
 
 // ownProtected is what this runner protects of its own: its data directory (absolute; New
 // made it so). The managed runner, which has none of its own, protects nothing here: the
@@ -50,23 +50,17 @@ func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
 		if err != nil {
 			return fault.Unavailable("runner %s cannot check the relative path %q: its working directory is unknown (%v); give an absolute path", r.cfg.Name, p, err)
 		}
-		p = wd + string(filepath.Separator) + p // not Join: ".." must stay for physicalPath
-	}
-	forms := []string{p}
-	if phys := physicalPath(p); phys != filepath.Clean(p) {
-		forms = append(forms, phys)
+		p = wd + string(filepath.Separator) + p // not Join: ".." stays as the kernel takes it
 	}
 	if own := r.ownProtected(); len(own) > 0 {
 		g, err := guard.NewFileGuard(own)
 		if err != nil {
 			return fmt.Errorf("runner data directory: %w", err)
 		}
-		for _, f := range forms {
-			if err := g.Check(f, write, false); errors.Is(err, fault.ErrForbidden) {
-				return fault.Forbidden("runner %s keeps host tools out of its own data directory %s, which holds its token and its state: %v", r.cfg.Name, own[0], err)
-			} else if err != nil {
-				return err
-			}
+		if err := g.Check(p, write, false); errors.Is(err, fault.ErrForbidden) {
+			return fault.Forbidden("runner %s keeps host tools out of its own data directory %s, which holds its token and its state: %v", r.cfg.Name, own[0], err)
+		} else if err != nil {
+			return err
 		}
 	}
 	if len(protected) == 0 {
@@ -90,30 +84,10 @@ func (r *Runner) checkHostPath(p string, write bool, protected []string) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range forms {
-		if err := g.Check(f, write, false); errors.Is(err, fault.ErrForbidden) {
-			return fault.Forbidden("runner %s checked the path on its own disk (its symbolic links resolved): %v", r.cfg.Name, err)
-		} else if err != nil {
-			return err
-		}
+	if err := g.Check(p, write, false); errors.Is(err, fault.ErrForbidden) {
+		return fault.Forbidden("runner %s checked the path on its own disk (its symbolic links resolved): %v", r.cfg.Name, err)
+	} else if err != nil {
+		return err
 	}
 	return nil
-}
-
-// physicalPath is where the kernel takes the absolute path p on this disk: its longest
-// existing prefix with every symbolic link resolved (".." after a link going to the parent of
-// the link's target, as the kernel does), and the rest, which does not exist, cleaned.
-func physicalPath(p string) string {
-	sep := string(filepath.Separator)
-	parts := strings.Split(p, sep)
-	for i := len(parts); i > 0; i-- {
-		prefix := strings.Join(parts[:i], sep)
-		if prefix == "" || prefix == filepath.VolumeName(p) {
-			prefix += sep
-		}
-		if r, err := filepath.EvalSymlinks(prefix); err == nil {
-			return filepath.Join(append([]string{r}, parts[i:]...)...)
-		}
-	}
-	return filepath.Clean(p)
 }

@@ -29,6 +29,10 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	// Links on this server into its user's keys and into its data directory.
 	mustLink(t, filepath.Join(srvHome, ".ssh"), filepath.Join(tmp, "keys"))
 	mustLink(t, data, filepath.Join(tmp, "data-link"))
+	if err := os.MkdirAll(filepath.Join(data, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustLink(t, filepath.Join(data, "sub"), filepath.Join(tmp, "data-sub")) // data-sub/.. is the data dir for the kernel
 	files, err := NewFileGuard([]string{data, "~/.ssh", "~/.aws/credentials", "~/.kube/"})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +113,9 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"local account lookup", sh("cat ~operator/.ssh/id_rsa"), local, filepath.Join(srvHome, ".ssh")},
 		{"local cwd argument", shc("cat id_rsa", "~/.ssh"), local, filepath.Join(srvHome, ".ssh")},
 		{"local other home", sh("cat /home/alice/.ssh/id_rsa"), local, ""},
+		{"local dot dot after a link read", read(tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
+		{"local dot dot after a link write", write(tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
+		{"local dot dot after a link shell", sh("cat " + tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
 		// The runner did not say its home: paths under ~ (and relative ones without a working
 		// directory) are refused with the reason, never checked against this server's home.
 		{"no home tilde", sh("cat ~/.ssh/id_rsa"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
