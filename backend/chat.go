@@ -155,16 +155,26 @@ func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) gua
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		where := b.nodeLabel(env.Plan.HostNode)
+		var own []string // what the runner protects of its own (its data directory)
+		if p, ok := env.Host.(ownProtected); ok {
+			own, _ = p.Protected(ctx) // when this fails, Home fails too and says why
+		}
 		h, err := env.Host.Home(ctx)
 		switch {
 		case err != nil:
-			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths in it (~/…, $HOME, relative paths) cannot be checked: "+
+			return guard.Place{Remote: true, Protected: own, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths in it (~/…, $HOME, relative paths) cannot be checked: "+
 				"run the runner as a user with a home directory (HOME set)", where, err)}
 		case !filepath.IsAbs(h):
-			return guard.Place{Remote: true, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check, so paths in it (~/…, $HOME, relative paths) are refused", where, h)}
+			return guard.Place{Remote: true, Protected: own, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check, so paths in it (~/…, $HOME, relative paths) are refused", where, h)}
 		}
-		return guard.Place{Remote: true, Home: h, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
+		return guard.Place{Remote: true, Home: h, Protected: own, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
 	}
+}
+
+// ownProtected is a host that names paths it protects of its own (a runner's data directory,
+// remoteHost), for the guard's Place.
+type ownProtected interface {
+	Protected(ctx context.Context) ([]string, error)
 }
 
 // lookupHome is the home directory of account name on this machine, "" when there is none.

@@ -150,8 +150,13 @@ func (b *Backend) nodeLabel(node string) string {
 	return "runner " + node
 }
 
-// remoteHost runs host tools on a runner's host over its link (tools.Host).
-type remoteHost struct{ r *nodes.Remote }
+// remoteHost runs host tools on a runner's host over its link (tools.Host). With each file
+// operation it sends the paths the host file guard protects there (protected, for the runner's
+// home), which a runner with wire.CapHostGuard checks again on its own disk.
+type remoteHost struct {
+	r         *nodes.Remote
+	protected func(home string) []string
+}
 
 // hostOf is where a plan's host tools run: nil for this machine, else the runner's host.
 func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
@@ -162,7 +167,16 @@ func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoteHost{r}, nil
+	return remoteHost{r: r, protected: b.hostProtected}, nil
+}
+
+// hostProtected is what the host file guard in force protects on a host whose runner user's
+// home is home, as absolute paths.
+func (b *Backend) hostProtected(home string) []string {
+	if f := b.Security.Safety().HostFiles; f != nil {
+		return f.ForHome(home).Protected()
+	}
+	return nil
 }
 
 func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (tools.ShellResult, error) {
@@ -177,13 +191,35 @@ func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dur
 }
 
 func (h remoteHost) ReadFile(ctx context.Context, path string, max int64) ([]byte, error) {
-	return h.r.HostReadFile(ctx, path, max)
+	prot, err := h.guarded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.r.HostReadFile(ctx, path, max, prot)
 }
 
 func (h remoteHost) WriteFile(ctx context.Context, path string, data []byte) error {
-	return h.r.HostWriteFile(ctx, path, data)
+	prot, err := h.guarded(ctx)
+	if err != nil {
+		return err
+	}
+	return h.r.HostWriteFile(ctx, path, data, prot)
+}
+
+// guarded is what the file guard protects on the runner's host (its "~/…" entries below the
+// runner's home). The file tools needed that home to be checked on this server already.
+func (h remoteHost) guarded(ctx context.Context) ([]string, error) {
+	home, err := h.r.HostHome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.protected(home), nil
 }
 
 func (h remoteHost) Home(ctx context.Context) (string, error) { return h.r.HostHome(ctx) }
+
+// Protected are the paths the runner protects of its own (its data directory), for the guard
+// (callPlace).
+func (h remoteHost) Protected(ctx context.Context) ([]string, error) { return h.r.HostProtected(ctx) }
 
 var _ tools.Host = remoteHost{}

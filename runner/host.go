@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // serveHost answers a host tool op (wire.OpHostShell, …) on this machine's host, within the
 // limits of wire.MaxHost*. The server decided (computer gate, guard, host grant) before it
-// sent the request; a runner started with --no-host-tools refuses every one. The command or
+// sent the request; a runner started with --no-host-tools refuses every one, and file paths
+// are checked again here, on this disk (checkHostPath). The command or
 // file operation follows the stream: when the server closes it (the chat's stop), ctx ends
 // and the command's process group is killed.
 func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
@@ -32,6 +34,14 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			return
 		}
 		reply(st, home)
+	case wire.OpHostInfo:
+		info := wire.HostInfo{Protected: r.ownProtected()}
+		if home, err := host.Home(ctx); err != nil {
+			info.HomeProblem = fmt.Sprintf("the runner user on %s has no home directory: %v", r.cfg.Name, err)
+		} else {
+			info.Home = home
+		}
+		reply(st, info)
 	case wire.OpHostShell:
 		var a wire.HostShellArgs
 		if err := json.Unmarshal(req.Args, &a); err != nil || a.Command == "" {
@@ -52,6 +62,12 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			io.Copy(io.Discard, st)
 			cancel()
 		}()
+		if a.Dir != "" {
+			if err := r.checkHostPath(a.Dir, false, nil); err != nil {
+				fail(err)
+				return
+			}
+		}
 		r.log.Info("host shell", "dir", a.Dir, "timeout", timeout)
 		res, err := host.Shell(ctx, a.Command, a.Dir, timeout, maxOut)
 		if err != nil {
@@ -71,6 +87,11 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 		}
 		if a.Max <= 0 || a.Max > wire.MaxHostFile {
 			a.Max = wire.MaxHostFile
+		}
+		if err := r.checkHostPath(a.Path, false, a.Protected); err != nil {
+			r.log.Warn("host file read refused", "path", a.Path, "err", err)
+			fail(err)
+			return
 		}
 		data, err := host.ReadFile(ctx, a.Path, a.Max)
 		if err != nil {
@@ -97,6 +118,12 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			return
 		}
 		st.SetReadDeadline(time.Time{})
+		// Checked after the bytes arrived: the server reads the answer once its write ended.
+		if err := r.checkHostPath(a.Path, true, a.Protected); err != nil {
+			r.log.Warn("host file write refused", "path", a.Path, "err", err)
+			fail(err)
+			return
+		}
 		if err := host.WriteFile(ctx, a.Path, data); err != nil {
 			fail(err)
 			return

@@ -41,7 +41,7 @@ func testRunner(noHost bool) *Runner {
 func TestServeHostRefusesWithoutHostTools(t *testing.T) {
 	dir := t.TempDir()
 	r := testRunner(true)
-	for _, op := range []string{wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome} {
+	for _, op := range []string{wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome, wire.OpHostInfo} {
 		resp, cli, done := hostCall(t, r, op, wire.HostShellArgs{Command: "touch " + dir + "/ran"})
 		<-done
 		cli.Close()
@@ -49,7 +49,8 @@ func TestServeHostRefusesWithoutHostTools(t *testing.T) {
 			t.Fatalf("%s on a runner without host tools: %+v", op, resp)
 		}
 	}
-	if hello := testRunnerHello(t, true); strings.Contains(strings.Join(hello.Capabilities, ","), wire.CapHostTools) {
+	if hello := testRunnerHello(t, true); strings.Contains(strings.Join(hello.Capabilities, ","), wire.CapHostTools) ||
+		strings.Contains(strings.Join(hello.Capabilities, ","), wire.CapHostGuard) {
 		t.Fatalf("hello with --no-host-tools: %v", hello.Capabilities)
 	}
 	if hello := testRunnerHello(t, false); !strings.Contains(strings.Join(hello.Capabilities, ","), wire.CapHostTools) {

@@ -167,6 +167,10 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+	// Absolute, once: the host tools' guard protects it (checkHostPath) wherever they start.
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
@@ -189,7 +193,7 @@ func (r *Runner) buildVMs() error {
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents, wire.CapSelfUpdate, wire.CapNodeSettings, wire.CapStats}}
 	if !r.cfg.NoHostTools {
-		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools)
+		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools, wire.CapHostGuard)
 	}
 	r.hello.Capabilities = slices.DeleteFunc(r.hello.Capabilities, func(c string) bool { return slices.Contains(r.cfg.DropCapabilities, c) })
 	mode, err := link.ParseMode(cmp.Or(r.cfg.GuestLink, os.Getenv(link.EnvVar)))

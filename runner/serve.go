@@ -34,7 +34,7 @@ func (r *Runner) serve(ctx context.Context, st net.Conn) {
 	case wire.OpWatch:
 		r.serveWatch(ctx, st)
 		return
-	case wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome:
+	case wire.OpHostShell, wire.OpHostReadFile, wire.OpHostWriteFile, wire.OpHostHome, wire.OpHostInfo:
 		r.serveHost(ctx, st, req)
 		return
 	case wire.OpGuest, wire.OpTunnel:

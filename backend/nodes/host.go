@@ -52,37 +52,75 @@ func (r *Remote) HostShell(ctx context.Context, a wire.HostShellArgs) (wire.Host
 // link connection (a runner that reconnects may run as another user) and kept; a failed
 // answer is not kept, so the next call asks again.
 func (r *Remote) HostHome(ctx context.Context) (string, error) {
-	if err := r.HostTools(); err != nil {
-		return "", err
-	}
-	c, err := r.live()
+	info, c, err := r.hostInfo(ctx)
 	if err != nil {
 		return "", err
 	}
-	c.mu.Lock()
-	home := c.home
-	c.mu.Unlock()
-	if home != "" {
-		return home, nil
+	if info.Home == "" {
+		if info.HomeProblem != "" {
+			return "", fault.Unavailable("%s", info.HomeProblem)
+		}
+		return "", fault.Unavailable("runner %s (%s) answered no usable home directory", c.name, r.id)
 	}
-	if err := r.call(ctx, wire.OpHostHome, nil, &home); err != nil {
-		return "", err
-	}
-	if home == "" || strings.ContainsRune(home, 0) {
-		return "", fault.Unavailable("runner %s (%s) answered no usable home directory (%q)", c.name, r.id, home)
-	}
-	c.mu.Lock()
-	c.home = home
-	c.mu.Unlock()
-	return home, nil
+	return info.Home, nil
 }
 
-// HostReadFile reads at most max bytes of path on the runner's host.
-func (r *Remote) HostReadFile(ctx context.Context, path string, max int64) ([]byte, error) {
+// HostProtected are the absolute paths the runner protects of its own on its host (its data
+// directory), as it said in wire.OpHostInfo; none for a runner without wire.CapHostGuard. The
+// server's guard protects them on that host for every host tool (host_shell included).
+func (r *Remote) HostProtected(ctx context.Context) ([]string, error) {
+	info, _, err := r.hostInfo(ctx)
+	return info.Protected, err
+}
+
+// hostInfo asks the runner its home and its own protected paths (wire.OpHostInfo; a runner
+// without wire.CapHostGuard is asked wire.OpHostHome), once per link connection: the answer
+// is kept when it names a home.
+func (r *Remote) hostInfo(ctx context.Context) (wire.HostInfo, *conn, error) {
+	if err := r.HostTools(); err != nil {
+		return wire.HostInfo{}, nil, err
+	}
+	c, err := r.live()
+	if err != nil {
+		return wire.HostInfo{}, nil, err
+	}
+	c.mu.Lock()
+	kept := c.host
+	c.mu.Unlock()
+	if kept != nil {
+		return *kept, c, nil
+	}
+	var info wire.HostInfo
+	if hasCap(c.hello, wire.CapHostGuard) {
+		err = r.call(ctx, wire.OpHostInfo, nil, &info)
+	} else {
+		err = r.call(ctx, wire.OpHostHome, nil, &info.Home)
+	}
+	if err != nil {
+		return wire.HostInfo{}, c, err
+	}
+	for _, p := range append([]string{info.Home}, info.Protected...) {
+		if strings.ContainsRune(p, 0) {
+			return wire.HostInfo{}, c, fault.Unavailable("runner %s (%s) answered an unusable path (%q) for its home or its protected paths", c.name, r.id, p)
+		}
+	}
+	if info.Home != "" {
+		c.mu.Lock()
+		c.host = &info
+		c.mu.Unlock()
+	}
+	return info, c, nil
+}
+
+// HostReadFile reads at most max bytes of path on the runner's host. protected are the
+// absolute paths this server's file guard protects on that host: a runner with
+// wire.CapHostGuard refuses path when it resolves into one of them on its own disk (or into its
+// data directory); an older runner is not sent them.
+func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, protected []string) ([]byte, error) {
 	if err := r.HostTools(); err != nil {
 		return nil, err
 	}
-	st, c, err := r.open(ctx, wire.OpHostReadFile, wire.HostFileArgs{Path: path, Max: max})
+	st, c, err := r.open(ctx, wire.OpHostReadFile, wire.HostFileArgs{Path: path, Max: max, Protected: r.guarded(protected)})
 	if err != nil {
 		return nil, err
 	}
@@ -110,12 +148,13 @@ func (r *Remote) HostReadFile(ctx context.Context, path string, max int64) ([]by
 	return data, nil
 }
 
-// HostWriteFile replaces path on the runner's host with data.
-func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte) error {
+// HostWriteFile replaces path on the runner's host with data; protected are as for
+// HostReadFile.
+func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, protected []string) error {
 	if err := r.HostTools(); err != nil {
 		return err
 	}
-	st, c, err := r.open(ctx, wire.OpHostWriteFile, wire.HostFileArgs{Path: path, Size: int64(len(data))})
+	st, c, err := r.open(ctx, wire.OpHostWriteFile, wire.HostFileArgs{Path: path, Size: int64(len(data)), Protected: r.guarded(protected)})
 	if err != nil {
 		return err
 	}
@@ -132,6 +171,15 @@ func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte) er
 		return r.linkErr(ctx, c, wire.OpHostWriteFile, err)
 	}
 	return resp.Error.Err()
+}
+
+// guarded is protected for a runner that checks host paths itself (wire.CapHostGuard), nil
+// for an older one.
+func (r *Remote) guarded(protected []string) []string {
+	if c, err := r.live(); err != nil || !hasCap(c.hello, wire.CapHostGuard) {
+		return nil
+	}
+	return protected
 }
 
 func (r *Remote) linkErr(ctx context.Context, c *conn, op string, err error) error {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/nodes"
+	"cubicle/runner"
 	"cubicle/runner/wire"
 )
 
@@ -41,19 +43,19 @@ func TestHostOpsOverTheLink(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, (wire.MaxFrame+1024)/4)
 	path := filepath.Join(dir, "big.bin")
-	if err := remote.HostWriteFile(ctx, path, big); err != nil {
+	if err := remote.HostWriteFile(ctx, path, big, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("written file: %d bytes, %v", len(got), err)
 	}
-	if got, err := remote.HostReadFile(ctx, path, int64(len(big))); err != nil || !bytes.Equal(got, big) {
+	if got, err := remote.HostReadFile(ctx, path, int64(len(big)), nil); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("read back: %d bytes, %v", len(got), err)
 	}
-	if _, err := remote.HostReadFile(ctx, path, 10); !errors.Is(err, fault.ErrInvalid) {
+	if _, err := remote.HostReadFile(ctx, path, 10, nil); !errors.Is(err, fault.ErrInvalid) {
 		t.Fatalf("a file over the limit: %v", err)
 	}
-	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10, nil); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("a missing file: %v", err)
 	}
 	// Cancel: the call ends with the context, and the runner kills the command.
@@ -137,5 +139,103 @@ func TestHostHomePerLink(t *testing.T) {
 	waitFor(t, "the new link's home", func() bool {
 		home, err := remote.HostHome(ctx)
 		return err == nil && home == second
+	})
+}
+
+// TestHostGuardOverTheLink: a runner with wire.CapHostGuard says its data directory
+// (HostProtected), refuses over the real link a read or write that resolves on its disk into a
+// protected path the server sent or into that directory, and still serves ordinary files. A
+// runner without the capability (an older one) is asked hostHome, says nothing of its own, and
+// is sent no protected paths: the server's own check is all there is.
+func TestHostGuardOverTheLink(t *testing.T) {
+	x := newHub(t)
+	root := t.TempDir()
+	home, data := filepath.Join(root, "home"), filepath.Join(root, "data")
+	t.Setenv("HOME", home)
+	keys := filepath.Join(home, ".ssh")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(keys, "id_rsa"), []byte("KEY"), 0o600)
+	os.Symlink(keys, filepath.Join(home, "notes"))
+	os.Symlink(data, filepath.Join(home, "db"))
+	start := func(name, dataDir string, drop ...string) *nodes.Remote {
+		c, err := x.h.Create(name, false, x.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		startRunnerWith(t, runner.Config{Server: x.srv.URL, Token: c.Token, DataDir: dataDir, Engine: "none", Version: "9.9.9",
+			MaxBackoff: 200 * time.Millisecond, DropCapabilities: drop})
+		waitFor(t, "the runner to connect", func() bool { return x.h.Connected(c.ID) })
+		remote, _ := x.h.Node(c.ID)
+		return remote
+	}
+	ctx := context.Background()
+	rem := start("new box", data)
+	if own, err := rem.HostProtected(ctx); err != nil || len(own) != 1 || own[0] != data {
+		t.Fatalf("the runner's own protected paths: %q, %v", own, err)
+	}
+	if h, err := rem.HostHome(ctx); err != nil || h != home {
+		t.Fatalf("home: %q, %v", h, err)
+	}
+	before, err := os.ReadFile(filepath.Join(data, runner.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}); !errors.Is(err, fault.ErrForbidden) ||
+		!strings.Contains(err.Error(), "protected location "+keys) {
+		t.Fatalf("read through a link into ~/.ssh: %v", err)
+	}
+	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "db", runner.DBFile), 1<<20, nil); !errors.Is(err, fault.ErrForbidden) ||
+		!strings.Contains(err.Error(), "data directory") {
+		t.Fatalf("read of the runner's data file through a link: %v", err)
+	}
+	big := bytes.Repeat([]byte("x"), wire.MaxFrame+1024) // larger than a frame: the runner reads it all before it refuses
+	if err := rem.HostWriteFile(ctx, filepath.Join(home, "db", runner.DBFile), big, nil); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("write over the runner's data file through a link: %v", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(data, runner.DBFile)); !bytes.Equal(after, before) {
+		t.Fatal("the runner's data file changed")
+	}
+	if err := rem.HostWriteFile(ctx, filepath.Join(home, "plain.txt"), []byte("plain"), []string{keys}); err != nil {
+		t.Fatalf("an ordinary write: %v", err)
+	}
+	if got, err := rem.HostReadFile(ctx, filepath.Join(home, "plain.txt"), 100, []string{keys}); err != nil || string(got) != "plain" {
+		t.Fatalf("an ordinary read: %q, %v", got, err)
+	}
+
+	old := start("old box", filepath.Join(root, "old-data"), wire.CapHostGuard)
+	if h, err := old.HostHome(ctx); err != nil || h != home {
+		t.Fatalf("home of a runner without %s: %q, %v", wire.CapHostGuard, h, err)
+	}
+	if own, err := old.HostProtected(ctx); err != nil || len(own) != 0 {
+		t.Fatalf("own protected paths of a runner without %s: %q, %v", wire.CapHostGuard, own, err)
+	}
+	if got, err := old.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}); err != nil || string(got) != "KEY" {
+		t.Fatalf("a runner without %s was sent the protected paths (or refused anyway): %q, %v", wire.CapHostGuard, got, err)
+	}
+}
+
+// startRunnerWith runs a runner made with cfg in this process until the test ends.
+func startRunnerWith(t *testing.T, cfg runner.Config) {
+	t.Helper()
+	r, err := runner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Error("runner did not stop")
+		}
+		r.Close()
 	})
 }

@@ -94,7 +94,7 @@ type conn struct {
 	mu     sync.Mutex               // guards the fields below
 	guests map[string]*guest.Client // relayed driver links by desktop id
 	seen   map[string]bool          // desktop ids the server used on this link
-	home   string                   // the runner user's home (wire.OpHostHome) once it answered
+	host   *wire.HostInfo           // the runner's home and own protected paths, once it said a home
 }
 
 // New returns a Hub.

@@ -11,11 +11,17 @@ import "time"
 // File contents travel as raw bytes after the frames (they may be larger than MaxFrame):
 // OpHostReadFile answers HostFile{Size} followed by Size bytes; OpHostWriteFile's request
 // HostFileArgs{Size} is followed by Size bytes, then the runner answers.
+//
+// A runner with CapHostGuard also checks file paths itself before it touches them: it refuses
+// (fault.ErrForbidden) a path that resolves, with the symbolic links of its own disk, into its
+// data directory or into one of HostFileArgs.Protected, and it answers OpHostInfo (its home and
+// the paths it protects of its own), which a server asks instead of OpHostHome.
 const (
 	OpHostShell     = "hostShell"
 	OpHostReadFile  = "hostReadFile"
 	OpHostWriteFile = "hostWriteFile"
 	OpHostHome      = "hostHome"
+	OpHostInfo      = "hostInfo" // capability CapHostGuard; result HostInfo
 )
 
 // Limits a runner holds host tool calls to, whatever the server asks.
@@ -47,6 +53,22 @@ type HostFileArgs struct {
 	Path string `json:"path"`
 	Max  int64  `json:"max,omitempty"`
 	Size int64  `json:"size,omitempty"`
+	// Protected are the absolute paths the server's file guard protects on this runner's host
+	// ("~/…" entries expanded to the runner's home). A runner with CapHostGuard refuses a Path
+	// that resolves on its own disk into one of them, as guard.FileGuard.Check does; an entry
+	// starting with "~" or holding NUL fails the call, one that is not absolute on the runner's
+	// system (another OS family's form) is skipped. Older runners ignore the field.
+	Protected []string `json:"protected,omitempty"`
+}
+
+// HostInfo answers OpHostInfo: the runner user's home directory and the absolute paths the
+// runner protects of its own (its data directory), which the server's guard then protects on
+// that host for every host tool, host_shell included.
+type HostInfo struct {
+	Home string `json:"home"`
+	// HomeProblem says why Home is empty (the runner user has none).
+	HomeProblem string   `json:"homeProblem,omitempty"`
+	Protected   []string `json:"protected,omitempty"`
 }
 
 // HostFile answers OpHostReadFile: Size raw bytes follow the frame.

@@ -45,6 +45,9 @@ const (
 	CapNodeSettings = "node-settings-v1"
 	// CapStats: the runner answers OpStats with its running desktops' CPU and memory.
 	CapStats = "stats-v1"
+	// CapHostGuard: the runner checks host file paths itself (HostFileArgs.Protected, its own
+	// data directory, symbolic links resolved on its disk) and answers OpHostInfo.
+	CapHostGuard = "host-guard-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated

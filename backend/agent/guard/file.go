@@ -15,7 +15,8 @@ import (
 // whatever else is configured. A protected directory is protected with everything below it.
 // Paths are compared after cleaning (so "..", "//" and trailing slashes change nothing) and,
 // for a guard made by NewFileGuard, after resolving symbolic links on this machine, also for
-// files that do not exist yet and for dangling links. The check runs before the tool does, so
+// files that do not exist yet and for dangling links, and as the kernel opens the path as
+// written ("link/../x" is next to the link's target, not to the link). The check runs before the tool does, so
 // a link swapped in between is not seen; the VM boundary covers that for computer_* tools.
 //
 // A protected path may also be given relative to a home directory ("~/.ssh"): which home that
@@ -47,6 +48,21 @@ func (g *FileGuard) ForHome(home string) *FileGuard {
 	}
 	for _, rel := range g.inHome {
 		if p := filepath.Join(home, rel); !slices.Contains(out.protected, p) {
+			out.protected = append(out.protected, p)
+		}
+	}
+	return out
+}
+
+// With returns the guard with the absolute paths extra protected as well (a runner's own data
+// directory); entries that are not absolute paths are ignored.
+func (g *FileGuard) With(extra ...string) *FileGuard {
+	out := &FileGuard{protected: slices.Clone(g.protected), inHome: g.inHome, resolve: g.resolve}
+	for _, p := range extra {
+		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			continue
+		}
+		if p = filepath.Clean(p); !slices.Contains(out.protected, p) {
 			out.protected = append(out.protected, p)
 		}
 	}
@@ -130,6 +146,13 @@ func (g *FileGuard) Check(path string, write, recursive bool) error {
 		return fmt.Errorf("file guard: %w", fault.Invalid("cannot check %q: the path must be absolute", path))
 	}
 	candidates := aliases(filepath.Clean(path))
+	if g.resolve && !strings.ContainsAny(path, "*?[") {
+		// The kernel's name for path: Clean takes ".." lexically, the kernel after the link
+		// before it ("link/../x" is next to the link's target).
+		if k := kernelPath(path); !slices.Contains(candidates, k) {
+			candidates = append(candidates, aliases(k)...)
+		}
+	}
 	if g.resolve {
 		for _, c := range candidates {
 			if strings.ContainsAny(c, "*?[") {
@@ -249,6 +272,24 @@ func within(p, dir string) bool {
 		return true
 	}
 	return strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// kernelPath is where the kernel takes the absolute path p as written: its longest existing
+// prefix with every symbolic link resolved component by component (".." after a link going to
+// the parent of the link's target), and the rest, which does not exist, cleaned.
+func kernelPath(p string) string {
+	sep := string(filepath.Separator)
+	parts := strings.Split(p, sep)
+	for i := len(parts); i > 0; i-- {
+		prefix := strings.Join(parts[:i], sep)
+		if prefix == "" || prefix == filepath.VolumeName(p) {
+			prefix += sep
+		}
+		if r, err := filepath.EvalSymlinks(prefix); err == nil {
+			return filepath.Join(append([]string{r}, parts[i:]...)...)
+		}
+	}
+	return filepath.Clean(p)
 }
 
 // resolvePath resolves symbolic links in the existing part of p, including dangling links,

@@ -29,6 +29,10 @@ func TestFileGuard(t *testing.T) {
 	mustLink(t, filepath.Join(secrets, "new-file"), filepath.Join(work, "dangling"))
 	mustLink(t, "../app/secrets", filepath.Join(work, "relative-link"))
 	mustLink(t, work, filepath.Join(root, "work-link"))
+	if err := os.MkdirAll(filepath.Join(secrets, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustLink(t, filepath.Join(secrets, "d"), filepath.Join(work, "deep-link")) // deep-link/.. is secrets for the kernel
 
 	g, err := NewFileGuard([]string{secrets, filepath.Join(root, "extra") + "/", "", filepath.Join(root, "single.key")})
 	if err != nil {
@@ -58,6 +62,10 @@ func TestFileGuard(t *testing.T) {
 		{"dangling link", filepath.Join(work, "dangling"), true, fault.ErrForbidden},
 		{"relative link", filepath.Join(work, "relative-link", "token"), false, fault.ErrForbidden},
 		{"harmless link", filepath.Join(root, "work-link", "main.go"), true, nil},
+		{"dot dot after a link", work + "/deep-link/../token", false, fault.ErrForbidden},  // Clean says work/token
+		{"dot dot after a link new", work + "/deep-link/../new", true, fault.ErrForbidden}, // a new file in secrets
+		{"dot dot after a harmless link", root + "/work-link/../work/main.go", false, nil}, // work-link/.. is root
+		{"dot dot after a link out of secrets", work + "/secrets-link/../../work/x", true, nil},
 		{"write onto parent", filepath.Join(root, "app"), true, fault.ErrForbidden},
 		{"read parent listing", filepath.Join(root, "app"), false, nil},
 		{"relative", "app/secrets/token", false, fault.ErrInvalid},

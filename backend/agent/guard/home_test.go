@@ -29,6 +29,10 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	// Links on this server into its user's keys and into its data directory.
 	mustLink(t, filepath.Join(srvHome, ".ssh"), filepath.Join(tmp, "keys"))
 	mustLink(t, data, filepath.Join(tmp, "data-link"))
+	if err := os.MkdirAll(filepath.Join(data, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustLink(t, filepath.Join(data, "sub"), filepath.Join(tmp, "data-sub")) // data-sub/.. is the data dir for the kernel
 	files, err := NewFileGuard([]string{data, "~/.ssh", "~/.aws/credentials", "~/.kube/"})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +52,7 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 	const alice = "/home/alice"
 	runner := Place{Remote: true, Home: alice, WorkDir: alice}
 	local := Place{WorkDir: srvHome}
+	ownData := Place{Remote: true, Home: alice, WorkDir: alice, Protected: []string{"/srv/runner-data/"}}
 	sh := func(cmd string) ToolCall { return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd}} }
 	shc := func(cmd, cwd string) ToolCall {
 		return ToolCall{Name: "host_shell", Args: map[string]any{"command": cmd, "cwd": cwd}}
@@ -108,6 +113,9 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"local account lookup", sh("cat ~operator/.ssh/id_rsa"), local, filepath.Join(srvHome, ".ssh")},
 		{"local cwd argument", shc("cat id_rsa", "~/.ssh"), local, filepath.Join(srvHome, ".ssh")},
 		{"local other home", sh("cat /home/alice/.ssh/id_rsa"), local, ""},
+		{"local dot dot after a link read", read(tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
+		{"local dot dot after a link write", write(tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
+		{"local dot dot after a link shell", sh("cat " + tmp + "/data-sub/../cubicle.db"), local, "protected location " + data},
 		// The runner did not say its home: paths under ~ (and relative ones without a working
 		// directory) are refused with the reason, never checked against this server's home.
 		{"no home tilde", sh("cat ~/.ssh/id_rsa"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
@@ -120,6 +128,22 @@ func TestSafetyOnAnotherHost(t *testing.T) {
 		{"no home cwd argument", shc("ls", "~/.ssh"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"no home relative cwd argument", shc("ls", "sub"), Place{Remote: true, NoHome: "runner X did not say its home"}, "runner X did not say its home"},
 		{"remote without a home", sh("cat ~/notes"), Place{Remote: true, WorkDir: alice}, "home directory of the execution node is not known"},
+		// The runner's own data directory, as it said (Place.Protected): protected there for
+		// every host tool, host_shell included, however the call names it.
+		{"runner data dir shell", sh("cat /srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir cd", sh("cd /srv/runner-data && cp runner.db /tmp/x"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir dot dot", sh("cat /srv/other/../runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir archive of parent", sh("tar cf /tmp/x.tar /srv"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir read", read("/srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir write", write("/srv/runner-data/runner.db"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir cwd argument", shc("cat runner.db", "/srv/runner-data"), ownData, "protected location /srv/runner-data"},
+		{"runner data dir without a home", sh("cat /srv/runner-data/runner.db"),
+			Place{Remote: true, NoHome: "x", Protected: []string{"/srv/runner-data"}}, "protected location /srv/runner-data"},
+		{"runner next to its data dir", sh("cat /srv/runner-data2/x; ls /srv"), ownData, ""},
+		{"runner relative own entry ignored", sh("cat data/runner.db"), Place{Remote: true, Home: alice, WorkDir: alice, Protected: []string{"data"}}, ""},
+		{"runner data dir of another runner", sh("cat /srv/runner-data/runner.db"), runner, ""},
+		// This host's own host tools are not given a runner's data directory.
+		{"local not the runner's data dir", sh("cat /srv/runner-data/runner.db"), local, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

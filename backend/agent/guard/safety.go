@@ -47,8 +47,11 @@ type Place struct {
 	// Remote says the tool acts on another machine than this one (a runner's host): "~user"
 	// (another account's home there) cannot be looked up, so it is denied. Symbolic links are
 	// still resolved on this machine — right when the runner shares it, and otherwise only
-	// ever an extra refusal.
+	// ever an extra refusal (a runner with wire.CapHostGuard resolves them on its own disk too).
 	Remote bool
+	// Protected are further absolute paths protected on that machine for host tools (a
+	// runner's own data directory, as it said); entries that are not absolute are ignored.
+	Protected []string
 }
 
 // Rules are allow rules of one agent, compiled for Decide (see CompileRules).
@@ -103,6 +106,9 @@ func (s *Safety) Decide(call ToolCall, at Place, rules Rules) (Decision, string,
 		return Deny, v.Reason(), v
 	}
 	if files != nil {
+		if host {
+			files = files.With(at.Protected...)
+		}
 		if err := s.checkFiles(files.ForHome(home), home, call, in, at); err != nil {
 			return Deny, err.Error(), v
 		}
