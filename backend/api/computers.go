@@ -43,7 +43,7 @@ type HostView struct {
 	Problem   string `json:"problem,omitempty"` // why not, and what to do
 }
 
-func (s *Server) computerRoutes(mux *http.ServeMux) {
+func (s *Server) computerRoutes(mux *router) {
 	mux.Handle("PUT /api/app/agents/{id}/workdir", s.authed(s.putWorkDir))
 	mux.Handle("PUT /api/app/agents/{id}/lazy-init", s.authed(s.putLazyInit))
 	mux.Handle("GET /api/app/agents/{id}/computer-plan", s.authed(s.getComputerPlan))

@@ -37,7 +37,7 @@ type EngineStatus struct {
 	ImagesProblem string `json:"imagesProblem,omitempty"`
 }
 
-func (s *Server) engineRoutes(mux *http.ServeMux) {
+func (s *Server) engineRoutes(mux *router) {
 	mux.Handle("GET /api/app/admin/local-vm/engine", s.admin(s.getEngine))
 	mux.Handle("PUT /api/app/admin/local-vm/engine", s.admin(s.putEngine))
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // guard is the first handler every request meets. It refuses requests addressed to a host
-// name that is not ours (DNS rebinding), state-changing requests and websocket upgrades from
-// foreign origins or cross-site contexts (CSRF), and state-changing requests whose body is not
+// name that is not ours (DNS rebinding), every request from a foreign origin (CSRF, and reads
+// by pages of another origin), state-changing requests and websocket upgrades from cross-site
+// contexts that send no Origin, and state-changing requests whose body is not
 // JSON (HTML forms cannot send JSON). It answers CORS preflights for the trusted origins only
 // (the desktop window's page).
 type guard struct {
@@ -50,11 +51,13 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if origin != "" && !trusted && !sameOrigin(origin, r) {
+		// Reads too: a page of another origin gets nothing (not even an event stream held
+		// open on the caller's cookie, which a page on another port of this host would send).
+		writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-origin request refused: pages of " + quote(origin) + " may not call this server", Code: "forbidden"})
+		return
+	}
 	if changesState(r) {
-		if origin != "" && !trusted && !sameOrigin(origin, r) {
-			writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-origin request refused: " + quote(origin) + " may not change this server's state", Code: "forbidden"})
-			return
-		}
 		if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-site request refused", Code: "forbidden"})
 			return

@@ -35,7 +35,7 @@ type VMs interface {
 
 var _ VMs = (*vm.Manager)(nil)
 
-func (s *Server) localVMRoutes(mux *http.ServeMux) {
+func (s *Server) localVMRoutes(mux *router) {
 	mux.Handle("GET /api/app/admin/local-vm", s.admin(s.vmStatus))
 	mux.Handle("POST /api/app/admin/local-vm/prepare", s.admin(s.vmPrepare))
 	mux.Handle("PUT /api/app/admin/local-vm/policy", s.admin(s.vmPolicy))

@@ -26,7 +26,7 @@ type RunnerUpdates interface {
 	Authenticate(r *http.Request) (store.Runner, error)
 }
 
-func (s *Server) releaseRoutes(mux *http.ServeMux) {
+func (s *Server) releaseRoutes(mux *router) {
 	mux.Handle("GET "+wire.DownloadPath, http.HandlerFunc(s.runnerDownload))
 	mux.Handle("GET /api/runner/binaries", http.HandlerFunc(s.runnerBinaries))
 	mux.Handle("GET /api/app/admin/runner-channels", s.admin(s.getRunnerChannels))

@@ -35,7 +35,7 @@ type Runners interface {
 
 var _ Runners = (*nodes.Hub)(nil)
 
-func (s *Server) runnerRoutes(mux *http.ServeMux) {
+func (s *Server) runnerRoutes(mux *router) {
 	if s.cfg.Runners != nil {
 		// The runner authenticates with its own token (not a person's session).
 		mux.Handle("GET "+wire.ConnectPath, s.cfg.Runners)

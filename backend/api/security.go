@@ -25,7 +25,7 @@ type Security interface {
 
 var _ Security = (*security.Service)(nil)
 
-func (s *Server) securityRoutes(mux *http.ServeMux) {
+func (s *Server) securityRoutes(mux *router) {
 	mux.Handle("GET /api/app/admin/security", s.admin(s.needSecurity(s.getSecurity)))
 	mux.Handle("PUT /api/app/admin/security", s.admin(s.needSecurity(s.putSecurity)))
 	mux.Handle("GET /api/app/admin/security/allow-rules", s.admin(s.needSecurity(s.listAllRules)))

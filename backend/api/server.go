@@ -81,10 +81,11 @@ type Accounts interface {
 
 // Server is the HTTP front of the backend.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	handler http.Handler
-	proxies []netip.Prefix // Config.TrustedProxies
+	cfg      Config
+	log      *slog.Logger
+	handler  http.Handler
+	proxies  []netip.Prefix // Config.TrustedProxies
+	patterns []string       // the routes, as registered
 }
 
 // New returns a Server.
@@ -109,14 +110,36 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.proxies = append(s.proxies, pre)
 	}
-	mux := http.NewServeMux()
+	mux := &router{ServeMux: http.NewServeMux()}
 	s.routes(mux)
-	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins, securityHeaders(bodyDeadline(cfg.BodyTimeout, mux)))
+	s.patterns = mux.patterns
+	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins,
+		securityHeaders(bodyDeadline(cfg.BodyTimeout, jsonBodies(mux))))
 	return s, nil
 }
 
 // Handler returns the server's root handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes returns the pattern of every route the server registered ("METHOD /path/{id}", or a
+// bare path for a catch-all), in the order registered. Tests walk it so that a new route is
+// attacked (login, roles, ownership, origins, bodies) without being listed by hand.
+func (s *Server) Routes() []string { return append([]string(nil), s.patterns...) }
+
+// router is the server's ServeMux that remembers the patterns registered on it.
+type router struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *router) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *router) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
 
 // Run serves on ln until ctx ends, then shuts down gracefully (5 s at most).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
@@ -143,7 +166,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-func (s *Server) routes(mux *http.ServeMux) {
+func (s *Server) routes(mux *router) {
 	mux.HandleFunc("GET /api/health", s.health)
 	mux.HandleFunc("POST /api/auth/login", s.login)
 	mux.Handle("POST /api/auth/logout", s.authed(s.logout))

@@ -53,7 +53,7 @@ func (s *Server) accountOf(a store.Account) accountJSON {
 	return out
 }
 
-func (s *Server) userRoutes(mux *http.ServeMux) {
+func (s *Server) userRoutes(mux *router) {
 	mux.Handle("PUT /api/auth/password", s.authed(s.changePassword))
 	mux.Handle("GET /api/app/admin/users", s.admin(s.listUsers))
 	mux.Handle("POST /api/app/admin/users", s.admin(s.createUser))

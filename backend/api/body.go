@@ -1,0 +1,127 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// maxBody is the largest request body the API reads (1 MiB); a larger one answers 413.
+const maxBody = 1 << 20
+
+// jsonBodies checks the body of every state-changing request before any route sees it: at
+// most maxBody bytes (413 otherwise, and the connection is closed), one well-formed JSON value
+// with no trailing data and no key given twice in an object (400 otherwise). So a route that
+// ignores its body (logout, an action) cannot be reached with garbage, and no two parsers can
+// read one body two ways ({"role":"member","role":"admin"}). The guard has already refused
+// bodies that are not declared as JSON. Websocket upgrades and bodiless requests pass as they
+// are.
+func jsonBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || isUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > maxBody {
+			w.Header().Set("Connection", "close")
+			writeJSON(w, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength))
+			return
+		}
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			var big *http.MaxBytesError
+			if errors.As(err, &big) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, tooLarge(-1))
+				return
+			}
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read to its end; send it again", Code: "invalid"})
+			return
+		}
+		if len(bytes.TrimSpace(raw)) > 0 {
+			if err := checkJSON(raw); err != nil {
+				writeJSON(w, http.StatusBadRequest, errorBody{
+					Error: "the request body is not valid JSON for this call: " + err.Error() + "; send one JSON object with Content-Type: application/json",
+					Code:  "invalid"})
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		r.ContentLength = int64(len(raw))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(n int64) errorBody {
+	size := "more than 1 MiB"
+	if n > 0 {
+		size = fmt.Sprintf("%d bytes", n)
+	}
+	return errorBody{Error: "the request body is too large (" + size + "); the API reads at most 1 MiB", Code: "too_large"}
+}
+
+// checkJSON reports why raw is not exactly one JSON value whose objects name each key once.
+func checkJSON(raw []byte) error {
+	if !json.Valid(raw) {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		return errors.New("malformed JSON")
+	}
+	return duplicateKey(raw)
+}
+
+// duplicateKey walks raw (valid JSON) and reports the first object key given twice.
+func duplicateKey(raw []byte) error {
+	type frame struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool            // the next string in this object is a key
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.keys != nil {
+			if top.wantKey {
+				k, _ := tok.(string)
+				if top.keys[k] {
+					return fmt.Errorf("the key %s appears twice in one object", quote(k))
+				}
+				top.keys[k] = true
+				top.wantKey = false
+				continue
+			}
+			top.wantKey = true // this token is the key's value (or opens it)
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' {
+				stack = append(stack, &frame{keys: map[string]bool{}, wantKey: true})
+			} else {
+				stack = append(stack, &frame{})
+			}
+		}
+	}
+}
