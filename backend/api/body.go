@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // maxBody is the largest request body the API reads (1 MiB); a larger one answers 413.
 const maxBody = 1 << 20
 
 // jsonBodies checks the body of every state-changing request before any route sees it: at
-// most maxBody bytes (413 otherwise, and the connection is closed), one well-formed JSON value
-// with no trailing data and no key given twice in an object (400 otherwise). So a route that
+// most maxBody bytes (413 otherwise: see refuseLarge), one well-formed JSON object
+// with no trailing data and no key given twice in one object (400 otherwise). So a route that
 // ignores its body (logout, an action) cannot be reached with garbage, and no two parsers can
 // read one body two ways ({"role":"member","role":"admin"}). The guard has already refused
 // bodies that are not declared as JSON. Websocket upgrades and bodiless requests pass as they
@@ -31,18 +32,16 @@ func jsonBodies(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > maxBody {
-			w.Header().Set("Connection", "close")
-			writeJSON(w, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength))
+			refuseLarge(w, r, r.ContentLength)
 			return
 		}
-		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err != nil {
-			var big *http.MaxBytesError
-			if errors.As(err, &big) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, tooLarge(-1))
-				return
-			}
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read to its end; send it again", Code: "invalid"})
+			return
+		}
+		if len(raw) > maxBody {
+			refuseLarge(w, r, -1)
 			return
 		}
 		if len(bytes.TrimSpace(raw)) > 0 {
@@ -59,15 +58,32 @@ func jsonBodies(next http.Handler) http.Handler {
 	})
 }
 
-func tooLarge(n int64) errorBody {
+// drainLimit bounds what refuseLarge reads of a body it refuses.
+const drainLimit = 32 << 20
+
+// refuseLarge answers 413 to a body over maxBody (n bytes declared, or -1: sent without a
+// length). It first reads and drops what the client is still sending, up to drainLimit, so
+// that a plain client (one that does not wait for 100 Continue) reads the answer instead of a
+// reset connection; a larger body, or one the client holds back until 100 Continue (curl),
+// gets the answer at once and the connection is closed.
+func refuseLarge(w http.ResponseWriter, r *http.Request, n int64) {
+	waits := strings.EqualFold(r.Header.Get("Expect"), "100-continue") // has sent nothing yet
+	if n > drainLimit || (n > 0 && waits) {
+		w.Header().Set("Connection", "close")
+	} else if _, err := io.CopyN(io.Discard, r.Body, drainLimit); err == nil {
+		w.Header().Set("Connection", "close") // more than drainLimit: give up on the rest
+	}
 	size := "more than 1 MiB"
 	if n > 0 {
 		size = fmt.Sprintf("%d bytes", n)
 	}
-	return errorBody{Error: "the request body is too large (" + size + "); the API reads at most 1 MiB", Code: "too_large"}
+	writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{
+		Error: "the request body is too large (" + size + "); the API reads at most 1 MiB", Code: "too_large"})
 }
 
-// checkJSON reports why raw is not exactly one JSON value whose objects name each key once.
+// checkJSON reports why raw is not exactly one JSON object whose objects name each key once.
+// Every body of the API is an object, so an array, a string or null is refused here too (a
+// route that reads no body would otherwise act on one).
 func checkJSON(raw []byte) error {
 	if !json.Valid(raw) {
 		var v any
@@ -75,6 +91,9 @@ func checkJSON(raw []byte) error {
 			return err
 		}
 		return errors.New("malformed JSON")
+	}
+	if raw = bytes.TrimSpace(raw); raw[0] != '{' {
+		return errors.New("the body must be a JSON object ({…})")
 	}
 	return duplicateKey(raw)
 }
