@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,6 +120,7 @@ type attack struct {
 	chunked      int64 // send this many bytes of '{' without a declared length
 	host         string
 	header       map[string]string
+	stream       bool // the answer is an event stream: read its start only
 }
 
 // repeatReader yields n bytes of b without holding them.
@@ -146,7 +148,7 @@ var client = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-func (e *attackEnv) send(t testing.TB, a attack) (int, string) {
+func (e *attackEnv) send(t *testing.T, a attack) (int, string) {
 	t.Helper()
 	var body io.Reader
 	switch {
@@ -157,7 +159,13 @@ func (e *attackEnv) send(t testing.TB, a attack) (int, string) {
 	case a.body != "":
 		body = strings.NewReader(a.body)
 	}
-	req, err := http.NewRequest(a.method, e.url+a.path, body)
+	ctx := t.Context()
+	if a.stream {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, a.method, e.url+a.path, body)
 	if err != nil {
 		t.Fatalf("%s %s: %v", a.method, a.path, err)
 	}
@@ -194,7 +202,7 @@ func (e *attackEnv) send(t testing.TB, a attack) (int, string) {
 
 // state is everything in the store an API call could change, and whether each session still
 // works: a refused call must leave all of it as it was.
-func (e *attackEnv) state(t testing.TB) string {
+func (e *attackEnv) state(t *testing.T) string {
 	t.Helper()
 	st := e.b.Store
 	var parts []any
@@ -342,7 +350,7 @@ func (e *attackEnv) check(t *testing.T, what string, a attack, mayChange bool, w
 	if len(want) > 0 && !contains(want, code) {
 		t.Errorf("%s: %s %s answered %d %s; want one of %v", what, a.method, a.path, code, trim(body), want)
 	}
-	if code >= 400 && !strings.Contains(body, `"error":`) && code != http.StatusMovedPermanently {
+	if code >= 400 && !strings.Contains(body, `"error":`) && a.method != "HEAD" && strings.HasPrefix(a.path, "/api/") {
 		t.Errorf("%s: %s %s answered %d without an error message: %s", what, a.method, a.path, code, trim(body))
 	}
 	if !mayChange {
@@ -564,5 +572,59 @@ func TestAttackTableSeesEveryRoute(t *testing.T) {
 		if !have[want] {
 			t.Errorf("route %q is missing from the router's list", want)
 		}
+	}
+}
+
+// TestAttackExtras: what the route table does not vary — ids carried in bodies, tokens in the
+// query string, other methods, the UI's file paths and the event stream's resume header.
+func TestAttackExtras(t *testing.T) {
+	e := newAttackEnv(t)
+	for _, c := range []struct {
+		name string
+		a    attack
+		want []int
+	}{
+		// Ids in the body name the caller's own things only.
+		{"chat as another account", attack{method: "POST", path: "/api/app/chat", token: e.member,
+			body: `{"sessionId":"s1","userId":"` + e.adminID + `","input":"hi"}`}, []int{403}},
+		{"chat as another account, by name", attack{method: "POST", path: "/api/app/chat", token: e.member,
+			body: `{"sessionId":"s1","userId":"admin","input":"hi"}`}, []int{403}},
+		{"chat with another account's agent", attack{method: "POST", path: "/api/app/chat", token: e.member,
+			body: `{"sessionId":"s1","userId":"` + e.memberID + `","agentId":"` + e.adminAgent + `","input":"hi"}`}, []int{404}},
+		{"chat with a traversing session id", attack{method: "POST", path: "/api/app/chat", token: e.member,
+			body: `{"sessionId":"../` + e.adminChat + `","userId":"` + e.memberID + `","input":"hi"}`}, []int{400}},
+		{"agent with a chosen id", attack{method: "POST", path: "/api/app/agents", token: e.member,
+			body: `{"name":"x","id":"` + e.adminAgent + `","accountId":"` + e.memberID + `"}`}, []int{201}},
+		// A session token in the query string counts only on a websocket upgrade (browsers
+		// cannot set headers there); anywhere else it would end up in logs and histories.
+		{"token in the query of a plain GET", attack{method: "GET", path: "/api/app/agents?access_token=" + e.admin}, []int{401}},
+		{"token in the query of the computer route without upgrade", attack{method: "GET",
+			path: "/api/app/agents/" + e.adminAgent + "/computer?access_token=" + e.admin}, []int{401}},
+		{"token in the query of the event stream", attack{method: "GET", path: "/api/app/events?access_token=" + e.admin}, []int{401}},
+		// Other methods.
+		{"HEAD needs a login too", attack{method: "HEAD", path: "/api/app/agents"}, []int{401}},
+		{"TRACE", attack{method: "TRACE", path: "/api/app/agents", token: e.admin}, []int{404, 405}},
+		{"PROPFIND", attack{method: "PROPFIND", path: "/api/app/agents", token: e.admin}, []int{404, 405}},
+		{"POST on the UI", attack{method: "POST", path: "/index.html", token: e.admin, body: `{}`}, []int{404, 405}},
+		{"unknown API route", attack{method: "GET", path: "/api/app/nope", token: e.admin}, []int{404}},
+		{"bearer in lower case is no bearer", attack{method: "GET", path: "/api/app/agents", header: map[string]string{"Authorization": "bearer " + e.admin}}, []int{401}},
+		{"basic auth is no session", attack{method: "GET", path: "/api/app/agents", header: map[string]string{"Authorization": "Basic YWRtaW46eA=="}}, []int{401}},
+		// The event stream's resume point is the client's to send: odd values are harmless.
+		{"event stream, odd Last-Event-ID", attack{method: "GET", path: "/api/app/events", token: e.member,
+			header: map[string]string{"Last-Event-ID": "../../etc/passwd" + strings.Repeat("9", 5000), "Accept": "text/event-stream"}, stream: true}, []int{200, 400}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.check(t, c.name, c.a, c.want[0] == 201, c.want...)
+		})
+	}
+	// The agent made with a chosen id got its own id, and the admin's agent is untouched.
+	a, err := e.b.Store.Agent(e.adminAgent)
+	if err != nil || a.AccountID != e.adminID || a.Name != "Ada" {
+		t.Fatalf("the admin's agent after a member's create with its id: %+v, %v", a, err)
+	}
+	// The UI serves its own files only.
+	for _, p := range []string{"/..%2f..%2f..%2f..%2fetc%2fpasswd", "/assets/..%2f..%2f..%2fetc%2fpasswd", "/%2e%2e/%2e%2e/etc/passwd",
+		"/..\\..\\etc\\passwd", "/index.html%00.js", "/" + strings.Repeat("a/", 2000), "/%ff%fe", "/assets/%00"} {
+		e.check(t, "UI path "+trim(p), attack{method: "GET", path: p}, false, 200, 301, 307, 308, 400, 404)
 	}
 }
