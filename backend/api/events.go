@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"cubicle/backend/auth"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 )
@@ -96,6 +97,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	beat := time.NewTicker(eventsHeartbeat)
 	defer beat.Stop()
+	recheck := time.NewTicker(sessionRecheck)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
@@ -105,9 +108,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-recheck.C:
+			if !s.stillValid(p) {
+				return
+			}
 		case e, ok := <-sub.C():
 			if !ok {
 				return // the bus closed: the server is shutting down
+			}
+			if !s.stillValid(p) {
+				return
 			}
 			id := bus.Epoch() + "-" + strconv.FormatUint(e.ID, 10)
 			if write(id, eventJSON{ID: id, Type: e.Type, Time: e.Time, Data: e.Data}) != nil {
@@ -120,6 +130,26 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// sessionRecheck is how often an open stream checks that its session still stands (it is
+// checked before every event too).
+var sessionRecheck = time.Second
+
+// stillValid reports whether the session p opened a stream with still stands with the same
+// role: a logout, a password change, a disabled or deleted account, or a change of role ends
+// the stream (the client reconnects and sees what its session now may, or logs in again).
+func (s *Server) stillValid(p auth.Principal) bool {
+	now, err := s.cfg.Auth.Authenticate(p.Token)
+	if err != nil {
+		s.log.Info("event stream ended: the session does not stand any more", "user", p.Username, "err", err)
+		return false
+	}
+	if now.AccountID != p.AccountID || now.Admin() != p.Admin() {
+		s.log.Info("event stream ended: the account's role changed", "user", p.Username)
+		return false
+	}
+	return true
 }
 
 // resumeFrom reads a Last-Event-ID: the id to replay after when it is of this epoch, else 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cubicle/backend/events"
+	"cubicle/backend/store"
 )
 
 // eventsFixture is the API fixture with a real event bus behind GET /api/app/events, served by
@@ -236,5 +237,70 @@ func TestEventStreamEndsWithTheBus(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream stays open after the bus closed")
+	}
+}
+
+// TestEventStreamEndsWithTheSession: a stream does not outlive its session — a logout ends it
+// before it delivers another event, and so does a change of role (an admin's stream demoted to
+// member must not go on receiving admin events) or a disabled account.
+func TestEventStreamEndsWithTheSession(t *testing.T) {
+	f, bus, ts := eventsFixture(t)
+	ended := func(s *stream, what string) {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			select {
+			case m, ok := <-s.msgs:
+				if !ok {
+					return
+				}
+				t.Fatalf("%s: the stream delivered %v", what, m)
+			case <-deadline:
+				t.Fatalf("%s: the stream stays open", what)
+			}
+		}
+	}
+	// Logout: an event for bob right after it is not delivered.
+	bob := openStream(t, ts, f.user, "")
+	bob.next()
+	if rec := f.do(req{method: "POST", path: "/api/auth/logout", bearer: f.user}); rec.Code != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", rec.Code, rec.Body)
+	}
+	bus.Publish(events.DesktopState, events.ForAccount("user1", true), events.Desktop{InstanceID: "after-logout"})
+	ended(bob, "after logout")
+
+	// Demotion: the admin's stream ends before an admin-only event reaches it.
+	adm := openStream(t, ts, f.admin, "")
+	adm.next()
+	p, err := f.auth.Authenticate(f.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.UpdateAccount(p.AccountID, func(a *store.Account) error { a.Role = store.RoleMember; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	bus.Publish(events.DesktopStats, events.AdminsOnly, events.Desktop{InstanceID: "stats"})
+	ended(adm, "after demotion")
+
+	// A disabled account, idle stream: the periodic check ends it.
+	tok := f.login("bob", testPassword)
+	idle := openStream(t, ts, tok, "")
+	idle.next()
+	if _, err := f.store.UpdateAccount("user1", func(a *store.Account) error { a.Disabled = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ended(idle, "after the account was disabled")
+
+	// A session that stands keeps its stream.
+	if _, err := f.store.UpdateAccount("user1", func(a *store.Account) error { a.Disabled = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	tok = f.login("bob", testPassword)
+	live := openStream(t, ts, tok, "")
+	live.next()
+	time.Sleep(2 * sessionRecheck)
+	bus.Publish(events.DesktopState, events.ForAccount("user1", true), events.Desktop{InstanceID: "still-here"})
+	if m := live.next(); dataField(m, "instanceId") != "still-here" {
+		t.Fatalf("a standing session's stream: %v", m)
 	}
 }
