@@ -437,6 +437,10 @@ func TestAttackTable(t *testing.T) {
 						"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}}, false, 403)
 				}
 			}
+			if r.upgrade() {
+				e.check(t, "cross-site upgrade without Origin", attack{method: r.method, path: path, cookie: e.admin, header: map[string]string{"Sec-Fetch-Site": "cross-site",
+					"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}}, false, 403)
+			}
 			if r.mutating() {
 				e.check(t, "cross-site without Origin", attack{method: r.method, path: path, cookie: e.admin, body: bodyFor(r), header: map[string]string{"Sec-Fetch-Site": "cross-site"}}, false, 403)
 				for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", ""} {
