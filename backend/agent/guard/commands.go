@@ -34,6 +34,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 		// hash -p /bin/rm ls; ls -rf ~ runs rm.
 		argv = append([]string{target}, argv[1:]...)
 	}
+	if len(argv) > 0 && argv[0] == "set" {
+		s.setPositional(argv[1:])
+	}
 	if text, ok := s.aliases[argv[0]]; ok {
 		// alias ll='rm -rf'; ll ~ runs rm -rf ~.
 		s.nested(text+" "+render(argv[1:], ""), scriptCommand)
@@ -107,6 +110,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.command(argv, ex)
 			return
 		}
+		if st.kind == "xargs" && s.fed[c] {
+			return // feedArgs judged the commands it runs, with their input
+		}
 		argv = st.next
 	}
 }
@@ -140,10 +146,12 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 func (s *scope) command(argv []string, ex string) {
 	name := cmdName(argv[0])
 	args := argv[1:]
+	s.callFunc(argv)
 	if s.system(name, args, ex) {
 		return
 	}
 	s.recursiveReads(name, args)
+	s.hostControl(name, args, ex)
 	s.socketPaths(name, args)
 	s.engineSocket(args, ex)
 	if networkCommand(argv) {
@@ -192,6 +200,9 @@ func (s *scope) command(argv []string, ex string) {
 			sev = Critical
 		} else if hasAny(args, "-9", "-KILL", "-SIGKILL", "--signal=KILL", "-s9") || (slices.Contains(args, "-s") && hasAny(args, "KILL", "9", "SIGKILL")) {
 			sev = High
+		}
+		if killsSession(args) && sev == Medium {
+			sev = High // the desktop the agent works in lives on these
 		}
 		s.a.add("kill."+name, FamilyKill, sev, "kills processes by name ("+name+")", ex)
 	case "setcap":
@@ -264,6 +275,9 @@ func (s *scope) command(argv []string, ex string) {
 		if strings.HasPrefix(name, "mkfs.") {
 			s.a.add("disk.mkfs", FamilyDisk, Critical, "formats a disk ("+name+")", ex)
 			return
+		}
+		if name == "deno" && len(args) > 1 && args[0] == "eval" {
+			s.interpreterCode(args[len(args)-1], ex) // deno eval [options] code
 		}
 		if strings.HasPrefix(name, "python") || otherInterps[name] {
 			for i, a := range args {
@@ -340,6 +354,12 @@ func (s *scope) rm(name string, args []string, ex string) {
 		if name == "shred" && isDevice(t) {
 			s.a.add("disk.shred", FamilyDisk, Critical, "overwrites a disk device", ex)
 			continue
+		}
+		for _, f := range s.resolve(t) {
+			if m := persistenceFile.FindString(f); m != "" {
+				s.a.add("rm.startup-file", FamilyDestructive, Medium, name+" deletes a file that runs at login or start-up ("+m+")", ex)
+				break
+			}
 		}
 		s.file(t, true, recursive)
 		c, t := s.worst(t)
@@ -571,6 +591,12 @@ searched:
 				} else if bad {
 					s.a.add("find.delete", FamilyDestructive, Critical, "find -delete under "+describe(r, c), ex)
 				}
+			}
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			// find writes its list into a file: the same as a redirection.
+			if i+1 < len(args) {
+				s.writeTarget(args[i+1], "find writes its output into", ex)
+				i++
 			}
 		case "-exec", "-execdir", "-ok", "-okdir":
 			j := i + 1

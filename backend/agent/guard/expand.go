@@ -131,7 +131,7 @@ func (s *scope) split(w *syntax.Word) []string {
 		case *syntax.DblQuoted:
 			// "${a[@]}" is one field per element of the array a.
 			if len(p.Parts) == 1 {
-				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && pe.Index != nil && isAllIndex(pe.Index) {
+				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && (pe.Index != nil && isAllIndex(pe.Index) || pe.Index == nil && pe.Param != nil && pe.Param.Value == "@" && pe.Exp == nil && pe.Slice == nil && !pe.Length && !pe.Excl) {
 					flush()
 					for _, f := range strings.Fields(s.param(pe)) {
 						out = append(out, f)

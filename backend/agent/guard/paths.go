@@ -75,6 +75,10 @@ var disposableHome = set(".cache", "tmp", ".tmp", ".npm", ".pnpm-store", ".yarn-
 // protectedDeep are top-level directories whose whole tree belongs to the system.
 var protectedDeep = set("bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr", "sys", "proc", "dev", "System", "Library")
 
+// varState are the folders of /var that hold the system's state (package databases, mail,
+// spools); /var/tmp and /var/cache are scratch.
+var varState = set("lib", "spool", "mail", "db", "backups", "opt", "local")
+
 func classify(p string) pathClass {
 	if p == "" {
 		return pathRelative
@@ -152,7 +156,7 @@ func classify(p string) pathClass {
 			return pathOther
 		}
 		return pathSystemSub
-	case protectedDeep[top]:
+	case protectedDeep[top], top == "var" && varState[parts[1]]:
 		return pathSystemDeep
 	}
 	return pathOther

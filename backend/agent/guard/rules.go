@@ -104,6 +104,9 @@ var sensitiveWordRules = mustRules(append([]Rule{
 		Reason: "opens a raw network connection through /dev/tcp (typical of reverse shells)", hints: []string{"/dev/tcp", "/dev/udp", "/inet"}},
 	{ID: "power.sysrq", Family: FamilyPower, Severity: Critical, Pattern: `/proc/sysrq-trigger`,
 		Reason: "writes to the magic SysRq trigger (instant reboot or crash)", hints: []string{"sysrq"}},
+	{ID: "credentials.cloud-metadata", Family: FamilyCredentials, Severity: High,
+		Pattern: `169\.254\.169\.254|169\.254\.170\.2\b|\bmetadata\.google\.internal|\bmetadata\.azure\.com|100\.100\.100\.200|\[?fd00:ec2::254`,
+		Reason:  "asks the cloud metadata service, which hands out the machine's credentials", hints: []string{"169.254.1", "metadata.", "100.100.100.200", "fd00:ec2"}},
 	{ID: "secrets.proc-mem", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/mem\b|/dev/k?mem\b`,
 		Reason: "reads another process's memory", hints: []string{"/mem", "/maps", "cmdline"}},
 }, credentialRules...))

@@ -374,6 +374,9 @@ func (s *scope) git(args []string, ex string) {
 				dirs = true
 			}
 		}
+		if force && !outside && scopedPathspecs(rest) {
+			break // git clean -fd build/: like rm -rf build
+		}
 		if force {
 			sev := Medium
 			if outside && dirs {
@@ -620,6 +623,11 @@ func (s *scope) recursiveReads(name string, args []string) {
 			if name != "zip" && len(ops) > 2 {
 				srcs = ops[2:]
 			}
+		}
+	case "mv":
+		// Moving a directory of secrets elsewhere exposes it like a copy does.
+		if ops := operands(args); len(ops) > 1 {
+			srcs = ops[:len(ops)-1]
 		}
 	case "cp", "scp", "rsync":
 		if !(hasShortFlag(args, 'r') || hasShortFlag(args, 'R') || hasShortFlag(args, 'a') || hasAny(args, "--recursive", "--archive")) {
