@@ -95,7 +95,7 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.a.add("indirect."+cmdName(name), FamilyIndirect, st.sev(), st.note, ex)
 		}
 		if st.script != "" {
-			s.nested(st.script, scriptCommand)
+			s.nestedArgs(st.script, st.params)
 		}
 		if st.kind == "" {
 			s.downloads(argv, ex)
@@ -152,6 +152,7 @@ func (s *scope) command(argv []string, ex string) {
 	}
 	s.recursiveReads(name, args)
 	s.hostControl(name, args, ex)
+	s.infra(name, args, ex)
 	s.socketPaths(name, args)
 	s.engineSocket(args, ex)
 	if networkCommand(argv) {
@@ -362,6 +363,14 @@ func (s *scope) rm(name string, args []string, ex string) {
 			}
 		}
 		s.file(t, true, recursive)
+		if recursive {
+			for _, f := range s.resolve(t) {
+				if secretDir.MatchString(strings.TrimRight(f, "/")) && !strings.HasSuffix(strings.TrimRight(f, "/"), "~") {
+					s.a.add("rm.secret-dir", FamilyDestructive, High, "deletes a directory of keys or credentials ("+f+")", ex)
+					break
+				}
+			}
+		}
 		c, t := s.worst(t)
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
@@ -654,7 +663,7 @@ func (s *scope) exec(argv []string, ex string) {
 			s.a.add("privilege."+cmdName(argv[0]), FamilyPrivilege, High, "runs a command with elevated privileges", ex)
 		}
 		if st.script != "" {
-			s.nested(st.script, scriptCommand)
+			s.nestedArgs(st.script, st.params)
 		}
 		if st.kind == "" {
 			s.command(argv, ex)

@@ -72,6 +72,21 @@ func (s *scope) onlyCalledDirectly(f *syntax.FuncDecl) bool {
 	return len(re.FindAllStringIndex(s.src, -1)) == calls+1
 }
 
+// nestedArgs analyses a script run as sh -c SCRIPT NAME ARGS…, with $0 and the positional
+// parameters set (without them it is nested).
+func (s *scope) nestedArgs(script string, params []string) {
+	if len(params) == 0 {
+		s.nested(script, scriptCommand)
+		return
+	}
+	if strings.Trim(script, dynamic+" \t\n") == "" {
+		return
+	}
+	vars := withPositional(s.vars, params[1:])
+	vars["0"] = params[0]
+	s.a.script(strings.ReplaceAll(script, dynamic, dynamicVar), scriptCommand, s.depth+1, vars, s.cwd)
+}
+
 // withPositional is vars with the positional parameters set to args.
 func withPositional(vars map[string]string, args []string) map[string]string {
 	out := maps.Clone(vars)

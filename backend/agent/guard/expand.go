@@ -4,6 +4,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -376,6 +377,20 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 	case "cat", "tee":
 		if len(args) == 0 && hasInput {
 			return in, true
+		}
+	case "dirname", "basename", "realpath":
+		// Pure functions of an absolute path (or one under ~).
+		ops := operands(args)
+		if len(ops) != 1 || !(strings.HasPrefix(ops[0], "/") || ops[0] == "~" || strings.HasPrefix(ops[0], "~/")) {
+			return "", false
+		}
+		switch p := path.Clean(ops[0]); cmdName(argv[0]) {
+		case "dirname":
+			return path.Dir(p) + "\n", true
+		case "basename":
+			return path.Base(p) + "\n", true
+		default:
+			return p + "\n", true
 		}
 	case "mktemp":
 		// A fresh name under the temporary directory (or the one given).

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -38,6 +39,9 @@ var (
 	bareCall = regexp.MustCompile(`\b(unlink|rmtree|remove_tree|rmdir|system|exec)\s+((?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:\s*,\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))*)`)
 	// tclExec finds Tcl's exec command; group 1 is the command line.
 	tclExec = regexp.MustCompile(`(?m)(?:^|\[|;)[ \t]*exec[ \t]+([^\]\n;(][^\]\n;]*)`)
+	// chrCall is a character spelled by its code; codeExec a call that runs a string as code.
+	chrCall  = regexp.MustCompile(`\bchr\(\s*(\d{1,3})\s*\)`)
+	codeExec = regexp.MustCompile(`\b(?:exec|eval)\s*\(`)
 	// decodeFn finds a decoding call in the arguments of a call that runs a command.
 	decodeFn   = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
 	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
@@ -47,6 +51,22 @@ var (
 func (s *scope) interpreterCode(code, ex string) {
 	if s.a.parses > maxParses || len(code) > maxScriptLen {
 		return
+	}
+	// chr(114)+chr(109) spells "rm": read the characters as the literals they are.
+	code = chrCall.ReplaceAllStringFunc(code, func(m string) string {
+		n, err := strconv.Atoi(chrCall.FindStringSubmatch(m)[1])
+		if err != nil || n < 32 || n > 126 || n == '\'' || n == '\\' {
+			return m
+		}
+		return "'" + string(rune(n)) + "'"
+	})
+	// exec("…") and eval("…") run their text as code of the same language.
+	for _, loc := range codeExec.FindAllStringIndex(code, 4) {
+		for _, lit := range literals(callArgs(code, loc[1])) {
+			if s.a.parses++; s.a.parses <= maxParses && len(lit) < len(code) {
+				s.interpreterCode(lit, ex)
+			}
+		}
 	}
 	lower := strings.ToLower(code)
 	if containsAny(lower, "socket", "require(\"net\")", "require('net')", "net.connect", "net.createconnection", "fsockopen", "tcpsocket", "io::socket", "/inet/tcp") &&

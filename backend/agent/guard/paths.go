@@ -106,6 +106,9 @@ func classify(p string) pathClass {
 			// ~/.. is the parent of the home directory: judge it as the path it is.
 			return classify(path.Clean("/home/user" + tail))
 		}
+		if tail != "" && !strings.Contains(tail, dynamic) {
+			tail = path.Clean(tail) // ~/./ and ~//x are ~/ and ~/x
+		}
 		rest := strings.TrimLeft(tail, "/")
 		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
 			return pathHome

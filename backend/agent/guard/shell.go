@@ -443,6 +443,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 			}
 			s.file(target, true, false)
 			s.writeTarget(target, "redirects output into", s.text(st))
+			s.endlessInto(final, target, s.text(st))
 			if final != nil && downloaders[cmdName(final[0])] {
 				s.downloaded[cleanFile(target)] = true
 			}
