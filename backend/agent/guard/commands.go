@@ -50,6 +50,7 @@ func (s *scope) call(c *syntax.CallExpr) {
 		m.Excerpt = excerpt(ex)
 		s.a.addMatch(m)
 	}
+	s.showsSecretVar(c, finalCommand(argv), ex)
 	download, decode := s.substSources(c)
 	privileged := false
 	for range 16 {
@@ -153,6 +154,7 @@ func (s *scope) command(argv []string, ex string) {
 	s.recursiveReads(name, args)
 	s.hostControl(name, args, ex)
 	s.infra(name, args, ex)
+	s.exposure(name, args, ex)
 	s.socketPaths(name, args)
 	s.engineSocket(args, ex)
 	if networkCommand(argv) {
@@ -608,6 +610,13 @@ searched:
 				i++
 			}
 		case "-exec", "-execdir", "-ok", "-okdir":
+			for _, r := range roots {
+				for _, f := range s.resolve(r) {
+					if secretDir.MatchString(strings.TrimRight(f, "/")) && !strings.HasSuffix(strings.TrimRight(f, "/"), "~") {
+						s.a.add("credentials.find-exec", FamilyCredentials, High, "runs a command on every file in a directory of secrets ("+f+")", ex)
+					}
+				}
+			}
 			j := i + 1
 			for j < len(args) && args[j] != ";" && args[j] != "+" {
 				j++

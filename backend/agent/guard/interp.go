@@ -68,6 +68,7 @@ func (s *scope) interpreterCode(code, ex string) {
 			}
 		}
 	}
+	s.codeShowsSecretVar(code, ex)
 	lower := strings.ToLower(code)
 	if containsAny(lower, "socket", "require(\"net\")", "require('net')", "net.connect", "net.createconnection", "fsockopen", "tcpsocket", "io::socket", "/inet/tcp") &&
 		containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(", "'sh'", "\"sh\"") {

@@ -90,7 +90,7 @@ var sensitiveWordRules = mustRules(append([]Rule{
 		Reason: "reads another process's environment (/proc/*/environ), which holds secrets", hints: []string{"environ"}},
 	{ID: "secrets.shadow", Family: FamilySecrets, Severity: High, Pattern: `/etc/(?:g?shadow|master\.passwd)\b`,
 		Reason: "touches the system password hashes", hints: []string{"shadow", "master.passwd"}},
-	{ID: "secrets.private-key", Family: FamilySecrets, Severity: High, Pattern: `\.ssh/(?:id_[^\s/.'")]*|[^\s/]*_(?:rsa|dsa|ecdsa|ed25519)|[^\s/]*\.pem)(?:$|[\s;&|'")])|\.ssh/\*?$|/etc/ssh/ssh_host_[a-z0-9]+_key(?:$|[\s;&|'")])`,
+	{ID: "secrets.private-key", Family: FamilySecrets, Severity: High, Pattern: `\.ssh/(?:id_[^\s/.'")]*(?:\.(?:bak|old|orig|save|backup|copy|tmp|\d+))?|[^\s/]*_(?:rsa|dsa|ecdsa|ed25519)|[^\s/]*\.pem)(?:$|[\s;&|'")])|\.ssh/\*?$|/etc/ssh/ssh_host_[a-z0-9]+_key(?:$|[\s;&|'")])`,
 		Reason: "touches an SSH private key", hints: []string{".ssh/", "ssh_host_"}},
 	{ID: "persistence.authorized-keys", Family: FamilyPersistence, Severity: High, Pattern: `authorized_keys`,
 		Reason: "touches SSH authorized_keys (a way to plant a login)", hints: []string{"authorized_keys"}},
@@ -107,6 +107,8 @@ var sensitiveWordRules = mustRules(append([]Rule{
 	{ID: "credentials.cloud-metadata", Family: FamilyCredentials, Severity: High,
 		Pattern: `169\.254\.169\.254|169\.254\.170\.2\b|\bmetadata\.google\.internal|\bmetadata\.azure\.com|100\.100\.100\.200|\[?fd00:ec2::254`,
 		Reason:  "asks the cloud metadata service, which hands out the machine's credentials", hints: []string{"169.254.1", "metadata.", "100.100.100.200", "fd00:ec2"}},
+	{ID: "secrets.run-secrets", Family: FamilySecrets, Severity: High, Pattern: `^/run/secrets/|^/var/run/secrets/`,
+		Reason: "reads a mounted container secret (/run/secrets)", hints: []string{"/secrets/"}},
 	{ID: "secrets.proc-mem", Family: FamilySecrets, Severity: High, Pattern: `/proc/[^/\s]+/mem\b|/dev/k?mem\b`,
 		Reason: "reads another process's memory", hints: []string{"/mem", "/maps", "cmdline"}},
 }, credentialRules...))

@@ -408,6 +408,9 @@ func (s *scope) stmt(st *syntax.Stmt) {
 		}
 		s.markFed(st.Cmd, s.feedArgs(raw, in, true, s.text(st)))
 		s.readLoop(st, in)
+		if len(raw) > 0 {
+			s.readVars(raw, in)
+		}
 	} else if len(raw) > 0 && cmdName(raw[0]) == "parallel" {
 		s.markFed(st.Cmd, s.feedArgs(raw, "", false, s.text(st)))
 	}
