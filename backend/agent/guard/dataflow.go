@@ -36,8 +36,17 @@ func (s *scope) defineFunc(f *syntax.FuncDecl) {
 // as the positional parameters. It reports false when name is no such function.
 func (s *scope) callFunc(argv []string) bool {
 	body, ok := s.a.funcs[argv[0]]
-	if !ok || s.a.funcCalls >= maxFuncCalls {
-		return ok
+	if !ok {
+		return false
+	}
+	if s.a.funcCalls >= maxFuncCalls {
+		// Its body was not judged at its definition either (onlyCalledDirectly), so a call
+		// that cannot be judged is asked about.
+		if s.a.funcCalls == maxFuncCalls {
+			s.a.add("shell.too-many-calls", FamilyObfuscation, High, "the command calls its functions too often for each call to be checked", s.a.cur)
+		}
+		s.a.funcCalls++
+		return true
 	}
 	s.a.funcCalls++
 	s.a.script(strings.ReplaceAll(body, dynamic, dynamicVar), scriptCommand, s.depth+1, withPositional(s.vars, argv[1:]), s.cwd)

@@ -59,6 +59,20 @@ func TestFunctionsJudgedAtTheirCalls(t *testing.T) {
 	}
 }
 
+// A call the guard has no budget left to judge is asked about, at SMART too: hiding the one
+// dangerous call behind many harmless ones does not work.
+func TestTooManyFunctionCallsAsk(t *testing.T) {
+	g := newGuard(t, Config{Level: Smart})
+	cmd := `f(){ rm -rf "$1"; }; `
+	for range maxFuncCalls {
+		cmd += "f a; "
+	}
+	cmd += "f ~"
+	if v := g.Check(shell(cmd)); v.Decision == Allow {
+		t.Errorf("%q passed at SMART", cmd)
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"512": 512, "4K": 4 << 10, "1M": 1 << 20, "100G": 100 << 30, "1GiB": 1 << 30, "2T": 2 << 40, "1gb": 1 << 30} {
 		if got, ok := parseSize(in); !ok || got != want {
