@@ -635,7 +635,11 @@ searched:
 					if c, bad := dangerousRoot(r); bad && (name == "rm" || name == "shred" || name == "mv" || name == "chmod" || name == "chown" || name == "chgrp") {
 						s.a.add("find.exec", FamilyDestructive, High, "find -exec "+name+" on matching files under "+describe(r, c), ex)
 					}
-					s.exec(append(sub, cmd[1:]...), ex)
+					// {} is a file under the root: judge the command with one in its place.
+					for _, a := range cmd[1:] {
+						sub = append(sub, strings.ReplaceAll(a, "{}", strings.TrimRight(r, "/")+"/{}"))
+					}
+					s.exec(sub, ex)
 					continue
 				}
 				// {} stands for everything under the root, so the command acts recursively.

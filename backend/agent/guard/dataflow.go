@@ -306,3 +306,28 @@ func (s *scope) markFed(n syntax.Node, judged bool) {
 	}
 	s.fed[c] = true
 }
+
+// procSubstFiles analyses source <(cmd) and bash <(cmd): the output of the process
+// substitution is the program, so a constant one is judged as the script it is.
+func (s *scope) procSubstFiles(c *syntax.CallExpr, final []string, ex string) {
+	if c == nil || len(final) == 0 || !isInterpreter(final[0]) || cmdName(final[0]) == "eval" {
+		return
+	}
+	for _, w := range c.Args[1:] {
+		if len(w.Parts) != 1 {
+			continue
+		}
+		ps, ok := w.Parts[0].(*syntax.ProcSubst)
+		if !ok || ps.Op != syntax.CmdIn || len(ps.Stmts) != 1 {
+			continue
+		}
+		if out, ok := s.static(ps.Stmts[0], "", false); ok {
+			if n := cmdName(final[0]); isShell(final[0]) || n == "source" || n == "." {
+				s.nested(out, scriptCommand)
+			} else {
+				s.interpreterCode(out, ex)
+			}
+		}
+		return // the first file operand is the program
+	}
+}

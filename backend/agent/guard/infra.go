@@ -44,6 +44,24 @@ func (s *scope) infra(name string, args []string, ex string) {
 		}) {
 			s.a.add("infra.cloud-delete", FamilyContainer, High, "deletes cloud resources ("+name+")", ex)
 		}
+	case "kubectl", "oc":
+		if len(ops) > 1 && ops[0] == "create" && (ops[1] == "clusterrolebinding" || ops[1] == "rolebinding") && slices.ContainsFunc(args, func(a string) bool {
+			return strings.Contains(a, "cluster-admin") || strings.HasSuffix(a, "=admin")
+		}) {
+			s.a.add("privilege.k8s-admin", FamilyPrivilege, High, "grants cluster administrator rights ("+ops[1]+")", ex)
+		}
+	case "crictl":
+		if len(ops) > 0 && (ops[0] == "rm" || ops[0] == "rmp" || ops[0] == "rmi") && (hasAny(args, "-a", "--all") || hasShortFlag(args, 'a')) {
+			s.a.add("container.crictl-rm-all", FamilyContainer, High, "removes every container, pod or image (crictl "+ops[0]+" -a)", ex)
+		}
+	case "ctr", "nerdctl":
+		if hasAny(args, "--privileged") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--mount") && strings.Contains(a, "src=/,") }) {
+			s.a.add("container.privileged", FamilyContainer, High, name+" runs a privileged container", ex)
+		}
+	case "machinectl":
+		if len(ops) > 0 && (ops[0] == "shell" || ops[0] == "login") {
+			s.a.add("privilege.machinectl", FamilyPrivilege, High, "opens a shell as another user (machinectl "+ops[0]+")", ex)
+		}
 	case "gh":
 		if len(ops) >= 2 && ops[1] == "delete" && (ops[0] == "release" || ops[0] == "secret" || ops[0] == "variable" || ops[0] == "environment" || ops[0] == "cache" || ops[0] == "run") {
 			s.a.add("git.gh-delete", FamilyGit, Medium, "deletes GitHub "+ops[0]+"s (gh "+ops[0]+" delete)", ex)

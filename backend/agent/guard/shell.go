@@ -402,6 +402,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	} else {
 		s.a.cur = ""
 	}
+	s.procSubstFiles(call, final, s.text(st))
 	if in, ok := s.stdinText(st); ok {
 		if final != nil {
 			s.teeWrites(final, in)

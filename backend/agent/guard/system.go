@@ -81,6 +81,8 @@ func (s *scope) system(name string, args []string, ex string) bool {
 	case "nft":
 		if l := strings.Join(args, " "); nftDestroy.MatchString(l) {
 			s.a.add("firewall.nft", FamilyFirewall, High, "flushes or deletes firewall rules (nft)", ex)
+		} else if (strings.Contains(l, "add rule") || strings.Contains(l, "insert rule")) && strings.Contains(l, "accept") {
+			s.a.add("firewall.open", FamilyFirewall, Medium, "adds a firewall rule that lets traffic in (nft)", ex)
 		}
 		return true
 	case "ufw":
@@ -297,6 +299,9 @@ func (s *scope) iptables(name string, args []string, ex string) {
 			return
 		case (a == "-P" || a == "--policy") && i+2 < len(args) && strings.EqualFold(args[i+2], "ACCEPT"):
 			s.a.add("firewall.policy-accept", FamilyFirewall, High, "sets a firewall chain to accept everything ("+name+" -P "+args[i+1]+" ACCEPT)", ex)
+			return
+		case (a == "-A" || a == "-I" || a == "--append" || a == "--insert") && i+1 < len(args) && strings.EqualFold(args[i+1], "INPUT") && slices.ContainsFunc(args, func(x string) bool { return strings.EqualFold(x, "ACCEPT") }):
+			s.a.add("firewall.open", FamilyFirewall, Medium, "adds a firewall rule that lets traffic in ("+name+" "+a+" INPUT … ACCEPT)", ex)
 			return
 		}
 	}
