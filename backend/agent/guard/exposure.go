@@ -49,6 +49,44 @@ func leaksFile(form string) bool {
 // exposure applies the rules above to a command that is not a wrapper.
 func (s *scope) exposure(name string, args []string, ex string) {
 	switch {
+	case name == "xdotool" || name == "ydotool" || name == "wtype" || name == "xte":
+		// Typing into the desktop is the same as the computer_type tool: the text lands in
+		// whatever has the focus, often a terminal.
+		for i, a := range args {
+			if a == "type" || name == "wtype" && i == 0 {
+				start := i + 1
+				if name == "wtype" {
+					start = i
+				}
+				var text []string
+				rest := args[start:]
+				for j := 0; j < len(rest); j++ {
+					t := rest[j]
+					switch {
+					case len(text) == 0 && typeArgOpts[t]:
+						j++ // --delay 0
+					case len(text) == 0 && strings.HasPrefix(t, "-"):
+					default:
+						text = append(text, t)
+					}
+				}
+				s.nested(strings.Join(text, " "), scriptTyped)
+				return
+			}
+		}
+	case name == "rclone" || name == "gh" && len(args) > 1 && args[0] == "gist":
+		ops := operands(args)
+		if len(ops) < 2 || !slices.Contains([]string{"copy", "sync", "move", "copyto", "moveto", "create", "edit"}, ops[0]) && ops[0] != "gist" {
+			return
+		}
+		for _, t := range ops[1:] {
+			for _, f := range s.resolve(t) {
+				if leaksFile(f) || secretDir.MatchString(strings.TrimRight(f, "/")) && !strings.HasSuffix(strings.TrimRight(f, "/"), "~") {
+					s.a.add("exfiltration.upload", FamilyExfiltrate, Critical, name+" uploads secrets ("+f+")", ex)
+					return
+				}
+			}
+		}
 	case name == "printenv":
 		for _, a := range operands(args) {
 			if shownSecretVar.MatchString(a) {
@@ -157,6 +195,9 @@ func (s *scope) codeShowsSecretVar(code, ex string) {
 		}
 	}
 }
+
+// typeArgOpts are the options of xdotool/ydotool/wtype type that take an argument.
+var typeArgOpts = set("--delay", "--window", "--terminator", "--file", "--args", "--key-delay", "--key-hold", "-d", "-H", "-D", "-s", "-k", "-P", "-p")
 
 // The options of read and mapfile that take an argument.
 var (
