@@ -359,7 +359,9 @@ func (s *scope) rm(name string, args []string, ex string) {
 			continue
 		}
 		for _, f := range s.resolve(t) {
-			if m := persistenceFile.FindString(f); m != "" {
+			// A shell's start-up file (~/.bashrc): the user's configuration. Git hooks and
+			// autostart entries may go; deleting them plants nothing.
+			if m := persistenceFile.FindString(f); m != "" && strings.HasPrefix(path.Base(f), ".") && !strings.Contains(f, ".git/") {
 				s.a.add("rm.startup-file", FamilyDestructive, Medium, name+" deletes a file that runs at login or start-up ("+m+")", ex)
 				break
 			}

@@ -159,7 +159,7 @@ func classify(p string) pathClass {
 			return pathOther
 		}
 		return pathSystemSub
-	case protectedDeep[top], top == "var" && varState[parts[1]]:
+	case protectedDeep[top], top == "var" && varState[parts[1]] && !(len(parts) > 3 && parts[1] == "lib" && parts[2] == "apt" && parts[3] == "lists"):
 		return pathSystemDeep
 	}
 	return pathOther

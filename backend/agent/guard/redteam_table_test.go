@@ -261,7 +261,7 @@ var redOrdinary = map[string][]string{
 	},
 	"red-fifth-round": {
 		"xdotool type 'hello world'", "xdotool type --delay 50 'git status'", "xdotool key ctrl+s", "rclone copy dist remote:site", "rclone ls remote:",
-		"gh gist create notes.md", "aws s3 cp dist/ s3://my-site/ --recursive", "git add src/ && git commit -m 'feat: login' && git push", "dig +short example.com",
+		"gh gist create notes.md", "rm -f .git/hooks/pre-commit.sample", "rm -rf /var/lib/apt/lists/*", "find / -name '*.log' -exec ls -la {} +", "aws s3 cp dist/ s3://my-site/ --recursive", "git add src/ && git commit -m 'feat: login' && git push", "dig +short example.com",
 	},
 }
 

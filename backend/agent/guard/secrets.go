@@ -119,7 +119,9 @@ func (s *scope) exfiltration(argv []string, ex string) {
 				}
 			}
 			if isDotEnv(f) {
-				s.a.add("exfiltration.secret-file", FamilyExfiltrate, Critical, "sends a .env file (secrets) to the network ("+f+")", ex)
+				// HIGH, not CRITICAL: copying a .env to one's own server is a deploy step an
+				// allow rule may cover.
+				s.a.add("exfiltration.dotenv", FamilyExfiltrate, High, "sends a .env file (secrets) to the network ("+f+")", ex)
 				return
 			}
 		}
