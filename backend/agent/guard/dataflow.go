@@ -11,8 +11,9 @@ import (
 )
 
 // Values that reach a command other than through its words: a shell function's arguments
-// ("$1", "$@"), set --, the lines xargs and parallel turn into arguments, the lines a
-// while-read loop reads, and text written into a start-up file. Where the guard can know
+// ("$1", "$@"), set --, sh -c's positional parameters, the lines xargs and parallel turn
+// into arguments, the lines read, mapfile and a while-read loop read, the text tee writes
+// into a script, the program source <(…) reads, and text written into a start-up file. Where the guard can know
 // them without running anything, the command is judged with them in place, so
 // f(){ rm -rf "$1"; }; f ~ is judged as rm -rf ~ rather than as a delete of unknown paths.
 
@@ -330,4 +331,37 @@ func (s *scope) procSubstFiles(c *syntax.CallExpr, final []string, ex string) {
 		}
 		return // the first file operand is the program
 	}
+}
+
+// teeWrites records what tee writes into each file it names, so a script that runs one of
+// those files later is analysed as the text written into it.
+func (s *scope) teeWrites(final []string, out string) {
+	if len(final) == 0 || cmdName(final[0]) != "tee" {
+		return
+	}
+	appendMode := hasAny(final[1:], "-a", "--append")
+	for _, f := range operands(final[1:]) {
+		if len(s.written) >= 16 {
+			return
+		}
+		f = cleanFile(f)
+		if !appendMode {
+			s.written[f] = ""
+		}
+		s.written[f] += out
+		s.startupText(f, out)
+	}
+}
+
+// stdinText is the text a statement's here-document or here-string gives it.
+func (s *scope) stdinText(st *syntax.Stmt) (string, bool) {
+	in, ok := "", false
+	for _, r := range st.Redirs {
+		if r.Op == syntax.WordHdoc && r.Word != nil {
+			in, ok = s.str(r.Word)+"\n", true
+		} else if (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil {
+			in, ok = s.str(r.Hdoc), true
+		}
+	}
+	return in, ok
 }

@@ -3,8 +3,6 @@ package guard
 import (
 	"regexp"
 	"strings"
-
-	"mvdan.cc/sh/v3/syntax"
 )
 
 // Editors, pagers and shells of other languages that run a command line on request: less's
@@ -122,62 +120,4 @@ func (s *scope) edScript(final []string, body string, ex string) {
 			s.nested(c, scriptCommand)
 		}
 	}
-}
-
-// teeWrites records what tee writes into each file it names, so a script that runs one of
-// those files later is analysed as the text written into it.
-func (s *scope) teeWrites(final []string, out string) {
-	if len(final) == 0 || cmdName(final[0]) != "tee" {
-		return
-	}
-	appendMode := hasAny(final[1:], "-a", "--append")
-	for _, f := range operands(final[1:]) {
-		if len(s.written) >= 16 {
-			return
-		}
-		f = cleanFile(f)
-		if !appendMode {
-			s.written[f] = ""
-		}
-		s.written[f] += out
-		s.startupText(f, out)
-	}
-}
-
-// stdinText is the text a statement's here-document or here-string gives it.
-func (s *scope) stdinText(st *syntax.Stmt) (string, bool) {
-	in, ok := "", false
-	for _, r := range st.Redirs {
-		if r.Op == syntax.WordHdoc && r.Word != nil {
-			in, ok = s.str(r.Word)+"\n", true
-		} else if (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil {
-			in, ok = s.str(r.Hdoc), true
-		}
-	}
-	return in, ok
-}
-
-// scopedPathspecs reports whether git clean's arguments name only plain relative paths below
-// the working directory (build/, dist): then it deletes no more than rm -rf of them would.
-func scopedPathspecs(args []string) bool {
-	var specs []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-e" || a == "--exclude":
-			i++
-		case a == "--":
-			specs = append(specs, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "-"):
-		default:
-			specs = append(specs, a)
-		}
-	}
-	for _, p := range specs {
-		if strings.HasPrefix(p, ":") || classify(p) != pathRelative || strings.Contains(p, "..") || strings.ContainsAny(p, "*?[") {
-			return false
-		}
-	}
-	return len(specs) > 0
 }

@@ -212,3 +212,28 @@ func (s *scope) endlessInto(final []string, target, ex string) {
 		s.a.add("disk.fill", FamilyDisk, Medium, "writes endless output into a file ("+target+"), which fills the disk", ex)
 	}
 }
+
+// scopedPathspecs reports whether git clean's arguments name only plain relative paths below
+// the working directory (build/, dist): then it deletes no more than rm -rf of them would.
+func scopedPathspecs(args []string) bool {
+	var specs []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-e" || a == "--exclude":
+			i++
+		case a == "--":
+			specs = append(specs, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-"):
+		default:
+			specs = append(specs, a)
+		}
+	}
+	for _, p := range specs {
+		if strings.HasPrefix(p, ":") || classify(p) != pathRelative || strings.Contains(p, "..") || strings.ContainsAny(p, "*?[") {
+			return false
+		}
+	}
+	return len(specs) > 0
+}
