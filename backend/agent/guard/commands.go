@@ -34,6 +34,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 		// hash -p /bin/rm ls; ls -rf ~ runs rm.
 		argv = append([]string{target}, argv[1:]...)
 	}
+	if len(argv) > 0 && argv[0] == "set" {
+		s.setPositional(argv[1:])
+	}
 	if text, ok := s.aliases[argv[0]]; ok {
 		// alias ll='rm -rf'; ll ~ runs rm -rf ~.
 		s.nested(text+" "+render(argv[1:], ""), scriptCommand)
@@ -47,6 +50,7 @@ func (s *scope) call(c *syntax.CallExpr) {
 		m.Excerpt = excerpt(ex)
 		s.a.addMatch(m)
 	}
+	s.showsSecretVar(c, finalCommand(argv), ex)
 	download, decode := s.substSources(c)
 	privileged := false
 	for range 16 {
@@ -92,7 +96,7 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.a.add("indirect."+cmdName(name), FamilyIndirect, st.sev(), st.note, ex)
 		}
 		if st.script != "" {
-			s.nested(st.script, scriptCommand)
+			s.nestedArgs(st.script, st.params)
 		}
 		if st.kind == "" {
 			s.downloads(argv, ex)
@@ -106,6 +110,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 			}
 			s.command(argv, ex)
 			return
+		}
+		if st.kind == "xargs" && s.fed[c] {
+			return // feedArgs judged the commands it runs, with their input
 		}
 		argv = st.next
 	}
@@ -140,10 +147,14 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 func (s *scope) command(argv []string, ex string) {
 	name := cmdName(argv[0])
 	args := argv[1:]
+	s.callFunc(argv)
 	if s.system(name, args, ex) {
 		return
 	}
 	s.recursiveReads(name, args)
+	s.hostControl(name, args, ex)
+	s.infra(name, args, ex)
+	s.exposure(name, args, ex)
 	s.socketPaths(name, args)
 	s.engineSocket(args, ex)
 	if networkCommand(argv) {
@@ -192,6 +203,9 @@ func (s *scope) command(argv []string, ex string) {
 			sev = Critical
 		} else if hasAny(args, "-9", "-KILL", "-SIGKILL", "--signal=KILL", "-s9") || (slices.Contains(args, "-s") && hasAny(args, "KILL", "9", "SIGKILL")) {
 			sev = High
+		}
+		if killsSession(args) && sev == Medium {
+			sev = High // the desktop the agent works in lives on these
 		}
 		s.a.add("kill."+name, FamilyKill, sev, "kills processes by name ("+name+")", ex)
 	case "setcap":
@@ -264,6 +278,9 @@ func (s *scope) command(argv []string, ex string) {
 		if strings.HasPrefix(name, "mkfs.") {
 			s.a.add("disk.mkfs", FamilyDisk, Critical, "formats a disk ("+name+")", ex)
 			return
+		}
+		if name == "deno" && len(args) > 1 && args[0] == "eval" {
+			s.interpreterCode(args[len(args)-1], ex) // deno eval [options] code
 		}
 		if strings.HasPrefix(name, "python") || otherInterps[name] {
 			for i, a := range args {
@@ -341,7 +358,23 @@ func (s *scope) rm(name string, args []string, ex string) {
 			s.a.add("disk.shred", FamilyDisk, Critical, "overwrites a disk device", ex)
 			continue
 		}
+		for _, f := range s.resolve(t) {
+			// A shell's start-up file (~/.bashrc): the user's configuration. Git hooks and
+			// autostart entries may go; deleting them plants nothing.
+			if m := persistenceFile.FindString(f); m != "" && strings.HasPrefix(path.Base(f), ".") && !strings.Contains(f, ".git/") {
+				s.a.add("rm.startup-file", FamilyDestructive, Medium, name+" deletes a file that runs at login or start-up ("+m+")", ex)
+				break
+			}
+		}
 		s.file(t, true, recursive)
+		if recursive {
+			for _, f := range s.resolve(t) {
+				if secretDir.MatchString(strings.TrimRight(f, "/")) && !strings.HasSuffix(strings.TrimRight(f, "/"), "~") {
+					s.a.add("rm.secret-dir", FamilyDestructive, High, "deletes a directory of keys or credentials ("+f+")", ex)
+					break
+				}
+			}
+		}
 		c, t := s.worst(t)
 		switch {
 		case recursive && (c == pathRoot || c == pathHome || c == pathSystemTop):
@@ -572,7 +605,20 @@ searched:
 					s.a.add("find.delete", FamilyDestructive, Critical, "find -delete under "+describe(r, c), ex)
 				}
 			}
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			// find writes its list into a file: the same as a redirection.
+			if i+1 < len(args) {
+				s.writeTarget(args[i+1], "find writes its output into", ex)
+				i++
+			}
 		case "-exec", "-execdir", "-ok", "-okdir":
+			for _, r := range roots {
+				for _, f := range s.resolve(r) {
+					if secretDir.MatchString(strings.TrimRight(f, "/")) && !strings.HasSuffix(strings.TrimRight(f, "/"), "~") {
+						s.a.add("credentials.find-exec", FamilyCredentials, High, "runs a command on every file in a directory of secrets ("+f+")", ex)
+					}
+				}
+			}
 			j := i + 1
 			for j < len(args) && args[j] != ";" && args[j] != "+" {
 				j++
@@ -591,7 +637,11 @@ searched:
 					if c, bad := dangerousRoot(r); bad && (name == "rm" || name == "shred" || name == "mv" || name == "chmod" || name == "chown" || name == "chgrp") {
 						s.a.add("find.exec", FamilyDestructive, High, "find -exec "+name+" on matching files under "+describe(r, c), ex)
 					}
-					s.exec(append(sub, cmd[1:]...), ex)
+					// {} is a file under the root: judge the command with one in its place.
+					for _, a := range cmd[1:] {
+						sub = append(sub, strings.ReplaceAll(a, "{}", strings.TrimRight(r, "/")+"/{}"))
+					}
+					s.exec(sub, ex)
 					continue
 				}
 				// {} stands for everything under the root, so the command acts recursively.
@@ -628,7 +678,7 @@ func (s *scope) exec(argv []string, ex string) {
 			s.a.add("privilege."+cmdName(argv[0]), FamilyPrivilege, High, "runs a command with elevated privileges", ex)
 		}
 		if st.script != "" {
-			s.nested(st.script, scriptCommand)
+			s.nestedArgs(st.script, st.params)
 		}
 		if st.kind == "" {
 			s.command(argv, ex)

@@ -4,6 +4,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -131,7 +132,7 @@ func (s *scope) split(w *syntax.Word) []string {
 		case *syntax.DblQuoted:
 			// "${a[@]}" is one field per element of the array a.
 			if len(p.Parts) == 1 {
-				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && pe.Index != nil && isAllIndex(pe.Index) {
+				if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && (pe.Index != nil && isAllIndex(pe.Index) || pe.Index == nil && pe.Param != nil && pe.Param.Value == "@" && pe.Exp == nil && pe.Slice == nil && !pe.Length && !pe.Excl) {
 					flush()
 					for _, f := range strings.Fields(s.param(pe)) {
 						out = append(out, f)
@@ -376,6 +377,20 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 	case "cat", "tee":
 		if len(args) == 0 && hasInput {
 			return in, true
+		}
+	case "dirname", "basename", "realpath":
+		// Pure functions of an absolute path (or one under ~).
+		ops := operands(args)
+		if len(ops) != 1 || !(strings.HasPrefix(ops[0], "/") || ops[0] == "~" || strings.HasPrefix(ops[0], "~/")) {
+			return "", false
+		}
+		switch p := path.Clean(ops[0]); cmdName(argv[0]) {
+		case "dirname":
+			return path.Dir(p) + "\n", true
+		case "basename":
+			return path.Base(p) + "\n", true
+		default:
+			return p + "\n", true
 		}
 	case "mktemp":
 		// A fresh name under the temporary directory (or the one given).

@@ -18,8 +18,12 @@
 // matched as text only: quoting (r""m), escapes (\rm), command paths (/bin/rm), wrappers (env,
 // sudo, nohup, xargs, find -exec), nested scripts (bash -c, eval, here-strings) and command
 // substitutions are resolved before the rules look at a command, so an evasion has to defeat
-// a shell parser and not just a regular expression. Regular expressions over the raw text stay
-// as a second net, and text that does not parse is itself treated as suspicious.
+// a shell parser and not just a regular expression. Values that reach a command other than
+// through its words — a function's arguments, set --, sh -c's positional parameters, the
+// input of xargs, parallel and while-read, scripts written with tee, source <(…) — are put in
+// place when they can be known without running anything (dataflow.go). Regular expressions
+// over the raw text stay as a second net, and text that does not parse is itself treated as
+// suspicious.
 //
 // A Guard, a FileGuard and a Policy are safe for concurrent use.
 package guard

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,7 +21,7 @@ var (
 	// execCall finds calls that run a command; its group 1 is the function.
 	execCall = regexp.MustCompile(`(?:\bos\.(?:system|popen|exec[lv]p?e?|spawn[lv]p?e?)|\bsubprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|\bcommands\.getoutput|\bpty\.spawn|\b(?:child_process|cp|require\(\s*['"]child_process['"]\s*\))\s*\.\s*(?:execSync|exec|spawnSync|spawn|execFileSync|execFile|fork)|\b(?:execSync|spawnSync|execFileSync|execFile|spawn)|\bIO\.popen|\bOpen3\.\w+|\bKernel\.(?:system|exec|spawn)|\bos\.execute|\bio\.popen|\b(?:system|exec|shell_exec|passthru|popen|proc_open|pcntl_exec)|\bRuntime\.getRuntime\(\)\.exec|\bDeno\.(?:run|Command))\s*\(`)
 	// deleteCall finds calls that delete files; group 1 is the function.
-	deleteCall = regexp.MustCompile(`(\bshutil\.rmtree|\bos\.(?:remove|unlink|rmdir|removedirs)|\.unlink|\.rmdir|\.(?:rmSync|rmdirSync|unlinkSync|rm)|\bfs(?:\.promises)?\.(?:rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)|\bfse?\.(?:removeSync|remove|emptyDirSync|emptyDir)|\brimraf(?:\.sync)?|\bdel(?:\.sync)?|\bFileUtils\.(?:rm_rf|rm_r|rm_f|rm|remove_dir|remove_entry|remove_entry_secure|rmtree|remove)|\bFile\.(?:delete|unlink)|\bDir\.(?:rmdir|delete|unlink)|\b(?:rmtree|remove_tree|unlink|rmdir)|\bos\.remove|\bDeno\.remove)\s*\(`)
+	deleteCall = regexp.MustCompile(`(\bshutil\.rmtree|\bos\.(?:remove|unlink|rmdir|removedirs)|\.unlink|\.rmdir|\.(?:rmSync|rmdirSync|unlinkSync|rm)|\bfs(?:\.promises)?\.(?:rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)|\bfse?\.(?:removeSync|remove|emptyDirSync|emptyDir)|\brimraf(?:\.sync)?|\bdel(?:\.sync)?|\bFileUtils\.(?:rm_rf|rm_r|rm_f|rm|remove_dir|remove_entry|remove_entry_secure|rmtree|remove)|\bFile\.(?:delete|unlink)|\bDir\.(?:rmdir|delete|unlink)|\b(?:rmtree|remove_tree|unlink|rmdir)|\bos\.remove|\bDeno\.remove(?:Sync)?)\s*\(`)
 	// writeCall finds calls that write a file named by their first argument.
 	writeCall  = regexp.MustCompile(`(\bopen|\bfs\.(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream)|\bFile\.(?:write|open)|\bIO\.write|\.write_(?:text|bytes)|\bfile_put_contents|\bfopen|\bio\.open)\s*\(`)
 	decodeExec = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bcompile|\bFunction|\bvm\.runIn\w+|\binstance_eval|\bclass_eval|\bassert)\s*\(.{0,200}?(?:b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|decompress|codecs\.decode|marshal\.loads|Buffer\.from|atob|decode64|unpack1?|decode_base64|base64_decode|gzinflate|gzuncompress|str_rot13|hex2bin|pack\s*\(\s*['"]H)`)
@@ -36,6 +37,11 @@ var (
 	hexLit     = regexp.MustCompile(`['"]((?:[0-9a-fA-F]{2}){4,})['"]`)
 	// bareCall finds perl and ruby calls without parentheses: unlink "/x", system "cmd".
 	bareCall = regexp.MustCompile(`\b(unlink|rmtree|remove_tree|rmdir|system|exec)\s+((?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:\s*,\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))*)`)
+	// tclExec finds Tcl's exec command; group 1 is the command line.
+	tclExec = regexp.MustCompile(`(?m)(?:^|\[|;)[ \t]*exec[ \t]+([^\]\n;(][^\]\n;]*)`)
+	// chrCall is a character spelled by its code; codeExec a call that runs a string as code.
+	chrCall  = regexp.MustCompile(`\bchr\(\s*(\d{1,3})\s*\)`)
+	codeExec = regexp.MustCompile(`\b(?:exec|eval)\s*\(`)
 	// decodeFn finds a decoding call in the arguments of a call that runs a command.
 	decodeFn   = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
 	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
@@ -46,6 +52,23 @@ func (s *scope) interpreterCode(code, ex string) {
 	if s.a.parses > maxParses || len(code) > maxScriptLen {
 		return
 	}
+	// chr(114)+chr(109) spells "rm": read the characters as the literals they are.
+	code = chrCall.ReplaceAllStringFunc(code, func(m string) string {
+		n, err := strconv.Atoi(chrCall.FindStringSubmatch(m)[1])
+		if err != nil || n < 32 || n > 126 || n == '\'' || n == '\\' {
+			return m
+		}
+		return "'" + string(rune(n)) + "'"
+	})
+	// exec("…") and eval("…") run their text as code of the same language.
+	for _, loc := range codeExec.FindAllStringIndex(code, 4) {
+		for _, lit := range literals(callArgs(code, loc[1])) {
+			if s.a.parses++; s.a.parses <= maxParses && len(lit) < len(code) {
+				s.interpreterCode(lit, ex)
+			}
+		}
+	}
+	s.codeShowsSecretVar(code, ex)
 	lower := strings.ToLower(code)
 	if containsAny(lower, "socket", "require(\"net\")", "require('net')", "net.connect", "net.createconnection", "fsockopen", "tcpsocket", "io::socket", "/inet/tcp") &&
 		containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(", "'sh'", "\"sh\"") {
@@ -72,6 +95,10 @@ func (s *scope) interpreterCode(code, ex string) {
 	if loc := decodeExec.FindStringIndex(code); loc != nil {
 		s.a.add("encoded-exec.code", FamilyEncodedExec, Critical, "decodes hidden code and runs it", ex)
 		s.decodedPayloads(code[loc[0]:], ex)
+	}
+	// Tcl runs a command line with a bare exec (at the start of a line or in brackets).
+	for _, m := range tclExec.FindAllStringSubmatch(code, 8) {
+		s.nested(m[1], scriptCommand)
 	}
 	// Backticks and %x{…}/qx{…} run a shell command in ruby, perl and php.
 	for _, m := range backticks.FindAllStringSubmatch(code, 8) {

@@ -75,6 +75,10 @@ var disposableHome = set(".cache", "tmp", ".tmp", ".npm", ".pnpm-store", ".yarn-
 // protectedDeep are top-level directories whose whole tree belongs to the system.
 var protectedDeep = set("bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr", "sys", "proc", "dev", "System", "Library")
 
+// varState are the folders of /var that hold the system's state (package databases, mail,
+// spools); /var/tmp and /var/cache are scratch.
+var varState = set("lib", "spool", "mail", "db", "backups", "opt", "local")
+
 func classify(p string) pathClass {
 	if p == "" {
 		return pathRelative
@@ -101,6 +105,9 @@ func classify(p string) pathClass {
 		if strings.Contains(tail, "..") {
 			// ~/.. is the parent of the home directory: judge it as the path it is.
 			return classify(path.Clean("/home/user" + tail))
+		}
+		if tail != "" && !strings.Contains(tail, dynamic) {
+			tail = path.Clean(tail) // ~/./ and ~//x are ~/ and ~/x
 		}
 		rest := strings.TrimLeft(tail, "/")
 		if rest == "" || rest == "*" || rest == "." || rest == ".*" || (!strings.HasPrefix(p, "~/") && !strings.Contains(p, "/")) {
@@ -152,7 +159,7 @@ func classify(p string) pathClass {
 			return pathOther
 		}
 		return pathSystemSub
-	case protectedDeep[top]:
+	case protectedDeep[top], top == "var" && varState[parts[1]] && !(len(parts) > 3 && parts[1] == "lib" && parts[2] == "apt" && parts[3] == "lists"):
 		return pathSystemDeep
 	}
 	return pathOther
@@ -184,7 +191,7 @@ func describe(p string, c pathClass) string {
 // persistenceFile matches files whose contents run by themselves: shell start-up files,
 // desktop autostart entries, X session scripts, rc.local, profile.d, ld.so.preload, git hooks
 // and the SSH client's command hooks.
-var persistenceFile = regexp.MustCompile(`(?:^|/)(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.cshrc|\.tcshrc|\.login|\.kshrc|\.mkshrc|\.xinitrc|\.xsession|\.xsessionrc|\.xprofile|\.Xresources|\.pam_environment|\.inputrc)$|\.config/fish/(?:config\.fish|conf\.d)|\.config/autostart(?:/|$)|/etc/xdg/autostart|\.config/autostart-scripts|\.config/plasma-workspace/env|\.config/openbox/autostart|\.config/lxsession/|/etc/profile(?:\.d)?(?:/|$)|/etc/bash\.bashrc|/etc/bashrc|/etc/zsh/|/etc/environment|/etc/rc\.local|/etc/init\.d/|/etc/ld\.so\.preload|/etc/update-motd\.d/|\.git/hooks/|\.ssh/(?:rc|config)$|/etc/ssh/sshrc|\.config/systemd/user/|\.local/share/systemd/user/`)
+var persistenceFile = regexp.MustCompile(`(?:^|/)(?:\.bashrc|\.bash_aliases|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.cshrc|\.tcshrc|\.login|\.kshrc|\.mkshrc|\.xinitrc|\.xsession|\.xsessionrc|\.xprofile|\.Xresources|\.pam_environment|\.inputrc)$|\.config/fish/(?:config\.fish|conf\.d)|\.config/autostart(?:/|$)|/etc/xdg/autostart|\.config/autostart-scripts|\.config/plasma-workspace/env|\.config/openbox/autostart|\.config/lxsession/|/etc/profile(?:\.d)?(?:/|$)|/etc/bash\.bashrc|/etc/bashrc|/etc/zsh/|/etc/environment|/etc/rc\.local|/etc/init\.d/|/etc/ld\.so\.preload|/etc/update-motd\.d/|\.git/hooks/|\.ssh/(?:rc|config)$|/etc/ssh/sshrc|\.config/systemd/user/|\.local/share/systemd/user/`)
 
 // logFile matches shell histories and system logs.
 var logFile = regexp.MustCompile(`\.(?:bash|zsh|sh|python|mysql|psql|node_repl)_history$|\.histfile$|\.lesshst$|\.viminfo$|^/var/log(?:/|$)|/(?:wtmp|btmp|utmp|lastlog|faillog)$|/var/log/(?:journal|audit)`)

@@ -229,6 +229,9 @@ func unwrapRunner(name string, args []string) (step, bool) {
 			}
 		}
 	}
+	if st, ok := unwrapEditor(name, args); ok {
+		return st, true
+	}
 	if terminalExec[name] {
 		for i, a := range args {
 			if a == "-e" || a == "--" || a == "-x" {

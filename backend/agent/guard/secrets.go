@@ -118,6 +118,12 @@ func (s *scope) exfiltration(argv []string, ex string) {
 					return
 				}
 			}
+			if isDotEnv(f) {
+				// HIGH, not CRITICAL: copying a .env to one's own server is a deploy step an
+				// allow rule may cover.
+				s.a.add("exfiltration.dotenv", FamilyExfiltrate, High, "sends a .env file (secrets) to the network ("+f+")", ex)
+				return
+			}
 		}
 	}
 }
@@ -201,11 +207,7 @@ func (s *scope) pipeExfil(finals, raws [][]string, inputs []string, ex string) {
 		}
 		for _, a := range words {
 			for _, form := range s.wordForms(a) {
-				for _, m := range wordMatches(form) {
-					if m.Family == FamilySecrets || m.Family == FamilyCredentials {
-						leak = true
-					}
-				}
+				leak = leak || leaksFile(form)
 			}
 		}
 	}
@@ -215,10 +217,8 @@ func (s *scope) pipeExfil(finals, raws [][]string, inputs []string, ex string) {
 func (s *scope) readsSecret(argv []string) bool {
 	for _, a := range argv[1:] {
 		for _, f := range s.wordForms(a) {
-			for _, m := range wordMatches(f) {
-				if m.Family == FamilySecrets || m.Family == FamilyCredentials {
-					return true
-				}
+			if leaksFile(f) {
+				return true
 			}
 		}
 	}

@@ -47,6 +47,10 @@ type analysis struct {
 	cur     string     // the simple command being analysed; matches belong to it
 	workDir string     // where the command starts ("" = unknown)
 	parsers *sync.Pool // of *syntax.Parser, owned by the Guard; nil makes new ones
+	// funcs are the bodies of the shell functions defined anywhere in the command, for their
+	// calls (also from nested scripts, trap and xargs); funcCalls counts the calls analysed.
+	funcs     map[string]string
+	funcCalls int
 }
 
 func (a *analysis) parse(src string) (*syntax.File, error) {
@@ -101,6 +105,10 @@ type scope struct {
 	// decoded are files a decoder wrote (base64 -d > f); leaked are files that hold the
 	// environment or a secret (env > f, cat ~/.ssh/id_rsa > f).
 	decoded, leaked map[string]bool
+	// root is the parsed script; fed are the xargs and parallel calls whose input feedArgs
+	// already judged.
+	root *syntax.File
+	fed  map[*syntax.CallExpr]bool
 }
 
 // analyseScript runs every check on a command: text checks, the shell-aware analysis (also
@@ -178,6 +186,7 @@ func (a *analysis) script(src string, kind scriptKind, depth int, vars map[strin
 	if s.vars == nil {
 		s.vars = map[string]string{}
 	}
+	s.root = f
 	syntax.Walk(f, s.visit)
 }
 
@@ -305,11 +314,26 @@ func (s *scope) visit(node syntax.Node) bool {
 	case *syntax.CallExpr:
 		s.call(n)
 	case *syntax.DeclClause:
+		nameref := false
+		for _, as := range n.Args {
+			if as.Naked && as.Name == nil && as.Value != nil {
+				if f := s.str(as.Value); len(f) > 1 && f[0] == '-' && strings.ContainsRune(f, 'n') {
+					nameref = true // declare -n r=v: $r is whatever v holds when it is used
+				}
+			}
+		}
 		for _, as := range n.Args {
 			s.assign(as, true, n)
+			if nameref && as.Name != nil {
+				s.vars[as.Name.Value] = dynamic
+			}
 		}
 	case *syntax.FuncDecl:
 		s.funcDecl(n)
+		s.defineFunc(n)
+		if s.onlyCalledDirectly(n) {
+			return false // its body is judged at each call, with the call's arguments
+		}
 	case *syntax.WhileClause:
 		s.whileLoop(n)
 	case *syntax.ForClause:
@@ -378,6 +402,19 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	} else {
 		s.a.cur = ""
 	}
+	s.procSubstFiles(call, final, s.text(st))
+	if in, ok := s.stdinText(st); ok {
+		if final != nil {
+			s.teeWrites(final, in)
+		}
+		s.markFed(st.Cmd, s.feedArgs(raw, in, true, s.text(st)))
+		s.readLoop(st, in)
+		if len(raw) > 0 {
+			s.readVars(raw, in)
+		}
+	} else if len(raw) > 0 && cmdName(raw[0]) == "parallel" {
+		s.markFed(st.Cmd, s.feedArgs(raw, "", false, s.text(st)))
+	}
 	for _, r := range st.Redirs {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
@@ -386,6 +423,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 				body = r.Word
 			}
 			if body != nil && final != nil {
+				s.edScript(final, s.str(body), s.text(st))
 				s.fedToInterpreter(final, s.str(body), st)
 				s.hdocSources(final, body, st)
 			}
@@ -409,6 +447,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 			}
 			s.file(target, true, false)
 			s.writeTarget(target, "redirects output into", s.text(st))
+			s.endlessInto(final, target, s.text(st))
 			if final != nil && downloaders[cmdName(final[0])] {
 				s.downloaded[cleanFile(target)] = true
 			}
@@ -424,6 +463,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 						s.written[cleanFile(target)] = ""
 					}
 					s.written[cleanFile(target)] += out
+					s.startupText(target, out)
 				}
 			}
 			interactive := final != nil && isShell(final[0]) && hasShortFlag(final[1:], 'i') && unwrap(final).kind == ""
@@ -513,7 +553,7 @@ func (s *scope) fedToInterpreter(final []string, body string, n syntax.Node) {
 	if !readsProgramFromStdin(final) {
 		return
 	}
-	if isShell(final[0]) || schedulers[cmdName(final[0])] {
+	if n := cmdName(final[0]); isShell(final[0]) || schedulers[n] || n == "source" || n == "." {
 		s.nested(body, scriptCommand)
 		return
 	}
@@ -589,6 +629,14 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 		}
 	}
 	for j := 1; j < len(stages); j++ {
+		if out, ok := s.staticUpTo(stages, j); ok {
+			if finals[j] != nil {
+				s.teeWrites(finals[j], out)
+				s.edScript(finals[j], out, ex)
+			}
+			s.markFed(stages[j].Cmd, s.feedArgs(raws[j], out, true, ex))
+			s.readLoop(stages[j], out)
+		}
 		if finals[j] == nil || !readsProgramFromStdin(finals[j]) {
 			continue
 		}

@@ -81,6 +81,8 @@ func (s *scope) system(name string, args []string, ex string) bool {
 	case "nft":
 		if l := strings.Join(args, " "); nftDestroy.MatchString(l) {
 			s.a.add("firewall.nft", FamilyFirewall, High, "flushes or deletes firewall rules (nft)", ex)
+		} else if (strings.Contains(l, "add rule") || strings.Contains(l, "insert rule")) && strings.Contains(l, "accept") {
+			s.a.add("firewall.open", FamilyFirewall, Medium, "adds a firewall rule that lets traffic in (nft)", ex)
 		}
 		return true
 	case "ufw":
@@ -298,6 +300,9 @@ func (s *scope) iptables(name string, args []string, ex string) {
 		case (a == "-P" || a == "--policy") && i+2 < len(args) && strings.EqualFold(args[i+2], "ACCEPT"):
 			s.a.add("firewall.policy-accept", FamilyFirewall, High, "sets a firewall chain to accept everything ("+name+" -P "+args[i+1]+" ACCEPT)", ex)
 			return
+		case (a == "-A" || a == "-I" || a == "--append" || a == "--insert") && i+1 < len(args) && strings.EqualFold(args[i+1], "INPUT") && slices.ContainsFunc(args, func(x string) bool { return strings.EqualFold(x, "ACCEPT") }):
+			s.a.add("firewall.open", FamilyFirewall, Medium, "adds a firewall rule that lets traffic in ("+name+" "+a+" INPUT … ACCEPT)", ex)
+			return
 		}
 	}
 }
@@ -373,6 +378,9 @@ func (s *scope) git(args []string, ex string) {
 			if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsAny(a, "dxX") {
 				dirs = true
 			}
+		}
+		if force && !outside && scopedPathspecs(rest) {
+			break // git clean -fd build/: like rm -rf build
 		}
 		if force {
 			sev := Medium
@@ -620,6 +628,11 @@ func (s *scope) recursiveReads(name string, args []string) {
 			if name != "zip" && len(ops) > 2 {
 				srcs = ops[2:]
 			}
+		}
+	case "mv":
+		// Moving a directory of secrets elsewhere exposes it like a copy does.
+		if ops := operands(args); len(ops) > 1 {
+			srcs = ops[:len(ops)-1]
 		}
 	case "cp", "scp", "rsync":
 		if !(hasShortFlag(args, 'r') || hasShortFlag(args, 'R') || hasShortFlag(args, 'a') || hasAny(args, "--recursive", "--archive")) {

@@ -44,6 +44,9 @@ func set(items ...string) map[string]bool {
 // cmdName is the command a word names: its base name without a leading backslash.
 func cmdName(w string) string {
 	w = strings.TrimLeft(w, `\`)
+	if strings.HasPrefix(w, "/proc/") && strings.HasSuffix(w, "/exe") {
+		return "sh" // /proc/self/exe, /proc/$$/exe: the running shell itself
+	}
 	if i := strings.LastIndexByte(w, '/'); i >= 0 && i < len(w)-1 {
 		w = w[i+1:]
 	}
@@ -63,7 +66,8 @@ func isInterpreter(w string) bool {
 type step struct {
 	next     []string
 	script   string
-	kind     string // "", "privilege", "shell", "eval", "xargs", "wrapper", "watch", "remote", "runner"
+	kind     string   // "", "privilege", "shell", "eval", "xargs", "wrapper", "watch", "remote", "runner"
+	params   []string // sh -c SCRIPT NAME ARGS…: $0 and the positional parameters of script
 	note     string
 	severity Severity
 }
@@ -108,7 +112,11 @@ func unwrap(argv []string) step {
 			}
 			if a == "--" || len(a) < 2 || (a[0] != '-' && a[0] != '+') {
 				if hasC {
-					return step{script: a, kind: "shell"}
+					if a == "--" && i+1 < len(args) {
+						i++
+						a = args[i]
+					}
+					return step{script: a, kind: "shell", params: args[i+1:]}
 				}
 				return step{}
 			}
