@@ -176,19 +176,7 @@ func (s *scope) feedArgs(raw []string, in string, hasInput bool, ex string) bool
 		return false
 	}
 	rest := skipOptions(args, simpleWrappers[name])
-	repl := ""
-	for i, a := range args {
-		switch {
-		case a == "-I" && i+1 < len(args):
-			repl = args[i+1]
-		case strings.HasPrefix(a, "-I") && len(a) > 2:
-			repl = a[2:]
-		case a == "-i" || a == "--replace":
-			repl = "{}"
-		case strings.HasPrefix(a, "--replace="):
-			repl = strings.TrimPrefix(a, "--replace=")
-		}
-	}
+	repl := replaceString(args)
 	if name == "parallel" && slices.ContainsFunc(rest, func(a string) bool { return strings.Contains(a, "{}") }) {
 		repl = "{}"
 	}
@@ -226,6 +214,23 @@ func (s *scope) feedArgs(raw []string, in string, hasInput bool, ex string) bool
 	return true
 }
 
+// readLine sets names as `read NAME…` does from the first line of in: a field each, the last
+// name taking the rest of the line.
+func (s *scope) readLine(names []string, in string) {
+	line, _, _ := strings.Cut(strings.TrimLeft(in, "\n"), "\n")
+	fields := strings.Fields(line)
+	for i, n := range names {
+		switch {
+		case i == len(names)-1:
+			s.vars[n] = strings.Join(fields[min(i, len(fields)):], " ")
+		case i < len(fields):
+			s.vars[n] = fields[i]
+		default:
+			s.vars[n] = ""
+		}
+	}
+}
+
 // readLoop sets the variable of while read VAR to the first line the loop is known to read,
 // so the loop's body is judged with it.
 func (s *scope) readLoop(st *syntax.Stmt, in string) {
@@ -246,18 +251,7 @@ func (s *scope) readLoop(st *syntax.Stmt, in string) {
 	if len(names) == 0 {
 		return
 	}
-	line, _, _ := strings.Cut(strings.TrimLeft(in, "\n"), "\n")
-	fields := strings.Fields(line)
-	for i, n := range names {
-		switch {
-		case i == len(names)-1:
-			s.vars[n] = strings.Join(fields[min(i, len(fields)):], " ")
-		case i < len(fields):
-			s.vars[n] = fields[i]
-		default:
-			s.vars[n] = ""
-		}
-	}
+	s.readLine(names, in)
 }
 
 // startupText analyses text written into a file that runs at login or start-up as the

@@ -239,17 +239,6 @@ func (s *scope) readVars(argv []string, in string) {
 		if len(names) == 0 {
 			names = []string{"REPLY"}
 		}
-		line, _, _ := strings.Cut(strings.TrimLeft(in, "\n"), "\n")
-		fields := strings.Fields(line)
-		for i, n := range names {
-			switch {
-			case i == len(names)-1:
-				s.vars[n] = strings.Join(fields[min(i, len(fields)):], " ")
-			case i < len(fields):
-				s.vars[n] = fields[i]
-			default:
-				s.vars[n] = ""
-			}
-		}
+		s.readLine(names, in)
 	}
 }

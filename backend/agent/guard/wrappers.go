@@ -198,19 +198,7 @@ func unwrap(argv []string) step {
 			rest = rest[:i]
 		}
 		// -I R (or -i, --replace[=R]) puts each input in place of R.
-		repl := ""
-		for i, a := range args {
-			switch {
-			case a == "-I" && i+1 < len(args):
-				repl = args[i+1]
-			case strings.HasPrefix(a, "-I") && len(a) > 2:
-				repl = a[2:]
-			case a == "-i" || a == "--replace":
-				repl = "{}"
-			case strings.HasPrefix(a, "--replace="):
-				repl = strings.TrimPrefix(a, "--replace=")
-			}
-		}
+		repl := replaceString(args)
 		if name == "parallel" {
 			repl = "{}"
 		}
@@ -307,4 +295,23 @@ func hasShortFlag(args []string, f rune) bool {
 		}
 	}
 	return false
+}
+
+// replaceString is the replacement string xargs or parallel args name (-I R, -IR,
+// --replace=R; "{}" for -i and --replace alone), or "" when they name none.
+func replaceString(args []string) string {
+	repl := ""
+	for i, a := range args {
+		switch {
+		case a == "-I" && i+1 < len(args):
+			repl = args[i+1]
+		case strings.HasPrefix(a, "-I") && len(a) > 2:
+			repl = a[2:]
+		case a == "-i" || a == "--replace":
+			repl = "{}"
+		case strings.HasPrefix(a, "--replace="):
+			repl = strings.TrimPrefix(a, "--replace=")
+		}
+	}
+	return repl
 }
