@@ -1,49 +1,68 @@
 #!/usr/bin/env bash
-# Installs everything Cubicle's build and tests need on a fresh Debian bookworm machine.
-# Idempotent: re-running skips what is already there.
+# Installs what Cubicle needs on a fresh Debian bookworm machine. Idempotent: re-running skips
+# what is already there.
+#   install-deps.sh run    what running Cubicle needs (scripts/run.sh): the container engine,
+#                          the offline image build, the host-tool sandbox, and the desktop
+#                          app's build dependencies when a display is present
+#   install-deps.sh test   that plus everything the tests need (scripts/test.sh, CI; the default)
+#   --dry-run              print the packages that would be installed, install nothing
 set -euo pipefail
+what=test dry=0
+for arg in "$@"; do
+  case "$arg" in
+    run | test) what=$arg ;;
+    --dry-run) dry=1 ;;
+    *) echo "usage: install-deps.sh [run|test] [--dry-run]" >&2; exit 2 ;;
+  esac
+done
 
-pkgs=(
+run_pkgs=(
   podman runc slirp4netns fuse-overlayfs uidmap  # container engine (runc: crun fails on hybrid cgroups)
+  debootstrap                                    # offline base image build (Prepare)
+  bubblewrap                                     # the host tools' kernel sandbox
+  ca-certificates git curl procps
+)
+if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$what" = test ]; then
+  run_pkgs+=(libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config gcc libc6-dev) # the Wails desktop app
+fi
+test_pkgs=(
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
   x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
   chromium                                       # headless browser for UI tests
-  libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build
-  debootstrap                                    # offline base image build
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite
-  etcd-server containerd containernetworking-plugins iptables conntrack bc gcc libc6-dev openssl
+  etcd-server containerd containernetworking-plugins iptables conntrack bc openssl
                                                  # the single-node Kubernetes test cluster (scripts/k8s)
-  ca-certificates git curl procps psmisc
+  psmisc
   wine wine64 gcc-mingw-w64-x86-64-win32        # Windows tests under Wine (scripts/ports.sh, scripts/wine)
   nsis binutils-mingw-w64-x86-64                # the Windows installer and its resources (scripts/package.sh)
 )
+pkgs=("${run_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}" docker.io) # docker.io: a real Docker Engine for the Docker adapter's tests
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$dry" = 1 ]; then
+  printf 'would install (%s): %s\n' "$what" "${missing[*]:-nothing}"
+  printf 'needed (%s): %s\n' "$what" "${pkgs[*]}"
+  exit 0
 fi
 
-# A real Docker Engine next to Podman, for the Docker adapter's tests (scripts/lib.sh
-# ensure_docker_engine runs dockerd on its own socket, data root and exec root, so it never
-# touches Podman's storage or the default /var/run/docker.sock). docker.io shares Debian's runc
-# with Podman and brings Debian's containerd. Its package scripts must not start a dockerd on the
-# default socket: service starts are refused while it installs (policy-rc.d), unless the admin
-# has a policy of their own.
-if ! dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q "install ok installed"; then
-  export DEBIAN_FRONTEND=noninteractive
-  policy=/usr/sbin/policy-rc.d
-  own_policy=""
+export DEBIAN_FRONTEND=noninteractive
+if [ ${#missing[@]} -gt 0 ]; then
+  # docker.io's package scripts must not start a dockerd on the default socket (scripts/lib.sh
+  # ensure_docker_engine runs one on its own socket, data root and exec root, so it never
+  # touches Podman's storage or /var/run/docker.sock): service starts are refused while it
+  # installs (policy-rc.d), unless the admin has a policy of their own.
+  policy=/usr/sbin/policy-rc.d own_policy=""
   if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 0755 "$policy" && own_policy=1
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=1
   fi
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends docker.io
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
   [ -z "$own_policy" ] || rm -f "$policy"
 fi
 
@@ -51,7 +70,7 @@ fi
 # runc with cgroupfs works everywhere. Only written when the admin has no config of their own.
 if [ ! -f /etc/containers/containers.conf ]; then
   mkdir -p /etc/containers
-  cat > /etc/containers/containers.conf <<'CONF'
+  cat >/etc/containers/containers.conf <<'CONF'
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"

@@ -8,13 +8,14 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-# install_deps installs the Debian packages, Node modules and engine config the build and tests
-# need; it is quick when everything is there already.
+# install_deps run|test installs the Debian packages, Node modules and engine config that
+# running Cubicle (run) or building and testing it (test) needs; it is quick when everything is
+# there already.
 install_deps() {
-  local sudo=""
+  local sudo="" what=${1:-test}
   [ "$(id -u)" = 0 ] || sudo="sudo"
-  say "checking system packages"
-  $sudo bash "$ROOT/.ci/install-deps.sh"
+  say "checking system packages ($what)"
+  $sudo bash "$ROOT/.ci/install-deps.sh" "$what"
   command -v go >/dev/null || { echo "Go 1.26 or newer is needed: https://go.dev/dl/ (put it on PATH)"; exit 1; }
   command -v npm >/dev/null || { echo "Node.js 20 and npm are needed (apt-get install nodejs npm, or nodejs.org)"; exit 1; }
   if [ ! -d "$ROOT/frontend/node_modules" ] || [ "$ROOT/frontend/package-lock.json" -nt "$ROOT/frontend/node_modules/.package-lock.json" ]; then
@@ -75,4 +76,87 @@ ensure_docker_engine() {
     sleep 0.2
   done
   echo "the Docker Engine did not start within 30 s; see $log"; tail -20 "$log"; exit 1
+}
+
+# Phases: a script calls phases_begin FILE once, then phase NAME before each step; the table
+# of each phase's wall time is printed (and written to FILE) when the script exits, however it
+# exits. on_exit CMD adds a command to run at exit (before the table).
+PHASE_NAMES=() PHASE_SECS=() PHASE_NAME="" PHASE_T0=0 PHASE_FILE="" PHASES_T0=0 ON_EXIT=()
+phases_begin() {
+  PHASE_FILE=$1 PHASES_T0=$(date +%s)
+  mkdir -p "$(dirname "$PHASE_FILE")"
+  trap phases_exit EXIT
+}
+phase() {
+  local now
+  now=$(date +%s)
+  if [ -n "$PHASE_NAME" ]; then
+    PHASE_NAMES+=("$PHASE_NAME") PHASE_SECS+=($((now - PHASE_T0)))
+  fi
+  PHASE_NAME=$1 PHASE_T0=$now
+  [ -z "$1" ] || say "$1"
+}
+on_exit() { ON_EXIT+=("$1"); }
+phases_end() { phase ""; }
+phases_exit() {
+  local rc=$? i cmd
+  for cmd in "${ON_EXIT[@]}"; do eval "$cmd"; done
+  [ -z "$PHASE_NAME" ] || { PHASE_NAME="$PHASE_NAME (unfinished: exit $rc)"; phase ""; }
+  {
+    printf '\n%-100s %7s\n' "phase" "seconds"
+    for i in "${!PHASE_NAMES[@]}"; do printf '%-100s %7d\n' "${PHASE_NAMES[$i]}" "${PHASE_SECS[$i]}"; done
+    printf '%-100s %7d\n' "total ($(date -u +%FT%TZ), exit $rc)" $(($(date +%s) - PHASES_T0))
+  } | tee "$PHASE_FILE"
+  return $rc
+}
+
+# check_tests BIN PATTERN: every name PATTERN lists (^(A|B|…)$) is a test in test binary BIN, so
+# a renamed test cannot silently drop out of a pass.
+check_tests() {
+  local bin=$1 pat=$2 names missing=()
+  names=$("$bin" -test.list '.*')
+  for n in $(sed -e 's/^\^(//' -e 's/)\$$//' <<<"$pat" | tr '|' ' '); do
+    grep -qxF "$n" <<<"$names" || missing+=("$n")
+  done
+  [ ${#missing[@]} = 0 ] || { echo "$(basename "$bin") has no test named: ${missing[*]} (update the list in scripts/test.sh)"; return 1; }
+}
+
+# step NAME: a phase when the calling script keeps a phase table, else a heading.
+step() { if [ -n "$PHASE_FILE" ]; then phase "$1"; else say "$1"; fi; }
+
+# cubicle_build [1]: the web UI, the in-guest driver and bin/cubicle (with the desktop shell
+# when GTK/WebKit development files are present); with 1 also the runner binaries of every
+# os/arch (scripts/build.sh --runners). Each part is a step of the caller's phase table.
+cubicle_build() {
+  local runners=${1:-0} version ldflags arch target os ext
+  cd "$ROOT"
+  version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+  step "build: the web UI"
+  (cd frontend && npm run build --silent)
+  # The driver is pure Go: one static binary per architecture a desktop image can have (an
+  # engine on Apple silicon runs linux/arm64 images); all are embedded and the image builder
+  # picks the one for the engine's architecture.
+  step "build: the in-guest driver (linux/amd64, linux/arm64)"
+  rm -f images/bin/cubicle-guest # the single-architecture name of earlier versions
+  for arch in amd64 arm64; do
+    CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags='-s -w' -o "images/bin/cubicle-guest-$arch" ./images/guest
+  done
+  mkdir -p bin
+  ldflags="-X cubicle/backend/cli.Version=$version"
+  if pkg-config --exists webkit2gtk-4.1 gtk+-3.0 2>/dev/null; then
+    step "build: bin/cubicle (desktop app + serve)"
+    CGO_ENABLED=1 go build -tags "desktop,production,webkit2_41,$ENGINE_TAGS" -ldflags "$ldflags" -o bin/cubicle .
+  else
+    step "build: bin/cubicle (serve only: GTK/WebKit dev files not found)"
+    go build -ldflags "$ldflags" -o bin/cubicle .
+  fi
+  echo "built bin/cubicle ($version)"
+  if [ "$runners" = 1 ]; then
+    for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+      os=${target%/*} arch=${target#*/} ext=""
+      [ "$os" = windows ] && ext=.exe
+      step "build: bin/cubicle-$os-$arch$ext (runner binary)"
+      CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags -s -w" -o "bin/cubicle-$os-$arch$ext" .
+    done
+  fi
 }

@@ -1,16 +1,20 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-units"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -124,15 +128,36 @@ func (c *Client) configFor(cs engine.ContainerSpec) (*container.Config, *contain
 	return cfg, host, plat, nil
 }
 
-// StartContainer starts id; starting a running container is a no-op.
+// StartContainer starts id; starting a running container is a no-op. A container that exits
+// at once (engine.StartConfirm) is a failed start naming its exit code and last output.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
+	op := fmt.Sprintf("start container %q", id)
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		if statusOf(err) == 304 {
 			return nil
 		}
-		return fail(fmt.Sprintf("start container %q", id), err)
+		return fail(op, err)
 	}
-	return nil
+	return engine.ConfirmStart(ctx, op,
+		func(ctx context.Context) (engine.ContainerState, error) { return c.InspectContainer(ctx, id) },
+		func(ctx context.Context) string { return c.lastOutput(ctx, id) })
+}
+
+// lastOutput is the last engine.LogTail lines id wrote to stdout and stderr (best effort: ""
+// when the engine cannot say).
+func (c *Client) lastOutput(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rc, err := c.api.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(engine.LogTail)})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10)); err != nil && out.Len() == 0 {
+		return ""
+	}
+	return out.String()
 }
 
 // StopContainer sends the stop signal and kills the container after timeout (rounded up to

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -392,4 +393,43 @@ func parseReport(s string) map[string]string {
 		}
 	}
 	return out
+}
+
+// testExitsAtOnce: a container whose process ends as it starts is a failed start, never a
+// started one (the engine contract's "at once", engine.StartConfirm): fault.ErrUnavailable
+// naming the exit code and quoting the last output, and the container is not reported
+// running afterwards. Several rounds, since the race it guards against (an engine that sees
+// the process running a moment before it ends) is one of timing.
+func (s *suite) testExitsAtOnce(t *testing.T) {
+	ctx := testContext(t, 5*time.Minute)
+	for i := range 3 {
+		spec := engine.ContainerSpec{
+			Name:        s.name(fmt.Sprintf("exits%d", i)),
+			Image:       s.image,
+			Labels:      s.labels,
+			Command:     []string{"/bin/sh", "-c", "echo the last words; exit 7"},
+			Limits:      probeLimits,
+			StopTimeout: time.Second,
+		}
+		if s.cluster == nil {
+			spec.NetworkMode = "none"
+		}
+		created, err := s.e.CreateContainer(ctx, spec)
+		if err != nil {
+			t.Fatalf("CreateContainer: %v", err)
+		}
+		err = s.e.StartContainer(ctx, created.ID)
+		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "exit code 7") || !strings.Contains(err.Error(), "the last words") {
+			t.Fatalf("round %d: StartContainer(exits at once with 7) = %v (class %v), want ErrUnavailable with the exit code and the output", i+1, err, fault.Class(err))
+		}
+		if st, err := s.e.InspectContainer(ctx, created.ID); err != nil || st.Running {
+			t.Errorf("round %d: after the failed start InspectContainer = %+v, %v; want not running", i+1, st, err)
+		}
+		if i == 0 {
+			t.Logf("refused: %v", err)
+		}
+		if err := s.e.RemoveContainer(ctx, created.ID, true); err != nil {
+			t.Errorf("RemoveContainer: %v", err)
+		}
+	}
 }

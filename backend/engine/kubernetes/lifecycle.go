@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
@@ -72,7 +74,63 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	return c.waitRunning(ctx, op, id, created.ResourceVersion)
+	if err := c.waitRunning(ctx, op, id, created.ResourceVersion); err != nil {
+		return err
+	}
+	return c.confirmRunning(ctx, op, id)
+}
+
+// confirmProbe is the command confirmRunning runs in a started container: it lasts
+// engine.StartConfirm, and a container whose main process ends meanwhile ends it too.
+var confirmProbe = []string{"/bin/sh", "-c", fmt.Sprintf("sleep %.3f", engine.StartConfirm.Seconds())}
+
+// confirmWait bounds how long confirmRunning waits for the kubelet to report an ended
+// container after its probe failed (the kubelet notices an exit at its next relist, ~1 s).
+const confirmWait = 15 * time.Second
+
+// confirmRunning holds a Pod the kubelet reported Running to the engine contract's "at once"
+// (engine.StartConfirm): the kubelet may report Running a moment before a container that
+// exits at once ends, and report the end only at its next relist. A probe runs in the
+// container for StartConfirm through the exec subresource (which asks the container runtime,
+// not the Pod's status); when it fails, the Pod is followed until the kubelet reports the
+// end, which is the start's error (exit code and last output). A probe that fails while the
+// container keeps running (no shell in the image) leaves the start as it was.
+func (c *Client) confirmRunning(ctx context.Context, op, id string) error {
+	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(id).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: confirmProbe, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(c.rest, "POST", req.URL())
+	if err != nil {
+		return &engine.Error{Op: op, Class: fault.ErrInvalid, Err: err}
+	}
+	pctx, cancel := context.WithTimeout(ctx, confirmWait)
+	err = ex.StreamWithContext(pctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	c.log.Debug("start probe failed; waiting for the kubelet's word on the container", "pod", id, "err", err)
+	wctx, cancel := context.WithTimeout(ctx, confirmWait)
+	defer cancel()
+	for {
+		p, gerr := c.cs.CoreV1().Pods(c.ns).Get(wctx, id, metav1.GetOptions{})
+		if gerr != nil {
+			if wctx.Err() != nil {
+				return nil
+			}
+			return c.wrap(op, gerr)
+		}
+		if cs := containerStatus(p); cs != nil && cs.State.Terminated != nil {
+			return c.exited(op, id, cs.State.Terminated)
+		}
+		if p.DeletionTimestamp != nil {
+			return &engine.Error{Op: op, Class: fault.ErrConflict, Err: errors.New("the desktop's pod was deleted while it started")}
+		}
+		select {
+		case <-wctx.Done():
+			return nil // still running as far as the kubelet knows: the probe's failure was its own
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // graceOf is the grace period stored with a container record.
@@ -200,15 +258,11 @@ func (c *Client) claimsBound(ctx context.Context, p *corev1.Pod) bool {
 
 // exited describes a container that ended during its start, with the end of its log.
 func (c *Client) exited(op, id string, t *corev1.ContainerStateTerminated) error {
-	tail := int64(20)
+	tail := int64(engine.LogTail)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	logs, _ := c.cs.CoreV1().Pods(c.ns).GetLogs(id, &corev1.PodLogOptions{Container: containerName, TailLines: &tail}).Do(ctx).Raw()
-	msg := fmt.Sprintf("the desktop's container exited at once (%s, exit code %d)", t.Reason, t.ExitCode)
-	if s := strings.TrimSpace(string(logs)); s != "" {
-		msg += "; its last output:\n" + s
-	}
-	return &engine.Error{Op: op, Class: fault.ErrUnavailable, Err: errors.New(msg)}
+	return engine.ExitedAtOnce(op, int(t.ExitCode), t.Reason, string(logs))
 }
 
 // quotaFull names the namespace quota that has no room for pod, "" when none is full (or the

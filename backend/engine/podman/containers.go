@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,12 +158,61 @@ func (c *Client) specFor(cs engine.ContainerSpec) (*specgen.SpecGenerator, error
 	return s, nil
 }
 
-// StartContainer starts id; starting a running container is a no-op.
+// StartContainer starts id; starting a running container is a no-op. A container that exits
+// at once (engine.StartConfirm) is a failed start naming its exit code and last output.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
+	op := fmt.Sprintf("start container %q", id)
 	if err := containers.Start(c.ctx(ctx), id, nil); err != nil {
-		return fail(fmt.Sprintf("start container %q", id), err)
+		return fail(op, err)
 	}
-	return nil
+	return engine.ConfirmStart(ctx, op,
+		func(ctx context.Context) (engine.ContainerState, error) { return c.InspectContainer(ctx, id) },
+		func(ctx context.Context) string { return c.lastOutput(ctx, id) })
+}
+
+// lastOutput is the last engine.LogTail lines id wrote to stdout and stderr (best effort: ""
+// when the engine cannot say).
+func (c *Client) lastOutput(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, errs := make(chan string), make(chan string)
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for out != nil || errs != nil {
+			select {
+			case l, ok := <-out:
+				if !ok {
+					out = nil
+					continue
+				}
+				lines = append(lines, l)
+			case l, ok := <-errs:
+				if !ok {
+					errs = nil
+					continue
+				}
+				lines = append(lines, l)
+			}
+		}
+	}()
+	opts := new(containers.LogOptions).WithStdout(true).WithStderr(true).WithTail(strconv.Itoa(engine.LogTail))
+	err := containers.Logs(c.ctx(ctx), id, opts, out, errs)
+	close(out)
+	close(errs)
+	<-done
+	if err != nil && len(lines) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // StopContainer sends the stop signal and kills the container after timeout (rounded up to

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cubicle/backend/fault"
+)
+
+// StartConfirm is the engine contract's "at once": a container whose main process has exited
+// within this long of its start is a failed start, never a started one. Every adapter's
+// StartContainer looks at the container again until it has run this long (at most this long
+// after the start call returned), so that a desktop that dies as it starts is reported with
+// its exit code and last output instead of as running (issue 32: a Pod seen Running by the
+// kubelet a moment before its container ended).
+const StartConfirm = 50 * time.Millisecond
+
+// LogTail is how many lines of a container's last output a failed start quotes.
+const LogTail = 20
+
+// ConfirmStart checks that the container an adapter just started still runs: it inspects it
+// (again after the rest of StartConfirm when it started less than that ago) and returns
+// ExitedAtOnce when it has exited. logs reads the container's last output (best effort; it
+// may return ""). It is the shared tail of the adapters' StartContainer.
+func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
+	began := time.Now()
+	for {
+		st, err := inspect(ctx)
+		if err != nil {
+			return err
+		}
+		if exited(st) {
+			return ExitedAtOnce(op, st.ExitCode, st.Status, logs(ctx))
+		}
+		wait := StartConfirm - time.Since(st.StartedAt)
+		if rest := StartConfirm - time.Since(began); wait > rest {
+			wait = rest // a clock that differs from the engine's never makes the start wait longer
+		}
+		if st.StartedAt.IsZero() || wait <= 0 || !st.Running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // started; the caller's deadline is its own to report
+		case <-time.After(wait):
+		}
+	}
+}
+
+// exited reports whether a container that was started has ended (not created, not running,
+// not paused).
+func exited(st ContainerState) bool {
+	if st.Running || st.Paused {
+		return false
+	}
+	switch st.Status {
+	case "exited", "stopped", "dead":
+		return true
+	}
+	return false
+}
+
+// ExitedAtOnce is the error of a start whose container ended at once: fault.ErrUnavailable
+// naming the exit code and quoting the last output, so that a person sees why.
+func ExitedAtOnce(op string, code int, reason, output string) error {
+	msg := fmt.Sprintf("the desktop's container exited at once (exit code %d", code)
+	if reason != "" && reason != "exited" {
+		msg += ", " + reason
+	}
+	msg += ")"
+	if s := strings.TrimSpace(output); s != "" {
+		msg += "; its last output:\n" + s
+	}
+	return &Error{Op: op, Class: fault.ErrUnavailable, Err: errors.New(msg)}
+}
