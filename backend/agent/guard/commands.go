@@ -67,6 +67,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.a.add("obfuscation.glob-name", FamilyObfuscation, High, "the command name is a wildcard pattern", ex)
 		}
 		st := unwrap(argv)
+		if n := cmdName(name); n == "xargs" || n == "parallel" {
+			s.parallelism(n, argv[1:], ex)
+		}
 		if cmdName(name) == "env" {
 			for _, a := range argv[1:] {
 				if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(a, "-") {
@@ -152,6 +155,10 @@ func (s *scope) command(argv []string, ex string) {
 		return
 	}
 	s.recursiveReads(name, args)
+	s.exhaustionCommand(name, args, ex)
+	s.extract(name, args, ex)
+	s.inPlace(name, args, ex)
+	s.taskRunner(name, args, ex)
 	s.hostControl(name, args, ex)
 	s.infra(name, args, ex)
 	s.exposure(name, args, ex)
@@ -262,6 +269,12 @@ func (s *scope) command(argv []string, ex string) {
 				s.a.add("reverse.socat", FamilyReverse, Critical, "connects a program to the network with socat", ex)
 				return
 			}
+		}
+	case "ztcp", "zsocket":
+		s.a.add("reverse.ztcp", FamilyReverse, High, "opens a network connection from zsh ("+name+"), as reverse shells do", ex)
+	case "zmodload":
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "zsh/net/") }) {
+			s.a.add("reverse.zmodload", FamilyReverse, Medium, "loads zsh's network module (used to wire a shell to a socket)", ex)
 		}
 	case "find":
 		s.find(args, ex)

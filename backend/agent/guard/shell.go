@@ -337,6 +337,9 @@ func (s *scope) visit(node syntax.Node) bool {
 	case *syntax.WhileClause:
 		s.whileLoop(n)
 	case *syntax.ForClause:
+		if c, ok := n.Loop.(*syntax.CStyleLoop); ok && c.Cond == nil {
+			s.endlessShellLoop(n, n.Do)
+		}
 		if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && len(it.Items) > 0 {
 			s.vars[it.Name.Value] = strings.Join(s.fields(it.Items[0]), " ")
 			s.forLoop(n, it)
@@ -406,6 +409,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	if in, ok := s.stdinText(st); ok {
 		if final != nil {
 			s.teeWrites(final, in)
+			s.taskStdin(final, in, s.text(st))
 		}
 		s.markFed(st.Cmd, s.feedArgs(raw, in, true, s.text(st)))
 		s.readLoop(st, in)
@@ -617,6 +621,7 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 			}
 		}
 	}
+	s.sessionToNetwork(stages, finals, names, ex)
 	if last := stages[len(stages)-1]; len(last.Redirs) > 0 {
 		out, ok := "", true
 		for i := 0; i < len(stages) && ok; i++ {
@@ -632,6 +637,7 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 		if out, ok := s.staticUpTo(stages, j); ok {
 			if finals[j] != nil {
 				s.teeWrites(finals[j], out)
+				s.taskStdin(finals[j], out, ex)
 				s.edScript(finals[j], out, ex)
 			}
 			s.markFed(stages[j].Cmd, s.feedArgs(raws[j], out, true, ex))
@@ -670,6 +676,42 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 	}
 }
 
+// sessionToNetwork flags a pipeline that sends an interactive session to the network: a
+// shell without a script (sh | nc host port), script(1), or a program that spawns a
+// terminal (pty.spawn), upstream of a network tool.
+func (s *scope) sessionToNetwork(stages []*syntax.Stmt, finals [][]string, names []string, ex string) {
+	for i := 0; i < len(stages)-1; i++ {
+		f := finals[i]
+		session := strings.Contains(s.text(stages[i]), "pty.spawn") || f != nil && shellSession(f)
+		if !session {
+			continue
+		}
+		for _, nm := range names[i+1:] {
+			if networkTools[nm] {
+				s.a.add("reverse.session-pipe", FamilyReverse, Critical, "sends an interactive shell session to the network ("+names[i]+" | "+nm+")", ex)
+				return
+			}
+		}
+	}
+}
+
+// shellSession reports whether argv starts a shell that reads its commands from its input:
+// sh, bash -i, or a shell whose script is just another shell (script -qc /bin/bash).
+func shellSession(argv []string) bool {
+	if !isShell(argv[0]) || cmdName(argv[0]) == "busybox" {
+		return false
+	}
+	st := unwrap(argv)
+	switch st.kind {
+	case "":
+		return len(operands(argv[1:])) == 0
+	case "shell":
+		f := strings.Fields(st.script)
+		return len(f) > 0 && isShell(f[0]) && len(operands(f[1:])) == 0
+	}
+	return false
+}
+
 func (s *scope) funcDecl(f *syntax.FuncDecl) {
 	if f.Name == nil || f.Body == nil {
 		return
@@ -696,21 +738,8 @@ func (s *scope) funcDecl(f *syntax.FuncDecl) {
 }
 
 func (s *scope) whileLoop(w *syntax.WhileClause) {
-	if w.Until || len(w.Cond) != 1 {
-		return
-	}
-	c, ok := w.Cond[0].Cmd.(*syntax.CallExpr)
-	if !ok || len(c.Args) == 0 {
-		return
-	}
-	if n := c.Args[0].Lit(); n != "true" && n != ":" {
-		return
-	}
-	for _, st := range w.Do {
-		if st.Background {
-			s.a.add("fork-bomb.loop", FamilyForkBomb, High, "starts background processes in an endless loop", s.text(w))
-			return
-		}
+	if s.alwaysTrue(w.Cond, w.Until) {
+		s.endlessShellLoop(w, w.Do)
 	}
 }
 
