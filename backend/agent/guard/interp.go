@@ -43,9 +43,9 @@ var (
 	chrCall  = regexp.MustCompile(`\bchr\(\s*(\d{1,3})\s*\)`)
 	codeExec = regexp.MustCompile(`\b(?:exec|eval)\s*\(`)
 	// decodeFn finds a decoding call in the arguments of a call that runs a command.
-	decodeFn   = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
+	decodeFn       = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
 	codeSystemBare = regexp.MustCompile(`\bsystem\s*[\$"'(]|\bsystem\s+\w`)
-	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
+	remoteCode     = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
 )
 
 // interpreterCode analyses a program for an interpreter.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,8 +187,71 @@ func (a *analysis) script(src string, kind scriptKind, depth int, vars map[strin
 	if s.vars == nil {
 		s.vars = map[string]string{}
 	}
+	if src2, ok := s.expandAliases(f); ok && a.parses < maxParses {
+		if f2, err := a.parse(src2); err == nil {
+			a.parses++
+			s.src, f = src2, f2
+		}
+	}
 	s.root = f
 	syntax.Walk(f, s.visit)
+}
+
+// expandAliases returns the script with the aliases it defines (alias NAME=TEXT) put in place
+// of the command names they stand for, as the shell reads them: every rule then sees the
+// command an alias runs, in its pipeline, with its redirections and its input. It reports
+// false when the script defines no alias that it uses.
+func (s *scope) expandAliases(f *syntax.File) (string, bool) {
+	type def struct {
+		text string
+		end  uint
+	}
+	defs := map[string]def{}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 1 && cmdName(c.Args[0].Lit()) == "alias" {
+			for _, w := range c.Args[1:] {
+				if k, v, ok := strings.Cut(s.str(w), "="); ok && !strings.Contains(v, dynamic) && len(defs) < 32 {
+					defs[k] = def{v, c.End().Offset()}
+				}
+			}
+		}
+		return true
+	})
+	if len(defs) == 0 {
+		return "", false
+	}
+	type rep struct {
+		i, j int
+		text string
+	}
+	var reps []rep
+	syntax.Walk(f, func(n syntax.Node) bool {
+		c, ok := n.(*syntax.CallExpr)
+		if !ok || len(c.Args) == 0 || len(c.Args[0].Parts) != 1 {
+			return true
+		}
+		lit, ok := c.Args[0].Parts[0].(*syntax.Lit)
+		if !ok {
+			return true
+		}
+		if d, ok := defs[lit.Value]; ok && lit.Pos().Offset() > d.end && len(reps) < 64 {
+			reps = append(reps, rep{int(lit.Pos().Offset()), int(lit.End().Offset()), d.text})
+		}
+		return true
+	})
+	if len(reps) == 0 {
+		return "", false
+	}
+	sort.Slice(reps, func(x, y int) bool { return reps[x].i < reps[y].i })
+	out := s.src
+	for k := len(reps) - 1; k >= 0; k-- {
+		r := reps[k]
+		if r.i < 0 || r.j > len(out) || r.i > r.j {
+			return "", false
+		}
+		out = out[:r.i] + r.text + out[r.j:]
+	}
+	return out, true
 }
 
 // nested analyses a script that the command hands to another shell (bash -c, eval, a decoded
@@ -399,7 +463,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 		argv := s.argv(call)
 		raw = argv
 		final = finalCommand(argv)
-		simple := render(argv, s.redirs(st))
+		simple := render(s.words(call), s.redirs(st))
 		s.simple[call] = simple
 		s.a.cur = simple
 	} else {
@@ -422,13 +486,18 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	for _, r := range st.Redirs {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
-			body := r.Hdoc
+			body, text := r.Hdoc, ""
 			if r.Op == syntax.WordHdoc {
 				body = r.Word
 			}
+			if body != nil && r.Op == syntax.WordHdoc {
+				text = s.str(body)
+			} else if body != nil {
+				text = s.hdoc(body)
+			}
 			if body != nil && final != nil {
-				s.edScript(final, s.str(body), s.text(st))
-				s.fedToInterpreter(final, s.str(body), st)
+				s.edScript(final, text, s.text(st))
+				s.fedToInterpreter(final, text, st)
 				s.hdocSources(final, body, st)
 			}
 			continue
@@ -549,7 +618,7 @@ func NormalizeCommand(text string) string {
 	}
 	s := &scope{a: &analysis{}, src: text, ifs: " \t\n", vars: map[string]string{}, cache: map[*syntax.CallExpr][]string{},
 		simple: map[*syntax.CallExpr]string{}, hashed: map[string]string{}, aliases: map[string]string{}}
-	return render(s.argv(call), s.redirs(f.Stmts[0]))
+	return render(s.words(call), s.redirs(f.Stmts[0]))
 }
 
 // fedToInterpreter checks text that reaches an interpreter on its standard input.
