@@ -46,6 +46,10 @@ func (s *scope) call(c *syntax.CallExpr) {
 		s.file(a, false, false)
 		s.wordRules(a, ex)
 	}
+	if _, changed := normalizeUnicode(argv[0]); changed || strings.ContainsFunc(strings.ReplaceAll(argv[0], dynamic, ""), isControl) {
+		// $'\xe2\x80\x8b' and the like: hidden or look-alike characters spelled by escapes.
+		s.a.add("unicode.command-name", FamilyUnicode, High, "the command name holds invisible, control or look-alike characters", ex)
+	}
 	for _, m := range wordMatches(argv[0]) {
 		m.Excerpt = excerpt(ex)
 		s.a.addMatch(m)
@@ -133,7 +137,7 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 					return false
 				}
 				if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
-					if f := finalCommand(s.fields(ce.Args[0])); len(f) > 0 {
+					if f := finalCommand(s.argv(ce)); len(f) > 0 {
 						nm := cmdName(f[0])
 						download = download || downloaders[nm] || networkTools[nm]
 						decode = decode || decoders[nm]

@@ -59,7 +59,7 @@ func (s *scope) endlessShellLoop(n syntax.Node, body []*syntax.Stmt) {
 			if x, ok := node.(*syntax.Stmt); ok && x.Background {
 				bg = true
 			}
-			if c, ok := node.(*syntax.CallExpr); ok && len(c.Args) > 0 && stressTools[cmdName(c.Args[0].Lit())] {
+			if c, ok := node.(*syntax.CallExpr); ok && len(s.argv(c)) > 0 && stressTools[cmdName(s.argv(c)[0])] {
 				bg = true
 			}
 			return !bg

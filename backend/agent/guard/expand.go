@@ -118,7 +118,7 @@ func stripTransparent(argv []string) []string {
 }
 
 // str expands w to one string, as in an assignment, a redirection or a here-string (no
-// splitting; a backslash outside quotes escapes any character, as in 'a'\''b').
+// splitting; a backslash outside quotes escapes any character, as in 'a'\”b').
 func (s *scope) str(w *syntax.Word) string {
 	var b strings.Builder
 	for _, p := range w.Parts {

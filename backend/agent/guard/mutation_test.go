@@ -38,7 +38,9 @@ var mutations = []mutation{
 	{"base64 | bash", func(c string) (string, bool) {
 		return "echo " + base64.StdEncoding.EncodeToString([]byte(c)) + " | base64 -d | bash", true
 	}},
-	{"hex | bash", func(c string) (string, bool) { return "echo " + hex.EncodeToString([]byte(c)) + " | xxd -r -p | bash", true }},
+	{"hex | bash", func(c string) (string, bool) {
+		return "echo " + hex.EncodeToString([]byte(c)) + " | xxd -r -p | bash", true
+	}},
 	{"quoted name", nameMutation(func(n string, _ int) (string, string) { return `"` + n[:1] + `"` + n[1:], "" })},
 	{"variable name", nameMutation(func(n string, i int) (string, string) {
 		v := fmt.Sprintf("__v%d", i)
@@ -57,17 +59,66 @@ var mutations = []mutation{
 		a := fmt.Sprintf("__a%d", i)
 		return a, "alias " + a + "=" + shellQuote(n)
 	})},
+	{"continued name", nameMutation(func(n string, _ int) (string, string) {
+		if len(n) < 2 {
+			return n, ""
+		}
+		return n[:1] + "\\\n" + n[1:], ""
+	})},
+	{"quoted args", quoteArgs},
 	{"env", externalMutation(func(n string) string { return "env " + n })},
 	{"command", externalMutation(func(n string) string { return "command " + n })},
 	{"nice", externalMutation(func(n string) string { return "nice " + n })},
 	{"timeout", externalMutation(func(n string) string { return "timeout 600 " + n })},
 	{"stdbuf", externalMutation(func(n string) string { return "stdbuf -o0 " + n })},
+	{"stacked wrappers", externalMutation(func(n string) string {
+		if !strings.Contains(n, "/") {
+			n = "/usr/bin/" + n
+		}
+		return "env nice -n 5 timeout -k 5 600 stdbuf -oL command " + n
+	})},
 	{"absolute path", externalMutation(func(n string) string {
 		if strings.Contains(n, "/") {
 			return n
 		}
 		return "/usr/bin/" + n
 	})},
+}
+
+// quoteArgs puts every plain argument in double quotes ("-rf" "/"); words the quotes would
+// change (~, wildcards, expansions, assignments, braces) stay as they are.
+func quoteArgs(c string) (string, bool) {
+	if strings.ContainsFunc(c, isControl) {
+		return "", false
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(c), "")
+	if err != nil {
+		return "", false
+	}
+	changed := 0
+	syntax.Walk(f, func(n syntax.Node) bool {
+		x, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		for i, w := range x.Args {
+			l := w.Lit()
+			if i == 0 || l == "" || len(w.Parts) != 1 || strings.ContainsAny(l, "~*?[]{}$\\'\"=!`") {
+				continue
+			}
+			x.Args[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.DblQuoted{Parts: []syntax.WordPart{&syntax.Lit{Value: l}}}}}
+			changed++
+		}
+		return true
+	})
+	if changed == 0 {
+		return "", false
+	}
+	var buf bytes.Buffer
+	if err := syntax.NewPrinter().Print(&buf, f); err != nil {
+		return "", false
+	}
+	return buf.String(), true
 }
 
 // builtinOnly are names with no program of their own on disk: a wrapper or a path cannot
@@ -96,8 +147,8 @@ func externalMutation(wrap func(name string) string) func(string) (string, bool)
 // rewriteNames parses c and rewrites the literal names of its simple commands. The rewritten
 // word is inserted as raw text, so it may be several words (a wrapper and the name).
 func rewriteNames(c string, external bool, rename func(name string, i int) (string, string)) (string, bool) {
-	if strings.ContainsRune(c, 0) {
-		return "", false
+	if strings.ContainsFunc(c, isControl) {
+		return "", false // the printer cannot keep control characters as they are
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(c), "")
 	if err != nil {
@@ -111,8 +162,10 @@ func rewriteNames(c string, external bool, rename func(name string, i int) (stri
 		case *syntax.CallExpr:
 			if len(x.Args) > 1 && x.Args[0].Lit() == "alias" {
 				for _, a := range x.Args[1:] {
-					if k, _, ok := strings.Cut(a.Lit(), "="); ok {
-						local[k] = true
+					if l, ok := a.Parts[0].(*syntax.Lit); ok {
+						if k, _, ok := strings.Cut(l.Value, "="); ok {
+							local[k] = true
+						}
 					}
 				}
 			}

@@ -1,5 +1,7 @@
 package guard
 
+import "testing"
+
 // Round six (issue 26, item 4): families that passed at AUTO before this round, found by
 // trying each shape as an attacker would: resource exhaustion through interpreters and
 // parallel spawners, reverse shells built from a shell or an interpreter piped into a
@@ -107,5 +109,27 @@ func init() {
 	}
 	for k, v := range round6Ordinary {
 		ordinaryTable[k] = v
+	}
+}
+
+// Taking transparent wrappers off a command (nice, timeout, env, …) changes what the rules
+// see, not what allow rules compare: a rule saved for the command as written still matches
+// it, and a rule for the bare command does not cover it wrapped in something that is not
+// transparent.
+func TestTransparentWrappersKeepAllowRules(t *testing.T) {
+	g := newGuard(t, Config{Level: Auto, AllowRules: []AllowRule{{Tool: "computer_shell", Command: "timeout 5 git push --force"}}})
+	if v := g.Check(shell("timeout 5 git push --force")); v.Decision != Allow || v.AllowedBy == nil {
+		t.Fatalf("the saved rule no longer matches: %+v", v)
+	}
+	if v := g.Check(shell("nice git push --force")); v.Decision != Ask {
+		t.Fatalf("a rule for one spelling allowed another: %+v", v)
+	}
+	if v := g.Check(shell("command -v rm")); v.Decision != Allow {
+		t.Fatalf("command -v is not a wrapper: %+v", v)
+	}
+	for _, cmd := range []string{"nice -n 19 timeout 5 stdbuf -oL rm -rf ~", "env -i /usr/bin/nice ionice -c3 rm -rf /", "command -p rm -rf ~"} {
+		if v := g.Check(shell(cmd)); v.Decision == Allow {
+			t.Errorf("%q allowed", cmd)
+		}
 	}
 }

@@ -790,7 +790,7 @@ func (s *scope) funcDecl(f *syntax.FuncDecl) {
 	syntax.Walk(f.Body, func(node syntax.Node) bool {
 		switch n := node.(type) {
 		case *syntax.CallExpr:
-			if len(n.Args) > 0 && n.Args[0].Lit() == name {
+			if argv := s.argv(n); len(argv) > 0 && argv[0] == name {
 				calls++
 			}
 		case *syntax.Stmt:
