@@ -452,7 +452,7 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		format, rest := args[0], append([]string{}, args[1:]...)
 		var b strings.Builder
 		for {
-			out, n, err := expand.Format(nil, format, rest)
+			out, n, err := expand.Format(&expand.Config{}, format, rest) // a config of its own: see ansiC
 			if err != nil {
 				return "", false
 			}
@@ -574,7 +574,10 @@ func ansiC(v string) string {
 	if !strings.Contains(v, `\`) {
 		return v
 	}
-	out, _, err := expand.Format(nil, v, nil)
+	// A config of its own for each call: Format(nil, …) prepares (writes) the library's one
+	// shared zero config and its buffer, a data race between concurrent checks that let one
+	// check read another's text.
+	out, _, err := expand.Format(&expand.Config{}, v, nil)
 	if err != nil {
 		return v
 	}
