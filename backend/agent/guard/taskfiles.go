@@ -43,6 +43,7 @@ var taskFiles = map[string]struct {
 var (
 	makeShell   = regexp.MustCompile(`\$[({]shell\s+([^)}]*)[)}]`)
 	makeVar     = regexp.MustCompile(`\$[({][A-Za-z_][A-Za-z0-9_.]*[)}]|\$[@<^?*%+|]`)
+	makeAssign  = regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:?+!]|::)?=[ \t]*(.*)$`)
 	cmakeCmd    = regexp.MustCompile(`\bCOMMAND\s+([^)\n]*)`)
 	yamlCmd     = regexp.MustCompile(`^\s*(?:-\s+(?:(?:cmd|sh|run|command)\s*:\s*)?|(?:cmd|sh|run|command|script)\s*:\s*)(.+)$`)
 	rakeShell   = regexp.MustCompile(`\b(?:sh|ruby)\s+(['"])`)
@@ -90,8 +91,19 @@ func (s *scope) taskText(kind, text, ex string) {
 		for _, m := range makeShell.FindAllStringSubmatch(text, 8) {
 			cmds = append(cmds, m[1])
 		}
+		vars := map[string]string{"RM": "rm -f", "MAKE": "make", "SHELL": "/bin/sh", "CP": "cp", "MV": "mv"}
+		for _, m := range makeAssign.FindAllStringSubmatch(text, 32) {
+			vars[m[1]] = strings.TrimSpace(m[2])
+		}
 		for _, line := range strings.Split(makeRecipes(text), "\n") {
-			line = makeVar.ReplaceAllString(line, "x")
+			line = makeVar.ReplaceAllStringFunc(line, func(v string) string {
+				if len(v) > 3 {
+					if val, ok := vars[v[2:len(v)-1]]; ok && !strings.Contains(val, "$") {
+						return val
+					}
+				}
+				return "x"
+			})
 			cmds = append(cmds, strings.ReplaceAll(line, "$$", "$"))
 		}
 	case "scripts":
