@@ -285,7 +285,8 @@ func (s *scope) command(argv []string, ex string) {
 	case "alias":
 		for _, a := range args {
 			if k, v, ok := strings.Cut(a, "="); ok {
-				s.nested(v, scriptCommand)
+				// Judged where it is used (expandAliases, or below in call), with the words
+				// that follow it: alias c=crontab; c -l only lists.
 				if len(s.aliases) < 32 {
 					s.aliases[k] = v
 				}

@@ -29,6 +29,10 @@ type mutation struct {
 	apply func(cmd string) (mutant string, ok bool)
 }
 
+// hiding are the rewrites that hide the command (decoded at run time): those are asked about
+// whatever they hide, so their mutants of ordinary commands are asked too.
+var hiding = set("base64 | bash", "hex | bash")
+
 var mutations = []mutation{
 	{"eval", func(c string) (string, bool) { return "eval " + shellQuote(c), true }},
 	{"bash -c", func(c string) (string, bool) { return "bash -c " + shellQuote(c), true }},
@@ -235,9 +239,18 @@ func TestMutations(t *testing.T) {
 		t.Logf("race detector on: every tenth of the %d cases (the full suite runs without it)", len(cases))
 		cases = sample
 	}
-	type count struct{ total, caught int }
+	var ordinary []string
+	for _, cat := range sortedKeys(ordinaryTable) {
+		for i, c := range ordinaryTable[cat] {
+			if !raceDetector || i%10 == 0 {
+				ordinary = append(ordinary, c)
+			}
+		}
+	}
+	type count struct{ total, caught, ordinary, asked int }
 	counts := make([]count, len(mutations))
 	missed := make([][]string, len(mutations))
+	asked := make([][]string, len(mutations))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -261,8 +274,22 @@ func TestMutations(t *testing.T) {
 						miss = append(miss, fmt.Sprintf("%q → %q", cmd, mutant))
 					}
 				}
+				// The transforms that do not hide the command must not make an ordinary
+				// command look dangerous.
+				var fp []string
+				for _, cmd := range ordinary {
+					mutant, ok := m.apply(cmd)
+					if !ok {
+						continue
+					}
+					c.ordinary++
+					if v := g.Check(shell(mutant)); v.Decision != Allow {
+						c.asked++
+						fp = append(fp, fmt.Sprintf("%q → %q (%s)", cmd, mutant, v.Reason()))
+					}
+				}
 				mu.Lock()
-				counts[i], missed[i] = c, miss
+				counts[i], missed[i], asked[i] = c, miss, fp
 				mu.Unlock()
 			}
 		}()
@@ -279,11 +306,18 @@ func TestMutations(t *testing.T) {
 		c := counts[i]
 		total.total += c.total
 		total.caught += c.caught
-		lines = append(lines, fmt.Sprintf("%-15s %6d %6d %7.2f%%", m.name, c.total, c.caught, pct(c.caught, c.total)))
+		total.ordinary += c.ordinary
+		total.asked += c.asked
+		lines = append(lines, fmt.Sprintf("%-16s %7d %7d %7.2f%% | %8d %6d", m.name, c.total, c.caught, pct(c.caught, c.total), c.ordinary, c.asked))
 	}
-	lines = append(lines, fmt.Sprintf("%-15s %6d %6d %7.2f%%", "TOTAL", total.total, total.caught, pct(total.caught, total.total)))
-	t.Logf("mutants of %d dangerous cases, caught (asked or denied) at AUTO per transform:\n%-15s %6s %6s %8s\n%s",
-		len(cases), "transform", "mutants", "caught", "rate", strings.Join(lines, "\n"))
+	lines = append(lines, fmt.Sprintf("%-16s %7d %7d %7.2f%% | %8d %6d", "TOTAL", total.total, total.caught, pct(total.caught, total.total), total.ordinary, total.asked))
+	t.Logf("mutants of %d dangerous and %d ordinary cases at AUTO per transform (dangerous caught; ordinary asked):\n%-16s %7s %7s %8s | %8s %6s\n%s",
+		len(cases), len(ordinary), "transform", "mutants", "caught", "rate", "ordinary", "asked", strings.Join(lines, "\n"))
+	for i, m := range mutations {
+		if !hiding[m.name] && len(asked[i]) > 0 {
+			t.Errorf("%s makes %d ordinary commands asked about:\n%s", m.name, len(asked[i]), strings.Join(asked[i], "\n"))
+		}
+	}
 	var all []string
 	for i, m := range mutations {
 		for _, s := range missed[i] {
