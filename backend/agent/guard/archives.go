@@ -24,6 +24,8 @@ func (s *scope) extract(name string, args []string, ex string) {
 				dest = args[i+1]
 			case strings.HasPrefix(a, "--directory="):
 				dest = strings.TrimPrefix(a, "--directory=")
+			case strings.HasPrefix(a, "--one-top-level=/") || strings.HasPrefix(a, "--one-top-level=~"):
+				dest = strings.TrimPrefix(a, "--one-top-level=")
 			case strings.HasPrefix(a, "-C") && len(a) > 2:
 				dest = a[2:]
 			case strings.HasPrefix(a, "--"):

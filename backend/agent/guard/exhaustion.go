@@ -2,6 +2,7 @@ package guard
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -167,4 +168,31 @@ func (s *scope) exhaustionCommand(name string, args []string, ex string) {
 			}
 		}
 	}
+}
+
+// endlessIntoMemory flags a pipeline whose endless source (yes, /dev/zero, /dev/urandom)
+// reaches a program that keeps all of its input in memory (sort, tail, tac, shuf) with no
+// stage that stops it (head) in between.
+func (s *scope) endlessIntoMemory(finals [][]string, ex string) {
+	endless := false
+	for _, f := range finals {
+		if len(f) == 0 {
+			endless = false
+			continue
+		}
+		n := cmdName(f[0])
+		switch {
+		case n == "yes" || n == "cat" && slices.ContainsFunc(f[1:], isEndlessDevice):
+			endless = true
+		case n == "head" || n == "dd" || n == "timeout":
+			endless = false
+		case endless && (n == "sort" || n == "tail" || n == "tac" || n == "shuf"):
+			s.a.add("exhaustion.endless-pipe", FamilyExhaustion, Medium, n+" keeps endless input in memory", ex)
+			return
+		}
+	}
+}
+
+func isEndlessDevice(a string) bool {
+	return a == "/dev/zero" || a == "/dev/urandom" || a == "/dev/random"
 }

@@ -691,6 +691,7 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 		}
 	}
 	s.sessionToNetwork(stages, finals, names, ex)
+	s.endlessIntoMemory(finals, ex)
 	if last := stages[len(stages)-1]; len(last.Redirs) > 0 {
 		out, ok := "", true
 		for i := 0; i < len(stages) && ok; i++ {

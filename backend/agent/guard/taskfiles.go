@@ -38,12 +38,16 @@ var taskFiles = map[string]struct {
 	"inv":     {[]string{"tasks.py"}, "python"},
 	"fab":     {[]string{"fabfile.py"}, "python"},
 	"cmake":   {[]string{"CMakeLists.txt"}, "cmake"},
+	"pipenv":  {[]string{"Pipfile"}, "toml-scripts"},
+	"pdm":     {[]string{"pyproject.toml"}, "toml-scripts"},
+	"poe":     {[]string{"pyproject.toml"}, "toml-scripts"},
 }
 
 var (
 	makeShell   = regexp.MustCompile(`\$[({]shell\s+([^)}]*)[)}]`)
 	makeVar     = regexp.MustCompile(`\$[({][A-Za-z_][A-Za-z0-9_.]*[)}]|\$[@<^?*%+|]`)
 	makeAssign  = regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:?+!]|::)?=[ \t]*(.*)$`)
+	tomlScript  = regexp.MustCompile(`(?m)^\s*[\w.-]+\s*=\s*(?:\{\s*(?:cmd|shell)\s*=\s*)?["'](.+?)["']\s*\}?\s*$`)
 	cmakeCmd    = regexp.MustCompile(`\bCOMMAND\s+([^)\n]*)`)
 	yamlCmd     = regexp.MustCompile(`^\s*(?:-\s+(?:(?:cmd|sh|run|command)\s*:\s*)?|(?:cmd|sh|run|command|script)\s*:\s*)(.+)$`)
 	rakeShell   = regexp.MustCompile(`\b(?:sh|ruby)\s+(['"])`)
@@ -139,6 +143,10 @@ func (s *scope) taskText(kind, text, ex string) {
 		for _, m := range iniCommands.FindAllStringSubmatch(text, 4) {
 			cmds = append(cmds, m[1])
 			cmds = append(cmds, strings.Split(m[2], "\n")...)
+		}
+	case "toml-scripts":
+		for _, m := range tomlScript.FindAllStringSubmatch(text, 16) {
+			cmds = append(cmds, m[1])
 		}
 	case "cmake":
 		for _, m := range cmakeCmd.FindAllStringSubmatch(text, 8) {
