@@ -46,6 +46,10 @@ func (s *scope) call(c *syntax.CallExpr) {
 		s.file(a, false, false)
 		s.wordRules(a, ex)
 	}
+	if _, changed := normalizeUnicode(argv[0]); changed || strings.ContainsFunc(strings.ReplaceAll(argv[0], dynamic, ""), isControl) {
+		// $'\xe2\x80\x8b' and the like: hidden or look-alike characters spelled by escapes.
+		s.a.add("unicode.command-name", FamilyUnicode, High, "the command name holds invisible, control or look-alike characters", ex)
+	}
 	for _, m := range wordMatches(argv[0]) {
 		m.Excerpt = excerpt(ex)
 		s.a.addMatch(m)
@@ -67,6 +71,9 @@ func (s *scope) call(c *syntax.CallExpr) {
 			s.a.add("obfuscation.glob-name", FamilyObfuscation, High, "the command name is a wildcard pattern", ex)
 		}
 		st := unwrap(argv)
+		if n := cmdName(name); n == "xargs" || n == "parallel" {
+			s.parallelism(n, argv[1:], ex)
+		}
 		if cmdName(name) == "env" {
 			for _, a := range argv[1:] {
 				if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(a, "-") {
@@ -130,7 +137,7 @@ func (s *scope) substSources(c *syntax.CallExpr) (download, decode bool) {
 					return false
 				}
 				if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
-					if f := finalCommand(s.fields(ce.Args[0])); len(f) > 0 {
+					if f := finalCommand(s.argv(ce)); len(f) > 0 {
 						nm := cmdName(f[0])
 						download = download || downloaders[nm] || networkTools[nm]
 						decode = decode || decoders[nm]
@@ -152,6 +159,10 @@ func (s *scope) command(argv []string, ex string) {
 		return
 	}
 	s.recursiveReads(name, args)
+	s.exhaustionCommand(name, args, ex)
+	s.extract(name, args, ex)
+	s.inPlace(name, args, ex)
+	s.taskRunner(name, args, ex)
 	s.hostControl(name, args, ex)
 	s.infra(name, args, ex)
 	s.exposure(name, args, ex)
@@ -263,12 +274,19 @@ func (s *scope) command(argv []string, ex string) {
 				return
 			}
 		}
+	case "ztcp", "zsocket":
+		s.a.add("reverse.ztcp", FamilyReverse, High, "opens a network connection from zsh ("+name+"), as reverse shells do", ex)
+	case "zmodload":
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "zsh/net/") }) {
+			s.a.add("reverse.zmodload", FamilyReverse, Medium, "loads zsh's network module (used to wire a shell to a socket)", ex)
+		}
 	case "find":
 		s.find(args, ex)
 	case "alias":
 		for _, a := range args {
 			if k, v, ok := strings.Cut(a, "="); ok {
-				s.nested(v, scriptCommand)
+				// Judged where it is used (expandAliases, or below in call), with the words
+				// that follow it: alias c=crontab; c -l only lists.
 				if len(s.aliases) < 32 {
 					s.aliases[k] = v
 				}

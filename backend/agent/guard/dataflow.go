@@ -354,7 +354,7 @@ func (s *scope) stdinText(st *syntax.Stmt) (string, bool) {
 		if r.Op == syntax.WordHdoc && r.Word != nil {
 			in, ok = s.str(r.Word)+"\n", true
 		} else if (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil {
-			in, ok = s.str(r.Hdoc), true
+			in, ok = s.hdoc(r.Hdoc), true
 		}
 	}
 	return in, ok

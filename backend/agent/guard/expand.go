@@ -24,11 +24,21 @@ import (
 // expands {1..999999999} in full; here unknowns stay visible as the dynamic marker and a
 // sequence stands for its ends.
 
-// argv expands a simple command's words to its argument list.
+// argv expands a simple command's words to the argument list of the command it runs, with
+// the wrappers that change nothing about what it does (nice, timeout, stdbuf, ionice, nohup,
+// setsid, command, builtin, a bare env, time) taken off: every rule then sees the command
+// itself, however many of them are stacked before it and however their names are spelled.
 func (s *scope) argv(c *syntax.CallExpr) []string {
 	if v, ok := s.cache[c]; ok {
 		return v
 	}
+	out := stripTransparent(s.words(c))
+	s.cache[c] = out
+	return out
+}
+
+// words expands a simple command's words as written (wrappers included).
+func (s *scope) words(c *syntax.CallExpr) []string {
 	var out []string
 	for _, w := range c.Args {
 		out = append(out, s.fields(w)...)
@@ -36,12 +46,90 @@ func (s *scope) argv(c *syntax.CallExpr) []string {
 			break
 		}
 	}
-	s.cache[c] = out
 	return out
 }
 
-// str expands w to one string, as in an assignment or a redirection (no splitting).
+// transparentOpts are the options with a value of the transparent wrappers.
+var transparentOpts = map[string]map[string]bool{
+	"nice":    set("-n", "--adjustment"),
+	"timeout": set("-s", "--signal", "-k", "--kill-after"),
+	"stdbuf":  set("-i", "-o", "-e", "--input", "--output", "--error"),
+	"ionice":  set("-c", "--class", "-n", "--classdata"),
+	"nohup":   {},
+	"setsid":  {},
+	"command": {},
+	"builtin": {},
+	"env":     {},
+	"time":    set("-f", "--format", "-o", "--output"),
+}
+
+// stripTransparent takes the transparent wrappers off the front of argv (see argv). A
+// wrapper whose options change what runs (command -v, env -S, env VAR=x, ionice -p) stays.
+func stripTransparent(argv []string) []string {
+	for range 8 {
+		if len(argv) < 2 || strings.Contains(argv[0], dynamic) {
+			return argv
+		}
+		name := cmdName(argv[0])
+		opts, ok := transparentOpts[name]
+		if !ok {
+			return argv
+		}
+		i := 1
+		for i < len(argv) && len(argv[i]) > 1 && argv[i][0] == '-' {
+			a := argv[i]
+			if a == "--" {
+				i++
+				break
+			}
+			switch name {
+			case "command":
+				if a != "-p" {
+					return argv
+				}
+			case "env":
+				if a != "-i" && a != "--ignore-environment" {
+					return argv
+				}
+			case "ionice":
+				if a == "-p" || a == "--pid" || a == "-P" || a == "--pgid" || a == "-u" || a == "--uid" {
+					return argv
+				}
+			case "nice":
+				if len(a) > 1 && a[1] >= '0' && a[1] <= '9' {
+					i++ // nice -10 cmd
+					continue
+				}
+			}
+			if opts[a] {
+				i++
+			}
+			i++
+		}
+		if name == "timeout" {
+			i++ // the duration
+		}
+		if i >= len(argv) || strings.Contains(argv[i], dynamic) || name == "env" && strings.Contains(argv[i], "=") {
+			return argv
+		}
+		argv = argv[i:]
+	}
+	return argv
+}
+
+// str expands w to one string, as in an assignment, a redirection or a here-string (no
+// splitting; a backslash outside quotes escapes any character, as in 'a'\”b').
 func (s *scope) str(w *syntax.Word) string {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		s.part(&b, p, false)
+	}
+	return b.String()
+}
+
+// hdoc expands the body of a here-document: a backslash escapes only $, `, \ and a newline,
+// as inside double quotes.
+func (s *scope) hdoc(w *syntax.Word) string {
 	var b strings.Builder
 	for _, p := range w.Parts {
 		s.part(&b, p, true)
@@ -321,7 +409,7 @@ func (s *scope) static(st *syntax.Stmt, in string, hasInput bool) (string, bool)
 			if r.Op == syntax.WordHdoc && r.Word != nil {
 				in, hasInput = s.str(r.Word)+"\n", true
 			} else if (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil {
-				in, hasInput = s.str(r.Hdoc), true
+				in, hasInput = s.hdoc(r.Hdoc), true
 			}
 		}
 		argv := s.argv(c)
@@ -364,7 +452,7 @@ func evalFilter(argv []string, in string, hasInput bool) (string, bool) {
 		format, rest := args[0], append([]string{}, args[1:]...)
 		var b strings.Builder
 		for {
-			out, n, err := expand.Format(nil, format, rest)
+			out, n, err := expand.Format(&expand.Config{}, format, rest) // a config of its own: see ansiC
 			if err != nil {
 				return "", false
 			}
@@ -486,7 +574,10 @@ func ansiC(v string) string {
 	if !strings.Contains(v, `\`) {
 		return v
 	}
-	out, _, err := expand.Format(nil, v, nil)
+	// A config of its own for each call: Format(nil, …) prepares (writes) the library's one
+	// shared zero config and its buffer, a data race between concurrent checks that let one
+	// check read another's text.
+	out, _, err := expand.Format(&expand.Config{}, v, nil)
 	if err != nil {
 		return v
 	}

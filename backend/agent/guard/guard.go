@@ -4,7 +4,8 @@
 //   - the tool guard ([Guard]) inspects a call's arguments — above all the command of a shell
 //     tool — against rule families (destructive rm/mv, chmod/chown of system paths, disk
 //     wiping, fork bombs, power and service control, kill, curl|sh, encoded payloads, $IFS and
-//     unicode evasions, secrets in /proc, privilege escalation, persistence, reverse shells)
+//     unicode evasions, secrets in /proc, privilege escalation, persistence, reverse shells,
+//     resource exhaustion, in-place edits, archives extracted over system roots, task files)
 //     and turns the matches into allow, ask or deny according to the configured [Level];
 //   - the file guard ([FileGuard]) keeps tools away from sensitive paths such as the app's own
 //     secrets directory, on the host and in the VM;
@@ -109,26 +110,27 @@ type Family string
 
 // The rule families of SPEC §2.4, plus the guard's own.
 const (
-	FamilyDestructive Family = "destructive-fs" // rm/mv of /, ~, *, system dirs; writes into them
-	FamilyPermissions Family = "permissions"    // chmod -R 777, chown -R, setuid
-	FamilyDisk        Family = "disk"           // mkfs, dd / redirection to block devices
-	FamilyForkBomb    Family = "fork-bomb"      // self-replicating processes
-	FamilyPower       Family = "power"          // reboot, shutdown, halt, poweroff, init 0/6
-	FamilyService     Family = "service"        // systemctl restart/stop, service x restart
-	FamilyKill        Family = "kill"           // kill, pkill, killall
-	FamilyRemoteExec  Family = "remote-exec"    // curl | sh, bash <(wget …), eval "$(curl …)"
-	FamilyEncodedExec Family = "encoded-exec"   // base64 -d | sh and other decoded payloads
-	FamilyIFS         Family = "ifs"            // $IFS word-splitting tricks
-	FamilyControl     Family = "control-char"   // control characters, escape sequences
-	FamilyUnicode     Family = "unicode"        // unicode spaces, zero-width chars, homoglyphs
-	FamilySecrets     Family = "secrets"        // /proc/*/environ, shadow, private keys
-	FamilyPrivilege   Family = "privilege"      // sudo, su, doas, pkexec, account changes
-	FamilyPersistence Family = "persistence"    // crontab, authorized_keys, sudoers
-	FamilyReverse     Family = "reverse-shell"  // /dev/tcp, nc -e, socat EXEC, bash -i >&
-	FamilyCredentials Family = "credentials"    // cloud, kube, docker, git, gh, netrc, gpg secrets
-	FamilyExfiltrate  Family = "exfiltration"   // environment or secrets sent to the network
-	FamilyLogWipe     Family = "log-wipe"       // shell history and system log wiping
-	FamilyFirewall    Family = "firewall"       // flushing or disabling the firewall
+	FamilyDestructive Family = "destructive-fs"      // rm/mv of /, ~, *, system dirs; writes into them
+	FamilyPermissions Family = "permissions"         // chmod -R 777, chown -R, setuid
+	FamilyDisk        Family = "disk"                // mkfs, dd / redirection to block devices
+	FamilyForkBomb    Family = "fork-bomb"           // self-replicating processes
+	FamilyExhaustion  Family = "resource-exhaustion" // memory bombs, unlimited parallelism, stress tools
+	FamilyPower       Family = "power"               // reboot, shutdown, halt, poweroff, init 0/6
+	FamilyService     Family = "service"             // systemctl restart/stop, service x restart
+	FamilyKill        Family = "kill"                // kill, pkill, killall
+	FamilyRemoteExec  Family = "remote-exec"         // curl | sh, bash <(wget …), eval "$(curl …)"
+	FamilyEncodedExec Family = "encoded-exec"        // base64 -d | sh and other decoded payloads
+	FamilyIFS         Family = "ifs"                 // $IFS word-splitting tricks
+	FamilyControl     Family = "control-char"        // control characters, escape sequences
+	FamilyUnicode     Family = "unicode"             // unicode spaces, zero-width chars, homoglyphs
+	FamilySecrets     Family = "secrets"             // /proc/*/environ, shadow, private keys
+	FamilyPrivilege   Family = "privilege"           // sudo, su, doas, pkexec, account changes
+	FamilyPersistence Family = "persistence"         // crontab, authorized_keys, sudoers
+	FamilyReverse     Family = "reverse-shell"       // /dev/tcp, nc -e, socat EXEC, bash -i >&
+	FamilyCredentials Family = "credentials"         // cloud, kube, docker, git, gh, netrc, gpg secrets
+	FamilyExfiltrate  Family = "exfiltration"        // environment or secrets sent to the network
+	FamilyLogWipe     Family = "log-wipe"            // shell history and system log wiping
+	FamilyFirewall    Family = "firewall"            // flushing or disabling the firewall
 	FamilyGit         Family = "git-destructive"
 	FamilyContainer   Family = "container"     // destructive engine commands, host-root mounts
 	FamilyIndirect    Family = "indirect-exec" // programs that run a command for you

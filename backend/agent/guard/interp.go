@@ -43,8 +43,9 @@ var (
 	chrCall  = regexp.MustCompile(`\bchr\(\s*(\d{1,3})\s*\)`)
 	codeExec = regexp.MustCompile(`\b(?:exec|eval)\s*\(`)
 	// decodeFn finds a decoding call in the arguments of a call that runs a command.
-	decodeFn   = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
-	remoteCode = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
+	decodeFn       = regexp.MustCompile(`b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|codecs\.decode|Buffer\.from|atob|decode64|unpack1?\b|decode_base64|base64_decode|hex2bin|str_rot13|pack\s*\(\s*['"]H`)
+	codeSystemBare = regexp.MustCompile(`\bsystem\s*[\$"'(]|\bsystem\s+\w`)
+	remoteCode     = regexp.MustCompile(`(?s)(?:\bexec|\beval|\bFunction|\binstance_eval)\s*\(.{0,200}?(?:urlopen|requests\.get|urllib|http\.client|fetch\s*\(|https?\.get|Net::HTTP|open-uri|URI\.open|LWP::Simple|file_get_contents\(\s*['"]https?:)`)
 )
 
 // interpreterCode analyses a program for an interpreter.
@@ -69,9 +70,11 @@ func (s *scope) interpreterCode(code, ex string) {
 		}
 	}
 	s.codeShowsSecretVar(code, ex)
+	s.exhaustionCode(code, ex)
+	s.codeWrites(code, ex)
 	lower := strings.ToLower(code)
 	if containsAny(lower, "socket", "require(\"net\")", "require('net')", "net.connect", "net.createconnection", "fsockopen", "tcpsocket", "io::socket", "/inet/tcp") &&
-		containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(", "'sh'", "\"sh\"") {
+		(containsAny(lower, "subprocess", "pty", "dup2", "exec", "spawn", "popen", "/bin/sh", "/bin/bash", "system(", "'sh'", "\"sh\"", "fdopen") || codeSystemBare.MatchString(lower)) {
 		s.a.add("reverse.script-socket", FamilyReverse, Critical, "opens a network socket and runs a shell through it", ex)
 	}
 	if remoteCode.MatchString(code) {

@@ -158,7 +158,7 @@ var builtinRuleList = mustRules([]Rule{
 		Reason: "uses $IFS to hide spaces (an evasion trick)", hints: []string{"ifs"}},
 	{ID: "re.privilege", Family: FamilyPrivilege, Severity: High, Pattern: cmdStart + `(?:sudo|su|doas|pkexec|run0)(?:\s|$)`,
 		Reason: "runs a command with elevated privileges", hints: []string{"sudo", "su", "doas", "pkexec", "run0"}},
-	{ID: "re.crontab", Family: FamilyPersistence, Severity: High, Pattern: cmdStart + `crontab\s+(?:-[^l\s]|-(?:\s|$)|[^-\s])`,
+	{ID: "re.crontab", Family: FamilyPersistence, Severity: High, Pattern: cmdStart + `crontab\s+["']?(?:-[^l\s"']|-(?:\s|$|["'])|[^-\s"'])`,
 		Reason: "changes a crontab (scheduled commands)", hints: []string{"crontab"}},
 	{ID: "re.nc-exec", Family: FamilyReverse, Severity: Critical, Pattern: `\b(?:nc|ncat|netcat)(?:\.\w+)?\s(?:[^\n;|&]*\s)?(?:-[a-zA-Z]*e(?:\s|$)|-c\s|--exec|--sh-exec|--lua-exec)`,
 		Reason: "connects a shell to the network with netcat", hints: []string{"nc", "netcat"}},

@@ -127,6 +127,21 @@ func unwrapRunner(name string, args []string) (step, bool) {
 		if script := tarCommand(args); script != "" {
 			return step{script: script, kind: "runner", note: "tar runs a command while it works (--checkpoint-action, --to-command, -I)", severity: High}, true
 		}
+	case "sqlite3", "sqlite":
+		var cmds []string
+		for _, a := range args {
+			for _, line := range strings.Split(a, "\n") {
+				line = strings.TrimSpace(line)
+				if rest, ok := strings.CutPrefix(line, ".shell "); ok {
+					cmds = append(cmds, rest)
+				} else if rest, ok := strings.CutPrefix(line, ".system "); ok {
+					cmds = append(cmds, rest)
+				}
+			}
+		}
+		if len(cmds) > 0 {
+			return step{script: strings.Join(cmds, "\n"), kind: "runner", note: name + " runs a shell command (.shell, .system)"}, true
+		}
 	case "make", "gmake":
 		for i, a := range args {
 			v, ok := "", false

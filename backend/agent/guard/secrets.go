@@ -232,7 +232,7 @@ func (s *scope) procSubstProgram(final []string, ps *syntax.ProcSubst, st *synta
 	download, decode := false, false
 	syntax.Walk(ps, func(n syntax.Node) bool {
 		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
-			if f := finalCommand(s.fields(ce.Args[0])); len(f) > 0 {
+			if f := finalCommand(s.argv(ce)); len(f) > 0 {
 				nm := cmdName(f[0])
 				download = download || downloaders[nm] || networkTools[nm]
 				decode = decode || decoders[nm]
@@ -302,6 +302,15 @@ func (s *scope) forLoop(f *syntax.ForClause, it *syntax.WordIter) {
 		var out []string
 		for _, w := range it.Items {
 			out = append(out, s.text(w))
+			// $(seq 1 100000) however seq is spelled: the expanded words of its commands.
+			syntax.Walk(w, func(n syntax.Node) bool {
+				if c, ok := n.(*syntax.CallExpr); ok {
+					if argv := s.argv(c); len(argv) > 0 {
+						out = append(out, cmdName(argv[0])+" "+strings.Join(argv[1:], " "))
+					}
+				}
+				return true
+			})
 		}
 		return out
 	}(), " "), -1) {

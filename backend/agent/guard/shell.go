@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,8 +187,71 @@ func (a *analysis) script(src string, kind scriptKind, depth int, vars map[strin
 	if s.vars == nil {
 		s.vars = map[string]string{}
 	}
+	if src2, ok := s.expandAliases(f); ok && a.parses < maxParses {
+		if f2, err := a.parse(src2); err == nil {
+			a.parses++
+			s.src, f = src2, f2
+		}
+	}
 	s.root = f
 	syntax.Walk(f, s.visit)
+}
+
+// expandAliases returns the script with the aliases it defines (alias NAME=TEXT) put in place
+// of the command names they stand for, as the shell reads them: every rule then sees the
+// command an alias runs, in its pipeline, with its redirections and its input. It reports
+// false when the script defines no alias that it uses.
+func (s *scope) expandAliases(f *syntax.File) (string, bool) {
+	type def struct {
+		text string
+		end  uint
+	}
+	defs := map[string]def{}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 1 && cmdName(c.Args[0].Lit()) == "alias" {
+			for _, w := range c.Args[1:] {
+				if k, v, ok := strings.Cut(s.str(w), "="); ok && !strings.Contains(v, dynamic) && len(defs) < 32 {
+					defs[k] = def{v, c.End().Offset()}
+				}
+			}
+		}
+		return true
+	})
+	if len(defs) == 0 {
+		return "", false
+	}
+	type rep struct {
+		i, j int
+		text string
+	}
+	var reps []rep
+	syntax.Walk(f, func(n syntax.Node) bool {
+		c, ok := n.(*syntax.CallExpr)
+		if !ok || len(c.Args) == 0 || len(c.Args[0].Parts) != 1 {
+			return true
+		}
+		lit, ok := c.Args[0].Parts[0].(*syntax.Lit)
+		if !ok {
+			return true
+		}
+		if d, ok := defs[lit.Value]; ok && lit.Pos().Offset() > d.end && len(reps) < 64 {
+			reps = append(reps, rep{int(lit.Pos().Offset()), int(lit.End().Offset()), d.text})
+		}
+		return true
+	})
+	if len(reps) == 0 {
+		return "", false
+	}
+	sort.Slice(reps, func(x, y int) bool { return reps[x].i < reps[y].i })
+	out := s.src
+	for k := len(reps) - 1; k >= 0; k-- {
+		r := reps[k]
+		if r.i < 0 || r.j > len(out) || r.i > r.j {
+			return "", false
+		}
+		out = out[:r.i] + r.text + out[r.j:]
+	}
+	return out, true
 }
 
 // nested analyses a script that the command hands to another shell (bash -c, eval, a decoded
@@ -337,6 +401,9 @@ func (s *scope) visit(node syntax.Node) bool {
 	case *syntax.WhileClause:
 		s.whileLoop(n)
 	case *syntax.ForClause:
+		if c, ok := n.Loop.(*syntax.CStyleLoop); ok && c.Cond == nil {
+			s.endlessShellLoop(n, n.Do)
+		}
 		if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && len(it.Items) > 0 {
 			s.vars[it.Name.Value] = strings.Join(s.fields(it.Items[0]), " ")
 			s.forLoop(n, it)
@@ -396,7 +463,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 		argv := s.argv(call)
 		raw = argv
 		final = finalCommand(argv)
-		simple := render(argv, s.redirs(st))
+		simple := render(s.words(call), s.redirs(st))
 		s.simple[call] = simple
 		s.a.cur = simple
 	} else {
@@ -406,6 +473,7 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	if in, ok := s.stdinText(st); ok {
 		if final != nil {
 			s.teeWrites(final, in)
+			s.taskStdin(final, in, s.text(st))
 		}
 		s.markFed(st.Cmd, s.feedArgs(raw, in, true, s.text(st)))
 		s.readLoop(st, in)
@@ -418,13 +486,18 @@ func (s *scope) stmt(st *syntax.Stmt) {
 	for _, r := range st.Redirs {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
-			body := r.Hdoc
+			body, text := r.Hdoc, ""
 			if r.Op == syntax.WordHdoc {
 				body = r.Word
 			}
+			if body != nil && r.Op == syntax.WordHdoc {
+				text = s.str(body)
+			} else if body != nil {
+				text = s.hdoc(body)
+			}
 			if body != nil && final != nil {
-				s.edScript(final, s.str(body), s.text(st))
-				s.fedToInterpreter(final, s.str(body), st)
+				s.edScript(final, text, s.text(st))
+				s.fedToInterpreter(final, text, st)
 				s.hdocSources(final, body, st)
 			}
 			continue
@@ -545,7 +618,7 @@ func NormalizeCommand(text string) string {
 	}
 	s := &scope{a: &analysis{}, src: text, ifs: " \t\n", vars: map[string]string{}, cache: map[*syntax.CallExpr][]string{},
 		simple: map[*syntax.CallExpr]string{}, hashed: map[string]string{}, aliases: map[string]string{}}
-	return render(s.argv(call), s.redirs(f.Stmts[0]))
+	return render(s.words(call), s.redirs(f.Stmts[0]))
 }
 
 // fedToInterpreter checks text that reaches an interpreter on its standard input.
@@ -617,6 +690,8 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 			}
 		}
 	}
+	s.sessionToNetwork(stages, finals, names, ex)
+	s.endlessIntoMemory(finals, ex)
 	if last := stages[len(stages)-1]; len(last.Redirs) > 0 {
 		out, ok := "", true
 		for i := 0; i < len(stages) && ok; i++ {
@@ -632,6 +707,7 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 		if out, ok := s.staticUpTo(stages, j); ok {
 			if finals[j] != nil {
 				s.teeWrites(finals[j], out)
+				s.taskStdin(finals[j], out, ex)
 				s.edScript(finals[j], out, ex)
 			}
 			s.markFed(stages[j].Cmd, s.feedArgs(raws[j], out, true, ex))
@@ -670,6 +746,42 @@ func (s *scope) pipeline(n *syntax.BinaryCmd) {
 	}
 }
 
+// sessionToNetwork flags a pipeline that sends an interactive session to the network: a
+// shell without a script (sh | nc host port), script(1), or a program that spawns a
+// terminal (pty.spawn), upstream of a network tool.
+func (s *scope) sessionToNetwork(stages []*syntax.Stmt, finals [][]string, names []string, ex string) {
+	for i := 0; i < len(stages)-1; i++ {
+		f := finals[i]
+		session := strings.Contains(s.text(stages[i]), "pty.spawn") || f != nil && shellSession(f)
+		if !session {
+			continue
+		}
+		for _, nm := range names[i+1:] {
+			if networkTools[nm] {
+				s.a.add("reverse.session-pipe", FamilyReverse, Critical, "sends an interactive shell session to the network ("+names[i]+" | "+nm+")", ex)
+				return
+			}
+		}
+	}
+}
+
+// shellSession reports whether argv starts a shell that reads its commands from its input:
+// sh, bash -i, or a shell whose script is just another shell (script -qc /bin/bash).
+func shellSession(argv []string) bool {
+	if !isShell(argv[0]) || cmdName(argv[0]) == "busybox" {
+		return false
+	}
+	st := unwrap(argv)
+	switch st.kind {
+	case "":
+		return len(operands(argv[1:])) == 0
+	case "shell":
+		f := strings.Fields(st.script)
+		return len(f) > 0 && isShell(f[0]) && len(operands(f[1:])) == 0
+	}
+	return false
+}
+
 func (s *scope) funcDecl(f *syntax.FuncDecl) {
 	if f.Name == nil || f.Body == nil {
 		return
@@ -679,7 +791,7 @@ func (s *scope) funcDecl(f *syntax.FuncDecl) {
 	syntax.Walk(f.Body, func(node syntax.Node) bool {
 		switch n := node.(type) {
 		case *syntax.CallExpr:
-			if len(n.Args) > 0 && n.Args[0].Lit() == name {
+			if argv := s.argv(n); len(argv) > 0 && argv[0] == name {
 				calls++
 			}
 		case *syntax.Stmt:
@@ -696,21 +808,8 @@ func (s *scope) funcDecl(f *syntax.FuncDecl) {
 }
 
 func (s *scope) whileLoop(w *syntax.WhileClause) {
-	if w.Until || len(w.Cond) != 1 {
-		return
-	}
-	c, ok := w.Cond[0].Cmd.(*syntax.CallExpr)
-	if !ok || len(c.Args) == 0 {
-		return
-	}
-	if n := c.Args[0].Lit(); n != "true" && n != ":" {
-		return
-	}
-	for _, st := range w.Do {
-		if st.Background {
-			s.a.add("fork-bomb.loop", FamilyForkBomb, High, "starts background processes in an endless loop", s.text(w))
-			return
-		}
+	if s.alwaysTrue(w.Cond, w.Until) {
+		s.endlessShellLoop(w, w.Do)
 	}
 }
 
