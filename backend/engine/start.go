@@ -16,14 +16,15 @@ import (
 // after the start call returned), so that a desktop that dies as it starts is reported with
 // its exit code and last output instead of as running (issue 32: a Pod seen Running by the
 // kubelet a moment before its container ended).
-const StartConfirm = 50 * time.Millisecond
+const StartConfirm = 100 * time.Millisecond
 
 // LogTail is how many lines of a container's last output a failed start quotes.
 const LogTail = 20
 
 // ConfirmStart checks that the container an adapter just started still runs: it inspects it
 // (again after the rest of StartConfirm when it started less than that ago) and returns
-// ExitedAtOnce when it has exited. logs reads the container's last output (best effort; it
+// ExitedAtOnce when it has failed (ended with a code other than 0; a container whose command
+// ran to completion at once, e.g. a one-off job, started fine). logs reads the container's last output (best effort; it
 // may return ""). It is the shared tail of the adapters' StartContainer.
 func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
 	began := time.Now()
@@ -32,7 +33,7 @@ func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) 
 		if err != nil {
 			return err
 		}
-		if exited(st) {
+		if exited(st) && st.ExitCode != 0 {
 			return ExitedAtOnce(op, st.ExitCode, st.Status, logs(ctx))
 		}
 		wait := StartConfirm - time.Since(st.StartedAt)
