@@ -121,7 +121,9 @@ func (m *Manager) Recent() []Summary {
 		out = append(out, *s)
 	}
 	m.mu.Unlock()
-	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(b.Last.Compare(a.Last), cmp.Compare(a.Destination, b.Destination)) })
+	slices.SortFunc(out, func(a, b Summary) int {
+		return cmp.Or(b.Last.Compare(a.Last), cmp.Compare(a.Destination, b.Destination))
+	})
 	return out
 }
 
