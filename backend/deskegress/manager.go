@@ -149,7 +149,7 @@ func (m *Manager) blocked(b Blocked) {
 	s.Count++
 	s.Last, s.Port = b.Time, b.Port
 	m.mu.Unlock()
-	m.cfg.Logger.Info("desktop egress refused", "instance", b.InstanceID, "agent", b.AgentID, "destination", b.Destination, "port", b.Port, "proto", b.Proto)
+	m.cfg.Logger.Debug("desktop egress refused", "instance", b.InstanceID, "agent", b.AgentID, "destination", b.Destination, "port", b.Port, "proto", b.Proto)
 	if m.cfg.OnBlocked != nil {
 		m.cfg.OnBlocked(b)
 	}
