@@ -21,6 +21,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
 	"cubicle/backend/control"
+	"cubicle/backend/deskegress"
 	"cubicle/backend/doctor"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
@@ -56,6 +57,9 @@ type Config struct {
 	// api.Config); SecureCookies marks the session cookie Secure (served over TLS).
 	TrustedProxies []string
 	SecureCookies  bool
+	// EgressLookup resolves the host names of desktops' egress allow-lists (nil: this
+	// machine's resolver; tests give names of their own).
+	EgressLookup deskegress.LookupFunc
 	// Doctor checks the environment for the settings page; nil disables the route.
 	Doctor func(ctx context.Context) doctor.Report
 	// StoreLockTimeout bounds the wait for the data file's lock (default 1 s).
@@ -100,7 +104,9 @@ type Backend struct {
 	Control  *control.Manager
 	Models   *models.Service
 	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
-	Security   *security.Service
+	Security *security.Service
+	// DeskEgress enforces the desktops' egress policies (package deskegress).
+	DeskEgress *deskegress.Manager
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
 	Binder     *binding.Binder
@@ -191,6 +197,7 @@ func (b *Backend) build() error {
 		}
 	}
 	b.Profiles = profile.New(agentStore{b.Store, b.Events}, b.log.With("svc", "profile"))
+	b.DeskEgress = deskegress.New(deskegress.Config{Logger: b.log.With("svc", "egress"), Lookup: b.cfg.EgressLookup, OnBlocked: b.egressBlocked})
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
@@ -229,7 +236,7 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security,
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
 		Events: b.Events, Housekeeping: hk, Placement: b.place, Runners: b.Nodes, Dist: dist,
@@ -339,6 +346,9 @@ func (b *Backend) Close() error {
 		b.stats.close()
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
+		}
+		if b.DeskEgress != nil {
+			errs = append(errs, b.DeskEgress.Close()) // after the VM manager: no desktop is started any more
 		}
 		if b.engine != nil {
 			errs = append(errs, b.engine.Close())

@@ -74,6 +74,7 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			cfg.Link.Choice = kubeLinkChoice(mode, b.engine.Kube.Host())
 		} else {
 			cfg.HostWall = b.hostWall
+			cfg.Egress = b.enforceEgress
 			cfg.Link.Choice = GuestLinkChoice(context.Background(), mode, b.engine)
 		}
 		log.Info("desktop drivers are reached over the "+cfg.Link.Choice.Primary+" link", "reason", cfg.Link.Choice.Reason)

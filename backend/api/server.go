@@ -36,6 +36,7 @@ type Config struct {
 	Accounts   Accounts   // the accounts the Users page lists
 	HostAccess HostAccess // host access grants; nil: the grant routes answer 503
 	Security   Security   // Settings → Security; nil: its routes answer 503
+	Egress     Egress     // desktops' egress policies; nil: its routes answer 503
 	Profiles   *profile.Service
 	Doctor     func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
 	VMs        VMs                                     // the Local VM manager; nil: its routes answer 503
@@ -197,6 +198,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
+	s.egressRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

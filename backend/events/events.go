@@ -55,12 +55,15 @@ const (
 	// RunnerStatus: an execution node (runner) connected, disconnected or changed — Runner.
 	// Administrators only.
 	RunnerStatus Type = "runner.status"
+	// DesktopEgressBlocked: a desktop's egress policy refused a connection or a name —
+	// EgressBlocked.
+	DesktopEgressBlocked Type = "desktop.egress_blocked"
 )
 
 // Types lists every event type.
 func Types() []Type {
 	return []Type{DesktopState, DesktopStats, PrepareProgress, ImagesChanged, ControlChanged, TimelineEntry,
-		AgentChanged, NodeChanged, RunnerStatus}
+		AgentChanged, NodeChanged, RunnerStatus, DesktopEgressBlocked}
 }
 
 // Audience says who may read an event on the UI's stream. Services inside the process (the

@@ -142,3 +142,16 @@ const (
 // DesktopUnreachable is the Desktop.State of a runner's desktop while its runner's link is
 // down (the desktop itself may still run there; nobody can reach it).
 const DesktopUnreachable = "unreachable"
+
+// EgressBlocked is the payload of DesktopEgressBlocked: the desktop's egress policy refused a
+// connection (Proto tcp, udp, icmp, other) or a DNS name (Proto dns) at Time.
+type EgressBlocked struct {
+	NodeID      string    `json:"nodeId"`
+	InstanceID  string    `json:"instanceId"`
+	AccountID   string    `json:"accountId,omitempty"`
+	AgentID     string    `json:"agentId,omitempty"`
+	Destination string    `json:"destination"`
+	Port        int       `json:"port,omitempty"`
+	Proto       string    `json:"proto"`
+	Time        time.Time `json:"time"`
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -32,6 +33,20 @@ type NodeSettings struct {
 	Engine EngineSettings `json:"engine,omitzero"`
 	// EngineRequestID is the last applied requestId of an engine change.
 	EngineRequestID string `json:"engineRequestId,omitempty"`
+	// Egress is what the node's desktops may reach on the network (package deskegress); the
+	// zero value is "open". AgentEgress overrides it for single agents' own desktops.
+	Egress      EgressPolicy            `json:"egress,omitzero"`
+	AgentEgress map[string]EgressPolicy `json:"agentEgress,omitempty"`
+}
+
+// EgressPolicy is a desktop egress policy as an administrator saved it (validated by
+// backend/deskegress): Mode "" or "open", "allow-list" or "closed"; Allow lists host names
+// (example.com, *.example.com), addresses and CIDRs (allow-list only).
+type EgressPolicy struct {
+	Mode      string    `json:"mode,omitempty"`
+	Allow     []string  `json:"allow,omitempty"`
+	UpdatedBy string    `json:"updatedBy,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
 
 // EngineSettings choose a node's container engine: Kind "" (find one), "podman", "docker",

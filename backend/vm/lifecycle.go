@@ -366,16 +366,23 @@ func (m *Manager) wall(ctx context.Context, eng Engine, in *store.VMInstance) er
 		return fmt.Errorf("inspect the started desktop: %w", err)
 	}
 	err = m.cfg.HostWall(ctx, st.PID, in.ContainerID, m.runDir(in.ID))
+	pid := st.PID
 	switch {
 	case err == nil:
 		in.HostWall = "on"
-		return nil
 	case errors.Is(err, fault.ErrUnavailable):
+		pid = 0 // not proven to be the desktop's process: its network is not touched
 		in.HostWall = "off: " + err.Error()
 		m.log.Warn("desktop not walled off from this machine", "instance", in.ID, "why", err)
-		return nil
+	default:
+		return fmt.Errorf("wall the desktop off from this machine: %w", err)
 	}
-	return fmt.Errorf("wall the desktop off from this machine: %w", err)
+	if m.cfg.Egress != nil {
+		if err := m.cfg.Egress(ctx, *in, pid); err != nil {
+			return fmt.Errorf("enforce the desktop's egress policy: %w", err)
+		}
+	}
+	return nil
 }
 
 // wallOrStop walls off a running desktop that this process did not start (adopted at

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestImageSources(t *testing.T) {
 				wantClass(t, "SetImageSources", err, fault.ErrInvalid, tc.want)
 			})
 		}
-		if after, _ := f.st.NodeSettings(DefaultNodeID); after != before {
+		if after, _ := f.st.NodeSettings(DefaultNodeID); !reflect.DeepEqual(after, before) {
 			t.Fatalf("settings changed by refused updates: %+v → %+v", before, after)
 		}
 	})

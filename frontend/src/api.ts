@@ -79,6 +79,35 @@ export interface SecurityUpdate {
   desktopHostPorts?: number[];
 }
 
+/** A desktop egress policy (docs/egress.md): allow entries are host names, *.names, addresses or CIDRs. */
+export interface EgressPolicy {
+  mode: 'open' | 'allow-list' | 'closed' | string;
+  allow?: string[];
+  updatedBy?: string;
+  updatedAt?: string;
+}
+
+/** A destination a desktop's egress policy refused (since the server started). */
+export interface EgressBlockedSummary {
+  agentId?: string;
+  instanceId: string;
+  destination: string;
+  port?: number;
+  proto: string;
+  count: number;
+  last: string;
+}
+
+/** GET /api/app/admin/egress: the node's policy, agents' own ones and what was refused. */
+export interface EgressView {
+  nodeId: string;
+  node: EgressPolicy;
+  agents: { agentId: string; agentName?: string; policy: EgressPolicy }[];
+  blocked: EgressBlockedSummary[];
+  enforcement?: string;
+  problem?: string;
+}
+
 /** A saved "always allow" rule. agentId "" applies to every agent. */
 export interface AllowRule {
   id: string;
@@ -893,6 +922,27 @@ export class Client {
   /** PUT /api/app/admin/security (admin only). */
   setSecurity(u: SecurityUpdate): Promise<SecuritySettings> {
     return this.request<SecuritySettings>('PUT', '/api/app/admin/security', u);
+  }
+
+  /** GET /api/app/admin/egress (admin only). */
+  getEgress(): Promise<EgressView> {
+    return this.request<EgressView>('GET', '/api/app/admin/egress');
+  }
+
+  /** PUT /api/app/admin/egress/nodes/:node (admin only). */
+  setNodeEgress(node: string, p: { mode: string; allow?: string[] }): Promise<EgressView> {
+    return this.request<EgressView>('PUT', `/api/app/admin/egress/nodes/${encodeURIComponent(node)}`, p);
+  }
+
+  /** PUT /api/app/admin/egress/agents/:id (admin only); null gives the agent the node's policy again. */
+  setAgentEgress(agentId: string, p: { mode: string; allow?: string[] } | null): Promise<EgressView> {
+    const path = `/api/app/admin/egress/agents/${encodeURIComponent(agentId)}`;
+    return p === null ? this.request<EgressView>('DELETE', path) : this.request<EgressView>('PUT', path, p);
+  }
+
+  /** POST /api/app/admin/egress/allow (admin only): allow a refused destination. */
+  allowEgress(agentId: string, destination: string): Promise<EgressView> {
+    return this.request<EgressView>('POST', '/api/app/admin/egress/allow', { agentId, destination });
   }
 
   /** GET /api/app/admin/security/allow-rules (admin only): every saved rule. */

@@ -7,6 +7,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type AllowRule, type Client, type Confirmation, type ModelEndpoint, type SecuritySettings } from '../api';
 import { messageFor } from '../errors';
+import { EgressCard } from './EgressCard';
 import { Forbidden } from './Forbidden';
 
 const levelHelp: Record<string, string> = {
@@ -54,6 +55,7 @@ export function SecuritySettingsSection({ client }: { client: Client }) {
         </p>
       )}
       {view === null ? <p class="muted">Loading…</p> : <SettingsForm client={client} view={view} onSaved={setView} />}
+      <EgressCard client={client} />
       <RulesCard client={client} />
       <ConfirmationsCard client={client} />
     </section>
