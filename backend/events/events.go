@@ -55,12 +55,15 @@ const (
 	// RunnerStatus: an execution node (runner) connected, disconnected or changed — Runner.
 	// Administrators only.
 	RunnerStatus Type = "runner.status"
+	// ConfirmRequested: a tool call made from outside a chat (an MCP client using an agent's
+	// computer) waits for the owner's confirmation, or that wait ended — Confirm.
+	ConfirmRequested Type = "chat.confirm"
 )
 
 // Types lists every event type.
 func Types() []Type {
 	return []Type{DesktopState, DesktopStats, PrepareProgress, ImagesChanged, ControlChanged, TimelineEntry,
-		AgentChanged, NodeChanged, RunnerStatus}
+		AgentChanged, NodeChanged, RunnerStatus, ConfirmRequested}
 }
 
 // Audience says who may read an event on the UI's stream. Services inside the process (the
