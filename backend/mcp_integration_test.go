@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -302,6 +305,9 @@ func TestMCPServerOnRealDesktop(t *testing.T) {
 		t.Fatalf("admin's list of all tokens: %+v", all)
 	}
 
+	// The official TypeScript SDK client drives the same desktop (tests/mcp, npm ci there).
+	tsClient(t, srv.URL+"/mcp", secret, "Ada")
+
 	// Revoked: the next request of the open session and a new session get 401.
 	if code := apiJSON(t, srv, ap.Token, "DELETE", "/api/app/account/tokens/"+tokID, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("revoke: %d", code)
@@ -325,6 +331,26 @@ func TestMCPServerOnRealDesktop(t *testing.T) {
 	if code := mcpStatus(t, srv, esecret); code != http.StatusUnauthorized {
 		t.Fatalf("expired token: %d", code)
 	}
+}
+
+// tsClient runs tests/mcp/drive.mjs (the official TypeScript SDK client) against endpoint.
+func tsClient(t *testing.T, endpoint, secret, agentRef string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "tests", "mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in tests/mcp (%v)", err)
+	}
+	cmd := exec.Command("node", "drive.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CUBICLE_MCP_URL="+endpoint, "CUBICLE_TOKEN="+secret, "CUBICLE_AGENT="+agentRef)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"ok":true`) {
+		t.Fatalf("TypeScript SDK client: %v\n%s", err, out)
+	}
+	t.Logf("TypeScript SDK client: %s", strings.TrimSpace(string(out)))
 }
 
 func mustCall(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string) *mcp.CallToolResult {
