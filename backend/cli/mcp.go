@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -82,7 +83,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("list the server's tools: %w", err)
 	}
 	close(ready)
-	err = local.Run(ctx, &mcp.StdioTransport{})
+	err = local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopCloser{e.stdout}})
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -95,6 +96,11 @@ func forward(remote *mcp.ClientSession, name string) mcp.ToolHandler {
 		return remote.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments})
 	}
 }
+
+// nopCloser leaves the process's stdout open when the session ends.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // bearer adds the API token to every request.
 type bearer struct {
