@@ -18,6 +18,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/api"
+	"cubicle/backend/apitoken"
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
 	"cubicle/backend/control"
@@ -28,6 +29,7 @@ import (
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
+	"cubicle/backend/mcpserver"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
@@ -117,6 +119,9 @@ type Backend struct {
 	Screens      *screen.Hubs
 	Computer     *api.ComputerChannel
 	API          *api.Server
+	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
+	Tokens *apitoken.Service
+	MCP    *mcpserver.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -234,12 +239,21 @@ func (b *Backend) build() error {
 		}
 		hk = b.Housekeeping
 	}
+	b.Tokens = apitoken.New(b.Store, b.Profiles)
+	mc, err := newMCPComputers(b)
+	if err != nil {
+		return err
+	}
+	if b.MCP, err = mcpserver.New(mcpserver.Config{Computers: mc, Tokens: b.Tokens, Version: b.cfg.Version,
+		Logger: b.log.With("svc", "mcp")}); err != nil {
+		return err
+	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Housekeeping: hk, Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,

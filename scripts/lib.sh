@@ -22,6 +22,11 @@ install_deps() {
     say "installing frontend packages"
     (cd "$ROOT/frontend" && npm ci --no-audit --no-fund)
   fi
+  # the official MCP TypeScript SDK client that drives /mcp in the Go tests (tests/mcp)
+  if [ "$what" = test ] && { [ ! -d "$ROOT/tests/mcp/node_modules" ] || [ "$ROOT/tests/mcp/package-lock.json" -nt "$ROOT/tests/mcp/node_modules/.package-lock.json" ]; }; then
+    say "installing the MCP test client's packages"
+    npm ci --prefix "$ROOT/tests/mcp" --no-audit --no-fund
+  fi
 }
 
 # ensure_podman_service makes sure a Podman API service answers on the rootful socket (tests

@@ -53,6 +53,11 @@ go test -count=1 -timeout 40m -skip '^TestKubernetes' $plain 2>&1 | tee test-art
 phase "Go tests of the concurrent core under the race detector"
 go test -race -count=1 -timeout 25m "${RACE_PKGS[@]}" 2>&1 | tee test-artifacts/go-race.log
 
+# The store's two page checks (serve's pre-open check and doctor's full check) against damaged
+# page headers of every kind: the seed corpus runs in the plain pass; here new inputs for 20 s.
+phase "fuzzing the store's page checks (20 s)"
+go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=20s ./backend/store 2>&1 | tee test-artifacts/go-fuzz-store.log
+
 # Test binaries for the passes below, linked once each (./backend's is the largest of all).
 phase "link the test binaries of the link, node and Kubernetes passes"
 go test -c -o "$TB/backend.test" ./backend

@@ -55,6 +55,8 @@ type TurnInfo struct {
 	MainTurnID string
 	// Stopped is set in the TurnInfo given to Config.TurnEnded when a person stopped the turn.
 	Stopped bool
+	// Via names who made a direct call (DirectCall.Via, e.g. "MCP: laptop"); "" in a chat.
+	Via string
 }
 
 // Notice is something a turn announces as it starts: a CUSTOM event {name, value} right after
@@ -66,8 +68,11 @@ type Notice struct {
 }
 
 // Source is the event source of calls made in t: "" for the main agent, "main/<name>" for a
-// task helper (SPEC §2.1).
+// task helper (SPEC §2.1), DirectCall.Via for a direct call.
 func (t TurnInfo) Source() string {
+	if t.Via != "" {
+		return t.Via
+	}
 	if t.Helper == "" {
 		return ""
 	}
@@ -203,11 +208,13 @@ type session struct {
 	stopMu  sync.Mutex
 	// runAgent is the agent of the running turn; guarded by stopMu with stop.
 	runAgent string
-	loaded   bool // history was read from the store (or there was none)
-	agentID  string
-	title    string
-	created  time.Time
-	active   *store.ActiveTurn // the running turn, saved so a crash leaves a trace
+	// waiting is a direct call waiting for a person's answer (direct.go); guarded by stopMu.
+	waiting *waiter
+	loaded  bool // history was read from the store (or there was none)
+	agentID string
+	title   string
+	created time.Time
+	active  *store.ActiveTurn // the running turn, saved so a crash leaves a trace
 }
 
 // New returns a Runtime.
@@ -308,6 +315,23 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		return fault.Invalid("input is required")
 	}
 	s := r.session(t.UserID, t.SessionID)
+	if (t.ConfirmResults != nil || isYes(t.Input) || isNo(t.Input)) && s.answer(t) {
+		// The answer to a direct call waiting in this conversation (DirectCall): it goes to
+		// the call, which reports the result to its caller.
+		reply := Msg{ID: NewID(), Name: firstNonEmpty(t.AgentName, "agent"), Role: "assistant", Timestamp: time.Now().UTC(),
+			Content: []ContentBlock{{Type: "text", Text: "Your answer went to the waiting call."}}}
+		start := newEvent(AgentStart)
+		start.SessionID, start.ReplyID, start.Name, start.Role = t.SessionID, reply.ID, reply.Name, "assistant"
+		emit(start)
+		e := newEvent(UserConfirmResult)
+		e.ConfirmResults = t.ConfirmResults
+		emit(e)
+		res := newEvent(AgentResult)
+		res.Result = &reply
+		emit(res)
+		emit(newEvent(AgentEnd))
+		return nil
+	}
 	if !s.mu.TryLock() {
 		return fault.Conflict("this chat is already answering; wait for it or stop it")
 	}

@@ -27,7 +27,9 @@ func jsonBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || isUpgrade(r) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || isUpgrade(r) || r.URL.Path == "/mcp" {
+			// /mcp reads its own JSON-RPC bodies, with its own bound (computer_write_file
+			// carries files of up to 25 MiB).
 			next.ServeHTTP(w, r)
 			return
 		}

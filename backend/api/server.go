@@ -52,8 +52,12 @@ type Config struct {
 	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
 	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
 	Housekeeping Housekeeping
-	Logger       *slog.Logger
-	Version      string
+	// Tokens are the personal API tokens; nil answers 503. MCP is the MCP endpoint served at
+	// /mcp behind the guard (it checks its own bearer token); nil: no /mcp.
+	Tokens  Tokens
+	MCP     http.Handler
+	Logger  *slog.Logger
+	Version string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -199,6 +203,7 @@ func (s *Server) routes(mux *router) {
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)
+	s.tokenRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

@@ -160,6 +160,8 @@ func TestQuickRun(t *testing.T) {
 	peers := map[string]string{ // rows the issues pair with a peer → the peer's name
 		"screenshot_jpeg": "scrot + convert", "screenshot_png": "scrot + convert", "click": "xdotool",
 		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot", "live_input": "v1 frames",
+		// An MCP client over streamable HTTP next to the in-app step.
+		bench.RowMCPStep: "in-app agent_step",
 		"live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
 		// The exec link next to the socket link, in the same run.
 		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",

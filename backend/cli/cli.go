@@ -44,6 +44,7 @@ func commands() []command {
 		{"doctor", "check the container engine, display and data directory (--check-store: the data file)", runDoctor},
 		{"restore-backup", "put a backup of the data file back (the newest sound one, or FILE; --list)", runRestoreBackup},
 		{"runner", "run this machine as an execution node of a server (--server URL --token TOKEN)", runRunner},
+		{"mcp", "a stdio MCP server for Claude Code, Codex, Cursor: Cubicle's computers (--server URL, $CUBICLE_TOKEN)", runMCP},
 		{"image", "build or list the desktop images (build standard|cursor, list)", runImage},
 		{"bench", "measure Cubicle against other agent-desktop tools' methods (--quick, --json FILE)", runBench},
 		{"admin", "tasks on the server's machine: reset-password USER", runAdmin},

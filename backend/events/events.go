@@ -58,12 +58,15 @@ const (
 	// DesktopEgressBlocked: a desktop's egress policy refused a connection or a name —
 	// EgressBlocked.
 	DesktopEgressBlocked Type = "desktop.egress_blocked"
+	// ConfirmRequested: a tool call made from outside a chat (an MCP client using an agent's
+	// computer) waits for the owner's confirmation, or that wait ended — Confirm.
+	ConfirmRequested Type = "chat.confirm"
 )
 
 // Types lists every event type.
 func Types() []Type {
 	return []Type{DesktopState, DesktopStats, PrepareProgress, ImagesChanged, ControlChanged, TimelineEntry,
-		AgentChanged, NodeChanged, RunnerStatus, DesktopEgressBlocked}
+		AgentChanged, NodeChanged, RunnerStatus, DesktopEgressBlocked, ConfirmRequested}
 }
 
 // Audience says who may read an event on the UI's stream. Services inside the process (the

@@ -80,6 +80,20 @@ type Timeline struct {
 	Run       any    `json:"run"`
 }
 
+// Confirm is the payload of ConfirmRequested: calls of chat session SessionID (made by Source,
+// e.g. "MCP: laptop") wait for the person's answer (State "asked"), given like any other
+// confirmation (POST /api/app/chat with confirmResults for that session), or the wait ended
+// (State "answered", "expired" or "cancelled").
+type Confirm struct {
+	SessionID string `json:"sessionId"`
+	AgentID   string `json:"agentId"`
+	Source    string `json:"source"`
+	State     string `json:"state"`
+	ToolCalls any    `json:"toolCalls,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Deadline  string `json:"deadline,omitempty"` // RFC 3339: when an unanswered request is denied
+}
+
 // Agent is the payload of AgentChanged.
 type Agent struct {
 	AgentID   string `json:"agentId"`

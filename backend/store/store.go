@@ -32,7 +32,8 @@
 //	├── app_settings
 //	│   ├── "model"            → ModelSettings JSON (the API key sealed by package models)
 //	│   ├── "security"         → SecuritySettings JSON (Settings → Security)
-//	│   └── "runner-channels"  → RunnerChannels JSON (the runners' update channels)
+//	│   ├── "runner-channels"  → RunnerChannels JSON (the runners' update channels)
+//	│   └── "api-tokens"       → []APIToken JSON (personal API tokens: hashes, never secrets)
 //	├── session_revocations
 //	│   └── <token nonce>      → expiry, unix seconds (a logged-out session token)
 //	├── host_grants
