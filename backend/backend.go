@@ -280,11 +280,13 @@ func (b *Backend) Start(ctx context.Context) error {
 		return err
 	}
 	if b.local != nil {
-		if err := b.local.start(ctx, b.Nodes); err != nil {
-			return err
-		}
+		// The managed local runner connects in the background (localrunner.go): node
+		// "local" is served directly until it is up, and shows as connecting.
+		b.runnerConnecting()
+		b.local.start(b.Nodes, b.runnerUp)
+	} else {
+		b.runnerUp()
 	}
-	b.runnerUp()
 	b.stats.start()
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBG = cancel

@@ -156,6 +156,13 @@ func (s runStore) PutToolRun(r store.ToolRun) error {
 	return nil
 }
 
+// runnerConnecting announces that node "local" (this process) is connecting its managed local
+// runner; runnerUp follows once it is connected.
+func (b *Backend) runnerConnecting() {
+	b.Events.Publish(events.RunnerStatus, events.AdminsOnly, events.Runner{NodeID: b.nodeID(), State: events.RunnerConnecting,
+		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH})
+}
+
 // runnerUp announces the managed local runner (node "local" in this process). The runner link
 // of external runners publishes the same event type when it comes.
 func (b *Backend) runnerUp() {

@@ -50,10 +50,18 @@ func localNodeMode(cfg string) (string, error) {
 
 // localRunner is the managed local runner and the in-memory accept path it dials. Start runs
 // it; stop ends it and waits.
+//
+// The runner connects in the background (issue 31: its connection took seconds on the
+// server's critical path): until its link is first up, node "local" is served by the VM
+// manager directly (placement.local) — the same manager and store the runner wraps, so
+// nothing a person has is lost or doubled — and the runner shows as connecting.
 type localRunner struct {
 	r   *runner.Runner
 	ln  *memListener
 	srv *http.Server
+
+	up   chan struct{} // closed once the runner's link was first up
+	gate chan struct{} // tests: when set, the accept path serves only once it is closed
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -69,7 +77,7 @@ func (b *Backend) buildLocalRunner() (*localRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	lr := &localRunner{ln: newMemListener()}
+	lr := &localRunner{ln: newMemListener(), up: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+wire.ConnectPath, b.Nodes)
 	lr.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -85,32 +93,52 @@ func (b *Backend) buildLocalRunner() (*localRunner, error) {
 	return lr, nil
 }
 
-// start serves the accept path and runs the runner, then waits (bounded) until its link is
-// up so the first calls for node "local" find it.
-func (lr *localRunner) start(ctx context.Context, hub *nodes.Hub) error {
+// start serves the accept path and runs the runner, and returns at once: onUp runs (from a
+// goroutine lr owns) when the runner's link is first up. Until then Connected is false.
+func (lr *localRunner) start(hub *nodes.Hub, onUp func()) {
 	rctx, cancel := context.WithCancel(context.Background())
 	lr.cancel = cancel
-	lr.wg.Add(2)
+	lr.wg.Add(3)
 	go func() {
 		defer lr.wg.Done()
+		if lr.gate != nil {
+			select {
+			case <-lr.gate:
+			case <-rctx.Done():
+				return
+			}
+		}
 		lr.srv.Serve(lr.ln)
 	}()
 	go func() {
 		defer lr.wg.Done()
 		lr.r.Run(rctx)
 	}()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !hub.Connected(nodes.LocalID) {
-		select {
-		case <-wctx.Done():
-			return fault.Unavailable("the managed local runner did not connect: %v", wctx.Err())
-		case <-t.C:
+	go func() {
+		defer lr.wg.Done()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for !hub.Connected(nodes.LocalID) {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
 		}
+		close(lr.up)
+		onUp()
+	}()
+}
+
+// Connected reports whether the runner's link was up at least once (from then on node
+// "local" is reached through it; a link that breaks is reconnected by the runner).
+func (lr *localRunner) Connected() bool {
+	select {
+	case <-lr.up:
+		return true
+	default:
+		return false
 	}
-	return nil
 }
 
 // stop ends the runner and the accept path and waits for them.

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 )
 
 // startLocalNode starts a backend without an engine on data directory dir with node "local"
@@ -75,9 +77,7 @@ func TestManagedLocalRunner(t *testing.T) {
 		t.Fatalf("bad switch: %v", err)
 	}
 	b, call := startLocalNode(t, dir, LocalNodeRunner)
-	if !b.Nodes.Connected(nodes.LocalID) {
-		t.Fatal("Start returned before the managed local runner connected")
-	}
+	waitLocal(t, b, true) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
 	hello, _ := b.Nodes.Hello(nodes.LocalID)
 	if hello.Name != "this computer" || hello.EngineError == "" {
 		t.Fatalf("hello of the managed runner: %+v", hello)
@@ -200,3 +200,88 @@ func TestManagedLocalRunner(t *testing.T) {
 		t.Fatalf("status direct: %d %s", code, body)
 	}
 }
+
+// TestStartDoesNotWaitForLocalRunner (issue 31 item 1): the server answers while its managed
+// local runner is still connecting. Start returns with the runner's accept path held shut;
+// /api/health and node "local"'s routes answer at once (the VM manager the runner wraps serves
+// them), the runner shows as connecting; once the accept path opens the runner connects,
+// shows as connected and node "local" is reached over its link.
+func TestStartDoesNotWaitForLocalRunner(t *testing.T) {
+	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", LocalNode: LocalNodeRunner, AllowedHosts: []string{"127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sub := b.Events.Subscribe(events.SubscribeOptions{Types: []events.Type{events.RunnerStatus}})
+	defer sub.Close()
+	b.local.gate = make(chan struct{})
+	started := make(chan error, 1)
+	go func() { started <- b.Start(t.Context()) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		close(b.local.gate)
+		t.Fatal("Start waits for the managed local runner's connection")
+	}
+	if b.Nodes.Connected(nodes.LocalID) {
+		t.Fatal("the runner connected through a closed accept path")
+	}
+	ts := httptest.NewServer(b.API.Handler())
+	defer ts.Close()
+	sess, err := b.LocalSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+sess.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	if code, body := get("/api/health"); code != 200 {
+		t.Fatalf("health while the runner connects: %d %s", code, body)
+	}
+	if code, body := get("/api/app/admin/local-vm"); code != 200 || !strings.Contains(body, "turned off") {
+		t.Fatalf("node local's status while the runner connects: %d %s", code, body)
+	}
+	if v, _ := b.place.local(); !isManager(v) {
+		t.Fatal("node local is not served by the VM manager while the runner connects")
+	}
+	close(b.local.gate)
+	waitLocal(t, b, true)
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.local.Connected() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v, _ := b.place.local(); isManager(v) {
+		t.Fatal("node local is not reached over the runner's link once it is up")
+	}
+	if code, body := get("/api/app/admin/local-vm"); code != 200 || !strings.Contains(body, "turned off") {
+		t.Fatalf("node local's status over the link: %d %s", code, body)
+	}
+	var states []string
+	for len(states) < 2 {
+		select {
+		case e := <-sub.C():
+			if r, ok := e.Data.(events.Runner); ok && r.NodeID == nodes.LocalID {
+				states = append(states, r.State)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("runner states published: %v, want connecting then connected", states)
+		}
+	}
+	if states[0] != events.RunnerConnecting || states[1] != events.RunnerConnected {
+		t.Fatalf("runner states published: %v, want connecting then connected", states)
+	}
+}
+
+func isManager(v nodeVMs) bool { _, ok := v.(*vm.Manager); return ok }

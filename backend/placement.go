@@ -75,9 +75,10 @@ func (p *placement) local() (nodeVMs, error) {
 	if p.b.VMs == nil {
 		return nil, fault.Unavailable("Local VM is not available on this server")
 	}
-	if p.b.local != nil {
+	if p.b.local != nil && p.b.local.Connected() {
 		return p.b.Nodes.Node(nodes.LocalID)
 	}
+	// Direct mode, or the managed runner still connecting: the manager it wraps answers.
 	return p.b.VMs, nil
 }
 

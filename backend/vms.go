@@ -111,9 +111,17 @@ func (b *Backend) hostWall(ctx context.Context, pid int, containerID, runDir str
 }
 
 // GuestLinkChoice decides how desktops' drivers on engine e are reached under mode (see
-// link.Choose); it asks the engine what it runs on.
+// link.Choose). It asks the engine what it runs on only when the answer can change the
+// choice: a Docker engine whose socket looks local may be Docker Desktop's VM. Podman's
+// answer takes seconds on a busy machine (it counts its storage) and never names Docker
+// Desktop, so a Podman engine, a forced mode or a choice of exec is made without it
+// (issue 31: the question was on the server's start).
 func GuestLinkChoice(ctx context.Context, mode link.Mode, e *ConnectedEngine) link.Choice {
 	le := link.Engine{GOOS: runtime.GOOS, Socket: e.Endpoint.Socket, Remote: e.Endpoint.Remote, VM: e.Endpoint.VM}
+	c := link.Choose(mode, le)
+	if mode != link.Auto || c.Primary == link.NameExec || e.Endpoint.Kind == engine.Podman || e.Client == nil {
+		return c
+	}
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if info, err := e.Client.Info(ictx); err == nil {

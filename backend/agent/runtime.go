@@ -342,14 +342,29 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	if s.agentID == "" {
 		s.agentID = t.AgentID
 	}
-	if s.title == "" {
+	hadTitle := s.title != ""
+	if !hadTitle {
 		s.title = title(t.Input)
 	}
 	turnID := NewID()
-	// The turn is marked running in the saved conversation before anything else happens;
-	// the mark goes with the save at its end, so one left behind means a crash (see
-	// RecoverInterrupted).
+	// The person's message and the turn's running mark are saved before anything else
+	// happens, and before the turn is acknowledged (AGENT_START, the HTTP 200 of the chat
+	// route): a crash from then on loses no input. A save that fails ends the turn here, with
+	// nothing emitted. The mark goes with the save at the turn's end, so one left behind
+	// means a crash (see RecoverInterrupted).
 	s.active = &store.ActiveTurn{ID: turnID, StartedAt: time.Now().UTC()}
+	before := len(s.history)
+	if len(s.pending) == 0 { // else the input answers the pending confirmations (resumeConfirm)
+		s.history = append(s.history, Msg{ID: NewID(), Name: t.UserID, Role: "user",
+			Content: []ContentBlock{{Type: "text", Text: t.Input}}, Timestamp: time.Now().UTC()})
+	}
+	if err := r.trySave(s, t.UserID, t.SessionID); err != nil {
+		s.history, s.active = s.history[:before], nil
+		if !hadTitle {
+			s.title = ""
+		}
+		return fault.Unavailable("your message could not be saved, so the turn did not start (nothing was changed; try again): %v", err)
+	}
 	defer func() {
 		s.active = nil
 		r.save(s, t.UserID, t.SessionID)

@@ -50,16 +50,23 @@ func (r *Runtime) load(s *session, userID, sessionID string) error {
 	return nil
 }
 
-// save writes s to the store.
+// save writes s to the store; a failure is logged (a checkpoint during a turn: the turn goes
+// on, and the next checkpoint tries again).
 func (r *Runtime) save(s *session, userID, sessionID string) {
+	if err := r.trySave(s, userID, sessionID); err != nil {
+		r.log.Error("save chat", "session", sessionID, "err", err)
+	}
+}
+
+// trySave writes s to the store.
+func (r *Runtime) trySave(s *session, userID, sessionID string) error {
 	if r.cfg.Sessions == nil {
-		return
+		return nil
 	}
 	s.history = trimImages(s.history, KeepImages)
 	hist, err := json.Marshal(s.history)
 	if err != nil {
-		r.log.Error("save chat", "err", err)
-		return
+		return fmt.Errorf("save chat: %w", err)
 	}
 	var pending json.RawMessage
 	if len(s.pending) > 0 {
@@ -72,8 +79,9 @@ func (r *Runtime) save(s *session, userID, sessionID string) {
 	c := store.ChatSession{UserID: userID, SessionID: sessionID, AgentID: s.agentID, Title: s.title,
 		History: hist, Pending: pending, ActiveTurn: s.active, CreatedAt: s.created, UpdatedAt: now}
 	if err := r.cfg.Sessions.PutChatSession(c); err != nil {
-		r.log.Error("save chat", "session", sessionID, "err", err)
+		return fmt.Errorf("save chat: %w", err)
 	}
+	return nil
 }
 
 // ActiveTurns lists the saved conversations whose turn was marked running (the store

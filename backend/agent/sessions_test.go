@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/openai"
+	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
 
@@ -149,4 +151,55 @@ func TestTurnIsDurable(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// failingStore is a real store whose conversation saves fail.
+type failingStore struct{ *store.Store }
+
+func (failingStore) PutChatSession(store.ChatSession) error { return errors.New("disk full") }
+
+// TestTurnSavedBeforeStart (issue 31 item 3): when a turn is acknowledged (AGENT_START, the
+// first event) the person's message and the running mark are in the data file already; a
+// save that fails ends the turn before any event, with an error saying so.
+func TestTurnSavedBeforeStart(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := newHarness(t, true, 0)
+	h.model.replies = [][]string{textReply("hello")}
+	models := func(ctx context.Context, id string, c *agent.ChatModel) (agent.Model, error) {
+		return openai.New(openai.Config{BaseURL: h.server.URL + "/v1", APIKey: "test-key", Model: "m", AllowPrivate: true})
+	}
+	rt, err := agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: st, Models: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var atStart *store.ChatSession
+	err = rt.Run(t.Context(), agent.Turn{SessionID: "s1", UserID: "u1", Input: "keep this message"}, func(e agent.Event) {
+		if e.Type == agent.AgentStart && atStart == nil {
+			c, err := st.ChatSession("u1", "s1")
+			if err != nil {
+				t.Errorf("at AGENT_START the conversation is not saved: %v", err)
+			}
+			atStart = &c
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if atStart == nil || atStart.ActiveTurn == nil || !strings.Contains(string(atStart.History), "keep this message") {
+		t.Fatalf("saved at AGENT_START: %+v", atStart)
+	}
+
+	rt, err = agent.New(agent.Config{Tools: h.tools, Guard: h.guard, Sessions: failingStore{st}, Models: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	err = rt.Run(t.Context(), agent.Turn{SessionID: "s2", UserID: "u1", Input: "lost?"}, func(agent.Event) { events++ })
+	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "disk full") || events != 0 {
+		t.Fatalf("a turn whose message cannot be saved: err %v after %d events, want unavailable before any", err, events)
+	}
 }

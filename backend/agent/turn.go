@@ -35,17 +35,14 @@ func (tr *turnRun) run() error {
 			return err
 		}
 	}
+	// The person's message is in the history and saved already (Runtime.Run saves it, with
+	// the turn marked running, before the turn is acknowledged).
 	if len(tr.s.pending) > 0 {
 		if err := tr.resumeConfirm(); err != nil {
 			return err
 		}
-	} else {
-		tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.t.UserID, Role: "user",
-			Content: []ContentBlock{{Type: "text", Text: tr.t.Input}}, Timestamp: time.Now().UTC()})
+		tr.checkpoint()
 	}
-	// The person's message is saved before the model or any tool runs: a crash from here on
-	// loses no input (and the turn is marked running, see Runtime.Run).
-	tr.checkpoint()
 	var model Model
 	if tr.rt.cfg.Models != nil {
 		m, err := tr.rt.cfg.Models(tr.ctx, tr.t.AgentID, tr.t.ChatModel)

@@ -4,11 +4,18 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/fault"
 	"cubicle/backend/history"
+	"cubicle/backend/store"
 )
 
 type echoTools struct{}
@@ -136,5 +143,98 @@ func TestChatSessionsAndHistory(t *testing.T) {
 	}
 	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"bad id/..","userId":"` + me.ID + `","input":"x"}`, cookie: f.admin}); rec.Code != 400 {
 		t.Fatalf("bad session id: %d", rec.Code)
+	}
+}
+
+// failingSessions is the real store whose conversation saves fail (a full disk, a damaged file).
+type failingSessions struct{ *store.Store }
+
+func (failingSessions) PutChatSession(store.ChatSession) error {
+	return errors.New("disk full")
+}
+
+// ackRecorder records a response and calls onAck once, at the moment the status is sent (the
+// person's client learns the turn started).
+type ackRecorder struct {
+	*httptest.ResponseRecorder
+	onAck func(code int)
+	acked bool
+}
+
+func (w *ackRecorder) WriteHeader(code int) {
+	if !w.acked {
+		w.acked = true
+		w.onAck(code)
+	}
+	w.ResponseRecorder.WriteHeader(code)
+}
+
+func (w *ackRecorder) Write(p []byte) (int, error) {
+	if !w.acked {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseRecorder.Write(p)
+}
+
+// Issue 31 item 3: the person's message and the running turn are saved before the chat
+// acknowledges the turn (HTTP 200, AGENT_START). A crash right after the acknowledgement
+// (here: a copy of the data file as it is on disk at that moment, opened as the next start
+// would) finds both; a save that fails is an error response, not a 200.
+func TestChatSavedBeforeAck(t *testing.T) {
+	f := newFixture(t)
+	withChat(t, f)
+	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User
+	body := `{"sessionId":"s-ack","userId":"` + me.ID + `","input":"/shell echo kept"}`
+
+	var onDisk store.ChatSession
+	var snapErr error
+	rec := &ackRecorder{ResponseRecorder: httptest.NewRecorder(), onAck: func(int) {
+		snap := filepath.Join(t.TempDir(), "after-ack.db")
+		raw, err := os.ReadFile(f.store.Path())
+		if err != nil {
+			snapErr = err
+			return
+		}
+		if err := os.WriteFile(snap, raw, 0o600); err != nil {
+			snapErr = err
+			return
+		}
+		st, err := store.Open(snap, store.Options{KeepBackups: -1})
+		if err != nil {
+			snapErr = err
+			return
+		}
+		defer st.Close()
+		onDisk, snapErr = st.ChatSession(me.ID, "s-ack")
+	}}
+	hr := httptest.NewRequest("POST", "/api/app/chat", strings.NewReader(body))
+	hr.Host = "127.0.0.1:8765"
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	hr.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.admin})
+	f.srv.Handler().ServeHTTP(rec, hr)
+	if rec.Code != 200 || !rec.acked {
+		t.Fatalf("chat: %d %s", rec.Code, rec.Body)
+	}
+	if snapErr != nil {
+		t.Fatalf("the conversation was not on disk when the turn was acknowledged: %v", snapErr)
+	}
+	if onDisk.ActiveTurn == nil || !strings.Contains(string(onDisk.History), "/shell echo kept") {
+		t.Fatalf("on disk at the acknowledgement: active turn %v, history %s", onDisk.ActiveTurn, onDisk.History)
+	}
+
+	// A save that fails: no 200, no AGENT_START, nothing saved.
+	rt, err := agent.New(agent.Config{Tools: echoTools{}, Sessions: failingSessions{f.store}, Recorder: history.New(f.store, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.cfg.Chat = rt
+	res := f.do(req{method: "POST", path: "/api/app/chat", body: strings.Replace(body, "s-ack", "s-fail", 1), cookie: f.admin,
+		header: map[string]string{"Accept": "text/event-stream"}})
+	if res.Code == 200 || strings.Contains(res.Body.String(), "AGENT_START") || !strings.Contains(res.Body.String(), "disk full") {
+		t.Fatalf("a turn whose message could not be saved: %d %s", res.Code, res.Body)
+	}
+	if _, err := f.store.ChatSession(me.ID, "s-fail"); !errors.Is(err, fault.ErrNotFound) {
+		t.Fatalf("the failed turn left a conversation: %v", err)
 	}
 }

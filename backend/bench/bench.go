@@ -339,6 +339,7 @@ func (r *runner) steps() []step {
 		{"the exec link", []string{"exec_link_exec", "exec_link_screenshot_jpeg", "exec_link_live_input"}, r.execLink},
 		{"the runner relay (a runner in another network namespace)", []string{RowRunnerExec, RowRunnerLiveInput}, r.relay},
 		{"the kubernetes engine", []string{RowK8sColdStart, RowK8sExec}, r.kube},
+		{"server start and restart (a real `cubicle serve`)", []string{RowServerStart, RowServerRestart}, r.serverStart},
 		{"memory of this process", []string{"memory_cubicle_pss", "memory_cubicle_rss"}, r.selfMemory},
 	}
 }

@@ -38,7 +38,7 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		return fault.Invalid("--clean and --remove-volume print what they removed: use them without --json")
 	}
 	if *storeOnly {
-		return checkStore(e, *dataDir)
+		return checkStore(ctx, e, *dataDir)
 	}
 	r := doctor.Run(ctx, checkers(*dataDir, e.getenv)...)
 	if *asJSON {

@@ -81,12 +81,29 @@ func runRestoreBackup(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// checkStore is `cubicle doctor --check-store`: the full check of the data file.
-func checkStore(e *env, dataDir string) error {
+// checkStore is `cubicle doctor --check-store`: the full check of the data file. It returns as
+// soon as ctx ends (SIGTERM, Ctrl-C), whatever part of the check runs.
+func checkStore(ctx context.Context, e *env, dataDir string) error {
 	path := filepath.Join(dataDir, backend.DBFile)
-	r, err := store.Check(path, 2*time.Second)
-	if err != nil {
-		return err
+	type result struct {
+		r   store.CheckReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { // owned: it ends with the check, which stops at ctx's end (store.CheckContext)
+		r, err := store.CheckContext(ctx, path, 2*time.Second)
+		done <- result{r, err}
+	}()
+	var r store.CheckReport
+	select {
+	case <-ctx.Done():
+		fmt.Fprintf(e.stderr, "cubicle doctor: the check of %s was stopped; it changes nothing, so the file is as it was\n", path)
+		return exitError{code: 130}
+	case res := <-done:
+		if res.err != nil {
+			return res.err
+		}
+		r = res.r
 	}
 	if r.OK() {
 		fmt.Fprintf(e.stdout, "data file %s is sound: %d bytes, %d buckets, %d records checked\n", path, r.Size, r.Buckets, r.Records)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,6 +58,18 @@ func TestDamagedDataFile(t *testing.T) {
 			copy(out[4096+16:4096+80], bytes.Repeat([]byte{0x11}, 64))
 			return out
 		}, "no valid header"},
+		// Issue 31 item 2: one `dd` of four bytes, an in-use leaf page's overflow 0xFFFFFFFF.
+		{"leaf page overflow", func(b []byte) []byte {
+			out := bytes.Clone(b)
+			var leaves []int
+			for id := 2; (id+1)*4096 <= len(out); id++ {
+				if binary.NativeEndian.Uint64(out[id*4096:]) == uint64(id) && binary.NativeEndian.Uint16(out[id*4096+8:]) == 0x02 {
+					leaves = append(leaves, id)
+				}
+			}
+			binary.NativeEndian.PutUint32(out[leaves[len(leaves)/2]*4096+12:], 0xFFFFFFFF)
+			return out
+		}, "overflow of 4294967295 pages"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,5 +142,18 @@ func TestDamagedDataFile(t *testing.T) {
 	if code := run(context.Background(), e, []string{"restore-backup", "--data-dir", t.TempDir()}); code != 6 ||
 		!strings.Contains(errb.String(), "no backup") {
 		t.Errorf("restore-backup without backups: exit %d, %s", code, errb)
+	}
+}
+
+// TestCheckStoreStops: a SIGTERM or Ctrl-C (the context run gets) ends
+// `cubicle doctor --check-store` at once, with exit 130, whatever part of the check runs.
+func TestCheckStoreStops(t *testing.T) {
+	dir := t.TempDir()
+	serveOnce(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e, _, errb := testEnv(nil)
+	if code := run(ctx, e, []string{"doctor", "--check-store", "--data-dir", dir}); code != 130 || !strings.Contains(errb.String(), "stopped") {
+		t.Fatalf("doctor --check-store after SIGTERM: exit %d, %s", code, errb)
 	}
 }

@@ -148,6 +148,7 @@ type RunnerDesktops struct {
 
 // Runner states.
 const (
+	RunnerConnecting   = "connecting" // the server's managed local runner while it starts
 	RunnerConnected    = "connected"
 	RunnerDisconnected = "disconnected"
 	RunnerRevoked      = "revoked"

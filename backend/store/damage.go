@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -55,11 +57,9 @@ func damaged(path, problem string) *DamagedError {
 // *DamagedError; otherwise the panic was a bug, not damage, and op fails with an internal
 // error. Either way the process lives on and the file is as it was (bbolt rolled back).
 func (s *Store) crashed(op string, pe *panicError) error {
-	problem, err := checkFile(s.path)
+	problem, err := checkFile(context.Background(), s.path, math.MaxInt64)
 	if err == nil && problem == "" {
-		if werr := safely(func() error { return s.db.View(walk) }); werr != nil {
-			problem = "a page of it cannot be read (" + werr.Error() + ")"
-		}
+		problem = strings.Join(inspect(s.db), "; ")
 	}
 	if problem == "" {
 		s.log.Error("store: internal error", "op", op, "panic", pe.value, "stack", string(pe.stack))

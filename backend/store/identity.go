@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -130,7 +131,7 @@ func liveCopy(recorded, here, id string) bool {
 	if busy, err := inUse(recorded); err == nil && busy {
 		return true // a running Cubicle holds it: never share its desktops
 	}
-	if problem, err := checkFile(recorded); err != nil || problem != "" {
+	if problem, err := checkFile(context.Background(), recorded, 0); err != nil || problem != "" {
 		return false
 	}
 	var other string

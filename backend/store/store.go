@@ -69,11 +69,13 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -168,7 +170,7 @@ func open(path string, opts Options, migs []migration) (*Store, error) {
 		if busy := waitUnlocked(path, opts.LockTimeout); busy {
 			return nil, inUseErr
 		}
-		if problem, err := checkFile(path); err != nil {
+		if problem, err := checkFile(context.Background(), path, opts.walkLimit); err != nil {
 			return nil, fault.Unavailable("open store: data file %s: %v", path, err)
 		} else if problem != "" {
 			return nil, damaged(path, problem)
@@ -191,9 +193,9 @@ func open(path string, opts Options, migs []migration) (*Store, error) {
 	}
 	s := &Store{db: db, path: path, log: log.With("store", path), keep: opts.KeepBackups}
 	if existed && fi.Size() <= opts.walkLimit {
-		if err := safely(func() error { return db.View(walk) }); err != nil {
+		if problems := inspect(db); len(problems) > 0 {
 			safely(db.Close)
-			return nil, damaged(path, "a page of it cannot be read ("+err.Error()+")")
+			return nil, damaged(path, strings.Join(problems, "; "))
 		}
 	}
 	if err := s.prepare(migs); err != nil {

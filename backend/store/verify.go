@@ -1,12 +1,14 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
@@ -21,9 +23,10 @@ import (
 // it read past the end of its memory map (a fault that kills the process), a damaged page a
 // panic. So Open first reads the two meta pages, the freelist and the root page itself
 // (checkHeader, a few KiB of reads), then opens the file with faults and panics turned into
-// errors, and walks every page of a file up to defaultWalkLimit (walk). The full check of
-// `cubicle doctor --check-store` (Check) adds bbolt's own consistency check and decodes every
-// record.
+// errors. For a file up to defaultWalkLimit it first walks every page with plain reads,
+// bounded by the file (walkPages, pages.go), then reads every record (walk) and runs bbolt's
+// own consistency check (inspect). The full check of `cubicle doctor --check-store` (Check)
+// runs the same checks on a file of any size and also decodes every JSON record.
 
 // bbolt's on-disk constants (go.etcd.io/bbolt/internal/common, file format version 2).
 const (
@@ -33,9 +36,14 @@ const (
 	metaChecksumOff  = 56 // the checksum covers the meta's bytes before it
 	branchPageFlag   = 0x01
 	leafPageFlag     = 0x02
+	metaPageFlag     = 0x04
 	freelistPageFlag = 0x10
 	noFreelist       = ^uint64(0)
 )
+
+// maxTxid is the highest transaction id a sound file can have: a million commits a second
+// for eight years.
+const maxTxid = 1 << 48
 
 // defaultWalkLimit is the largest file Open walks page by page (a few milliseconds per MiB).
 const defaultWalkLimit = 64 << 20
@@ -66,26 +74,42 @@ func readMeta(f *os.File, off int64) (boltMeta, bool) {
 	if h.Sum64() != ne.Uint64(m[metaChecksumOff:]) {
 		return boltMeta{}, false
 	}
-	bm := boltMeta{pageSize: ne.Uint32(m[8:]), root: ne.Uint64(m[16:]), freelist: ne.Uint64(m[32:]),
-		pgid: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:])}
-	if bm.pageSize < 512 || bm.pageSize > 1<<20 || bm.pageSize&(bm.pageSize-1) != 0 {
-		return boltMeta{}, false
-	}
-	return bm, true
+	return boltMeta{pageSize: ne.Uint32(m[8:]), root: ne.Uint64(m[16:]), freelist: ne.Uint64(m[32:]),
+		pgid: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:])}, true
+}
+
+// goodPageSize reports whether bbolt can use pages of ps bytes.
+func goodPageSize(ps uint32) bool {
+	return ps >= 512 && ps <= 1<<20 && ps&(ps-1) == 0
 }
 
 // checkHeader runs the cheap checks on an existing, non-directory file of size bytes: a
 // valid meta page (the one bbolt would use), pages that fit in the file, a freelist whose
 // page ids are in range and a root page of the right type. It returns what is wrong, or "".
 func checkHeader(f *os.File, size int64) string {
+	problem, _, _ := readHeader(f, size)
+	return problem
+}
+
+// readHeader is checkHeader that also returns the meta in force and the freelist's page ids.
+func readHeader(f *os.File, size int64) (string, boltMeta, []uint64) {
+	var m boltMeta
+	bad := func(p string) (string, boltMeta, []uint64) { return p, m, nil }
 	if size == 0 {
-		return "the file is empty (0 bytes)"
+		return bad("the file is empty (0 bytes)")
 	}
 	m0, ok0 := readMeta(f, 0)
 	var m1 boltMeta
 	ok1 := false
 	if ok0 {
+		// bbolt takes the page size of every page from a valid meta page 0.
+		if !goodPageSize(m0.pageSize) {
+			return bad(fmt.Sprintf("its meta page 0 says its pages have %d bytes", m0.pageSize))
+		}
 		m1, ok1 = readMeta(f, int64(m0.pageSize))
+		if ok1 && m1.pageSize != m0.pageSize {
+			return bad(fmt.Sprintf("its meta pages disagree on the page size (%d and %d bytes)", m0.pageSize, m1.pageSize))
+		}
 	} else {
 		// Meta page 0 is damaged: look for meta page 1 at every page size bbolt may use.
 		for ps := int64(1024); ps <= 64<<10 && !ok1; ps *= 2 {
@@ -94,7 +118,6 @@ func checkHeader(f *os.File, size int64) string {
 			}
 		}
 	}
-	var m boltMeta
 	switch {
 	case ok0 && ok1:
 		m = m0
@@ -106,57 +129,71 @@ func checkHeader(f *os.File, size int64) string {
 	case ok1:
 		m = m1
 	default:
-		return "it has no valid header (neither bbolt meta page is intact): it is damaged, or not a Cubicle data file"
+		return bad("it has no valid header (neither bbolt meta page is intact): it is damaged, or not a Cubicle data file")
 	}
 	ps := int64(m.pageSize)
-	if m.pgid < 3 {
-		return fmt.Sprintf("its header claims only %d pages", m.pgid)
+	if m.txid > maxTxid {
+		// bbolt counts transactions up from here: near the top it wraps around and loops.
+		return bad(fmt.Sprintf("its header claims transaction %d, more than any file has made", m.txid))
 	}
-	if need := int64(m.pgid) * ps; need > size {
-		return fmt.Sprintf("it is truncated: it has %d bytes but its pages reach byte %d", size, need)
+	// bbolt's consistency check asserts (a panic no recover reaches: it runs in a goroutine
+	// of its own) that both meta pages say who they are, whichever one is in force.
+	for i := range int64(2) {
+		if flags, id, _, _, err := pageHeader(f, i*ps); err != nil || id != uint64(i) || flags != metaPageFlag {
+			return bad(fmt.Sprintf("its meta page %d is damaged (type %#x, id %d)", i, flags, id))
+		}
+	}
+	if m.pgid < 3 {
+		return bad(fmt.Sprintf("its header claims only %d pages", m.pgid))
+	}
+	if m.pgid > uint64(size/ps) {
+		return bad(fmt.Sprintf("it is truncated: it has %d bytes but its header claims %d pages of %d bytes", size, m.pgid, ps))
 	}
 	if m.root < 2 || m.root >= m.pgid {
-		return fmt.Sprintf("its root page %d is outside the file's %d pages", m.root, m.pgid)
+		return bad(fmt.Sprintf("its root page %d is outside the file's %d pages", m.root, m.pgid))
 	}
 	if flags, id, _, _, err := pageHeader(f, int64(m.root)*ps); err != nil || id != m.root ||
 		(flags != branchPageFlag && flags != leafPageFlag) {
-		return fmt.Sprintf("its root page %d is damaged (type %#x, id %d)", m.root, flags, id)
+		return bad(fmt.Sprintf("its root page %d is damaged (type %#x, id %d)", m.root, flags, id))
 	}
 	if m.freelist == noFreelist {
-		return ""
+		return "", m, nil
 	}
 	if m.freelist < 2 || m.freelist >= m.pgid {
-		return fmt.Sprintf("its freelist page %d is outside the file's %d pages", m.freelist, m.pgid)
+		return bad(fmt.Sprintf("its freelist page %d is outside the file's %d pages", m.freelist, m.pgid))
 	}
 	off := int64(m.freelist) * ps
 	flags, id, count, overflow, err := pageHeader(f, off)
 	if err != nil || id != m.freelist || flags != freelistPageFlag {
-		return fmt.Sprintf("its freelist page %d is damaged (type %#x, id %d)", m.freelist, flags, id)
+		return bad(fmt.Sprintf("its freelist page %d is damaged (type %#x, id %d)", m.freelist, flags, id))
 	}
 	if m.freelist+uint64(overflow) >= m.pgid {
-		return fmt.Sprintf("its freelist overruns the file's %d pages", m.pgid)
+		return bad(fmt.Sprintf("its freelist overruns the file's %d pages", m.pgid))
 	}
 	n, start := uint64(count), off+pageHeaderSize
 	if count == 0xFFFF { // the real count is the first element
 		var b [8]byte
 		if _, err := f.ReadAt(b[:], start); err != nil {
-			return "its freelist cannot be read: " + err.Error()
+			return bad("its freelist cannot be read: " + err.Error())
 		}
 		n, start = binary.NativeEndian.Uint64(b[:]), start+8
 	}
 	if end := start + int64(n)*8; n > m.pgid || end > off+int64(uint64(overflow)+1)*ps {
-		return fmt.Sprintf("its freelist claims %d free pages, more than it can hold", n)
+		return bad(fmt.Sprintf("its freelist claims %d free pages, more than it can hold", n))
 	}
 	ids := make([]byte, n*8)
+	free := make([]uint64, n)
 	if _, err := f.ReadAt(ids, start); err != nil {
-		return "its freelist cannot be read: " + err.Error()
+		return bad("its freelist cannot be read: " + err.Error())
 	}
 	for i := uint64(0); i < n; i++ {
-		if p := binary.NativeEndian.Uint64(ids[i*8:]); p < 2 || p >= m.pgid {
-			return fmt.Sprintf("its freelist names page %d, outside the file's %d pages", p, m.pgid)
+		p := binary.NativeEndian.Uint64(ids[i*8:])
+		if p < 2 || p >= m.pgid {
+			return bad(fmt.Sprintf("its freelist names page %d, outside the file's %d pages", p, m.pgid))
 		}
+		free[i] = p
 	}
-	return ""
+	return "", m, free
 }
 
 // pageHeader reads the header of the page at off.
@@ -169,8 +206,9 @@ func pageHeader(f *os.File, off int64) (flags uint16, id uint64, count uint16, o
 	return ne.Uint16(b[8:]), ne.Uint64(b[0:]), ne.Uint16(b[10:]), ne.Uint32(b[12:]), nil
 }
 
-// checkFile runs checkHeader on path. A missing file is os.ErrNotExist.
-func checkFile(path string) (problem string, err error) {
+// checkFile runs checkHeader on path and, when the file has at most walkUpTo bytes, the page
+// walk (walkPages). A missing file is os.ErrNotExist; a walk that ctx ended is ctx's error.
+func checkFile(ctx context.Context, path string, walkUpTo int64) (problem string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -183,7 +221,42 @@ func checkFile(path string) (problem string, err error) {
 	if fi.IsDir() {
 		return "", fmt.Errorf("%s is a directory", path)
 	}
-	return checkHeader(f, fi.Size()), nil
+	problem, m, free := readHeader(f, fi.Size())
+	if problem != "" || fi.Size() > walkUpTo {
+		return problem, nil
+	}
+	problem = walkPages(ctx, f, m, free)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if problem != "" {
+		problem = "a page of it cannot be read (" + problem + ")"
+	}
+	return problem, nil
+}
+
+// inspect reads every record of db (walk) and runs bbolt's consistency check of every page;
+// it returns what is wrong. Run it only on a file whose pages checkFile walked: bbolt's check
+// trusts every page header it meets.
+func inspect(db *bbolt.DB) []string {
+	var problems []string
+	err := safely(func() error {
+		return db.View(func(tx *bbolt.Tx) error {
+			if err := walk(tx); err != nil {
+				return err
+			}
+			// bbolt's check runs in a goroutine of its own; the walks above have read every
+			// page it will visit, so it meets no page that could crash it.
+			for err := range tx.Check() {
+				problems = append(problems, err.Error())
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		problems = append(problems, "a page of it cannot be read ("+err.Error()+")")
+	}
+	return problems
 }
 
 // safely runs fn with memory faults (a read past the end of bbolt's map) and panics turned
@@ -258,11 +331,18 @@ type CheckReport struct {
 func (r CheckReport) OK() bool { return len(r.Problems) == 0 }
 
 // Check runs the full check of the data file at path (`cubicle doctor --check-store`): the
-// header checks, bbolt's consistency check of every page, a read of every record, and a JSON
-// decode of every record of the buckets that hold JSON. It opens the file read-only and never
-// changes it. A file another process holds open is fault.ErrUnavailable (stop Cubicle first);
-// a missing file is fault.ErrNotFound. Damage is reported in the report, not as an error.
+// header checks, the page walk (walkPages), bbolt's consistency check of every page, a read
+// of every record, and a JSON decode of every record of the buckets that hold JSON. It opens
+// the file read-only and never changes it. A file another process holds open is
+// fault.ErrUnavailable (stop Cubicle first); a missing file is fault.ErrNotFound. Damage is
+// reported in the report, not as an error. Open refuses a file (up to its walk limit) exactly
+// when Check finds damage other than records that are not valid JSON.
 func Check(path string, lockTimeout time.Duration) (CheckReport, error) {
+	return CheckContext(context.Background(), path, lockTimeout)
+}
+
+// CheckContext is Check that stops when ctx ends (with ctx's error).
+func CheckContext(ctx context.Context, path string, lockTimeout time.Duration) (CheckReport, error) {
 	r := CheckReport{Path: path}
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -271,7 +351,10 @@ func Check(path string, lockTimeout time.Duration) (CheckReport, error) {
 		return r, fault.Unavailable("check %s: %v", path, err)
 	}
 	r.Size = fi.Size()
-	problem, err := checkFile(path)
+	problem, err := checkFile(ctx, path, math.MaxInt64)
+	if ctx.Err() != nil {
+		return r, fmt.Errorf("the check of %s was stopped: %w", path, ctx.Err())
+	}
 	if err != nil {
 		return r, fault.Unavailable("check %s: %v", path, err)
 	}
@@ -296,16 +379,11 @@ func Check(path string, lockTimeout time.Duration) (CheckReport, error) {
 		return r, nil
 	}
 	defer safely(db.Close)
+	if r.Problems = inspect(db); len(r.Problems) > 0 {
+		return r, nil
+	}
 	err = safely(func() error {
 		return db.View(func(tx *bbolt.Tx) error {
-			if err := walk(tx); err != nil {
-				return err
-			}
-			// bbolt's check runs in a goroutine of its own; the walk above has read every
-			// page it will visit, so it meets no page that could crash it.
-			for err := range tx.Check() {
-				r.Problems = append(r.Problems, err.Error())
-			}
 			return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
 				r.Buckets++
 				return b.ForEach(func(k, v []byte) error {
