@@ -10,22 +10,25 @@ import (
 	"cubicle/backend/fault"
 )
 
-// StartConfirm is the engine contract's "at once": a container whose main process has exited
+// StartConfirm is the engine contract's "at once": a container whose main process has failed
 // within this long of its start is a failed start, never a started one. Every adapter's
-// StartContainer looks at the container again until it has run this long (at most this long
-// after the start call returned), so that a desktop that dies as it starts is reported with
-// its exit code and last output instead of as running (issue 32: a Pod seen Running by the
-// kubelet a moment before its container ended).
+// StartContainer looks at the container again this long after the start call returned, so
+// that a desktop that dies as it starts is reported with its exit code and last output instead
+// of as running (issue 32: a Pod seen Running by the kubelet a moment before its container
+// ended).
 const StartConfirm = 100 * time.Millisecond
 
 // LogTail is how many lines of a container's last output a failed start quotes.
 const LogTail = 20
 
 // ConfirmStart checks that the container an adapter just started still runs: it inspects it
-// (again after the rest of StartConfirm when it started less than that ago) and returns
-// ExitedAtOnce when it has failed (ended with a code other than 0; a container whose command
-// ran to completion at once, e.g. a one-off job, started fine). logs reads the container's last output (best effort; it
-// may return ""). It is the shared tail of the adapters' StartContainer.
+// at once and again StartConfirm after the start call returned, and returns ExitedAtOnce when
+// it has failed by then (ended with a code other than 0; a container whose command ran to
+// completion at once, e.g. a one-off job, started fine). logs reads the container's last
+// output (best effort; it may return ""). It is the shared tail of the adapters'
+// StartContainer. The window is wall time: on a machine so loaded that a container's process
+// gets no CPU for StartConfirm, its end is caught later — a desktop's start waits for its
+// driver's handshake, which a dead container never gives.
 func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
 	began := time.Now()
 	for {
@@ -36,11 +39,8 @@ func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) 
 		if exited(st) && st.ExitCode != 0 {
 			return ExitedAtOnce(op, st.ExitCode, st.Status, logs(ctx))
 		}
-		wait := StartConfirm - time.Since(st.StartedAt)
-		if rest := StartConfirm - time.Since(began); wait > rest {
-			wait = rest // a clock that differs from the engine's never makes the start wait longer
-		}
-		if st.StartedAt.IsZero() || wait <= 0 || !st.Running {
+		wait := StartConfirm - time.Since(began)
+		if wait <= 0 || !st.Running {
 			return nil
 		}
 		select {
