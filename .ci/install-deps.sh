@@ -8,6 +8,7 @@ pkgs=(
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
   x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
+  bubblewrap                                     # the host tools' OS sandbox (backend/sandbox; Landlock is the fallback)
   chromium                                       # headless browser for UI tests
   libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config  # Wails desktop build
   debootstrap                                    # offline base image build

@@ -211,8 +211,16 @@ func TestHostGuardOverTheLink(t *testing.T) {
 	if own, err := old.HostProtected(ctx); err != nil || len(own) != 0 {
 		t.Fatalf("own protected paths of a runner without %s: %q, %v", wire.CapHostGuard, own, err)
 	}
-	if got, err := old.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}, nil); err != nil || string(got) != "KEY" {
+	// (~/.ssh itself stays hidden by the runner's host sandbox whatever the server sends: a
+	// path only the server's settings protect shows what is sent.)
+	private := filepath.Join(home, "private")
+	os.MkdirAll(private, 0o700)
+	os.WriteFile(filepath.Join(private, "vault.txt"), []byte("VAULT"), 0o600)
+	if got, err := old.HostReadFile(ctx, filepath.Join(private, "vault.txt"), 100, []string{private}, nil); err != nil || string(got) != "VAULT" {
 		t.Fatalf("a runner without %s was sent the protected paths (or refused anyway): %q, %v", wire.CapHostGuard, got, err)
+	}
+	if _, err := old.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}, nil); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("~/.ssh read through a link on a runner with a host sandbox: %v", err)
 	}
 }
 
