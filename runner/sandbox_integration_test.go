@@ -28,13 +28,13 @@ import (
 // as hex (the session key is binary).
 func attacks(path string) map[string]string {
 	dir, base := filepath.Dir(path), filepath.Base(path)
-	cut := func(x string) string { return "'" + x[:len(x)/2] + "'+'" + x[len(x)/2:] + "'" }
-	// The other commands find the path at run time, so no parser sees it.
-	p := "\"$(echo " + base64.StdEncoding.EncodeToString([]byte(path)) + " | base64 -d)\""
-	d := "\"$(echo " + base64.StdEncoding.EncodeToString([]byte(dir)) + " | base64 -d)\""
+	cut := func(x, q, plus string) string { return q + x[:len(x)/2] + q + plus + q + x[len(x)/2:] + q }
+	// The other commands read the path at run time from .target in the working directory
+	// (written there beforehand, as a model could with host_write_file), so no parser sees it.
+	p, d := `"$(cat .target)"`, `"$(dirname "$(cat .target)")"`
 	return map[string]string{
-		"python-pieces": `python3 -c "print(open(` + cut(dir) + `+'/'+` + cut(base) + `,'rb').read().hex())"`,
-		"perl-pieces":   `perl -e 'my $p=` + strings.ReplaceAll(cut(dir), "'+'", "\".\"") + `."/".` + strings.ReplaceAll(cut(base), "'+'", "\".\"") + `; open(F,"<",$p) or die "$p: $!"; local $/; print unpack("H*",<F>)'`,
+		"python-pieces": `python3 -c "print(open(` + cut(dir, "'", "+") + `+'/'+` + cut(base, "'", "+") + `,'rb').read().hex())"`,
+		"perl-pieces":   `perl -e 'my $p=` + cut(dir, `"`, ".") + `."/".` + cut(base, `"`, ".") + `; open(F,"<",$p) or die "$p: $!"; local $/; print unpack("H*",<F>)'`,
 		"base64-xargs":  "echo " + base64.StdEncoding.EncodeToString([]byte(path)) + " | base64 -d | xargs xxd -p",
 		"symlink":       "ln -sf " + p + " ./peek && xxd -p ./peek",
 		"cd-relative":   "cd " + d + " && xxd -p " + base,
@@ -124,6 +124,9 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 					}
 					guarded, kernel := 0, 0
 					for _, target := range targets {
+						if err := os.WriteFile(filepath.Join(work, ".target"), []byte(target), 0o644); err != nil {
+							t.Fatal(err)
+						}
 						for name, cmd := range attacks(target) {
 							state, text := s.call(ctx, t, m, acct.ID, ag.ID, session, "host_shell", map[string]any{"command": cmd})
 							t.Logf("%s %s: %s %q", filepath.Base(target), name, state, text)
@@ -150,6 +153,7 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 						t.Errorf("the refusal does not say what it is: %q", text)
 					}
 					// The decoy: the same commands read a file outside the hidden paths.
+					os.WriteFile(filepath.Join(work, ".target"), []byte(decoy), 0o644)
 					for name, cmd := range attacks(decoy) {
 						state, text := s.call(ctx, t, m, acct.ID, ag.ID, session, "host_shell", map[string]any{"command": cmd})
 						if !strings.Contains(text, hex.EncodeToString([]byte("decoy-bytes-0123"))) {
