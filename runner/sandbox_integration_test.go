@@ -24,7 +24,7 @@ import (
 
 // attacks are the ways a member's host_shell tried to read a secret file at path (issue 26):
 // the two that worked against the parsing guard — an interpreter building the path from
-// pieces, a base64-decoded path fed to xargs — and seven more. Each prints the file's bytes
+// pieces, a base64-decoded path fed to xargs — and six more. Each prints the file's bytes
 // as hex (the session key is binary).
 func attacks(path string) map[string]string {
 	dir, base := filepath.Dir(path), filepath.Base(path)
@@ -34,14 +34,13 @@ func attacks(path string) map[string]string {
 	p, d := `"$(cat .target)"`, `"$(dirname "$(cat .target)")"`
 	return map[string]string{
 		"python-pieces": `python3 -c "print(open(` + cut(dir, "'", "+") + `+'/'+` + cut(base, "'", "+") + `,'rb').read().hex())"`,
-		"perl-pieces":   `perl -e 'my $p=` + cut(dir, `"`, ".") + `."/".` + cut(base, `"`, ".") + `; open(F,"<",$p) or die "$p: $!"; local $/; print unpack("H*",<F>)'`,
 		"base64-xargs":  "echo " + base64.StdEncoding.EncodeToString([]byte(path)) + " | base64 -d | xargs xxd -p",
-		"symlink":       "ln -sf " + p + " ./peek && xxd -p ./peek",
+		"symlink":       "ln -sf " + p + " ./peek-" + base + " && xxd -p ./peek-" + base,
 		"cd-relative":   "cd " + d + " && xxd -p " + base,
 		"proc-root":     "xxd -p /proc/self/root" + p + "; xxd -p /proc/1/root" + p,
-		"hard-link":     "ln -f " + p + " ./hard && xxd -p ./hard",
+		"hard-link":     "ln -f " + p + " ./hard-" + base + " && xxd -p ./hard-" + base,
 		"tar":           "tar -C " + d + " -cf - . | tar -xOf - | xxd -p",
-		"cp":            "rm -rf ./copy && cp -r " + d + " ./copy && xxd -p ./copy/" + base,
+		"cp":            "rm -rf ./copy-" + base + " && cp -r " + d + " ./copy-" + base + " && xxd -p ./copy-" + base + "/" + base,
 	}
 }
 
@@ -115,7 +114,7 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 						t.Fatal(err)
 					}
 					session := "attack-" + node
-					decoy := filepath.Join(work, "decoy", "session.key")
+					decoy := filepath.Join(work, "decoy", "decoy.key")
 					os.MkdirAll(filepath.Dir(decoy), 0o700)
 					os.WriteFile(decoy, []byte("decoy-bytes-0123"), 0o600)
 					targets := []string{filepath.Join(dataDir, "secrets", "session.key")}
@@ -128,6 +127,7 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 							t.Fatal(err)
 						}
 						for name, cmd := range attacks(target) {
+							clean(work)
 							state, text := s.call(ctx, t, m, acct.ID, ag.ID, session, "host_shell", map[string]any{"command": cmd})
 							t.Logf("%s %s: %s %q", filepath.Base(target), name, state, text)
 							if leaks(text, key) || leaks(text, runnerDB[:64]) {
@@ -144,7 +144,7 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 						}
 					}
 					t.Logf("%s: %d attacks refused by the kernel, %d by the guard first", node, kernel, guarded)
-					if kernel < 7 {
+					if kernel < 6 {
 						t.Errorf("only %d attacks reached the sandbox (the test must exercise the kernel)", kernel)
 					}
 					// The refusal comes back as what it is.
@@ -155,6 +155,7 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 					// The decoy: the same commands read a file outside the hidden paths.
 					os.WriteFile(filepath.Join(work, ".target"), []byte(decoy), 0o644)
 					for name, cmd := range attacks(decoy) {
+						clean(work)
 						state, text := s.call(ctx, t, m, acct.ID, ag.ID, session, "host_shell", map[string]any{"command": cmd})
 						if !strings.Contains(text, hex.EncodeToString([]byte("decoy-bytes-0123"))) {
 							t.Errorf("%s against the decoy (the attack itself must work): %s %q", name, state, text)
@@ -193,8 +194,19 @@ func TestHostSandboxRefusesSecrets(t *testing.T) {
 	}
 }
 
-// refused matches a refusal in a command's output.
-var refused = regexp.MustCompile(`Permission denied|Operation not permitted|No such file|Cannot open|cannot stat|sandbox refused`)
+// clean removes what an attack left in the working directory.
+func clean(work string) {
+	for _, pat := range []string{"peek-*", "hard-*", "copy-*"} {
+		ms, _ := filepath.Glob(filepath.Join(work, pat))
+		for _, m := range ms {
+			os.RemoveAll(m)
+		}
+	}
+}
+
+// refused matches a refusal in a command's output ("Invalid cross-device link" is how
+// Landlock refuses a link out of a tree the command has no rights in).
+var refused = regexp.MustCompile(`Permission denied|Operation not permitted|No such file|Cannot open|cannot stat|can't cd|Invalid cross-device link|sandbox refused`)
 
 // leaks reports whether text carries secret raw, as hex or as base64.
 func leaks(text string, secret []byte) bool {
