@@ -29,6 +29,7 @@ test_pkgs=(
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
   x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
+  bubblewrap                                     # the host tools' OS sandbox (backend/sandbox; Landlock is the fallback)
   chromium                                       # headless browser for UI tests
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite

@@ -34,6 +34,7 @@ import (
 	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
+	"cubicle/backend/sandbox"
 	"cubicle/backend/security"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -98,6 +99,7 @@ type Config struct {
 type Backend struct {
 	cfg      Config
 	log      *slog.Logger
+	sandbox  *sandbox.Sandbox // runs this machine's host tools (issue 26)
 	Store    *store.Store
 	Events   *events.Bus // every change the UI shows (backend/events; wired in bus.go)
 	Auth     *auth.Service

@@ -19,6 +19,8 @@ import (
 	"cubicle/backend/history"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/models"
+	"cubicle/backend/nodes"
+	"cubicle/backend/sandbox"
 	"cubicle/backend/security"
 	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
@@ -43,6 +45,16 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		return fmt.Errorf("CUBICLE_TOOL_GUARD: %w", err)
 	}
 	home, _ := os.UserHomeDir()
+	mode, err := sandbox.Mode(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if b.sandbox, err = sandbox.New(mode); err != nil {
+		return err
+	}
+	if b.sandbox.Kind() == sandbox.None {
+		b.log.Warn("host tools on this server have no OS sandbox: they run only where an administrator allowed that (Settings → Security → host sandbox)", "why", b.sandbox.Problem())
+	}
 	b.HostAccess = hostaccess.New(b.Store)
 	b.computers = newComputers(b)
 	// Host access is granted by an administrator per account and node (SPEC §3): the gate
@@ -63,7 +75,9 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
 		LookupHome: lookupHome,
 		LocalTools: func() []string { return append(tools.Names(), agent.HelperTool) },
-		Place:      b.callPlace(home), Logger: b.log.With("svc", "security"),
+		Place:         b.callPlace(home),
+		SandboxStatus: func() (string, string) { return string(b.sandbox.Kind()), b.sandbox.Problem() },
+		Logger:        b.log.With("svc", "security"),
 	})
 	if err != nil {
 		return err
@@ -82,8 +96,11 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
+	local := tools.LocalHost{Sandbox: b.sandbox, Policy: func(context.Context) (sandbox.Policy, error) {
+		return b.sandboxPolicy(nodes.LocalID, home), nil
+	}}
 	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles{b.Security},
-		HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
+		Host: local, HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}
@@ -184,6 +201,19 @@ func lookupHome(name string) string {
 		return ""
 	}
 	return u.HomeDir
+}
+
+// sandboxPolicy is the host sandbox's policy on node, whose runner user's home is home: the
+// node's settings (Settings → Security), with hidden the paths the file guard protects there
+// (the data directory among them) and the credential folders of that home. The call's
+// working directory is added by the host (tools.WithHostWorkDir).
+func (b *Backend) sandboxPolicy(node, home string) sandbox.Policy {
+	set := b.Security.HostSandbox(node)
+	hidden := append(b.hostProtected(home), sandbox.HomeSecrets(home)...)
+	if node == nodes.LocalID {
+		hidden = append(hidden, b.cfg.DataDir)
+	}
+	return sandbox.Policy{ReadWrite: set.ReadWrite, Hidden: hidden, Network: !set.NetworkOff, AllowNone: set.AllowNone}
 }
 
 // hostFiles is the host tools' own file check, from the protected paths in force, for the

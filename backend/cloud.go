@@ -11,6 +11,7 @@ import (
 	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
+	"cubicle/backend/sandbox"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
@@ -155,7 +156,9 @@ func (b *Backend) nodeLabel(node string) string {
 // home), which a runner with wire.CapHostGuard checks again on its own disk.
 type remoteHost struct {
 	r         *nodes.Remote
+	node      string
 	protected func(home string) []string
+	policy    func(node, home string) sandbox.Policy
 }
 
 // hostOf is where a plan's host tools run: nil for this machine, else the runner's host.
@@ -167,7 +170,7 @@ func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoteHost{r: r, protected: b.hostProtected}, nil
+	return remoteHost{r: r, node: p.HostNode, protected: b.hostProtected, policy: b.sandboxPolicy}, nil
 }
 
 // hostProtected is what the host file guard in force protects on a host whose runner user's
@@ -183,11 +186,34 @@ func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dur
 	// The runner kills the command at timeout; the link gets a minute more to say so.
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
-	res, err := h.r.HostShell(ctx, wire.HostShellArgs{Command: cmd, Dir: dir, TimeoutMS: timeout.Milliseconds(), MaxOutput: maxOut})
+	sb, err := h.sandbox(ctx)
 	if err != nil {
 		return tools.ShellResult{}, err
 	}
-	return tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut}, nil
+	res, err := h.r.HostShell(ctx, wire.HostShellArgs{Command: cmd, Dir: dir, TimeoutMS: timeout.Milliseconds(), MaxOutput: maxOut, Sandbox: sb})
+	if err != nil {
+		return tools.ShellResult{}, err
+	}
+	return tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut,
+		Refused: res.Refused, Unsandboxed: res.Unsandboxed}, nil
+}
+
+// sandbox is the sandbox policy sent with a call (wire.CapHostSandbox). A runner too old to
+// sandbox host tools is refused, unless an administrator allowed "no sandbox" for it.
+func (h remoteHost) sandbox(ctx context.Context) (*wire.HostSandbox, error) {
+	home, err := h.r.HostHome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := h.policy(h.node, home)
+	if !h.r.Supports(wire.CapHostSandbox) {
+		if p.AllowNone {
+			return nil, nil
+		}
+		return nil, fault.Conflict("%s runs a version without the host sandbox (capability %s): update it, or allow host tools without a sandbox on it (Settings → Security → host sandbox)",
+			h.r.Label(), wire.CapHostSandbox)
+	}
+	return &wire.HostSandbox{WorkDir: tools.HostWorkDirOf(ctx), ReadWrite: p.ReadWrite, Hidden: p.Hidden, Network: p.Network, AllowNone: p.AllowNone}, nil
 }
 
 func (h remoteHost) ReadFile(ctx context.Context, path string, max int64) ([]byte, error) {
@@ -195,7 +221,11 @@ func (h remoteHost) ReadFile(ctx context.Context, path string, max int64) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	return h.r.HostReadFile(ctx, path, max, prot)
+	sb, err := h.sandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.r.HostReadFile(ctx, path, max, prot, sb)
 }
 
 func (h remoteHost) WriteFile(ctx context.Context, path string, data []byte) error {
@@ -203,7 +233,11 @@ func (h remoteHost) WriteFile(ctx context.Context, path string, data []byte) err
 	if err != nil {
 		return err
 	}
-	return h.r.HostWriteFile(ctx, path, data, prot)
+	sb, err := h.sandbox(ctx)
+	if err != nil {
+		return err
+	}
+	return h.r.HostWriteFile(ctx, path, data, prot, sb)
 }
 
 // guarded is what the file guard protects on the runner's host (its "~/…" entries below the

@@ -6,12 +6,52 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/fault"
+	"cubicle/backend/sandbox"
 	"cubicle/runner/wire"
 )
+
+// newSandbox detects this machine's host sandbox; forced ("" = $CUBICLE_HOST_SANDBOX) may
+// name the kind.
+func newSandbox(forced string) (*sandbox.Sandbox, error) {
+	mode := sandbox.Kind(forced)
+	if forced == "" {
+		var err error
+		if mode, err = sandbox.Mode(os.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	return sandbox.New(mode)
+}
+
+// hostFor is the local host of one host tool call: in the sandbox, under the policy the
+// server sent (nil from an older server: dir read-write, network on, never unsandboxed),
+// with what this runner hides of its own — its data directory and its user's credential
+// folders — added.
+func (r *Runner) hostFor(ctx context.Context, a *wire.HostSandbox, dir string) tools.LocalHost {
+	return tools.LocalHost{Sandbox: r.sandbox, Policy: func(context.Context) (sandbox.Policy, error) {
+		p := sandbox.Policy{WorkDir: dir, Network: true}
+		if a != nil {
+			p = sandbox.Policy{WorkDir: a.WorkDir, ReadWrite: a.ReadWrite, Hidden: a.Hidden, Network: a.Network, AllowNone: a.AllowNone}
+		}
+		var protected []string
+		for _, h := range p.Hidden {
+			if filepath.IsAbs(h) {
+				protected = append(protected, h)
+			}
+		}
+		p.Hidden = append(protected, r.ownProtected()...)
+		if home, err := os.UserHomeDir(); err == nil {
+			p.Hidden = append(p.Hidden, sandbox.HomeSecrets(home)...)
+		}
+		return p, nil
+	}}
+}
 
 // serveHost answers a host tool op (wire.OpHostShell, …) on this machine's host, within the
 // limits of wire.MaxHost*. The server decided (computer gate, guard, host grant) before it
@@ -25,6 +65,10 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 		fail(fault.Forbidden("runner %s was started with --no-host-tools: it runs no host tools; restart it without that flag to allow them", r.cfg.Name))
 		return
 	}
+	if r.sandbox == nil {
+		fail(fault.Unavailable("runner %s has no host sandbox", r.cfg.Name))
+		return
+	}
 	host := tools.LocalHost{}
 	switch req.Op {
 	case wire.OpHostHome:
@@ -35,7 +79,7 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 		}
 		reply(st, home)
 	case wire.OpHostInfo:
-		info := wire.HostInfo{Protected: r.ownProtected()}
+		info := wire.HostInfo{Protected: r.ownProtected(), Sandbox: string(r.sandbox.Kind()), SandboxProblem: r.sandbox.Problem()}
 		if home, err := host.Home(ctx); err != nil {
 			info.HomeProblem = fmt.Sprintf("the runner user on %s has no home directory: %v", r.cfg.Name, err)
 		} else {
@@ -69,7 +113,7 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			}
 		}
 		r.log.Info("host shell", "dir", a.Dir, "timeout", timeout)
-		res, err := host.Shell(ctx, a.Command, a.Dir, timeout, maxOut)
+		res, err := r.hostFor(ctx, a.Sandbox, a.Dir).Shell(ctx, a.Command, a.Dir, timeout, maxOut)
 		if err != nil {
 			fail(err)
 			return
@@ -78,7 +122,7 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			return // cancelled: nobody is listening, and the command's group is gone
 		}
 		reply(st, wire.HostShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-			Truncated: res.Truncated, TimedOut: res.TimedOut})
+			Truncated: res.Truncated, TimedOut: res.TimedOut, Refused: res.Refused, Unsandboxed: res.Unsandboxed})
 	case wire.OpHostReadFile:
 		var a wire.HostFileArgs
 		if err := json.Unmarshal(req.Args, &a); err != nil || a.Path == "" {
@@ -93,7 +137,7 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			fail(err)
 			return
 		}
-		data, err := host.ReadFile(ctx, a.Path, a.Max)
+		data, err := r.hostFor(ctx, a.Sandbox, r.homeDir()).ReadFile(ctx, a.Path, a.Max)
 		if err != nil {
 			fail(err)
 			return
@@ -124,12 +168,19 @@ func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
 			fail(err)
 			return
 		}
-		if err := host.WriteFile(ctx, a.Path, data); err != nil {
+		if err := r.hostFor(ctx, a.Sandbox, r.homeDir()).WriteFile(ctx, a.Path, data); err != nil {
 			fail(err)
 			return
 		}
 		reply(st, true)
 	}
+}
+
+// homeDir is the runner user's home ("" when it has none), the working directory of a file
+// operation from a server that sent no sandbox policy.
+func (r *Runner) homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
 }
 
 // reply writes a successful response carrying v.

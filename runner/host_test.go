@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/sandbox"
 	"cubicle/runner/wire"
 )
 
@@ -33,7 +34,7 @@ func hostCall(t *testing.T, r *Runner, op string, args any) (wire.Response, net.
 }
 
 func testRunner(noHost bool) *Runner {
-	return &Runner{cfg: Config{Name: "box", NoHostTools: noHost}, log: slog.New(slog.DiscardHandler)}
+	return &Runner{cfg: Config{Name: "box", NoHostTools: noHost}, log: slog.New(slog.DiscardHandler), sandbox: testSandbox()}
 }
 
 // TestServeHostRefusesWithoutHostTools: a runner started with --no-host-tools refuses every
@@ -126,4 +127,13 @@ func TestServeHostShellAndFiles(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a cancelled host command still runs")
 	}
+}
+
+// testSandbox is the host sandbox of this machine ($CUBICLE_HOST_SANDBOX forces the kind).
+func testSandbox() *sandbox.Sandbox {
+	s, err := newSandbox("")
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -71,7 +71,7 @@ func newGuardDisk(t *testing.T) guardDisk {
 // pass, and a protected entry it cannot use fails the call.
 func TestCheckHostPath(t *testing.T) {
 	d := newGuardDisk(t)
-	r := &Runner{cfg: Config{Name: "box", DataDir: d.data}, log: slog.New(slog.DiscardHandler)}
+	r := &Runner{cfg: Config{Name: "box", DataDir: d.data}, log: slog.New(slog.DiscardHandler), sandbox: testSandbox()}
 	prot := []string{d.ssh}
 	t.Chdir(d.home)
 	wd, err := os.Getwd()
@@ -180,7 +180,7 @@ func TestCheckHostPath(t *testing.T) {
 func TestServeHostFileGuard(t *testing.T) {
 	d := newGuardDisk(t)
 	t.Setenv("HOME", d.home)
-	r := &Runner{cfg: Config{Name: "box", DataDir: d.data}, log: slog.New(slog.DiscardHandler)}
+	r := &Runner{cfg: Config{Name: "box", DataDir: d.data}, log: slog.New(slog.DiscardHandler), sandbox: testSandbox()}
 	before, _ := os.ReadFile(d.db)
 	write := func(path string, data []byte, prot []string) wire.Response {
 		srv, cli := net.Pipe()

@@ -276,7 +276,11 @@ func TestRunnerHostTools(t *testing.T) {
 			map[string]any{"command": "echo $$ > shell.pid; sleep 287 & echo $! > child.pid; wait; echo never > never.txt", "timeout": 600})
 		done <- [2]string{st, tx}
 	}()
-	shellPID, childPID := readPID(t, filepath.Join(home, "shell.pid")), readPID(t, filepath.Join(home, "child.pid"))
+	// The pids the command writes are those of its sandbox's PID namespace: the host's are
+	// found by the child's command line (and its parent, the shell).
+	readPID(t, filepath.Join(home, "child.pid"))
+	childPID := findProc(t, "sleep\x00287\x00")
+	shellPID := parentOf(childPID)
 	if !alive(shellPID) || !alive(childPID) {
 		t.Fatalf("the command is not running on the runner (pids %d %d)", shellPID, childPID)
 	}
@@ -696,4 +700,39 @@ func toStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// findProc is the host pid of the process whose command line (NUL-separated) is cmdline.
+func findProc(t *testing.T, cmdline string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, time.Minute, "a process "+strings.ReplaceAll(cmdline, "\x00", " "), func() bool {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			n, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(raw) == cmdline {
+				pid = n
+				return true
+			}
+		}
+		return false
+	})
+	return pid
+}
+
+// parentOf is the parent pid of pid (0 when unknown).
+func parentOf(pid int) int {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }

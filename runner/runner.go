@@ -51,6 +51,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
+	"cubicle/backend/sandbox"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images"
@@ -85,6 +86,9 @@ type Config struct {
 	// NoHostTools (--no-host-tools) keeps the host tools off this machine: the runner does not
 	// advertise wire.CapHostTools and refuses their ops.
 	NoHostTools bool
+	// HostSandbox forces the host tools' sandbox (sandbox.Kind: bwrap, landlock, none; "" =
+	// $CUBICLE_HOST_SANDBOX, else the best this machine has).
+	HostSandbox string
 	// ConnectEngine connects the machine's container engine (prefer is Engine; mode the
 	// guest link's). The cubicle binary passes the backend's discovery
 	// (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
@@ -118,7 +122,9 @@ type Runner struct {
 	vms    *vm.Manager
 	engine *Engine
 	hello  wire.Hello
-	watch  *watchers // the server's OpWatch streams (nil for the managed runner)
+	// sandbox runs the host tools (nil on the managed runner, which runs none).
+	sandbox *sandbox.Sandbox
+	watch   *watchers // the server's OpWatch streams (nil for the managed runner)
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
@@ -179,6 +185,17 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("open runner store: %w", err)
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, nodeID: node, st: st, busy: map[string]bool{}, watch: newWatchers(), restart: make(chan struct{})}
+	if !cfg.NoHostTools {
+		if r.sandbox, err = newSandbox(cfg.HostSandbox); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if r.sandbox.Kind() == sandbox.None {
+			r.log.Warn("host tools on this runner have no OS sandbox: they run only where an administrator allowed that for this node", "why", r.sandbox.Problem())
+		} else {
+			r.log.Info("host tools run in an OS sandbox", "kind", r.sandbox.Kind())
+		}
+	}
 	if err := r.buildVMs(); err != nil {
 		r.Close()
 		return nil, err
@@ -193,7 +210,7 @@ func (r *Runner) buildVMs() error {
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents, wire.CapSelfUpdate, wire.CapNodeSettings, wire.CapStats}}
 	if !r.cfg.NoHostTools {
-		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools, wire.CapHostGuard)
+		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools, wire.CapHostGuard, wire.CapHostSandbox)
 	}
 	r.hello.Capabilities = slices.DeleteFunc(r.hello.Capabilities, func(c string) bool { return slices.Contains(r.cfg.DropCapabilities, c) })
 	mode, err := link.ParseMode(cmp.Or(r.cfg.GuestLink, os.Getenv(link.EnvVar)))

@@ -116,11 +116,11 @@ func (r *Remote) hostInfo(ctx context.Context) (wire.HostInfo, *conn, error) {
 // absolute paths this server's file guard protects on that host: a runner with
 // wire.CapHostGuard refuses path when it resolves into one of them on its own disk (or into its
 // data directory); an older runner is not sent them.
-func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, protected []string) ([]byte, error) {
+func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, protected []string, sb *wire.HostSandbox) ([]byte, error) {
 	if err := r.HostTools(); err != nil {
 		return nil, err
 	}
-	st, c, err := r.open(ctx, wire.OpHostReadFile, wire.HostFileArgs{Path: path, Max: max, Protected: r.guarded(protected)})
+	st, c, err := r.open(ctx, wire.OpHostReadFile, wire.HostFileArgs{Path: path, Max: max, Protected: r.guarded(protected), Sandbox: sb})
 	if err != nil {
 		return nil, err
 	}
@@ -150,11 +150,11 @@ func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, prote
 
 // HostWriteFile replaces path on the runner's host with data; protected are as for
 // HostReadFile.
-func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, protected []string) error {
+func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, protected []string, sb *wire.HostSandbox) error {
 	if err := r.HostTools(); err != nil {
 		return err
 	}
-	st, c, err := r.open(ctx, wire.OpHostWriteFile, wire.HostFileArgs{Path: path, Size: int64(len(data)), Protected: r.guarded(protected)})
+	st, c, err := r.open(ctx, wire.OpHostWriteFile, wire.HostFileArgs{Path: path, Size: int64(len(data)), Protected: r.guarded(protected), Sandbox: sb})
 	if err != nil {
 		return err
 	}
@@ -171,6 +171,12 @@ func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, pr
 		return r.linkErr(ctx, c, wire.OpHostWriteFile, err)
 	}
 	return resp.Error.Err()
+}
+
+// Supports reports whether the runner's link is up and it advertised capability c.
+func (r *Remote) Supports(c string) bool {
+	conn, err := r.live()
+	return err == nil && hasCap(conn.hello, c)
 }
 
 // guarded is protected for a runner that checks host paths itself (wire.CapHostGuard), nil

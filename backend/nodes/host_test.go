@@ -43,19 +43,19 @@ func TestHostOpsOverTheLink(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, (wire.MaxFrame+1024)/4)
 	path := filepath.Join(dir, "big.bin")
-	if err := remote.HostWriteFile(ctx, path, big, nil); err != nil {
+	if err := remote.HostWriteFile(ctx, path, big, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("written file: %d bytes, %v", len(got), err)
 	}
-	if got, err := remote.HostReadFile(ctx, path, int64(len(big)), nil); err != nil || !bytes.Equal(got, big) {
+	if got, err := remote.HostReadFile(ctx, path, int64(len(big)), nil, nil); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("read back: %d bytes, %v", len(got), err)
 	}
-	if _, err := remote.HostReadFile(ctx, path, 10, nil); !errors.Is(err, fault.ErrInvalid) {
+	if _, err := remote.HostReadFile(ctx, path, 10, nil, nil); !errors.Is(err, fault.ErrInvalid) {
 		t.Fatalf("a file over the limit: %v", err)
 	}
-	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10, nil); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := remote.HostReadFile(ctx, filepath.Join(dir, "nope"), 10, nil, nil); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("a missing file: %v", err)
 	}
 	// Cancel: the call ends with the context, and the runner kills the command.
@@ -182,25 +182,25 @@ func TestHostGuardOverTheLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}); !errors.Is(err, fault.ErrForbidden) ||
+	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}, nil); !errors.Is(err, fault.ErrForbidden) ||
 		!strings.Contains(err.Error(), "protected location "+keys) {
 		t.Fatalf("read through a link into ~/.ssh: %v", err)
 	}
-	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "db", runner.DBFile), 1<<20, nil); !errors.Is(err, fault.ErrForbidden) ||
+	if _, err := rem.HostReadFile(ctx, filepath.Join(home, "db", runner.DBFile), 1<<20, nil, nil); !errors.Is(err, fault.ErrForbidden) ||
 		!strings.Contains(err.Error(), "data directory") {
 		t.Fatalf("read of the runner's data file through a link: %v", err)
 	}
 	big := bytes.Repeat([]byte("x"), wire.MaxFrame+1024) // larger than a frame: the runner reads it all before it refuses
-	if err := rem.HostWriteFile(ctx, filepath.Join(home, "db", runner.DBFile), big, nil); !errors.Is(err, fault.ErrForbidden) {
+	if err := rem.HostWriteFile(ctx, filepath.Join(home, "db", runner.DBFile), big, nil, nil); !errors.Is(err, fault.ErrForbidden) {
 		t.Fatalf("write over the runner's data file through a link: %v", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(data, runner.DBFile)); !bytes.Equal(after, before) {
 		t.Fatal("the runner's data file changed")
 	}
-	if err := rem.HostWriteFile(ctx, filepath.Join(home, "plain.txt"), []byte("plain"), []string{keys}); err != nil {
+	if err := rem.HostWriteFile(ctx, filepath.Join(home, "plain.txt"), []byte("plain"), []string{keys}, nil); err != nil {
 		t.Fatalf("an ordinary write: %v", err)
 	}
-	if got, err := rem.HostReadFile(ctx, filepath.Join(home, "plain.txt"), 100, []string{keys}); err != nil || string(got) != "plain" {
+	if got, err := rem.HostReadFile(ctx, filepath.Join(home, "plain.txt"), 100, []string{keys}, nil); err != nil || string(got) != "plain" {
 		t.Fatalf("an ordinary read: %q, %v", got, err)
 	}
 
@@ -211,8 +211,16 @@ func TestHostGuardOverTheLink(t *testing.T) {
 	if own, err := old.HostProtected(ctx); err != nil || len(own) != 0 {
 		t.Fatalf("own protected paths of a runner without %s: %q, %v", wire.CapHostGuard, own, err)
 	}
-	if got, err := old.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}); err != nil || string(got) != "KEY" {
+	// (~/.ssh itself stays hidden by the runner's host sandbox whatever the server sends: a
+	// path only the server's settings protect shows what is sent.)
+	private := filepath.Join(home, "private")
+	os.MkdirAll(private, 0o700)
+	os.WriteFile(filepath.Join(private, "vault.txt"), []byte("VAULT"), 0o600)
+	if got, err := old.HostReadFile(ctx, filepath.Join(private, "vault.txt"), 100, []string{private}, nil); err != nil || string(got) != "VAULT" {
 		t.Fatalf("a runner without %s was sent the protected paths (or refused anyway): %q, %v", wire.CapHostGuard, got, err)
+	}
+	if _, err := old.HostReadFile(ctx, filepath.Join(home, "notes", "id_rsa"), 100, []string{keys}, nil); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("~/.ssh read through a link on a runner with a host sandbox: %v", err)
 	}
 }
 

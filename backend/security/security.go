@@ -72,8 +72,11 @@ type Config struct {
 	// working directory on the host or in the desktop) and, for host tools on a runner's host,
 	// that machine's home (or why it is not known: paths under "~" are then refused). nil
 	// resolves nothing relative and uses HostHome and VMHome.
-	Place  func(t agent.TurnInfo, tool string) guard.Place
-	Logger *slog.Logger
+	Place func(t agent.TurnInfo, tool string) guard.Place
+	// SandboxStatus is the kind of host sandbox this machine has and, without one, why (for
+	// the settings page); nil shows none.
+	SandboxStatus func() (kind, problem string)
+	Logger        *slog.Logger
 	Now    func() time.Time
 }
 
@@ -176,7 +179,12 @@ type View struct {
 	KnownTools         []string              `json:"knownTools"`
 	ModelEndpoints     []store.ModelEndpoint `json:"modelEndpoints"`
 	DesktopHostPorts   []int                 `json:"desktopHostPorts"`
-	UpdatedAt          *time.Time            `json:"updatedAt,omitempty"`
+	// HostSandbox are the host sandbox's settings by node; LocalSandbox is the kind this
+	// server's own host has ("none": LocalSandboxProblem says why and what to install).
+	HostSandbox         map[string]store.HostSandbox `json:"hostSandbox"`
+	LocalSandbox        string                       `json:"localSandbox,omitempty"`
+	LocalSandboxProblem string                       `json:"localSandboxProblem,omitempty"`
+	UpdatedAt           *time.Time                   `json:"updatedAt,omitempty"`
 	UpdatedBy          string                `json:"updatedBy,omitempty"`
 }
 
@@ -203,6 +211,13 @@ func (s *Service) viewLocked() View {
 	}
 	if v.DesktopHostPorts == nil {
 		v.DesktopHostPorts = []int{}
+	}
+	v.HostSandbox = map[string]store.HostSandbox{}
+	for k, h := range m.HostSandbox {
+		v.HostSandbox[k] = h
+	}
+	if s.cfg.SandboxStatus != nil {
+		v.LocalSandbox, v.LocalSandboxProblem = s.cfg.SandboxStatus()
 	}
 	if s.cfg.LocalTools != nil {
 		v.KnownTools = s.cfg.LocalTools()
@@ -231,6 +246,9 @@ type Update struct {
 	AccessPolicy     *map[string]string     `json:"accessPolicy"`
 	ModelEndpoints   *[]store.ModelEndpoint `json:"modelEndpoints"`
 	DesktopHostPorts *[]int                 `json:"desktopHostPorts"`
+	// HostSandbox replaces the host sandbox's settings of the nodes it names (an entry with
+	// the defaults removes the node's).
+	HostSandbox *map[string]store.HostSandbox `json:"hostSandbox"`
 }
 
 // Update checks and saves a change (by is the administrator's account id). Invalid settings
@@ -281,6 +299,13 @@ func (s *Service) Update(by string, u Update) (View, error) {
 			}
 		}
 		m.VMProtectedPaths = s.expandHome(m.VMProtectedPaths, s.cfg.VMHome)
+	}
+	if u.HostSandbox != nil {
+		next, err := mergeHostSandbox(m.HostSandbox, *u.HostSandbox)
+		if err != nil {
+			return View{}, err
+		}
+		m.HostSandbox = next
 	}
 	if u.AccessPolicy != nil {
 		m.AccessPolicy = map[string]string{}

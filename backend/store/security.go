@@ -307,9 +307,25 @@ type SecuritySettings struct {
 	ModelEndpoints []ModelEndpoint `json:"modelEndpoints,omitempty"`
 	// DesktopHostPorts are TCP ports of the execution node's host that desktops may reach
 	// (everything else on the host is blocked).
-	DesktopHostPorts []int     `json:"desktopHostPorts,omitempty"`
-	UpdatedAt        time.Time `json:"updatedAt,omitzero"`
+	DesktopHostPorts []int `json:"desktopHostPorts,omitempty"`
+	// HostSandbox are the host sandbox's settings per execution node ("local" is the
+	// server's own host); a node not named has the defaults.
+	HostSandbox map[string]HostSandbox `json:"hostSandbox,omitempty"`
+	UpdatedAt   time.Time              `json:"updatedAt,omitzero"`
 	UpdatedBy        string    `json:"updatedBy,omitempty"`
+}
+
+// HostSandbox is how host tools are sandboxed on one execution node (issue 26). The zero
+// value is the default: a sandbox required, network on, only the working directory (and the
+// scratch directories) writable.
+type HostSandbox struct {
+	// AllowNone lets host tools run without an OS sandbox where the node has none (shown as
+	// a warning with every command).
+	AllowNone bool `json:"allowNone,omitempty"`
+	// NetworkOff takes the network away from host commands.
+	NetworkOff bool `json:"networkOff,omitempty"`
+	// ReadWrite are further absolute paths host commands may write.
+	ReadWrite []string `json:"readWrite,omitempty"`
 }
 
 // ModelEndpoint is an approved model base URL. AllowPrivate lets it resolve to loopback or

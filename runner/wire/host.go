@@ -37,6 +37,21 @@ type HostShellArgs struct {
 	Dir       string `json:"dir,omitempty"`
 	TimeoutMS int64  `json:"timeoutMs"`
 	MaxOutput int    `json:"maxOutput"`
+	// Sandbox is the node's host sandbox policy (CapHostSandbox); nil: the runner's default
+	// (Dir read-write, network on, never without a sandbox).
+	Sandbox *HostSandbox `json:"sandbox,omitempty"`
+}
+
+// HostSandbox is what the server asks of a runner's host sandbox for one host tool call
+// (CapHostSandbox). The runner adds what it hides of its own (its data directory, the
+// credential folders of its user's home) and never runs a call outside a sandbox unless
+// AllowNone.
+type HostSandbox struct {
+	WorkDir   string   `json:"workDir,omitempty"`   // the agent's working directory: read-write
+	ReadWrite []string `json:"readWrite,omitempty"` // further read-write paths (the admin's)
+	Hidden    []string `json:"hidden,omitempty"`    // the protected paths, for the runner's home
+	Network   bool     `json:"network"`
+	AllowNone bool     `json:"allowNone,omitempty"` // the admin allowed "no sandbox" for this node
 }
 
 // HostShellResult answers OpHostShell.
@@ -46,6 +61,10 @@ type HostShellResult struct {
 	Stderr    []byte `json:"stderr,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 	TimedOut  bool   `json:"timedOut,omitempty"`
+	// Refused are what the sandbox refused, as sentences (sandbox.Explain).
+	Refused []string `json:"refused,omitempty"`
+	// Unsandboxed: the command ran without a sandbox (the node allows that).
+	Unsandboxed bool `json:"unsandboxed,omitempty"`
 }
 
 // HostFileArgs are the arguments of OpHostReadFile (Path, Max) and OpHostWriteFile (Path, Size).
@@ -59,6 +78,8 @@ type HostFileArgs struct {
 	// starting with "~" or holding NUL fails the call, one that is not absolute on the runner's
 	// system (another OS family's form) is skipped. Older runners ignore the field.
 	Protected []string `json:"protected,omitempty"`
+	// Sandbox is the node's sandbox policy (CapHostSandbox), as for HostShellArgs.
+	Sandbox *HostSandbox `json:"sandbox,omitempty"`
 }
 
 // HostInfo answers OpHostInfo: the runner user's home directory and the absolute paths the
@@ -69,6 +90,10 @@ type HostInfo struct {
 	// HomeProblem says why Home is empty (the runner user has none).
 	HomeProblem string   `json:"homeProblem,omitempty"`
 	Protected   []string `json:"protected,omitempty"`
+	// Sandbox is the kind of host sandbox the runner has (bwrap, landlock, sandbox-exec,
+	// none); SandboxProblem says why there is none and what to install.
+	Sandbox        string `json:"sandbox,omitempty"`
+	SandboxProblem string `json:"sandboxProblem,omitempty"`
 }
 
 // HostFile answers OpHostReadFile: Size raw bytes follow the frame.

@@ -48,6 +48,9 @@ const (
 	// CapHostGuard: the runner checks host file paths itself (HostFileArgs.Protected, its own
 	// data directory, symbolic links resolved on its disk) and answers OpHostInfo.
 	CapHostGuard = "host-guard-v1"
+	// CapHostSandbox: the runner runs host tools in an OS sandbox under the policy the server
+	// sends (HostShellArgs.Sandbox, HostFileArgs.Sandbox) and reports its kind in HostInfo.
+	CapHostSandbox = "host-sandbox-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated

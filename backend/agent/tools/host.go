@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
+	"cubicle/backend/sandbox"
 )
 
 var hostSpecs = []agent.ToolSpec{
@@ -42,6 +42,10 @@ type ShellResult struct {
 	Stdout, Stderr []byte
 	Truncated      bool
 	TimedOut       bool
+	// Refused says what the OS sandbox refused (sandbox.Explain), for the chat.
+	Refused []string
+	// Unsandboxed: the command ran without an OS sandbox (the node allows that).
+	Unsandboxed bool
 }
 
 // LocalHost is the machine this process runs on.
@@ -49,6 +53,67 @@ type LocalHost struct {
 	// Interpreter is the program host_shell runs commands with; "" picks the platform's:
 	// /bin/sh on Unix; on Windows PowerShell (pwsh, else Windows PowerShell), else cmd.exe.
 	Interpreter string
+	// Sandbox runs the host tools in an OS sandbox under Policy (issue 26); nil runs them
+	// without one (the plain host of unit tests and of the bench's peer row).
+	Sandbox *sandbox.Sandbox
+	// Policy is the node's sandbox policy; the call's working directory (WithHostWorkDir) is
+	// filled in when it names none. Required with Sandbox.
+	Policy func(ctx context.Context) (sandbox.Policy, error)
+}
+
+type workDirKey struct{}
+
+// WithHostWorkDir returns ctx carrying the agent's working directory on the host, which the
+// sandbox makes read-write for the call (a request-scoped value: the call's place).
+func WithHostWorkDir(ctx context.Context, dir string) context.Context {
+	return context.WithValue(ctx, workDirKey{}, dir)
+}
+
+// HostWorkDirOf is the working directory WithHostWorkDir put in ctx ("" = none).
+func HostWorkDirOf(ctx context.Context) string {
+	d, _ := ctx.Value(workDirKey{}).(string)
+	return d
+}
+
+// policy is the sandbox policy of a call.
+func (h LocalHost) policy(ctx context.Context) (sandbox.Policy, error) {
+	if h.Policy == nil {
+		return sandbox.Policy{}, errors.New("tools: LocalHost.Sandbox needs LocalHost.Policy")
+	}
+	p, err := h.Policy(ctx)
+	if err != nil {
+		return p, err
+	}
+	if p.WorkDir == "" {
+		p.WorkDir = HostWorkDirOf(ctx)
+	}
+	return p, nil
+}
+
+// sandboxed puts c into the sandbox under p: its command line wrapped, Cubicle's own
+// variables (tokens, keys) out of its environment. The returned cleanup runs when c ended.
+func (h LocalHost) sandboxed(ctx context.Context, c *exec.Cmd, p sandbox.Policy) (sandbox.Command, error) {
+	w, err := h.Sandbox.Wrap(ctx, p, append([]string{c.Path}, c.Args[1:]...))
+	if err != nil {
+		return w, err
+	}
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "CUBICLE_") || strings.HasPrefix(e, "CUBICLE_SANDBOX_") {
+			env = append(env, e)
+		}
+	}
+	c.Env = append(env, w.Env...)
+	if !w.Sandboxed {
+		return w, nil
+	}
+	path, err := exec.LookPath(w.Argv[0])
+	if err != nil {
+		w.Cleanup()
+		return w, fault.Unavailable("sandbox: %v", err)
+	}
+	c.Path, c.Args = path, w.Argv
+	return w, nil
 }
 
 // Home is the runner user's home directory.
@@ -65,10 +130,24 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	}
 	c.Dir = dir
 	c.WaitDelay = 2 * time.Second
+	var (
+		p    sandbox.Policy
+		wrap = sandbox.Command{Cleanup: func() {}}
+	)
+	if h.Sandbox != nil {
+		if p, err = h.policy(ctx); err != nil {
+			return ShellResult{}, err
+		}
+		if wrap, err = h.sandboxed(ctx, c, p); err != nil {
+			return ShellResult{}, err
+		}
+		defer wrap.Cleanup()
+	}
 	stdout, stderr := &capped{max: maxOut}, &capped{max: maxOut}
 	c.Stdout, c.Stderr = stdout, stderr
 	err = runTree(c)
-	res := ShellResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.cut || stderr.cut}
+	res := ShellResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.cut || stderr.cut,
+		Unsandboxed: h.Sandbox != nil && !wrap.Sandboxed}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
@@ -76,6 +155,9 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 		return res, nil
 	case errors.As(err, &ee):
 		res.ExitCode = ee.ExitCode()
+		if wrap.Sandboxed {
+			res.Refused = sandbox.Explain(p, append(append([]byte{}, res.Stderr...), res.Stdout...))
+		}
 		return res, nil
 	case err != nil:
 		if _, statErr := os.Stat(dir); dir != "" && errors.Is(statErr, fs.ErrNotExist) {
@@ -86,72 +168,29 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	return res, nil
 }
 
-// ReadFile reads at most max bytes of path.
-func (LocalHost) ReadFile(_ context.Context, path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+// ReadFile reads at most max bytes of path (in the sandbox, when there is one).
+func (h LocalHost) ReadFile(ctx context.Context, path string, max int64) ([]byte, error) {
+	if h.Sandbox == nil {
+		return sandbox.ReadFileDirect(path, max)
+	}
+	p, err := h.policy(ctx)
 	if err != nil {
-		return nil, fileErr(path, err)
+		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fileErr(path, err)
-	}
-	if st.IsDir() {
-		return nil, fault.Invalid("%s is a directory", path)
-	}
-	if st.Size() > max {
-		return nil, fault.Invalid("%s is %d bytes, more than the %d allowed", path, st.Size(), max)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fileErr(path, err)
-	}
-	if int64(len(data)) > max {
-		return nil, fault.Invalid("%s grew past the %d bytes allowed", path, max)
-	}
-	return data, nil
+	return h.Sandbox.ReadFile(ctx, p, path, max)
 }
 
-// WriteFile replaces path atomically (temp file + rename), creating parent directories.
-func (LocalHost) WriteFile(_ context.Context, path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fileErr(dir, err)
+// WriteFile replaces path atomically (temp file + rename), creating parent directories (in
+// the sandbox, when there is one).
+func (h LocalHost) WriteFile(ctx context.Context, path string, data []byte) error {
+	if h.Sandbox == nil {
+		return sandbox.WriteFileDirect(path, data)
 	}
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		mode = st.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(dir, ".cubicle-*")
+	p, err := h.policy(ctx)
 	if err != nil {
-		return fileErr(dir, err)
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fileErr(path, err)
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fileErr(path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fileErr(path, err)
-	}
-	return fileErr(path, os.Rename(tmp.Name(), path))
-}
-
-func fileErr(path string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return fault.NotFound("%s does not exist", path)
-	case errors.Is(err, fs.ErrPermission):
-		return fault.Forbidden("permission denied: %s", path)
-	}
-	return fmt.Errorf("%s: %w", path, err)
+	return h.Sandbox.WriteFile(ctx, p, path, data)
 }
 
 // capped keeps the first max bytes written to it.
@@ -180,6 +219,16 @@ func (b *Box) host(env Environment) Host {
 		return env.Host
 	}
 	return b.cfg.Host
+}
+
+// hostCtx returns ctx carrying the agent's working directory on its host (WithHostWorkDir),
+// which the host's sandbox makes read-write.
+func (b *Box) hostCtx(ctx context.Context, env Environment) (context.Context, error) {
+	dir, err := b.hostDir(ctx, env, "")
+	if err != nil {
+		return ctx, err
+	}
+	return WithHostWorkDir(ctx, dir), nil
 }
 
 // hostDir resolves the host working directory (SPEC §1.6).
@@ -225,7 +274,11 @@ func hostPath(home, p string) string {
 	return p
 }
 
-func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args, out *agent.ToolOutput) error {
+func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, name string, a args, out *agent.ToolOutput) error {
+	ctx, err := b.hostCtx(ctx, env)
+	if err != nil {
+		return err
+	}
 	switch name {
 	case "host_shell":
 		cmd, err := a.need("command")
@@ -239,6 +292,13 @@ func (b *Box) hostTool(ctx context.Context, env Environment, name string, a args
 		res, err := b.host(env).Shell(ctx, cmd, dir, b.timeout(a), 256<<10)
 		if err != nil {
 			return err
+		}
+		if res.Unsandboxed {
+			out.Text(sandbox.Unsandboxed + "\n")
+		}
+		if len(res.Refused) > 0 {
+			b.log.Warn("the host sandbox refused an access", "agent", t.AgentID, "refused", res.Refused)
+			out.Text("sandbox: " + strings.Join(res.Refused, "\nsandbox: ") + "\n")
 		}
 		return shellResult(out, res.ExitCode, res.Stdout, res.Stderr, res.Truncated, res.TimedOut)
 	case "host_read_file":
@@ -299,6 +359,9 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 	pc, err := b.cfg.Desktops.Acquire(ctx, t)
 	if err != nil {
 		return fmt.Errorf("desktop: %w", err)
+	}
+	if ctx, err = b.hostCtx(ctx, env); err != nil {
+		return err
 	}
 	switch from {
 	case "host":

@@ -231,7 +231,7 @@ func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 	case computer.IsHostDesktop(name):
 		return b.hostDesktopTool(ctx, name, a, out)
 	case strings.HasPrefix(name, computer.PrefixHost):
-		return b.hostTool(ctx, env, name, a, out)
+		return b.hostTool(ctx, t, env, name, a, out)
 	case strings.HasPrefix(name, computer.PrefixBrowser):
 		return b.browserTool(ctx, t, name, a, out)
 	}

@@ -1,0 +1,253 @@
+// Package sandbox runs host commands (host_shell and the host file tools) in an OS sandbox,
+// so that what the tool guard promises — the data directory, its secrets and the protected
+// paths stay out of reach — is kept by the kernel, not by parsing the command (issue 26).
+//
+// The kinds, best first:
+//
+//   - Linux: bubblewrap (bwrap), when installed and able to make its namespaces: the root file
+//     system read-only, the working directory, the scratch directories and the paths the
+//     administrator allows read-write, every hidden path covered by an empty, unreadable tmpfs
+//     (a file by an unreadable empty file), all capabilities dropped, a PID namespace of its
+//     own (so /proc shows no process outside it), a minimal /dev, and no network when the node
+//     says so;
+//   - Linux: Landlock, when bubblewrap is missing: a helper mode of this very program (Main,
+//     run from the package's init) restricts itself with an allow-list that leaves out every
+//     hidden path and then executes the command; no new privileges; TCP bind/connect refused
+//     when the node has no network;
+//   - macOS: sandbox-exec with a generated SBPL profile (deny reads of the hidden paths, writes
+//     outside the allowed ones, and the network when it is off);
+//   - Windows: none yet. The policy is compiled (WindowsPolicy) and tested, but no enforcement
+//     is wired, so Windows nodes report no sandbox.
+//
+// Without a sandbox, host commands are refused with a message that says what to install,
+// unless an administrator allowed "no sandbox" for the node (Policy.AllowNone), in which case
+// they run with a warning in their output. A command the sandbox refused says so in its
+// result (Explain). A Sandbox is safe for concurrent use.
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"cubicle/backend/fault"
+)
+
+// Kind is a sandbox mechanism.
+type Kind string
+
+// The kinds.
+const (
+	Bwrap    Kind = "bwrap"
+	Landlock Kind = "landlock"
+	Seatbelt Kind = "sandbox-exec"
+	None     Kind = "none"
+	// Auto picks the best kind available (a mode, never a detected kind).
+	Auto Kind = "auto"
+)
+
+// EnvMode forces the kind (bwrap, landlock, none or auto); CI uses it to exercise each path.
+const EnvMode = "CUBICLE_HOST_SANDBOX"
+
+// Policy is what a sandboxed command may touch.
+type Policy struct {
+	// WorkDir is the agent's working directory on the host: read-write.
+	WorkDir string `json:"workDir,omitempty"`
+	// ReadWrite are further read-write paths (the administrator's, the scratch directories).
+	ReadWrite []string `json:"readWrite,omitempty"`
+	// Hidden may be neither read nor written: the data directories, their secrets, the
+	// protected paths. A hidden path that does not exist when the command starts is skipped.
+	Hidden []string `json:"hidden,omitempty"`
+	// Network lets the command use the network (the node's setting; on by default).
+	Network bool `json:"network"`
+	// AllowNone lets the command run without a sandbox when none is available (an
+	// administrator's explicit choice for the node).
+	AllowNone bool `json:"allowNone,omitempty"`
+}
+
+// Scratch are the shared scratch directories a sandboxed command may write (Unix).
+var Scratch = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// Secrets are the paths below a home directory that hold credentials: hidden from every
+// sandboxed command whatever the settings say.
+var Secrets = []string{".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+	".password-store", ".local/share/keyrings", ".netrc", ".git-credentials", ".pgpass"}
+
+// HomeSecrets returns Secrets below home ("" gives none).
+func HomeSecrets(home string) []string {
+	if home == "" || !filepath.IsAbs(home) {
+		return nil
+	}
+	out := make([]string, 0, len(Secrets))
+	for _, s := range Secrets {
+		out = append(out, filepath.Join(home, filepath.FromSlash(s)))
+	}
+	return out
+}
+
+// Clean returns p with its paths cleaned, relative and duplicate entries dropped, and hidden
+// paths that contain a read-write one taken out of the read-write set (hiding wins).
+func (p Policy) Clean() Policy {
+	norm := func(in []string) []string {
+		var out []string
+		for _, e := range in {
+			if e == "" || !filepath.IsAbs(e) || strings.ContainsRune(e, 0) {
+				continue
+			}
+			if e = filepath.Clean(e); !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	q := p
+	q.Hidden = norm(p.Hidden)
+	if p.WorkDir != "" && filepath.IsAbs(p.WorkDir) {
+		q.WorkDir = filepath.Clean(p.WorkDir)
+	} else {
+		q.WorkDir = ""
+	}
+	rw := norm(append(append([]string{}, p.ReadWrite...), q.WorkDir))
+	q.ReadWrite = slices.DeleteFunc(rw, func(e string) bool {
+		for _, h := range q.Hidden {
+			if Within(e, h) {
+				return true // inside a hidden path: hiding wins
+			}
+		}
+		return false
+	})
+	if q.WorkDir != "" && !slices.Contains(q.ReadWrite, q.WorkDir) {
+		q.WorkDir = ""
+	}
+	return q
+}
+
+// Within reports whether p is dir or below it (both clean).
+func Within(p, dir string) bool {
+	if p == dir {
+		return true
+	}
+	if dir == string(filepath.Separator) {
+		return strings.HasPrefix(p, dir)
+	}
+	return strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// Mode reads the kind forced by EnvMode ("" or "auto": Auto); anything else is
+// fault.ErrInvalid.
+func Mode(getenv func(string) string) (Kind, error) {
+	switch m := Kind(strings.ToLower(strings.TrimSpace(getenv(EnvMode)))); m {
+	case "", Auto:
+		return Auto, nil
+	case Bwrap, Landlock, None, Seatbelt:
+		return m, nil
+	default:
+		return "", fault.Invalid("%s=%q: use bwrap, landlock, none or auto", EnvMode, m)
+	}
+}
+
+// Sandbox runs commands in the kind of sandbox this machine offers.
+type Sandbox struct {
+	kind Kind
+	// why says why there is no sandbox (kind None) and what to install.
+	why string
+	exe string // this program, for the Landlock and file helpers
+}
+
+// New detects the best sandbox of this machine, or the one mode forces (an unusable forced
+// kind is an error that says why).
+func New(mode Kind) (*Sandbox, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fault.Unavailable("sandbox: this program's path is unknown: %v", err)
+	}
+	kind, why, err := detect(mode, exe)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{kind: kind, why: why, exe: exe}, nil
+}
+
+// Kind is the sandbox in use (None when there is none).
+func (s *Sandbox) Kind() Kind { return s.kind }
+
+// Problem says why there is no sandbox and what to install ("" with one).
+func (s *Sandbox) Problem() string { return s.why }
+
+// Unsandboxed is the warning put before the output of a command that ran without a sandbox.
+const Unsandboxed = "warning: this command ran WITHOUT an OS sandbox (an administrator allowed that for this node); the data directory and protected paths are guarded by the command check only"
+
+// refuse is the error when there is no sandbox and the node does not allow that.
+func (s *Sandbox) refuse() error {
+	return fault.Unavailable("host commands on this node run only in an OS sandbox, and there is none: %s. "+
+		"An administrator may instead allow host tools without a sandbox for this node (Settings → Security → host sandbox)", s.why)
+}
+
+// Command is a command line to run in the sandbox: Argv with Env added to the environment,
+// Cleanup called once it ended.
+type Command struct {
+	Argv      []string
+	Env       []string
+	Cleanup   func()
+	Sandboxed bool // false: runs without a sandbox (Policy.AllowNone)
+}
+
+// Wrap returns argv to run in the sandbox under p (the command's own working directory is
+// set by the caller, on the returned command). With no sandbox it is refused (fault.
+// ErrUnavailable) unless p.AllowNone, then argv is returned unwrapped.
+func (s *Sandbox) Wrap(ctx context.Context, p Policy, argv []string) (Command, error) {
+	if s.kind == None {
+		if !p.AllowNone {
+			return Command{}, s.refuse()
+		}
+		return Command{Argv: argv, Cleanup: func() {}}, nil
+	}
+	return s.wrap(ctx, p.Clean(), argv)
+}
+
+// Explain returns what the sandbox refused, as sentences for the chat, from a command's
+// error output: each line that reports a refused access ("Permission denied", "Operation not
+// permitted", "Read-only file system"), naming the hidden or read-only path it was about when
+// the line names one (at most five lines).
+func Explain(p Policy, out []byte) []string {
+	p = p.Clean()
+	var notes []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if len(notes) == 5 {
+			break
+		}
+		ro := strings.Contains(line, "Read-only file system")
+		if !ro && !strings.Contains(line, "Permission denied") && !strings.Contains(line, "Operation not permitted") {
+			continue
+		}
+		line = strings.TrimSpace(line)
+		note := ""
+		for _, m := range pathInLine.FindAllString(line, -1) {
+			m = filepath.Clean(strings.TrimRight(m, ".,;:'\")]"))
+			for _, h := range p.Hidden {
+				if Within(m, h) {
+					note = "the sandbox refused access to " + m + ": " + h + " is hidden from host commands (Cubicle's data, secrets or a protected path)"
+					break
+				}
+			}
+			if note == "" && ro {
+				note = "the sandbox refused write access to " + m + ": host commands may write only in " + strings.Join(p.ReadWrite, ", ")
+			}
+			if note != "" {
+				break
+			}
+		}
+		if note == "" {
+			note = "the sandbox (or the file's permissions) refused an access: " + line
+		}
+		if !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+	}
+	return notes
+}
+
+var pathInLine = regexp.MustCompile(`/[^\s'"` + "`" + `:]+`)
