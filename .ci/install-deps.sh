@@ -19,7 +19,7 @@ done
 run_pkgs=(
   podman runc slirp4netns fuse-overlayfs uidmap  # container engine (runc: crun fails on hybrid cgroups)
   debootstrap                                    # offline base image build (Prepare)
-  bubblewrap                                     # the host tools' kernel sandbox
+  bubblewrap                                     # the host tools' OS sandbox (backend/sandbox; Landlock is the fallback)
   ca-certificates git curl procps
 )
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$what" = test ]; then
@@ -29,7 +29,6 @@ test_pkgs=(
   xvfb x11-utils xauth                           # display for driver tests and the desktop app
   x11vnc                                         # the live view benchmark's peer (its RFB client test)
   xterm                                          # a real X application for the host desktop tests
-  bubblewrap                                     # the host tools' OS sandbox (backend/sandbox; Landlock is the fallback)
   chromium                                       # headless browser for UI tests
   docker-registry                                # loopback registry for pull-by-digest tests
   busybox-static                                 # tiny static rootfs for the engine conformance suite
