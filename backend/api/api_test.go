@@ -36,7 +36,8 @@ type fixture struct {
 	vmEngine *vmtest.Engine // the fake engine of newVMFixture
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture builds the fixture; opts adjust the server's Config before it is made.
+func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "cubicle.db"), store.Options{})
 	if err != nil {
@@ -63,7 +64,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{
+	cfg := Config{
 		Auth: as, Accounts: st, HostAccess: host, Security: sec,
 		Profiles: profile.New(st, log).WithHostAccess(host, hostaccess.LocalNode), Logger: log, Version: "test",
 		AllowedHosts:   []string{"127.0.0.1", "localhost"},
@@ -73,7 +74,11 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Assets:      fstest.MapFS{"index.html": {Data: []byte("<html>ui</html>")}, "assets/app.js": {Data: []byte("js")}},
 		AssetsBuilt: true,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ var nonPublic = []netip.Prefix{
 
 // embedded are IPv6 ranges that carry an IPv4 address, which is what is really reached.
 var (
-	v4Compat   = netip.MustParsePrefix("::/96")          // IPv4-compatible (deprecated): never public
+	v4Compat   = netip.MustParsePrefix("::/96")           // IPv4-compatible (deprecated): never public
 	translated = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (SIIT)
 	nat64      = netip.MustParsePrefix("64:ff9b::/96")
 	nat64Loc   = netip.MustParsePrefix("64:ff9b:1::/48")
