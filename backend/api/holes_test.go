@@ -50,7 +50,7 @@ func TestUpgradeHeaderIsNoBodyPass(t *testing.T) {
 		})
 	}
 	if rec := f.do(req{method: "GET", path: "/api/app/agents", bearer: f.admin}); rec.Code != 200 || strings.Contains(rec.Body.String(), `"name":"`) {
-		t.Fatalf("a refused body made an agent: %d %s", rec.Code, rec.Body)
+		t.Errorf("a refused body made an agent: %d %s", rec.Code, rec.Body)
 	}
 
 	// Slow bodies: each declares 100 bytes, sends 10 and stalls. The server must cut every one

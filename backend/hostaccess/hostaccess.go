@@ -34,8 +34,8 @@ type Store interface {
 type Access struct {
 	HostTools   bool `json:"hostTools"`
 	HostDesktop bool `json:"hostDesktop"`
-	// Placement: the account may place its agents on the node. Everyone may on the server's
-	// own node (LocalNode); a runner needs an administrator's grant.
+	// Placement: the account may place its agents on the node (a runner; on the server's own
+	// node, LocalNode, everyone may: see Checker.Placement).
 	Placement bool `json:"placement"`
 	// ByRole is set when the access comes from the administrator role rather than a grant.
 	ByRole bool `json:"byRole,omitempty"`
@@ -71,7 +71,7 @@ func (c *Checker) Check(accountID, nodeID string) (Access, error) {
 	if err != nil {
 		return Access{}, fmt.Errorf("host access: %w", err)
 	}
-	return Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop, Placement: g.Placement || nodeID == LocalNode}, nil
+	return Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop, Placement: g.Placement}, nil
 }
 
 // Grants returns the grants saved for accountID, by node (what the Users page shows; an
@@ -98,8 +98,12 @@ func (c *Checker) Grant(by, accountID, nodeID string, a Access) error {
 		HostDesktop: a.HostDesktop, Placement: a.Placement, GrantedBy: by, UpdatedAt: c.now().UTC()})
 }
 
-// Placement reports whether accountID may place its agents on nodeID.
+// Placement reports whether accountID may place its agents on nodeID: on the server's own
+// node (LocalNode) everyone may; on a runner an administrator, or an account granted it.
 func (c *Checker) Placement(accountID, nodeID string) (bool, error) {
+	if nodeID == LocalNode {
+		return true, nil
+	}
 	a, err := c.Check(accountID, nodeID)
 	return a.Placement, err
 }
