@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -155,6 +156,15 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RequireChosenAdmin {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, DBFile)); errors.Is(err, fs.ErrNotExist) {
+			// A first start: refuse it before anything is created (the directory, the data
+			// file, the session key) when no strong admin password was chosen.
+			if err := checkFirstAdmin(cfg.Admin); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
@@ -171,6 +181,22 @@ func New(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// checkFirstAdmin refuses a network-facing first start whose admin password was not chosen
+// (none given) or is weak.
+func checkFirstAdmin(a auth.Bootstrap) error {
+	if a.Password == "" {
+		return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and a strong CUBICLE_ADMIN_PASSWORD for the first start")
+	}
+	user := a.Username
+	if user == "" {
+		user = "admin"
+	}
+	if err := auth.CheckPassword(a.Password, user); err != nil {
+		return fault.Forbidden("CUBICLE_ADMIN_PASSWORD is not strong enough for a server that faces a network: %v", err)
+	}
+	return nil
+}
+
 func (b *Backend) build() error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "session.key"))
 	if err != nil {
@@ -182,16 +208,9 @@ func (b *Backend) build() error {
 	}
 	if b.cfg.RequireChosenAdmin {
 		if _, err := b.Auth.Admin(); err != nil && errors.Is(err, fault.ErrNotFound) {
-			// Nothing is created for a network-facing first start without a strong password.
-			if b.cfg.Admin.Password == "" {
-				return fault.Forbidden("no admin account exists yet; set CUBICLE_ADMIN_USER and a strong CUBICLE_ADMIN_PASSWORD for the first start")
-			}
-			user := b.cfg.Admin.Username
-			if user == "" {
-				user = "admin"
-			}
-			if err := auth.CheckPassword(b.cfg.Admin.Password, user); err != nil {
-				return fault.Forbidden("CUBICLE_ADMIN_PASSWORD is not strong enough for a server that faces a network: %v", err)
+			// No admin is created for a network-facing start without a strong password.
+			if err := checkFirstAdmin(b.cfg.Admin); err != nil {
+				return err
 			}
 		}
 	}

@@ -133,6 +133,17 @@ func (p *placement) Place(ctx context.Context, accountID, agentID, node string) 
 	if _, err := p.b.Nodes.Known(node); err != nil {
 		return "", err
 	}
+	if node != nodes.LocalID {
+		// Like host access: a runner is someone's machine, and an administrator says whose
+		// agents may run there (Settings → Users → the account → placement on the runner).
+		ok, err := p.b.HostAccess.Placement(accountID, node)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fault.Forbidden("placing agents on runner %s needs an administrator's grant for your account: ask an administrator to allow it (Settings → Users)", node)
+		}
+	}
 	if nodeOf(a) == node {
 		return node, nil
 	}

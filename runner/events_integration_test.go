@@ -217,6 +217,7 @@ func TestRunnerEventsOnBus(t *testing.T) {
 	// Mia's agent on the runner; its desktop starts there.
 	var ag struct{ ID string }
 	mia.do(t, "POST", "/api/app/agents", map[string]string{"name": "Ada"}, http.StatusCreated, &ag)
+	s.do(t, "PUT", "/api/app/admin/users/"+miaID+"/host-access", map[string]any{"nodeId": node, "placement": true}, http.StatusOK, nil)
 	mia.do(t, "PUT", "/api/app/agents/"+ag.ID+"/node", map[string]string{"nodeId": node}, http.StatusOK, nil)
 	var av vm.AgentView
 	mia.do(t, "POST", "/api/app/agents/"+ag.ID+"/local-vm/create", nil, http.StatusOK, &av)

@@ -30,8 +30,10 @@ package runner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -333,6 +335,12 @@ func (r *Runner) session(ctx context.Context) error {
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return fmt.Errorf("%w (HTTP %d): the runner was revoked or its token is wrong; add it again in Settings → Runners and run the new command", ErrRefused, resp.StatusCode)
+		}
+		if resp != nil && resp.StatusCode == http.StatusConflict {
+			// Another process is connected with this token: stop instead of taking turns.
+			var body struct{ Error string }
+			json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&body)
+			return fmt.Errorf("%w (HTTP 409): %s", ErrRefused, cmp.Or(body.Error, "another runner process is already connected with this token"))
 		}
 		return fmt.Errorf("connect to %s: %w", r.cfg.Server, err)
 	}

@@ -18,8 +18,8 @@ const maxBody = 1 << 20
 // with no trailing data and no key given twice in one object (400 otherwise). So a route that
 // ignores its body (logout, an action) cannot be reached with garbage, and no two parsers can
 // read one body two ways ({"role":"member","role":"admin"}). The guard has already refused
-// bodies that are not declared as JSON. Websocket upgrades and bodiless requests pass as they
-// are.
+// bodies that are not declared as JSON. Bodiless requests pass as they are (a websocket
+// handshake is a bodiless GET; "Upgrade: websocket" on a POST changes nothing here).
 func jsonBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
@@ -27,7 +27,7 @@ func jsonBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || isUpgrade(r) || r.URL.Path == "/mcp" {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == "/mcp" {
 			// /mcp reads its own JSON-RPC bodies, with its own bound (computer_write_file
 			// carries files of up to 25 MiB).
 			next.ServeHTTP(w, r)

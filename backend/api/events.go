@@ -36,6 +36,27 @@ const (
 // noticed and proxies do not close it.
 const eventsHeartbeat = 25 * time.Second
 
+// openStream counts an event stream of account, or reports false when the account already
+// holds Config.MaxStreams (each holds a subscription and its buffer on the server).
+func (s *Server) openStream(account string) bool {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.streams[account] >= s.cfg.MaxStreams {
+		return false
+	}
+	s.streams[account]++
+	return true
+}
+
+// closeStream: see openStream.
+func (s *Server) closeStream(account string) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.streams[account]--; s.streams[account] <= 0 {
+		delete(s.streams, account)
+	}
+}
+
 // eventJSON is one bus event on the stream.
 type eventJSON struct {
 	ID   string      `json:"id"` // "<epoch>-<n>": the Last-Event-ID to resume from
@@ -59,6 +80,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
+	if !s.openStream(p.AccountID) {
+		w.Header().Set("Retry-After", "30")
+		writeError(w, r, s.log, fault.New(fault.ErrTooMany,
+			"this account already has %d event streams open, the most one account may hold: close Cubicle in other tabs or windows, then reload", s.cfg.MaxStreams))
+		return
+	}
+	defer s.closeStream(p.AccountID)
 	viewer := events.Viewer{Account: p.AccountID, Admin: p.Admin()}
 	since, resync := resumeFrom(r.Header.Get("Last-Event-ID"), bus.Epoch())
 	sub := bus.Subscribe(events.SubscribeOptions{Viewer: &viewer, Since: since, Buffer: 512})

@@ -57,6 +57,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-origin request refused: pages of " + quote(origin) + " may not call this server", Code: "forbidden"})
 		return
 	}
+	if isUpgrade(r) && r.ContentLength != 0 {
+		// A handshake carries no body; one that does would hold its bytes past every body check.
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "a websocket handshake carries no request body; send the upgrade without one", Code: "invalid"})
+		return
+	}
 	if changesState(r) {
 		if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: "cross-site request refused", Code: "forbidden"})
@@ -91,8 +96,11 @@ func changesState(r *http.Request) bool {
 	return true
 }
 
+// isUpgrade reports whether r is a websocket handshake: a GET asking to upgrade (RFC 6455
+// §4.1). The header on any other method is no handshake, and its body gets every check a
+// body gets (Content-Type, the JSON checks, the body deadline).
 func isUpgrade(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	return r.Method == http.MethodGet && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 func isJSON(ct string) bool {

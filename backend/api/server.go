@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"cubicle/backend/auth"
@@ -29,6 +30,10 @@ import (
 
 // SessionCookie is the name of the session cookie.
 const SessionCookie = "cubicle_session"
+
+// DeviceCookie holds the device token of a client that logged in before (auth.DeviceToken):
+// sent to the login route only, it keeps others' wrong guesses from holding that client up.
+const DeviceCookie = "cubicle_device"
 
 // Config configures a Server. Auth, Accounts, Profiles and AllowedHosts are required.
 type Config struct {
@@ -76,6 +81,8 @@ type Config struct {
 	// BodyTimeout bounds reading a request's body (a client that sends it slowly is cut off);
 	// 0 means 30 s. The header has its own bound (10 s).
 	BodyTimeout time.Duration
+	// MaxStreams is how many event streams one account may hold open (0 means 32).
+	MaxStreams int
 }
 
 // Accounts is the part of the store the Users page reads.
@@ -91,6 +98,9 @@ type Server struct {
 	handler  http.Handler
 	proxies  []netip.Prefix // Config.TrustedProxies
 	patterns []string       // the routes, as registered
+
+	streamsMu sync.Mutex
+	streams   map[string]int // open event streams by account; guarded by streamsMu
 }
 
 // New returns a Server.
@@ -107,7 +117,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 32
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, streams: map[string]int{}}
 	for _, p := range cfg.TrustedProxies {
 		pre, err := parsePrefix(p)
 		if err != nil {
@@ -119,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	s.routes(mux)
 	s.patterns = mux.patterns
 	s.handler = newGuard(cfg.AllowedHosts, cfg.TrustedOrigins,
-		securityHeaders(bodyDeadline(cfg.BodyTimeout, jsonBodies(mux))))
+		s.hsts(securityHeaders(bodyDeadline(cfg.BodyTimeout, jsonBodies(mux)))))
 	return s, nil
 }
 
@@ -240,7 +253,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // as the body has been read, so a long answer (a chat stream) is not cut off.
 func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || isUpgrade(r) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -270,6 +283,18 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// hsts adds Strict-Transport-Security to answers served over TLS (the server's own, or a
+// trusted proxy's), so that the browser keeps to HTTPS for the server's name. Plain HTTP
+// answers do not carry it (a browser ignores it there).
+func (s *Server) hsts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.secure(r) {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func securityHeaders(next http.Handler) http.Handler {

@@ -3,10 +3,13 @@ package api
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"cubicle/backend/auth"
 	"cubicle/backend/fault"
@@ -86,16 +89,26 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := s.clientIP(r)
-	p, err := s.cfg.Auth.Login(body.Username, body.Password, ip)
+	device := ""
+	if c, err := r.Cookie(DeviceCookie); err == nil {
+		device = c.Value
+	}
+	p, err := s.cfg.Auth.LoginFrom(body.Username, body.Password, ip, device)
 	if err != nil {
 		if errors.Is(err, fault.ErrTooMany) {
-			w.Header().Set("Retry-After", "60")
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(auth.RetryAfter(err), time.Second).Seconds()))))
 		}
 		s.log.Warn("login failed", "user", body.Username, "remote", ip, "err", err)
 		writeError(w, r, s.log, err)
 		return
 	}
 	s.setSession(w, r, p)
+	if tok, err := s.cfg.Auth.DeviceToken(p.Username); err == nil {
+		// This client is now one of the account's known devices: others' wrong guesses at the
+		// account do not hold it up (auth.LoginLimits).
+		http.SetCookie(w, &http.Cookie{Name: DeviceCookie, Value: tok, Path: "/api/auth/", MaxAge: 400 * 24 * 3600,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
+	}
 	s.log.Info("login", "user", p.Username, "remote", ip)
 	writeJSON(w, http.StatusOK, map[string]any{"user": userOf(p)})
 }

@@ -173,7 +173,8 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// putHostAccess: {nodeId?: "local", hostTools, hostDesktop} grants or withdraws host access.
+// putHostAccess: {nodeId?: "local", hostTools, hostDesktop, placement} grants or withdraws
+// host access, and the right to place agents on the node (a runner).
 func (s *Server) putHostAccess(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.HostAccess == nil {
 		writeError(w, r, s.log, fault.Unavailable("host access is not managed by this server"))
@@ -183,13 +184,14 @@ func (s *Server) putHostAccess(w http.ResponseWriter, r *http.Request) {
 		NodeID      string `json:"nodeId"`
 		HostTools   *bool  `json:"hostTools"`
 		HostDesktop *bool  `json:"hostDesktop"`
+		Placement   *bool  `json:"placement"`
 	}
 	if err := decode(r, &body); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if body.HostTools == nil && body.HostDesktop == nil {
-		writeError(w, r, s.log, fault.Invalid(`send {"nodeId": "local", "hostTools": true|false, "hostDesktop": true|false}`))
+	if body.HostTools == nil && body.HostDesktop == nil && body.Placement == nil {
+		writeError(w, r, s.log, fault.Invalid(`send {"nodeId": "local", "hostTools": true|false, "hostDesktop": true|false, "placement": true|false}`))
 		return
 	}
 	if body.NodeID == "" {
@@ -213,12 +215,15 @@ func (s *Server) putHostAccess(w http.ResponseWriter, r *http.Request) {
 	if body.HostDesktop != nil {
 		g.HostDesktop = *body.HostDesktop
 	}
+	if body.Placement != nil {
+		g.Placement = *body.Placement
+	}
 	if err := s.cfg.HostAccess.Grant(principal(r).AccountID, id, body.NodeID, g); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
 	s.log.Info("host access changed", "by", principal(r).Username, "user", a.Username, "node", body.NodeID,
-		"hostTools", g.HostTools, "hostDesktop", g.HostDesktop)
+		"hostTools", g.HostTools, "hostDesktop", g.HostDesktop, "placement", g.Placement)
 	writeJSON(w, http.StatusOK, s.accountOf(a))
 }
 

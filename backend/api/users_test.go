@@ -185,7 +185,7 @@ func TestHostAccessIsGranted(t *testing.T) {
 		t.Fatalf("browser: %d %s", rec.Code, rec.Body)
 	}
 	rec := f.do(req{method: "PUT", path: "/api/app/admin/users/user1/host-access", cookie: f.admin, body: `{"nodeId":"local","hostTools":true}`})
-	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"hostAccess":{"local":{"hostTools":true,"hostDesktop":false}}`) {
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"hostAccess":{"local":{"hostTools":true,"hostDesktop":false,"placement":false}}`) {
 		t.Fatalf("grant: %d %s", rec.Code, rec.Body)
 	}
 	if rec := f.do(req{method: "PUT", path: sel, cookie: f.user, body: `{"computer":"vm","allowHostEnvironment":true}`}); rec.Code != 200 {

@@ -7,6 +7,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/secure/precis"
+
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
@@ -36,7 +39,35 @@ func checkUsername(name string) (string, error) {
 	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || r == '/' }):
 		return "", fault.Invalid("the username may not contain spaces, slashes or control characters")
 	}
-	return name, nil
+	// PRECIS (RFC 8265): full-width letters become their ordinary form, decomposed ones are
+	// composed (NFC), and invisible or formatting characters (zero-width space, joiners, soft
+	// hyphen, direction overrides) are refused.
+	norm, err := precis.UsernameCasePreserved.String(name)
+	if err != nil {
+		return "", fault.Invalid("the username %+q holds a character a username may not (an invisible, formatting or unassigned one): use visible letters, digits and symbols", name)
+	}
+	return norm, nil
+}
+
+// skeleton is what name looks like (Unicode TS #39): names with one skeleton can be
+// mistaken for each other ("admin", "аdmin" with a Cyrillic а, "adrnin", "admın").
+func skeleton(name string) string {
+	return confusables.Skeleton(strings.ToLower(name))
+}
+
+// lookAlike returns an existing account's username that name could be mistaken for, or "".
+func (s *Service) lookAlike(name string) (string, error) {
+	accts, err := s.accounts.Accounts()
+	if err != nil {
+		return "", fmt.Errorf("check username: %w", err)
+	}
+	sk := skeleton(name)
+	for _, a := range accts {
+		if strings.EqualFold(a.Username, name) || skeleton(a.Username) == sk {
+			return a.Username, nil
+		}
+	}
+	return "", nil
 }
 
 func checkRole(r store.Role) (store.Role, error) {
@@ -62,6 +93,11 @@ func (s *Service) CreateAccount(by Principal, n NewAccount) (store.Account, erro
 	role, err := checkRole(n.Role)
 	if err != nil {
 		return store.Account{}, err
+	}
+	if other, err := s.lookAlike(name); err != nil {
+		return store.Account{}, err
+	} else if other != "" {
+		return store.Account{}, fault.Exists("the username %+q is taken or looks like the existing account %+q: choose one that cannot be mistaken for it", name, other)
 	}
 	if err := CheckPassword(n.Password, name); err != nil {
 		return store.Account{}, err
@@ -209,7 +245,7 @@ func (s *Service) ChangePassword(p Principal, current, next, client string) (Pri
 	if err != nil {
 		return Principal{}, fmt.Errorf("change password: %w", err)
 	}
-	done, err := s.limiter.begin(acct.Username, client)
+	done, err := s.limiter.begin(acct.Username, client, "")
 	if err != nil {
 		return Principal{}, err
 	}

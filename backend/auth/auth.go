@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/text/secure/precis"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
@@ -131,14 +132,55 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("cubicle-timing-equaliser"
 // answers fault.ErrTooMany without checking anything. A disabled account is refused (after a
 // correct password only, so the answer does not tell whether an account exists).
 func (s *Service) Login(username, password, client string) (Principal, error) {
+	return s.LoginFrom(username, password, client, "")
+}
+
+// LoginFrom is Login from a client that may send the device token (DeviceToken) it was given
+// when it last logged in to the account: such a known device is limited by its own failures
+// only, so that others' guesses at the account do not lock it out. A token that is not valid
+// for the username counts as none.
+func (s *Service) LoginFrom(username, password, client, device string) (Principal, error) {
 	username = strings.TrimSpace(username)
-	done, err := s.limiter.begin(username, client)
+	if norm, err := precis.UsernameCasePreserved.String(username); err == nil {
+		username = norm // the form names are stored in (full-width letters typed, a decomposed é)
+	}
+	done, err := s.limiter.begin(username, client, s.deviceOf(device, username))
 	if err != nil {
 		return Principal{}, err
 	}
 	p, err := s.login(username, password)
 	done(err == nil)
 	return p, err
+}
+
+// DeviceToken returns a new device token for a client that just logged in as username: sent
+// back with later logins (LoginFrom), it marks the client as one of the account's known
+// devices. It grants nothing else — it is no session, and is signed apart from sessions.
+func (s *Service) DeviceToken(username string) (string, error) {
+	nonce := make([]byte, 12)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", fmt.Errorf("device token: %w", err)
+	}
+	body := "d1." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(username))) + "." + hex.EncodeToString(nonce)
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac("device:"+body)), nil
+}
+
+// deviceOf returns the device id a device token names when it is valid for username, else "".
+func (s *Service) deviceOf(token, username string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 4 || parts[0] != "d1" {
+		return ""
+	}
+	body := strings.Join(parts[:3], ".")
+	sig, err := base64.RawURLEncoding.DecodeString(parts[3])
+	if err != nil || !hmac.Equal(sig, s.mac("device:"+body)) {
+		return ""
+	}
+	user, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || string(user) != strings.ToLower(strings.TrimSpace(username)) {
+		return ""
+	}
+	return parts[2]
 }
 
 func (s *Service) login(username, password string) (Principal, error) {

@@ -191,6 +191,9 @@ func TestServeTLS(t *testing.T) {
 	if resp.StatusCode != 200 || !secure {
 		t.Fatalf("login over TLS: %d, secure cookie %v", resp.StatusCode, secure)
 	}
+	if h := resp.Header.Get("Strict-Transport-Security"); !strings.HasPrefix(h, "max-age=") {
+		t.Fatalf("no HSTS over TLS: Strict-Transport-Security %q", h)
+	}
 	e2, _, errb := testEnv(nil)
 	if code := run(context.Background(), e2, []string{"serve", "--tls-cert", cert}); code != 2 || !strings.Contains(errb.String(), "go together") {
 		t.Fatalf("cert without key: %d %q", code, errb)

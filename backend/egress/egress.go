@@ -34,9 +34,12 @@ var nonPublic = []netip.Prefix{
 
 // embedded are IPv6 ranges that carry an IPv4 address, which is what is really reached.
 var (
-	nat64    = netip.MustParsePrefix("64:ff9b::/96")
-	nat64Loc = netip.MustParsePrefix("64:ff9b:1::/48")
-	sixTo4   = netip.MustParsePrefix("2002::/16")
+	v4Compat   = netip.MustParsePrefix("::/96")           // IPv4-compatible (deprecated): never public
+	translated = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (SIIT)
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Loc   = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixTo4     = netip.MustParsePrefix("2002::/16")
+	teredo     = netip.MustParsePrefix("2001::/32") // server in bits 32–63, client inverted in 96–127
 )
 
 // Public reports whether ip is a public internet address.
@@ -54,10 +57,17 @@ func Public(ip netip.Addr) bool {
 	if ip.Is6() {
 		b := ip.As16()
 		switch {
-		case nat64.Contains(ip) || nat64Loc.Contains(ip):
+		case v4Compat.Contains(ip):
+			// ::a.b.c.d is no address anyone serves from; some stacks reach a.b.c.d by it.
+			return false
+		case translated.Contains(ip) || nat64.Contains(ip) || nat64Loc.Contains(ip):
 			return Public(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
 		case sixTo4.Contains(ip):
 			return Public(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		case teredo.Contains(ip):
+			server := netip.AddrFrom4([4]byte{b[4], b[5], b[6], b[7]})
+			client := netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+			return Public(server) && Public(client)
 		}
 	}
 	return true

@@ -22,6 +22,13 @@ func TestPublic(t *testing.T) {
 		{"224.0.0.1", false}, {"255.255.255.255", false}, {"::ffff:127.0.0.1", false}, {"::ffff:10.0.0.1", false},
 		{"64:ff9b::7f00:1", false}, {"64:ff9b::808:808", true}, {"2002:7f00:1::", false}, {"2002:808:808::", true},
 		{"fec0::1", false}, {"198.18.0.1", false}, {"192.0.2.5", false},
+		// IPv4 inside IPv6, every way it is carried: IPv4-compatible (deprecated, ::/96),
+		// IPv4-mapped, IPv4-translated (SIIT), NAT64 (well-known and local-use), 6to4, Teredo.
+		{"::7f00:1", false}, {"::127.0.0.1", false}, {"::a00:1", false}, {"::808:808", false}, {"::ffff:7f00:1", false},
+		{"::ffff:0:7f00:1", false}, {"::ffff:0:a00:1", false}, {"::ffff:0:808:808", true},
+		{"64:ff9b::a00:1", false}, {"64:ff9b::c0a8:101", false}, {"64:ff9b:1::7f00:1", false}, {"64:ff9b::a9fe:a9fe", false},
+		{"2002:a00:1::", false}, {"2002:c0a8:101::1", false}, {"2002:a9fe:a9fe::", false},
+		{"2001:0:808:808::80ff:fffe", false}, {"2001:0:7f00:1:0:0:f7f7:f7f7", false}, {"2001:0:808:808:0:0:f7f7:f7f7", true},
 	}
 	for _, tt := range tests {
 		if got := Public(netip.MustParseAddr(tt.ip)); got != tt.public {
@@ -36,6 +43,9 @@ func TestControl(t *testing.T) {
 	}
 	if err := Control("tcp", "[::ffff:169.254.169.254]:80", nil); !errors.Is(err, fault.ErrForbidden) {
 		t.Fatalf("mapped metadata address: %v", err)
+	}
+	if err := Control("tcp", "[::7f00:1]:80", nil); !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("IPv4-compatible loopback: %v", err)
 	}
 	if err := Control("tcp", "8.8.8.8:443", nil); err != nil {
 		t.Fatalf("public: %v", err)

@@ -138,6 +138,15 @@ type Runner struct {
 	// LastSeen is when a disconnected runner was last connected.
 	LastSeen time.Time `json:"lastSeen,omitzero"`
 	Message  string    `json:"message,omitempty"`
+	// Duplicate: a second runner process tried to connect with this runner's token while its
+	// link was alive, and was refused (two machines, or a copied token).
+	Duplicate *RunnerDuplicate `json:"duplicate,omitempty"`
+}
+
+// RunnerDuplicate is the last refused second connection on a runner's token.
+type RunnerDuplicate struct {
+	From string    `json:"from"` // its network address
+	At   time.Time `json:"at"`
 }
 
 // RunnerDesktops counts a runner's desktops.

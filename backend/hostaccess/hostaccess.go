@@ -34,6 +34,9 @@ type Store interface {
 type Access struct {
 	HostTools   bool `json:"hostTools"`
 	HostDesktop bool `json:"hostDesktop"`
+	// Placement: the account may place its agents on the node (a runner; on the server's own
+	// node, LocalNode, everyone may: see Checker.Placement).
+	Placement bool `json:"placement"`
 	// ByRole is set when the access comes from the administrator role rather than a grant.
 	ByRole bool `json:"byRole,omitempty"`
 }
@@ -62,13 +65,13 @@ func (c *Checker) Check(accountID, nodeID string) (Access, error) {
 	case a.Disabled:
 		return Access{}, nil
 	case a.Role == store.RoleAdmin:
-		return Access{HostTools: true, HostDesktop: true, ByRole: true}, nil
+		return Access{HostTools: true, HostDesktop: true, Placement: true, ByRole: true}, nil
 	}
 	g, err := c.st.HostGrant(accountID, nodeID)
 	if err != nil {
 		return Access{}, fmt.Errorf("host access: %w", err)
 	}
-	return Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop}, nil
+	return Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop, Placement: g.Placement}, nil
 }
 
 // Grants returns the grants saved for accountID, by node (what the Users page shows; an
@@ -80,7 +83,7 @@ func (c *Checker) Grants(accountID string) (map[string]Access, error) {
 	}
 	out := map[string]Access{}
 	for _, g := range gs {
-		out[g.NodeID] = Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop}
+		out[g.NodeID] = Access{HostTools: g.HostTools, HostDesktop: g.HostDesktop, Placement: g.Placement}
 	}
 	return out, nil
 }
@@ -92,7 +95,17 @@ func (c *Checker) Grant(by, accountID, nodeID string, a Access) error {
 		return fault.Invalid("name the execution node (\"%s\" is this server's own)", LocalNode)
 	}
 	return c.st.PutHostGrant(store.HostGrant{AccountID: accountID, NodeID: nodeID, HostTools: a.HostTools,
-		HostDesktop: a.HostDesktop, GrantedBy: by, UpdatedAt: c.now().UTC()})
+		HostDesktop: a.HostDesktop, Placement: a.Placement, GrantedBy: by, UpdatedAt: c.now().UTC()})
+}
+
+// Placement reports whether accountID may place its agents on nodeID: on the server's own
+// node (LocalNode) everyone may; on a runner an administrator, or an account granted it.
+func (c *Checker) Placement(accountID, nodeID string) (bool, error) {
+	if nodeID == LocalNode {
+		return true, nil
+	}
+	a, err := c.Check(accountID, nodeID)
+	return a.Placement, err
 }
 
 // HostTools reports whether accountID may use host tools on nodeID (profile.HostAccess).

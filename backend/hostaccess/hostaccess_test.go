@@ -42,7 +42,7 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("Check(%q, %q) = %+v, %v; want %+v", account, node, got, err, want)
 		}
 	}
-	check("adm", LocalNode, Access{HostTools: true, HostDesktop: true, ByRole: true})
+	check("adm", LocalNode, Access{HostTools: true, HostDesktop: true, Placement: true, ByRole: true})
 	check("mem", LocalNode, Access{})
 	check("off", LocalNode, Access{}) // a disabled administrator holds nothing
 	check("gone", LocalNode, Access{})
@@ -66,6 +66,22 @@ func TestCheck(t *testing.T) {
 	gs, err := c.Grants("mem")
 	if err != nil || len(gs) != 2 || !gs[LocalNode].HostTools || gs[LocalNode].HostDesktop || !gs["runner-2"].HostDesktop {
 		t.Fatalf("grants %+v, %v", gs, err)
+	}
+	// Placing agents on a runner needs its own grant; the server's own node needs none.
+	if ok, err := c.Placement("mem", "runner-2"); ok || err != nil {
+		t.Fatalf("placement on a runner without a grant: %v %v", ok, err)
+	}
+	if ok, err := c.Placement("mem", LocalNode); !ok || err != nil {
+		t.Fatalf("placement on the server's own node: %v %v", ok, err)
+	}
+	if err := c.Grant("adm", "mem", "runner-3", Access{Placement: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.Placement("mem", "runner-3"); !ok || err != nil {
+		t.Fatalf("placement on a runner with a grant: %v %v", ok, err)
+	}
+	if err := c.Grant("adm", "mem", "runner-3", Access{}); err != nil {
+		t.Fatal(err)
 	}
 	// Disabling the account withdraws everything at once; enabling it again restores its grant.
 	if _, err := st.UpdateAccount("mem", func(a *store.Account) error { a.Disabled = true; return nil }); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
+	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
@@ -45,7 +46,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(code int, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": map[int]string{401: "unauthenticated", 403: "forbidden", 400: "invalid"}[code]})
+		json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": map[int]string{401: "unauthenticated", 403: "forbidden", 400: "invalid", 409: "conflict"}[code]})
 	}
 	if r.Header.Get("Origin") != "" {
 		refuse(http.StatusForbidden, "runner connections do not come from web pages")
@@ -61,6 +62,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := rec.ID
+	if old := h.conn(id); old != nil && id != LocalID && old.alive() {
+		// Two processes on one token would take turns, each dropping the other's link: the
+		// one already connected keeps it, this one is refused and the administrators told.
+		h.duplicate(id, r.RemoteAddr)
+		refuse(http.StatusConflict, fmt.Sprintf("runner %s (%s) is already connected from %s since %s: a second runner process with the same token is refused. "+
+			"Stop the other process, or add this machine as a runner of its own in Settings → Runners",
+			rec.Name, id, old.remote, old.since.UTC().Format(time.RFC3339)))
+		return
+	}
 	ws, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
@@ -103,7 +113,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.Close()
 		return
 	}
-	c := &conn{node: id, name: rec.Name, hello: hello, sess: sess, since: time.Now(), guests: map[string]*guest.Client{}, seen: map[string]bool{}}
+	c := &conn{node: id, name: rec.Name, hello: hello, sess: sess, since: time.Now(), remote: r.RemoteAddr, guests: map[string]*guest.Client{}, seen: map[string]bool{}}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -127,6 +137,31 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if follow {
 		go h.follow(c)
 	}
+}
+
+// alive reports whether c's link still answers a ping (within 3 s): a runner that comes back
+// before its old link was noticed dead replaces it; a second live process does not.
+func (c *conn) alive() bool {
+	done := make(chan error, 1)
+	go func() { // ends when the ping is answered, times out (yamux's write timeout) or the session closes
+		_, err := c.sess.Ping()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err == nil
+	case <-time.After(3 * time.Second):
+		return false
+	}
+}
+
+// duplicate records and announces a refused second connection on node's token.
+func (h *Hub) duplicate(node, from string) {
+	h.mu.Lock()
+	h.dups[node] = events.RunnerDuplicate{From: from, At: time.Now().UTC()}
+	h.mu.Unlock()
+	h.log.Warn("a second runner process with the same token was refused", "node", node, "from", from)
+	h.runnerEvent(node, events.RunnerConnected)
 }
 
 // watch waits for c's session to end, then fails its relayed links, forgets it and tells

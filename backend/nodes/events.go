@@ -57,6 +57,9 @@ func (h *Hub) runnerEvent(node, state string) {
 	if max, ok := h.max[node]; ok {
 		ev.Desktops = &events.RunnerDesktops{Running: running, Max: max}
 	}
+	if d, ok := h.dups[node]; ok {
+		ev.Duplicate = &d
+	}
 	h.mu.Unlock()
 	h.publish(events.RunnerStatus, events.AdminsOnly, ev)
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
+	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/release"
@@ -79,17 +80,19 @@ type Hub struct {
 	mu     sync.Mutex
 	conns  map[string]*conn // by node id
 	closed bool
-	desks  map[string]map[string]desk // node → desktop id → as last known (events.go)
-	max    map[string]int             // node → its capacity as last known
+	desks  map[string]map[string]desk        // node → desktop id → as last known (events.go)
+	max    map[string]int                    // node → its capacity as last known
+	dups   map[string]events.RunnerDuplicate // node → the last refused second connection on its token
 }
 
 // conn is one runner's live link.
 type conn struct {
-	node  string
-	name  string
-	hello wire.Hello
-	sess  *yamux.Session
-	since time.Time
+	node   string
+	name   string
+	hello  wire.Hello
+	sess   *yamux.Session
+	since  time.Time
+	remote string // the runner's network address
 
 	mu     sync.Mutex               // guards the fields below
 	guests map[string]*guest.Client // relayed driver links by desktop id
@@ -105,7 +108,8 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}, desks: map[string]map[string]desk{}, max: map[string]int{}}
+	h := &Hub{cfg: cfg, log: cfg.Logger, conns: map[string]*conn{}, desks: map[string]map[string]desk{}, max: map[string]int{},
+		dups: map[string]events.RunnerDuplicate{}}
 	h.upgrader = websocket.Upgrader{HandshakeTimeout: 15 * time.Second, ReadBufferSize: wire.BufferSize, WriteBufferSize: wire.BufferSize,
 		// A runner is not a web page: an upgrade carrying an Origin is refused below.
 		CheckOrigin: func(*http.Request) bool { return true }}
@@ -157,6 +161,9 @@ type View struct {
 	TargetVersion   string `json:"targetVersion"`
 	UpdateAvailable bool   `json:"updateAvailable"`
 	UpdateProblem   string `json:"updateProblem,omitempty"`
+	// Duplicate: a second process tried to connect with this runner's token while its link
+	// was alive, and was refused (the last such attempt since the server started).
+	Duplicate *events.RunnerDuplicate `json:"duplicate,omitempty"`
 }
 
 // validName checks a runner's name.
@@ -198,9 +205,26 @@ func joinCommands(serverURL, tok, name string) (run string, joins map[string]str
 	run = fmt.Sprintf("cubicle runner --server %s --token %s --name %s", serverURL, tok, shellQuote(name))
 	posix := fmt.Sprintf(`curl -fSL -H 'Authorization: Bearer %s' "%s%s?os=$(uname -s | tr A-Z a-z)&arch=$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')" -o cubicle && chmod +x cubicle && ./cubicle runner --server %s --token %s --name %s`,
 		tok, serverURL, wire.DownloadPath, serverURL, tok, shellQuote(name))
-	win := fmt.Sprintf(`$a = $env:PROCESSOR_ARCHITECTURE.ToLower(); Invoke-WebRequest -Headers @{Authorization='Bearer %s'} -Uri "%s%s?os=windows&arch=$a" -OutFile cubicle.exe; .\cubicle.exe runner --server %s --token %s --name '%s'`,
-		tok, serverURL, wire.DownloadPath, serverURL, tok, strings.ReplaceAll(name, "'", "''"))
+	win := fmt.Sprintf(`$a = $env:PROCESSOR_ARCHITECTURE.ToLower(); Invoke-WebRequest -Headers @{Authorization='Bearer %s'} -Uri "%s%s?os=windows&arch=$a" -OutFile cubicle.exe; .\cubicle.exe runner --server %s --token %s --name %s`,
+		tok, serverURL, wire.DownloadPath, serverURL, tok, psQuote(name))
 	return run, map[string]string{"linux/macos": posix, "windows": win}
+}
+
+// psQuote quotes s as one PowerShell single-quoted string. PowerShell takes five characters
+// as a single quote — ' and the typographic ‘ ’ ‚ ‛ — and any of them ends the string unless
+// doubled, so each is doubled.
+func psQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch r {
+		case '\'', '\u2018', '\u2019', '\u201a', '\u201b':
+			b.WriteRune(r)
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
@@ -232,6 +256,11 @@ func (h *Hub) List(ctx context.Context) ([]View, error) {
 			v.Capabilities = append(v.Capabilities, hello.Capabilities...)
 			v.Desktops = Desktops{Running: hello.Running, Max: hello.MaxInstances}
 		}
+		h.mu.Lock()
+		if d, ok := h.dups[r.ID]; ok {
+			v.Duplicate = &d
+		}
+		h.mu.Unlock()
 		p := h.plan(r, hello)
 		v.Channel, v.TargetVersion, v.UpdateAvailable, v.UpdateProblem = p.channel, p.target, p.available, p.problem
 		if r.Revoked {

@@ -127,8 +127,16 @@ func (r *Remote) remember(id string) {
 func (r *Remote) Status(ctx context.Context) (vm.Status, error) {
 	var st vm.Status
 	err := r.call(ctx, wire.OpStatus, nil, &st)
+	st.NodeID = r.id
+	for i := range st.Instances {
+		st.Instances[i].NodeID = r.id
+	}
 	return st, err
 }
+
+// The node id in a runner's answers is the runner's word: the server puts the id its token
+// authenticated in its place (a runner claiming "local" or another runner's id is not shown
+// as that node).
 
 // Stats samples the CPU and memory of the node's running desktops (the sampler of
 // desktop.stats). A runner that did not advertise wire.CapStats is refused before anything
@@ -205,6 +213,7 @@ func (r *Remote) agentCall(ctx context.Context, op, accountID, agentID string, f
 	if err := r.call(ctx, op, a, &v); err != nil {
 		return vm.AgentView{}, err
 	}
+	v.Desktop.NodeID = r.id
 	r.remember(v.Desktop.ID)
 	return v, nil
 }
@@ -256,6 +265,7 @@ func (r *Remote) DeleteData(ctx context.Context, id string) error {
 func (r *Remote) AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error) {
 	var v vm.InstanceView
 	err := r.call(ctx, wire.OpAdminAct, wire.InstanceArgs{ID: id, Action: action, Force: force}, &v)
+	v.NodeID = r.id
 	return v, err
 }
 
@@ -269,6 +279,12 @@ func (r *Remote) AgentData(ctx context.Context, accountID, agentID string, measu
 	a.Measure = measure
 	var d vm.AgentData
 	err = r.call(ctx, wire.OpAgentData, a, &d)
+	for i := range d.Desktops {
+		d.Desktops[i].NodeID = r.id
+	}
+	if d.Shared != nil {
+		d.Shared.NodeID = r.id
+	}
 	return d, err
 }
 

@@ -86,12 +86,15 @@ func (s *Store) SessionRevoked(nonce string) (bool, error) {
 // (SPEC §3): HostTools lets the account's agents use host_* tools (and computer_copy_file),
 // HostDesktop the host desktop tools (screenshots and input on the node's own screen).
 type HostGrant struct {
-	AccountID   string    `json:"accountId"`
-	NodeID      string    `json:"nodeId"`
-	HostTools   bool      `json:"hostTools"`
-	HostDesktop bool      `json:"hostDesktop"`
-	GrantedBy   string    `json:"grantedBy"` // the admin's account id
-	UpdatedAt   time.Time `json:"updatedAt"`
+	AccountID   string `json:"accountId"`
+	NodeID      string `json:"nodeId"`
+	HostTools   bool   `json:"hostTools"`
+	HostDesktop bool   `json:"hostDesktop"`
+	// Placement: the account may place its agents on the node (a runner; the server's own
+	// node needs no grant).
+	Placement bool      `json:"placement,omitempty"`
+	GrantedBy string    `json:"grantedBy"` // the admin's account id
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 func grantKey(accountID, nodeID string) []byte { return []byte(accountID + "\x00" + nodeID) }
@@ -115,7 +118,7 @@ func (s *Store) PutHostGrant(g HostGrant) error {
 			return fault.NotFound("account %q not found", g.AccountID)
 		}
 		b := tx.Bucket(bucketHostGrants)
-		if !g.HostTools && !g.HostDesktop {
+		if !g.HostTools && !g.HostDesktop && !g.Placement {
 			return b.Delete(grantKey(g.AccountID, g.NodeID))
 		}
 		return b.Put(grantKey(g.AccountID, g.NodeID), raw)
