@@ -202,11 +202,7 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 func (c *Client) Test(ctx context.Context) error {
 	raw, _ := json.Marshal(request{Model: c.cfg.Model, MaxTokens: 1,
 		Messages: []message{{Role: "user", Content: []block{{Type: "text", Text: "ping"}}}}})
-	var p sdk.BetaMessageNewParams
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return err
-	}
-	_, err := c.client.Beta.Messages.New(ctx, p)
+	_, err := c.client.Beta.Messages.New(ctx, sdk.BetaMessageNewParams{}, option.WithRequestBody("application/json", raw))
 	if err != nil {
 		return c.explain(ctx, err)
 	}
@@ -217,14 +213,14 @@ func (c *Client) Test(ctx context.Context) error {
 func (c *Client) once(ctx context.Context, req agent.ModelRequest, keep int, onDelta func(agent.ModelDelta)) (agent.ModelReply, error) {
 	var reply agent.ModelReply
 	body, conv := c.request(req, keep)
+	body.Stream = true
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return reply, fmt.Errorf("model request: %w", err)
 	}
+	// The body is sent as built (the SDK's typed params would drop what they do not model);
+	// the SDK does the transport, headers, event decoding and errors.
 	var params sdk.BetaMessageNewParams
-	if err := json.Unmarshal(raw, &params); err != nil {
-		return reply, fmt.Errorf("model request: %w", err)
-	}
 	if conv.computer.Offered {
 		params.Betas = append(params.Betas, c.tools.Beta)
 	}
@@ -232,7 +228,7 @@ func (c *Client) once(ctx context.Context, req agent.ModelRequest, keep int, onD
 	defer cancel()
 	idle := native.NewIdle(c.cfg.Idle, cancel)
 	defer idle.Stop()
-	stream := c.client.Beta.Messages.NewStreaming(cctx, params)
+	stream := c.client.Beta.Messages.NewStreaming(cctx, params, option.WithRequestBody("application/json", raw))
 	defer stream.Close()
 
 	type block struct {

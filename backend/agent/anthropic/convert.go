@@ -82,6 +82,7 @@ type request struct {
 	Tools       []tool    `json:"tools,omitempty"`
 	Thinking    *thinking `json:"thinking,omitempty"`
 	Temperature *float64  `json:"temperature,omitempty"`
+	Stream      bool      `json:"stream,omitempty"`
 }
 
 // request builds the Messages API body for req, sending the newest keep screenshots.
