@@ -40,7 +40,9 @@ func screenshot(seed int) string {
 func history(shot string) []agent.Msg {
 	return []agent.Msg{
 		{Role: "user", Content: []agent.ContentBlock{{Type: "text", Text: "click the button"}}},
-		{Role: "assistant", Content: []agent.ContentBlock{{Type: "tool_use", ToolCallID: "c1", Name: "computer_screenshot", Input: map[string]any{}}}},
+		// The metadata and Meta are what the Responses adapter kept from its previous call.
+		{Role: "assistant", Metadata: map[string]any{"responseId": "resp_0"}, Content: []agent.ContentBlock{{Type: "tool_use", ToolCallID: "c1",
+			Name: "computer_screenshot", Input: map[string]any{}, Meta: map[string]any{"computer": map[string]any{"id": "cu_1"}}}}},
 		{Role: "user", Content: []agent.ContentBlock{{Type: "tool_result", ToolCallID: "c1", Name: "computer_screenshot", State: agent.StateSuccess,
 			Content: []agent.ContentBlock{{Type: "text", Text: "Screenshot 1280x800 (frame 1)."}, {Type: "image", MediaType: "image/jpeg", Data: shot}}}}},
 	}
