@@ -100,6 +100,9 @@ type ContentBlock struct {
 	Input      map[string]any `json:"input,omitempty"`
 	State      string         `json:"state,omitempty"`
 	Content    []ContentBlock `json:"content,omitempty"` // tool results
+	// Meta is what a model adapter keeps with a block for its next call: the vendor's own
+	// form of a tool call, a thinking block's signature, safety checks a person acknowledged.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // Msg is one message of a conversation.
@@ -118,6 +121,15 @@ type ToolCall struct {
 	ID    string         `json:"id"`
 	Name  string         `json:"name"`
 	Input map[string]any `json:"input"`
+	// Confirm, set by a model adapter, is the model provider's reason why a person must
+	// confirm this call (a safety check): the call then waits for a person whatever the guard
+	// says, and is refused when the guard denies it.
+	Confirm string `json:"confirm,omitempty"`
+	// Unsupported, set by a model adapter, says why the call cannot run here (a vendor tool
+	// command without a counterpart); the model gets that as an error result.
+	Unsupported string `json:"unsupported,omitempty"`
+	// Meta is kept with the call in the conversation for the adapter's next request.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // ConfirmResult is a person's answer to a REQUIRE_USER_CONFIRM.

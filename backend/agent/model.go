@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
 
 // Model is a chat model the runtime can stream from. Implementations (agent/openai) are safe
@@ -33,6 +34,9 @@ type ModelDelta struct {
 	ToolID    string
 	ToolName  string
 	ToolArgs  string
+	// Hint is a notice for the person while the call waits (a rate limit being retried); the
+	// runtime shows it as a HINT_BLOCK event.
+	Hint string
 }
 
 // ModelReply is a whole reply.
@@ -42,7 +46,16 @@ type ModelReply struct {
 	ToolCalls    []ToolCall
 	Usage        Usage
 	FinishReason string
+	// Blocks are kept in the assistant message ahead of its text: what a provider needs back
+	// verbatim on the next call (Anthropic's signed thinking blocks).
+	Blocks []ContentBlock
+	// Meta is kept as the assistant message's metadata (e.g. the provider's response id).
+	Meta map[string]any
 }
+
+// ErrStreamBroken marks a model call whose reply stream broke off (or went silent) after it
+// had started: the turn ends interrupted, keeping what arrived.
+var ErrStreamBroken = errors.New("the model's reply stream broke off")
 
 // ToolSpec describes a tool to the model.
 type ToolSpec struct {

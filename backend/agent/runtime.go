@@ -417,7 +417,13 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	if err != nil && !errors.Is(context.Cause(ctx), errStopped) {
 		r.log.Warn("turn failed", "session", t.SessionID, "err", err)
 		tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Error: " + err.Error()})
-		tr.reply.Metadata = map[string]any{"error": err.Error(), "errorCode": errorCode(err)}
+		if tr.reply.Metadata == nil {
+			tr.reply.Metadata = map[string]any{}
+		}
+		tr.reply.Metadata["error"], tr.reply.Metadata["errorCode"] = err.Error(), errorCode(err)
+		if errors.Is(err, ErrStreamBroken) {
+			tr.reply.Metadata["interrupted"] = true
+		}
 	}
 	res := newEvent(AgentResult)
 	res.Result = &tr.reply
@@ -436,6 +442,9 @@ func title(in string) string {
 }
 
 func errorCode(err error) string {
+	if errors.Is(err, ErrStreamBroken) {
+		return "interrupted"
+	}
 	switch fault.Class(err) {
 	case fault.ErrInvalid:
 		return "invalid"

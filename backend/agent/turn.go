@@ -82,15 +82,22 @@ func (tr *turnRun) loop(model Model) error {
 		}
 		reply, err := tr.callModel(model, ModelRequest{System: tr.system, Messages: trimImages(tr.s.history, KeepImages), Tools: tools, Temperature: temp})
 		if err != nil {
+			if errors.Is(err, ErrStreamBroken) && reply.Text != "" {
+				// What arrived before the break is kept; its unfinished tool calls are not.
+				tr.s.history = append(tr.s.history, Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC(),
+					Content: []ContentBlock{{Type: "text", Text: reply.Text}}, Metadata: map[string]any{"interrupted": true}})
+				tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: reply.Text})
+			}
 			return err
 		}
-		msg := Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC()}
+		msg := Msg{ID: NewID(), Name: tr.reply.Name, Role: "assistant", Timestamp: time.Now().UTC(), Metadata: reply.Meta}
+		msg.Content = append(msg.Content, reply.Blocks...)
 		if reply.Text != "" {
 			msg.Content = append(msg.Content, ContentBlock{Type: "text", Text: reply.Text})
 			tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: reply.Text})
 		}
 		for _, c := range reply.ToolCalls {
-			msg.Content = append(msg.Content, ContentBlock{Type: "tool_use", ToolCallID: c.ID, Name: c.Name, Input: c.Input})
+			msg.Content = append(msg.Content, ContentBlock{Type: "tool_use", ToolCallID: c.ID, Name: c.Name, Input: c.Input, Meta: c.Meta})
 		}
 		tr.s.history = append(tr.s.history, msg)
 		if len(reply.ToolCalls) == 0 {
@@ -129,6 +136,10 @@ func (tr *turnRun) callModel(model Model, req ModelRequest) (ModelReply, error) 
 	}
 	reply, err := model.Stream(tr.ctx, req, func(d ModelDelta) {
 		switch {
+		case d.Hint != "":
+			e := newEvent(HintBlock)
+			e.Delta = d.Hint
+			tr.emit(e)
 		case d.Thinking != "":
 			if thinkID == "" {
 				thinkID = NewID()
@@ -220,6 +231,15 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 		if tr.helper && !tr.offered[c.Name] {
 			d, reason = Deny, fmt.Sprintf("a task helper can use only the computer_* tools of its own task desktop; %s is not available to helpers", c.Name)
 		}
+		if c.Unsupported != "" {
+			results.Content = append(results.Content, tr.unsupported(c))
+			continue
+		}
+		if c.Confirm != "" && d == Allow {
+			// The model's provider asks for a person (a safety check): the guard's allow is
+			// not enough, its deny still is.
+			d, reason = Ask, c.Confirm
+		}
 		switch d {
 		case Deny:
 			denied++
@@ -250,7 +270,16 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 		e := newEvent(RequireUserConfirm)
 		e.ToolCalls = ask
 		tr.emit(e)
-		tr.text("Waiting for your confirmation before running " + names(ask) + ".")
+		why := ""
+		for _, c := range ask {
+			if c.Confirm != "" {
+				why += " " + c.Name + ": " + c.Confirm
+			}
+		}
+		if why != "" {
+			why = " The model's provider asks for it:" + why
+		}
+		tr.text("Waiting for your confirmation before running " + names(ask) + "." + why)
 		return true, nil
 	}
 	if denied == len(calls) {
@@ -393,6 +422,20 @@ func (tr *turnRun) refuse(c ToolCall, why string) ContentBlock {
 	end.ToolCallID, end.ToolCallName, end.State = c.ID, c.Name, StateDenied
 	tr.emit(end)
 	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: StateDenied, Content: out.blocks}
+}
+
+// unsupported answers a call a model adapter could not map onto a tool with an error result,
+// without running anything.
+func (tr *turnRun) unsupported(c ToolCall) ContentBlock {
+	start := newEvent(ToolResultStart)
+	start.ToolCallID, start.ToolCallName = c.ID, c.Name
+	tr.emit(start)
+	out := &ToolOutput{emit: tr.emit, callID: c.ID}
+	out.Text("Error: " + c.Unsupported)
+	end := newEvent(ToolResultEnd)
+	end.ToolCallID, end.ToolCallName, end.State = c.ID, c.Name, StateError
+	tr.emit(end)
+	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: StateError, Content: out.blocks}
 }
 
 func (tr *turnRun) stopped() {

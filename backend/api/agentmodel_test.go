@@ -68,8 +68,8 @@ func TestAgentModelRoutes(t *testing.T) {
 		{"and back: the dropped key does not return", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2"}`, f.user, 200, `"model":"b-2","hasApiKey":false`},
 		{"set a key again", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2","apiKey":"sk-again"}`, f.user, 200, `"hasApiKey":true`},
 		{"empty key clears it", "PUT", path, `{"baseUrl":"https://b.example/v1","model":"b-2","apiKey":""}`, f.user, 200, `"model":"b-2","hasApiKey":false`},
-		{"administrator sets a model name", "PUT", path, `{"model":"admin-pick"}`, f.admin, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"admin-pick","source":"agent","configured":true}`},
-		{"all empty inherits", "PUT", path, `{"baseUrl":"","model":""}`, f.user, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"app-m","source":"settings","configured":true}`},
+		{"administrator sets a model name", "PUT", path, `{"model":"admin-pick"}`, f.admin, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"admin-pick","source":"agent","configured":true,"provider":"openai-compatible"}`},
+		{"all empty inherits", "PUT", path, `{"baseUrl":"","model":""}`, f.user, 200, `"effective":{"baseUrl":"https://app.example/v1","model":"app-m","source":"settings","configured":true,"provider":"openai-compatible"}`},
 	}
 	for _, s := range steps {
 		rec := f.do(req{method: s.method, path: s.path, body: s.body, cookie: s.cookie})

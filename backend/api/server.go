@@ -203,6 +203,7 @@ func (s *Server) routes(mux *router) {
 	s.computerRoutes(mux)
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
+	mux.Handle("POST /api/app/agents/{id}/model/test", s.authed(s.testModel))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.localVMRoutes(mux)
@@ -213,6 +214,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("POST /api/app/admin/housekeeping/clean", s.admin(s.cleanLeftovers))
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
+	mux.Handle("POST /api/app/admin/model/test", s.admin(s.testModel))
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"cubicle/backend/fault"
@@ -44,4 +45,36 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("model settings changed", "by", principal(r).Username, "model", v.Model)
 	writeJSON(w, http.StatusOK, v)
+}
+
+// ModelTester tests a model setting with one tiny real request (models.Service.Test).
+type ModelTester interface {
+	Test(ctx context.Context, agentID string) (models.TestResult, error)
+}
+
+// testModel answers POST /api/app/admin/model/test (the app's model) and
+// POST /api/app/agents/{id}/model/test (the model a turn of the agent would use): 200 with
+// {ok, code, problem}; code says what failed ("key", "model", "url", "quota", "unavailable",
+// "config").
+func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.cfg.Models.(ModelTester)
+	if s.cfg.Models == nil || !ok {
+		writeError(w, r, s.log, fault.Unavailable("model settings are not available in this mode"))
+		return
+	}
+	id := ""
+	if r.PathValue("id") != "" {
+		var err error
+		if id, err = s.agentModelAccess(r); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	res, err := t.Test(r.Context(), id)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("model tested", "by", principal(r).Username, "agent", id, "provider", res.Provider, "ok", res.OK, "code", res.Code)
+	writeJSON(w, http.StatusOK, res)
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/agent/anthropic"
 	"cubicle/backend/agent/openai"
+	"cubicle/backend/agent/responses"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
@@ -32,10 +34,12 @@ type AgentView struct {
 	HasAPIKey bool   `json:"hasApiKey"`
 	// Approved: the agent's own base URL was set by an administrator or is on the approved
 	// list; AllowPrivate: it may be a loopback or private address.
-	Approved     bool      `json:"approved"`
-	AllowPrivate bool      `json:"allowPrivate"`
-	Inherits     View      `json:"inherits"`
-	Effective    Effective `json:"effective"`
+	Approved     bool `json:"approved"`
+	AllowPrivate bool `json:"allowPrivate"`
+	// Provider is the wire protocol of the agent's own base URL ("" without one).
+	Provider  string    `json:"provider"`
+	Inherits  View      `json:"inherits"`
+	Effective Effective `json:"effective"`
 }
 
 // Setter is who changes an agent's model: an administrator may give it any base URL (that is
@@ -51,6 +55,7 @@ type Effective struct {
 	Model      string `json:"model"`
 	Source     string `json:"source"` // SourceAgent when the agent overrides anything, else the app's source
 	Configured bool   `json:"configured"`
+	Provider   string `json:"provider"` // the wire protocol a turn speaks
 	// Problem says why no model can run and where to fix it ("" when none).
 	Problem string `json:"problem,omitempty"`
 }
@@ -58,6 +63,7 @@ type Effective struct {
 // resolved is the outcome of combining a turn, an agent and the app's settings.
 type resolved struct {
 	baseURL, model, source string
+	provider               string
 	allowPrivate           bool
 	keyOf                  func() (string, error) // opens the key that goes with baseURL
 	problem                error                  // a misconfiguration; nil when the model can run or none is set
@@ -77,7 +83,8 @@ func (s *Service) resolve(app appSettings, agentName string, am *store.AgentMode
 	if am == nil {
 		am = &store.AgentModel{}
 	}
-	r := resolved{baseURL: app.baseURL, model: app.model, source: app.source, fix: appFix(app.source), allowPrivate: app.allowPrivate}
+	r := resolved{baseURL: app.baseURL, model: app.model, source: app.source, fix: appFix(app.source), allowPrivate: app.allowPrivate,
+		provider: providerOf(app.provider)}
 	r.keyOf = func() (string, error) { return s.appKey(app) }
 	if am.BaseURL != "" {
 		sealed := am.APIKeySealed
@@ -86,6 +93,7 @@ func (s *Service) resolve(app appSettings, agentName string, am *store.AgentMode
 		}
 		approved, private := s.approval(am)
 		r.baseURL, r.source, r.fix, r.allowPrivate = am.BaseURL, SourceAgent, agentFix, private
+		r.provider = providerOf(am.Provider) // a provider goes with its base URL
 		r.keyOf = func() (string, error) {
 			return s.open(sealed, keyWhere{whose: fmt.Sprintf("agent %q's saved API key", agentName), fix: agentFix})
 		}
@@ -158,15 +166,104 @@ func (s *Service) Resolve(ctx context.Context, agentID string, chat *agent.ChatM
 	if r.baseURL == "" || r.model == "" {
 		return nil, agent.ErrNoModel
 	}
-	key, err := r.keyOf()
-	if err != nil {
-		return nil, err
-	}
-	m, err := openai.New(openai.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model, AllowPrivate: r.allowPrivate})
+	m, err := s.open2(r)
 	if err != nil {
 		return nil, err
 	}
 	return sourced{Model: m, fix: r.fix}, nil
+}
+
+// Tester is a model that can make one tiny real request to check its settings.
+type Tester interface {
+	Test(ctx context.Context) error
+}
+
+// open2 makes the client of a resolved model in its provider's protocol.
+func (s *Service) open2(r resolved) (agent.Model, error) {
+	key, err := r.keyOf()
+	if err != nil {
+		return nil, err
+	}
+	switch r.provider {
+	case ProviderAnthropic:
+		return anthropic.New(anthropic.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model, AllowPrivate: r.allowPrivate})
+	case ProviderResponses:
+		return responses.New(responses.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model, AllowPrivate: r.allowPrivate})
+	}
+	return openai.New(openai.Config{BaseURL: r.baseURL, APIKey: key, Model: r.model, AllowPrivate: r.allowPrivate})
+}
+
+// TestResult is what a Test found: OK, or what failed (Problem) and its class (Code:
+// "key", "model", "url", "quota", "unavailable", "config").
+type TestResult struct {
+	OK       bool    `json:"ok"`
+	Provider string  `json:"provider"`
+	BaseURL  string  `json:"baseUrl"`
+	Model    string  `json:"model"`
+	Code     string  `json:"code,omitempty"`
+	Problem  string  `json:"problem,omitempty"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// Test makes one tiny real request with the model agentID would use ("" = the app's) and
+// says what failed. Ownership is the caller's business.
+func (s *Service) Test(ctx context.Context, agentID string) (TestResult, error) {
+	app, err := s.readApp()
+	if err != nil {
+		return TestResult{}, err
+	}
+	var am *store.AgentModel
+	name := ""
+	if agentID != "" {
+		a, err := s.st.Agent(agentID)
+		if err != nil {
+			return TestResult{}, fmt.Errorf("agent model: %w", err)
+		}
+		am, name = a.Model, a.Name
+	}
+	r := s.resolve(app, name, am, "")
+	res := TestResult{Provider: r.provider, BaseURL: r.baseURL, Model: r.model}
+	fail := func(code string, err error) (TestResult, error) {
+		res.Code, res.Problem = code, err.Error()
+		return res, nil
+	}
+	if r.problem != nil {
+		return fail("config", r.problem)
+	}
+	if r.baseURL == "" || r.model == "" {
+		return fail("config", fault.Invalid("no model is configured: set a base URL and a model name first"))
+	}
+	m, err := s.open2(r)
+	if err != nil {
+		return fail("config", err)
+	}
+	t, ok := m.(Tester)
+	if !ok {
+		return fail("config", fault.Invalid("this provider cannot be tested"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = t.Test(ctx)
+	res.Seconds = time.Since(start).Seconds()
+	if err == nil {
+		res.OK = true
+		return res, nil
+	}
+	msg := err.Error()
+	switch {
+	case ctx.Err() != nil:
+		return fail("url", fault.Unavailable("no answer from %s within 30 s", r.baseURL))
+	case strings.Contains(msg, "HTTP 401") || strings.Contains(msg, "HTTP 403") || strings.Contains(msg, "API key"):
+		return fail("key", err)
+	case strings.Contains(msg, "HTTP 404") || strings.Contains(msg, "not found"):
+		return fail("model", err)
+	case strings.Contains(msg, "HTTP 429") || strings.Contains(msg, "quota") || strings.Contains(msg, "rate limit"):
+		return fail("quota", err)
+	case strings.Contains(msg, "cannot reach") || errors.Is(err, fault.ErrForbidden):
+		return fail("url", err)
+	}
+	return fail("unavailable", err)
 }
 
 // sourced adds to a failed call where the model's configuration is fixed.
@@ -199,15 +296,16 @@ func (s *Service) agentView(a store.Agent) (AgentView, error) {
 		return AgentView{}, err
 	}
 	v := AgentView{Inherits: View{BaseURL: app.baseURL, Model: app.model, HasAPIKey: app.hasKey(),
-		Configured: app.baseURL != "" && app.model != "", Source: app.source}}
+		Configured: app.baseURL != "" && app.model != "", Source: app.source, Provider: providerOf(app.provider)}}
 	if am := a.Model; am != nil {
 		v.BaseURL, v.Model, v.HasAPIKey = am.BaseURL, am.Model, len(am.APIKeySealed) > 0
 		if am.BaseURL != "" {
 			v.Approved, v.AllowPrivate = s.approval(am)
+			v.Provider = providerOf(am.Provider)
 		}
 	}
 	r := s.resolve(app, a.Name, a.Model, "")
-	v.Effective = Effective{BaseURL: r.baseURL, Model: r.model, Source: r.source}
+	v.Effective = Effective{BaseURL: r.baseURL, Model: r.model, Source: r.source, Provider: r.provider}
 	switch {
 	case r.problem != nil:
 		v.Effective.Problem = r.problem.Error()
@@ -237,6 +335,14 @@ func (s *Service) SetAgent(id string, u Update, by Setter) (AgentView, error) {
 	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
 		return AgentView{}, fmt.Errorf("the agent's model: %w", err)
 	}
+	prov, err := checkProvider(u.Provider)
+	if err != nil {
+		return AgentView{}, fmt.Errorf("the agent's model: %w", err)
+	}
+	if u.BaseURL == "" && u.Provider != "" && prov != ProviderOpenAI {
+		return AgentView{}, fault.Invalid("an agent's provider goes with its own base URL: enter the base URL too, " +
+			"or leave the provider empty to use the app's")
+	}
 	if u.AllowPrivate != nil && *u.AllowPrivate && !by.Admin {
 		return AgentView{}, fault.Forbidden("only an administrator may let a model endpoint use loopback or private addresses")
 	}
@@ -259,6 +365,9 @@ func (s *Service) SetAgent(id string, u Update, by Setter) (AgentView, error) {
 	}
 	a, err := s.st.UpdateAgent(id, func(a *store.Agent) error {
 		m := store.AgentModel{BaseURL: u.BaseURL, Model: u.Model}
+		if u.BaseURL != "" && prov != ProviderOpenAI {
+			m.Provider = prov
+		}
 		old := a.Model
 		same := old != nil && old.BaseURL != "" && sameURL(old.BaseURL, u.BaseURL) && (old.KeyBaseURL == "" || sameURL(old.KeyBaseURL, u.BaseURL))
 		switch {

@@ -220,7 +220,7 @@ func TestAgentModelSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := s.AgentView("g")
-	if err != nil || v.Effective != (Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "env-model", Source: SourceEnvironment, Configured: true}) ||
+	if err != nil || v.Effective != (Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "env-model", Source: SourceEnvironment, Configured: true, Provider: ProviderOpenAI}) ||
 		v.Inherits.Source != SourceEnvironment || !v.Inherits.HasAPIKey || v.HasAPIKey || v.BaseURL != "" {
 		t.Fatalf("fresh view = %+v, %v", v, err)
 	}
@@ -234,7 +234,7 @@ func TestAgentModelSet(t *testing.T) {
 	secret := "sk-agent-secret-key"
 	v, err = s.SetAgent("g", Update{BaseURL: " https://b.example/v1 ", Model: " m-b ", APIKey: &secret}, root)
 	if err != nil || v.BaseURL != "https://b.example/v1" || v.Model != "m-b" || !v.HasAPIKey ||
-		v.Effective != (Effective{BaseURL: "https://b.example/v1", Model: "m-b", Source: SourceAgent, Configured: true}) {
+		v.Effective != (Effective{BaseURL: "https://b.example/v1", Model: "m-b", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}) {
 		t.Fatalf("set = %+v, %v", v, err)
 	}
 	before, _ := st.Agent("g")
@@ -261,17 +261,17 @@ func TestAgentModelSet(t *testing.T) {
 		nilModel  bool
 	}{
 		{"omitted key is kept at the same URL", Update{BaseURL: "https://b.example/v1/", Model: "m-b2"}, true,
-			Effective{BaseURL: "https://b.example/v1/", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
+			Effective{BaseURL: "https://b.example/v1/", Model: "m-b2", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}, false},
 		{"a new URL drops the key", Update{BaseURL: "https://b2.example/v1", Model: "m-b2"}, false,
-			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
+			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}, false},
 		{"empty key clears it", Update{BaseURL: "https://b2.example/v1", Model: "m-b2", APIKey: ptr("")}, false,
-			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
+			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}, false},
 		{"set a key again", Update{BaseURL: "https://b2.example/v1", Model: "m-b2", APIKey: ptr("k2")}, true,
-			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true}, false},
+			Effective{BaseURL: "https://b2.example/v1", Model: "m-b2", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}, false},
 		{"model name only drops the key", Update{Model: "m-only"}, false,
-			Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "m-only", Source: SourceAgent, Configured: true}, false},
+			Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "m-only", Source: SourceAgent, Configured: true, Provider: ProviderOpenAI}, false},
 		{"all empty inherits", Update{APIKey: ptr("")}, false,
-			Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "env-model", Source: SourceEnvironment, Configured: true}, true},
+			Effective{BaseURL: env["CUBICLE_MODEL_BASE_URL"], Model: "env-model", Source: SourceEnvironment, Configured: true, Provider: ProviderOpenAI}, true},
 	}
 	for _, tt := range steps {
 		v, err := s.SetAgent("g", tt.u, root)

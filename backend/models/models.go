@@ -92,6 +92,38 @@ type View struct {
 	Source     string `json:"source"` // "settings", "environment" or "none"
 	// AllowPrivate: the base URL may be a loopback or private address.
 	AllowPrivate bool `json:"allowPrivate"`
+	// Provider is the base URL's wire protocol (ProviderOpenAI, ProviderAnthropic,
+	// ProviderResponses).
+	Provider string `json:"provider"`
+}
+
+// Providers: the wire protocol a base URL speaks.
+const (
+	ProviderOpenAI    = "openai-compatible" // chat completions (OpenAI, vLLM, Ollama, LiteLLM, …)
+	ProviderAnthropic = "anthropic"         // Anthropic's Messages API with its computer tool
+	ProviderResponses = "openai-responses"  // OpenAI's Responses API with computer_use_preview
+)
+
+// Providers lists the providers, the default first.
+var Providers = []string{ProviderOpenAI, ProviderAnthropic, ProviderResponses}
+
+// checkProvider validates a provider as a form gives it ("" is the default).
+func checkProvider(p string) (string, error) {
+	switch p {
+	case "", ProviderOpenAI:
+		return ProviderOpenAI, nil
+	case ProviderAnthropic, ProviderResponses:
+		return p, nil
+	}
+	return "", fault.Invalid("unknown provider %q: use %s", p, strings.Join(Providers, ", "))
+}
+
+// providerOf is a stored provider, old records ("") being openai-compatible.
+func providerOf(p string) string {
+	if p == "" {
+		return ProviderOpenAI
+	}
+	return p
 }
 
 // Update changes the settings. A nil APIKey keeps the saved key — as long as the base URL
@@ -103,6 +135,8 @@ type Update struct {
 	Model        string  `json:"model"`
 	APIKey       *string `json:"apiKey,omitempty"`
 	AllowPrivate *bool   `json:"allowPrivate,omitempty"`
+	// Provider is the base URL's wire protocol; "" = openai-compatible.
+	Provider string `json:"provider,omitempty"`
 }
 
 // sameURL reports whether two base URLs name the same endpoint.
@@ -116,14 +150,15 @@ func sameURL(a, b string) bool {
 }
 
 type settings struct {
-	baseURL, model, apiKey, source string
-	allowPrivate                   bool
+	baseURL, model, apiKey, source, provider string
+	allowPrivate                             bool
 }
 
 // appSettings are the app's model settings with the saved key still sealed, so that an agent
 // with its own endpoint does not depend on the app's key being readable.
 type appSettings struct {
 	baseURL, model, source string
+	provider               string
 	sealed                 []byte // saved key ("settings"), only when saved with baseURL
 	envKey                 string // key from the environment ("environment")
 	allowPrivate           bool
@@ -135,7 +170,7 @@ func (s *Service) readApp() (appSettings, error) {
 	m, err := s.st.ModelSettings()
 	switch {
 	case err == nil && m.BaseURL != "":
-		a := appSettings{baseURL: m.BaseURL, model: m.Model, source: "settings", allowPrivate: m.AllowPrivate}
+		a := appSettings{baseURL: m.BaseURL, model: m.Model, source: "settings", allowPrivate: m.AllowPrivate, provider: providerOf(m.Provider)}
 		// A key saved before keys were bound to a URL belongs to the URL saved with it.
 		if m.KeyBaseURL == "" || sameURL(m.KeyBaseURL, m.BaseURL) {
 			a.sealed = m.APIKeySealed
@@ -146,10 +181,14 @@ func (s *Service) readApp() (appSettings, error) {
 	}
 	if u := s.getenv("CUBICLE_MODEL_BASE_URL"); u != "" {
 		// The operator set it on the server's machine: that is the allowance.
+		prov, err := checkProvider(s.getenv("CUBICLE_MODEL_PROVIDER"))
+		if err != nil {
+			return appSettings{}, fmt.Errorf("CUBICLE_MODEL_PROVIDER: %w", err)
+		}
 		return appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment",
-			allowPrivate: true}, nil
+			allowPrivate: true, provider: prov}, nil
 	}
-	return appSettings{source: "none"}, nil
+	return appSettings{source: "none", provider: ProviderOpenAI}, nil
 }
 
 // appKey opens the app's API key.
@@ -169,7 +208,7 @@ func (s *Service) load() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source, allowPrivate: a.allowPrivate}, nil
+	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source, allowPrivate: a.allowPrivate, provider: a.provider}, nil
 }
 
 // Get returns the settings as the page shows them.
@@ -179,7 +218,7 @@ func (s *Service) Get() (View, error) {
 		return View{}, err
 	}
 	return View{BaseURL: st.baseURL, Model: st.model, HasAPIKey: st.apiKey != "", Configured: st.baseURL != "" && st.model != "",
-		Source: st.source, AllowPrivate: st.allowPrivate}, nil
+		Source: st.source, AllowPrivate: st.allowPrivate, Provider: st.provider}, nil
 }
 
 // Set saves new settings (an administrator's); an empty base URL clears the configuration
@@ -189,12 +228,15 @@ func (s *Service) Set(u Update) (View, error) {
 	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
 		return View{}, err
 	}
+	prov, err := checkProvider(u.Provider)
+	if err != nil {
+		return View{}, err
+	}
 	old, _ := s.st.ModelSettings()
 	sameEndpoint := old.BaseURL != "" && sameURL(old.BaseURL, u.BaseURL) && (old.KeyBaseURL == "" || sameURL(old.KeyBaseURL, u.BaseURL))
 	var sealed []byte
 	switch {
 	case u.APIKey != nil:
-		var err error
 		if sealed, err = s.seal(*u.APIKey); err != nil {
 			return View{}, err
 		}
@@ -205,9 +247,9 @@ func (s *Service) Set(u Update) (View, error) {
 	if u.AllowPrivate != nil {
 		allowPrivate = *u.AllowPrivate
 	}
-	m := store.ModelSettings{BaseURL: u.BaseURL, Model: u.Model, APIKeySealed: sealed, AllowPrivate: allowPrivate, UpdatedAt: time.Now().UTC()}
+	m := store.ModelSettings{BaseURL: u.BaseURL, Model: u.Model, APIKeySealed: sealed, AllowPrivate: allowPrivate, UpdatedAt: time.Now().UTC(), Provider: prov}
 	if u.BaseURL == "" {
-		m.APIKeySealed, m.AllowPrivate = nil, false
+		m.APIKeySealed, m.AllowPrivate, m.Provider = nil, false, ""
 	}
 	if len(m.APIKeySealed) > 0 {
 		m.KeyBaseURL = u.BaseURL

@@ -44,6 +44,8 @@ type AgentModel struct {
 	// allowance for a loopback or private address.
 	ApprovedBy   string `json:"approvedBy,omitempty"`
 	AllowPrivate bool   `json:"allowPrivate,omitempty"`
+	// Provider is the wire protocol of BaseURL ("" = openai-compatible).
+	Provider string `json:"provider,omitempty"`
 }
 
 // Empty reports whether m overrides nothing (nil counts as empty).

@@ -248,6 +248,9 @@ type ModelSettings struct {
 	// explicit allowance; otherwise such a model endpoint is refused at dial time).
 	AllowPrivate bool      `json:"allowPrivate,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// Provider is the wire protocol of BaseURL ("" = openai-compatible, for records from
+	// before providers).
+	Provider string `json:"provider,omitempty"`
 }
 
 var keyModel = []byte("model")

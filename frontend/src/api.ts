@@ -280,6 +280,23 @@ export interface ModelSettings {
   source: string;
   /** The base URL may be a loopback or private address (the administrator's allowance). */
   allowPrivate?: boolean;
+  /** The base URL's wire protocol. */
+  provider?: Provider;
+}
+
+/** The wire protocols a model base URL may speak. */
+export type Provider = 'openai-compatible' | 'anthropic' | 'openai-responses';
+
+/** POST /api/app/admin/model/test and /api/app/agents/:id/model/test. */
+export interface ModelTestResult {
+  ok: boolean;
+  provider: string;
+  baseUrl: string;
+  model: string;
+  /** What failed: "key", "model", "url", "quota", "unavailable" or "config". */
+  code?: string;
+  problem?: string;
+  seconds: number;
 }
 
 /**
@@ -291,6 +308,8 @@ export interface ModelUpdate {
   model: string;
   apiKey?: string;
   allowPrivate?: boolean;
+  /** The base URL's wire protocol; omitted = openai-compatible. */
+  provider?: Provider;
 }
 
 /** GET/PUT /api/app/agents/:id/model: an agent's own model (never its key). */
@@ -302,6 +321,8 @@ export interface AgentModel {
   hasApiKey: boolean;
   /** The agent's own base URL is approved (set by an administrator, or on the approved list). */
   approved?: boolean;
+  /** The wire protocol of the agent's own base URL ("" without one). */
+  provider?: string;
   allowPrivate?: boolean;
   /** The app's model settings the empty fields inherit from. */
   inherits: ModelSettings;
@@ -812,6 +833,16 @@ export class Client {
   /** PUT /api/app/agents/:id/model; all fields empty inherits the app's model; apiKey omitted keeps, "" clears. */
   setAgentModel(id: string, u: ModelUpdate): Promise<AgentModel> {
     return this.request<AgentModel>('PUT', `${agentPath(id)}/model`, u);
+  }
+
+  /** POST /api/app/agents/:id/model/test: one tiny real request with the agent's model. */
+  testAgentModel(id: string): Promise<ModelTestResult> {
+    return this.request<ModelTestResult>('POST', `${agentPath(id)}/model/test`);
+  }
+
+  /** POST /api/app/admin/model/test (admin only): one tiny real request with the app's model. */
+  testModel(): Promise<ModelTestResult> {
+    return this.request<ModelTestResult>('POST', '/api/app/admin/model/test');
   }
 
   /** GET /api/app/admin/doctor (admin only). */

@@ -181,6 +181,13 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 	return reply, err
 }
 
+// Test makes one tiny request (a one-word prompt) and says what failed.
+func (c *Client) Test(ctx context.Context) error {
+	_, err := c.Stream(ctx, agent.ModelRequest{Messages: []agent.Msg{{Role: "user", Content: []agent.ContentBlock{{Type: "text", Text: "ping"}}}}},
+		func(agent.ModelDelta) {})
+	return err
+}
+
 func readStream(r io.Reader, onDelta func(agent.ModelDelta)) (agent.ModelReply, error) {
 	var reply agent.ModelReply
 	var text, thinking strings.Builder

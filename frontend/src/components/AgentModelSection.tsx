@@ -3,7 +3,7 @@
 // write-only (the server only says whether one is saved).
 
 import { useEffect, useState } from 'preact/hooks';
-import type { AgentModel, Client, ModelUpdate } from '../api';
+import type { AgentModel, Client, ModelTestResult, ModelUpdate, Provider } from '../api';
 import { agentModelUpdate, effectiveText, useAppDefault } from '../agentmodel';
 import { messageFor } from '../errors';
 
@@ -22,6 +22,8 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const [saved, setSaved] = useState(false);
+  const [provider, setProvider] = useState<Provider>('openai-compatible');
+  const [test, setTest] = useState<ModelTestResult | null>(null);
 
   const show = (v: AgentModel) => {
     setView(v);
@@ -29,6 +31,20 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
     setModel(v.model);
     setApiKey('');
     setClearKey(false);
+    setProvider((v.provider as Provider) || 'openai-compatible');
+  };
+
+  const runTest = async () => {
+    setBusy(true);
+    setTest(null);
+    setError('');
+    try {
+      setTest(await client.testAgentModel(agentId));
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
   };
 
   useEffect(() => {
@@ -55,7 +71,9 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
 
   const submit = (e: Event) => {
     e.preventDefault();
-    void save(agentModelUpdate({ baseUrl, model, apiKey, clearKey }));
+    const u = agentModelUpdate({ baseUrl, model, apiKey, clearKey });
+    if (u.baseUrl !== '') u.provider = provider; // a provider goes with its own base URL
+    void save(u);
   };
 
   const off = busy || view === null;
@@ -75,6 +93,14 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
         </p>
       )}
       <form id="agent-model-form" onSubmit={submit}>
+        <label class="field">
+          <span>Provider (with its own base URL)</span>
+          <select id="agent-model-provider" value={provider} disabled={off} onChange={(e) => setProvider(e.currentTarget.value as Provider)}>
+            <option value="openai-compatible">OpenAI-compatible</option>
+            <option value="anthropic">Anthropic</option>
+            <option value="openai-responses">OpenAI Responses</option>
+          </select>
+        </label>
         <label class="field">
           <span>Base URL</span>
           <input
@@ -135,12 +161,20 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
           >
             Use app default
           </button>
+          <button class="btn ghost small" type="button" id="agent-model-test" disabled={off || !effective?.configured} onClick={() => void runTest()}>
+            Test
+          </button>
           {saved && (
             <span class="muted small" id="agent-model-saved" role="status">
               Saved.
             </span>
           )}
         </div>
+        {test && (
+          <p class={`muted small ${test.ok ? '' : 'form-error'}`} id="agent-model-test-result" role="status">
+            {test.ok ? `The model answered (${test.model}, ${test.seconds.toFixed(1)} s).` : `Test failed (${test.code}): ${test.problem}`}
+          </p>
+        )}
         {error !== '' && (
           <p class="form-error" role="alert" id="agent-model-error">
             {error}

@@ -2,7 +2,7 @@
 // API key is write-only: the server only says whether one is saved.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Client, type ModelSettings, type ModelUpdate } from '../api';
+import { ApiError, type Client, type ModelSettings, type ModelTestResult, type ModelUpdate, type Provider } from '../api';
 import { messageFor } from '../errors';
 import { Forbidden } from './Forbidden';
 
@@ -19,6 +19,8 @@ export function ModelSettingsSection({ client }: { client: Client }) {
   const [forbidden, setForbidden] = useState(false);
   const [busy, setBusy] = useState(false);
   const [saved, setSaved] = useState(false);
+  const [provider, setProvider] = useState<Provider>('openai-compatible');
+  const [test, setTest] = useState<ModelTestResult | null>(null);
 
   const show = (v: ModelSettings) => {
     setView(v);
@@ -27,6 +29,20 @@ export function ModelSettingsSection({ client }: { client: Client }) {
     setApiKey('');
     setClearKey(false);
     setAllowPrivate(v.allowPrivate === true);
+    setProvider(v.provider ?? 'openai-compatible');
+  };
+
+  const runTest = async () => {
+    setBusy(true);
+    setTest(null);
+    setError('');
+    try {
+      setTest(await client.testModel());
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
   };
 
   useEffect(() => {
@@ -43,7 +59,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
     setBusy(true);
     setError('');
     setSaved(false);
-    const u: ModelUpdate = { baseUrl: baseUrl.trim(), model: model.trim(), allowPrivate };
+    const u: ModelUpdate = { baseUrl: baseUrl.trim(), model: model.trim(), allowPrivate, provider };
     if (apiKey !== '') u.apiKey = apiKey;
     else if (clearKey) u.apiKey = '';
     try {
@@ -77,11 +93,24 @@ export function ModelSettingsSection({ client }: { client: Client }) {
       )}
       <form class="card form-grid" id="model-form" onSubmit={submit}>
         <label class="field">
+          <span>Provider</span>
+          <select
+            id="model-provider"
+            value={provider}
+            onChange={(e) => setProvider(e.currentTarget.value as Provider)}
+            disabled={busy || view === null}
+          >
+            <option value="openai-compatible">OpenAI-compatible chat completions</option>
+            <option value="anthropic">Anthropic Messages (Claude, native computer tool)</option>
+            <option value="openai-responses">OpenAI Responses (computer-use-preview)</option>
+          </select>
+        </label>
+        <label class="field">
           <span>Base URL</span>
           <input
             id="model-base-url"
             type="url"
-            placeholder="https://api.openai.com/v1"
+            placeholder={provider === 'anthropic' ? 'https://api.anthropic.com' : 'https://api.openai.com/v1'}
             value={baseUrl}
             onInput={(e) => setBaseUrl(e.currentTarget.value)}
             disabled={busy || view === null}
@@ -92,7 +121,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
           <input
             id="model-name"
             type="text"
-            placeholder="gpt-4o"
+            placeholder={provider === 'anthropic' ? 'claude-sonnet-4-5' : provider === 'openai-responses' ? 'computer-use-preview' : 'gpt-4o'}
             value={model}
             onInput={(e) => setModel(e.currentTarget.value)}
             disabled={busy || view === null}
@@ -142,12 +171,22 @@ export function ModelSettingsSection({ client }: { client: Client }) {
           <button class="btn primary" type="submit" id="model-save" disabled={busy || view === null}>
             {busy ? 'Saving…' : 'Save'}
           </button>
+          <button class="btn" type="button" id="model-test" onClick={runTest} disabled={busy || !view?.configured}>
+            Test
+          </button>
           {saved && (
             <span class="muted small" id="model-saved" role="status">
               Saved.
             </span>
           )}
         </div>
+        {test && (
+          <p class={`summary ${test.ok ? 'ok' : 'warn'}`} id="model-test-result" role="status">
+            {test.ok
+              ? `The model answered (${test.model} at ${test.baseUrl}, ${test.seconds.toFixed(1)} s).`
+              : `Test failed (${test.code}): ${test.problem}`}
+          </p>
+        )}
         {error !== '' && (
           <p class="form-error" role="alert" id="model-error">
             {error}
