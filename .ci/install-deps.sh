@@ -77,3 +77,12 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 CONF
 fi
+
+# The tests (image pulls from a loopback registry, model endpoints, the browser suites) name
+# this machine "localhost", which every Debian machine resolves through /etc/hosts; a machine
+# whose hosts file lacks it gets the two standard lines (RFC 6761). Only for the tests: the
+# product's own model-endpoint dialer maps localhost to loopback by itself (backend/egress).
+if [ "$what" = test ] && ! getent hosts localhost >/dev/null 2>&1; then
+  echo "this machine does not resolve localhost: adding it to /etc/hosts"
+  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >>/etc/hosts
+fi

@@ -7,9 +7,11 @@
 package egress
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +95,7 @@ func Control(network, address string, _ syscall.RawConn) error {
 func Transport(allowPrivate bool, responseHeaderTimeout time.Duration) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
-		DialContext:           d.DialContext,
+		DialContext:           loopbackNames(d.DialContext),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          16,
 		IdleConnTimeout:       90 * time.Second,
@@ -106,4 +108,38 @@ func Transport(allowPrivate bool, responseHeaderTimeout time.Duration) *http.Tra
 	}
 	d.Control = Control
 	return t
+}
+
+// loopbackNames dials "localhost" and names under ".localhost" at the loopback addresses
+// without asking a resolver (RFC 6761 §6.3: such names always mean this machine; a machine
+// whose hosts file or DNS lacks them, or maps them elsewhere, changes nothing), so the check
+// sees the loopback address they stand for.
+func loopbackNames(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || !IsLocalhostName(host) {
+			return dial(ctx, network, addr)
+		}
+		var first error
+		for _, ip := range []string{"127.0.0.1", "::1"} {
+			if network == "tcp4" && ip == "::1" || network == "tcp6" && ip == "127.0.0.1" {
+				continue
+			}
+			c, err := dial(ctx, network, net.JoinHostPort(ip, port))
+			if err == nil {
+				return c, nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return nil, first
+	}
+}
+
+// IsLocalhostName reports whether host is "localhost" or a name under ".localhost" (any case,
+// with or without the final dot).
+func IsLocalhostName(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }
