@@ -162,6 +162,11 @@ func TestQuickRun(t *testing.T) {
 		"exec": "podman exec", "agent_step": "xdotool + 2 s + scrot", "live_input": "v1 frames",
 		// An MCP client over streamable HTTP next to the in-app step.
 		bench.RowMCPStep: "in-app agent_step",
+		// A host command in the host sandbox next to the same command without one.
+		bench.RowHostShellSandboxed: "host_shell",
+		// A real `cubicle serve` to its first /api/health answer, next to the same program
+		// with the engine off and node local direct (the floor of a start here).
+		bench.RowServerStart: "serve, engine off", bench.RowServerRestart: "serve, engine off",
 		"live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
 		// The exec link next to the socket link, in the same run.
 		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
