@@ -73,8 +73,8 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	}
 	b.Security, err = security.New(security.Config{
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
-		LookupHome: lookupHome,
-		LocalTools: func() []string { return append(tools.Names(), agent.HelperTool) },
+		LookupHome:    lookupHome,
+		LocalTools:    func() []string { return append(tools.Names(), agent.HelperTool) },
 		Place:         b.callPlace(home),
 		SandboxStatus: func() (string, string) { return string(b.sandbox.Kind()), b.sandbox.Problem() },
 		Logger:        b.log.With("svc", "security"),

@@ -17,6 +17,15 @@ import (
 // speaking the vendor's wire format: screenshot → click → key (a terminal opens) → type → key
 // → screenshot, then the shell reads back what was typed. The guard, gate and history are the
 // app's own.
+// terminalOpen waits (through the shell tool) until the terminal that Ctrl+Alt+T started has
+// a process, and a moment more for its window, so that the click and the typing reach it.
+const terminalOpen = "for i in $(seq 40); do pgrep -x xfce4-terminal >/dev/null && break; sleep 0.25; done; sleep 2; pgrep -x xfce4-terminal"
+
+// readTyped reads the file the typed command writes, once the terminal ran it.
+func readTyped(path string) string {
+	return "for i in $(seq 20); do [ -s " + path + " ] && break; sleep 0.5; done; cat " + path
+}
+
 func TestNativeProvidersOnRealDesktop(t *testing.T) {
 	b, _, _ := startOnRealDesktop(t, slog.LevelWarn)
 	admin, err := b.Auth.Admin()
@@ -74,17 +83,18 @@ func TestNativeProvidersOnRealDesktop(t *testing.T) {
 		var display []float64
 		srv.Push(
 			anthropictest.Call("a1", "computer", anthropictest.Fixed(map[string]any{"action": "screenshot"})),
-			anthropictest.Call("a2", "computer", func(s anthropictest.Seen) any {
+			anthropictest.Call("a2", "computer", anthropictest.Fixed(map[string]any{"action": "key", "text": "ctrl+alt+t"})),
+			anthropictest.Call("a3", "bash", anthropictest.Fixed(map[string]any{"command": terminalOpen})),
+			anthropictest.Call("a4", "computer", func(s anthropictest.Seen) any {
 				tl := anthropictest.Tools(s.Body)[0]
 				display = []float64{tl["display_width_px"].(float64), tl["display_height_px"].(float64)}
+				// the terminal opens in the middle of the screen: the click focuses it
 				return map[string]any{"action": "left_click", "coordinate": []int{int(display[0]) / 2, int(display[1]) / 2}}
 			}),
-			anthropictest.Call("a3", "computer", anthropictest.Fixed(map[string]any{"action": "key", "text": "ctrl+alt+t"})),
-			anthropictest.Call("a4", "computer", anthropictest.Fixed(map[string]any{"action": "wait", "duration": 1})),
 			anthropictest.Call("a5", "computer", anthropictest.Fixed(map[string]any{"action": "type", "text": "echo " + word + " > /home/cua/workspace/typed.txt"})),
 			anthropictest.Call("a6", "computer", anthropictest.Fixed(map[string]any{"action": "key", "text": "Return"})),
 			anthropictest.Call("a7", "computer", anthropictest.Fixed(map[string]any{"action": "screenshot"})),
-			anthropictest.Call("a8", "bash", anthropictest.Fixed(map[string]any{"command": "sleep 1; cat /home/cua/workspace/typed.txt"})),
+			anthropictest.Call("a8", "bash", anthropictest.Fixed(map[string]any{"command": readTyped("/home/cua/workspace/typed.txt")})),
 			anthropictest.Say("The terminal shows it."),
 		)
 		evs := turn(t, b, admin.ID, ag.ID, "anthropic", "type in a terminal")
@@ -112,17 +122,17 @@ func TestNativeProvidersOnRealDesktop(t *testing.T) {
 		}
 		srv.Push(
 			responsestest.ComputerCall("r1", act(map[string]any{"type": "screenshot"})),
-			responsestest.ComputerCall("r2", func(s responsestest.Seen) map[string]any {
+			responsestest.ComputerCall("r2", act(map[string]any{"type": "keypress", "keys": []any{"CTRL", "ALT", "T"}})),
+			responsestest.FunctionCall("r3", "computer_shell", map[string]any{"command": terminalOpen}),
+			responsestest.ComputerCall("r4", func(s responsestest.Seen) map[string]any {
 				tl := s.Body["tools"].([]any)[0].(map[string]any)
 				display = []float64{tl["display_width"].(float64), tl["display_height"].(float64)}
 				return map[string]any{"type": "click", "button": "left", "x": int(display[0]) / 2, "y": int(display[1]) / 2}
 			}),
-			responsestest.ComputerCall("r3", act(map[string]any{"type": "keypress", "keys": []any{"CTRL", "ALT", "T"}})),
-			responsestest.ComputerCall("r4", act(map[string]any{"type": "wait"})),
 			responsestest.ComputerCall("r5", act(map[string]any{"type": "type", "text": "echo " + word + " > /home/cua/workspace/typed2.txt"})),
 			responsestest.ComputerCall("r6", act(map[string]any{"type": "keypress", "keys": []any{"ENTER"}})),
 			responsestest.ComputerCall("r7", act(map[string]any{"type": "screenshot"})),
-			responsestest.FunctionCall("r8", "computer_shell", map[string]any{"command": "sleep 1; cat /home/cua/workspace/typed2.txt"}),
+			responsestest.FunctionCall("r8", "computer_shell", map[string]any{"command": readTyped("/home/cua/workspace/typed2.txt")}),
 			responsestest.Say("Done."),
 		)
 		evs := turn(t, b, admin.ID, ag.ID, "responses", "type in a terminal")

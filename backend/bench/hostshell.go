@@ -68,7 +68,7 @@ func (r *runner) hostShell(ctx context.Context, _ *desktop) error {
 		return err
 	}
 	r.add(Row{ID: RowHostShellSandboxed, Title: "host_shell (true) in the host sandbox", Unit: UnitMS, Better: "lower",
-		Ours: Side{Method: "tools.LocalHost.Shell in the " + string(sb.Kind()) + " sandbox (a work directory read-write, the data directory and ~/.ssh etc. hidden)", Samples: o},
+		Ours:     Side{Method: "tools.LocalHost.Shell in the " + string(sb.Kind()) + " sandbox (a work directory read-write, the data directory and ~/.ssh etc. hidden)", Samples: o},
 		PeerName: "host_shell", Peer: &Side{Method: "tools.LocalHost.Shell without a sandbox: /bin/sh -c true", Samples: p},
 		Note: "target: the sandbox adds at most 30 ms p50 per call"})
 	return nil

@@ -88,4 +88,3 @@ func NetworkPolicy(ctx context.Context, name, namespace string, selector map[str
 	}
 	return np, nil
 }
-

@@ -77,7 +77,7 @@ type Config struct {
 	// the settings page); nil shows none.
 	SandboxStatus func() (kind, problem string)
 	Logger        *slog.Logger
-	Now    func() time.Time
+	Now           func() time.Time
 }
 
 // Service decides tool calls and keeps the security settings.
@@ -185,7 +185,7 @@ type View struct {
 	LocalSandbox        string                       `json:"localSandbox,omitempty"`
 	LocalSandboxProblem string                       `json:"localSandboxProblem,omitempty"`
 	UpdatedAt           *time.Time                   `json:"updatedAt,omitempty"`
-	UpdatedBy          string                `json:"updatedBy,omitempty"`
+	UpdatedBy           string                       `json:"updatedBy,omitempty"`
 }
 
 // View returns the settings.

@@ -315,7 +315,7 @@ type SecuritySettings struct {
 	// server's own host); a node not named has the defaults.
 	HostSandbox map[string]HostSandbox `json:"hostSandbox,omitempty"`
 	UpdatedAt   time.Time              `json:"updatedAt,omitzero"`
-	UpdatedBy        string    `json:"updatedBy,omitempty"`
+	UpdatedBy   string                 `json:"updatedBy,omitempty"`
 }
 
 // HostSandbox is how host tools are sandboxed on one execution node (issue 26). The zero
