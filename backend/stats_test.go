@@ -222,6 +222,9 @@ func TestStatsNodes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			b, _ := startLocalNode(t, t.TempDir(), mode)
 			t.Cleanup(func() { b.Close() })
+			if mode == LocalNodeRunner {
+				waitLocal(t, b, true) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
+			}
 			ts := httptest.NewServer(b.API.Handler())
 			t.Cleanup(ts.Close)
 			connect := func(name string, drop ...string) string {
