@@ -45,7 +45,7 @@ func TestLocalNodeUpgradeBothWays(t *testing.T) {
 			t.Fatal(err)
 		}
 		if mode == LocalNodeRunner {
-			waitLocal(t, b, true) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
+			waitLocalLinked(t, b) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
 		}
 		if _, linked := mustLocal(t, b).(*nodes.Remote); linked != (mode == LocalNodeRunner) {
 			t.Fatalf("mode %s: node local is %T", mode, mustLocal(t, b))

@@ -53,6 +53,24 @@ func startLocalNode(t *testing.T, dir, mode string) (*Backend, func(method, path
 	}
 }
 
+// waitLocalLinked waits (bounded) until node "local" is reached over the managed local
+// runner's link: the runner connects behind Start, and placement moves node local onto its
+// link a moment after the link is up.
+func waitLocalLinked(t *testing.T, b *Backend) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := b.place.node(nodes.LocalID)
+		if _, linked := n.(*nodes.Remote); err == nil && linked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node local is not reached over the managed local runner after 30 s (%T, %v)", n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitLocal waits (bounded) until node "local"'s link is up or down as want says.
 func waitLocal(t *testing.T, b *Backend, want bool) {
 	t.Helper()

@@ -223,7 +223,7 @@ func TestStatsNodes(t *testing.T) {
 			b, _ := startLocalNode(t, t.TempDir(), mode)
 			t.Cleanup(func() { b.Close() })
 			if mode == LocalNodeRunner {
-				waitLocal(t, b, true) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
+				waitLocalLinked(t, b) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
 			}
 			ts := httptest.NewServer(b.API.Handler())
 			t.Cleanup(ts.Close)
