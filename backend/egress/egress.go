@@ -110,6 +110,16 @@ func Transport(allowPrivate bool, responseHeaderTimeout time.Duration) *http.Tra
 	return t
 }
 
+// ModelClient is the HTTP client of calls to a model endpoint on a user's behalf: Transport's
+// checks (unless allowPrivate), a 2 min wait for the answer's headers, and no redirects — a key
+// goes to the base URL it was saved with and nowhere else. Every model provider uses it.
+func ModelClient(allowPrivate bool) *http.Client {
+	return &http.Client{
+		Transport:     Transport(allowPrivate, 2*time.Minute),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // loopbackNames dials "localhost" and names under ".localhost" at the loopback addresses
 // without asking a resolver (RFC 6761 §6.3: such names always mean this machine; a machine
 // whose hosts file or DNS lacks them, or maps them elsewhere, changes nothing), so the check

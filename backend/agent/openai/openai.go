@@ -54,11 +54,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{
-			Transport: egress.Transport(cfg.AllowPrivate, 2*time.Minute),
-			// The key goes to the base URL it was saved with and nowhere else: no redirects.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		hc = egress.ModelClient(cfg.AllowPrivate)
 	}
 	return &Client{cfg: cfg, hc: hc}, nil
 }

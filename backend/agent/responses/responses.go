@@ -73,10 +73,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{
-			Transport:     egress.Transport(cfg.AllowPrivate, 2*time.Minute),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		hc = egress.ModelClient(cfg.AllowPrivate)
 	}
 	c := &Client{cfg: cfg}
 	c.client = openai.NewClient(option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/")+"/"), option.WithAPIKey(cfg.APIKey),
