@@ -208,8 +208,12 @@ func (s *Service) engine(ctx context.Context, e vm.EngineView) Step {
 	case c.Status == doctor.Fail:
 		step.Detail = strings.TrimSpace(fmt.Sprintf("no container engine found. Install one: %s — then restart Cubicle", c.Fix))
 	default:
-		// Found now, but this process started without it.
-		step.Detail = fmt.Sprintf("%s; restart Cubicle to use it", c.Detail)
+		// Found now, but this process started without it (installed since, or turned off).
+		step.Detail = c.Detail
+		if e.Problem != "" {
+			step.Detail += ", but Cubicle runs without it: " + e.Problem
+		}
+		step.Detail += ". Choose it in Settings → Local VM if it is turned off there, then restart Cubicle"
 		if c.Fix != "" {
 			step.Detail += " (" + c.Fix + ")"
 		}
