@@ -12,7 +12,7 @@ import (
 // Setup is the first-run path (*setup.Service): which steps are done and what to do about
 // the rest. Errors carry fault classes.
 type Setup interface {
-	Status(ctx context.Context) (setup.Status, error)
+	Status(ctx context.Context, accountID string) (setup.Status, error)
 	Member(ctx context.Context, accountID string) (setup.Status, error)
 	CancelImage() (vm.PrepareState, error)
 }
@@ -34,9 +34,9 @@ func (s *Server) needSetup(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // setupStatus answers GET /api/app/admin/setup: {engine, image, model, agents, done}, each
-// step {state, detail, percent?, admin}.
+// step {state, detail, percent?, admin}; the agents step is the caller's own agents.
 func (s *Server) setupStatus(w http.ResponseWriter, r *http.Request) {
-	st, err := s.cfg.Setup.Status(r.Context())
+	st, err := s.cfg.Setup.Status(r.Context(), principal(r).AccountID)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

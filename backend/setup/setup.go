@@ -72,9 +72,8 @@ type Models interface {
 	Get() (models.View, error)
 }
 
-// Agents lists the accounts and their agents (*store.Store).
+// Agents lists an account's agents (*store.Store).
 type Agents interface {
-	Accounts() ([]store.Account, error)
 	Agents(accountID string) ([]store.Agent, error)
 }
 
@@ -123,27 +122,19 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// Status returns every step with its detail, as an administrator sees it; the agents step
-// counts every account's agents.
-func (s *Service) Status(ctx context.Context) (Status, error) {
+// Status returns every step with its detail, as an administrator (accountID) sees it. The
+// agents step is the caller's own: each person's first agent, as in Member.
+func (s *Service) Status(ctx context.Context, accountID string) (Status, error) {
 	vs, err := s.cfg.VMs.Status(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("setup: %w", err)
 	}
 	st := Status{Engine: s.engine(ctx, vs.Engine), Image: image(vs), Model: s.model()}
-	accs, err := s.cfg.Agents.Accounts()
+	ags, err := s.cfg.Agents.Agents(accountID)
 	if err != nil {
-		return Status{}, fmt.Errorf("setup: list accounts: %w", err)
+		return Status{}, fmt.Errorf("setup: list agents: %w", err)
 	}
-	var all []store.Agent
-	for _, a := range accs {
-		ags, err := s.cfg.Agents.Agents(a.ID)
-		if err != nil {
-			return Status{}, fmt.Errorf("setup: list agents: %w", err)
-		}
-		all = append(all, ags...)
-	}
-	st.Agents = agentsStep(all)
+	st.Agents = agentsStep(ags)
 	st.Done = st.done()
 	return st, nil
 }

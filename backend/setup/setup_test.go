@@ -38,13 +38,6 @@ func (f fakeModels) Get() (models.View, error) { return f.v, nil }
 
 type fakeAgents map[string][]store.Agent
 
-func (f fakeAgents) Accounts() ([]store.Account, error) {
-	var out []store.Account
-	for id := range f {
-		out = append(out, store.Account{ID: id})
-	}
-	return out, nil
-}
 func (f fakeAgents) Agents(id string) ([]store.Agent, error) { return f[id], nil }
 
 var found = vm.EngineView{Found: true, Kind: "podman", Version: "5.4.2"}
@@ -156,7 +149,7 @@ func TestMemberView(t *testing.T) {
 	vms := &fakeVMs{st: vm.Status{Engine: found, Images: []vm.ImageView{{Key: "standard", Prepare: &vm.PrepareState{Running: true, Message: "secret build log"}}}}}
 	ags := fakeAgents{"admin": {{Name: "Boss", Computer: "vm"}}, "member": nil}
 	s, _ := New(Config{VMs: vms, Models: fakeModels{}, Agents: ags})
-	admin, err := s.Status(context.Background())
+	admin, err := s.Status(context.Background(), "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
