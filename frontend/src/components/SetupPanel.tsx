@@ -57,18 +57,15 @@ export function SetupPanel({ client, user, standalone = false }: SetupPanelProps
     void load();
   }, [client, admin]);
 
+  const stRef = useRef(st);
+  stRef.current = st;
   useEvents((e) => {
     if (e.type === 'prepare.progress') {
-      setSt((cur) => {
-        if (!cur) return cur;
-        const next = applyPrepare(cur, e.data);
-        if (next === 'ignore') return cur;
-        if (next === null) {
-          void load();
-          return cur;
-        }
-        return next;
-      });
+      const cur = stRef.current;
+      if (!cur) return;
+      const next = applyPrepare(cur, e.data);
+      if (next === null) void load();
+      else if (next !== 'ignore') setSt(next);
     } else if (e.type === 'agent.changed' || e.type === 'images.changed') {
       void load();
     }
