@@ -111,7 +111,7 @@ export function SetupPanel({ client, user, standalone = false }: SetupPanelProps
           {st.done
             ? 'Every step is done: agents can work on their computers.'
             : admin
-              ? `${left} of 4 steps left. Cubicle prepares the desktop image in the background meanwhile.`
+              ? `${left} of 4 steps left.${st.image.state === 'working' ? ' The desktop image is being prepared in the background meanwhile.' : ''}`
               : `${left} of 4 steps left. An administrator completes the steps marked “Administrator”.`}
         </p>
       </div>

@@ -85,16 +85,18 @@ export function ModelSettingsSection({ client, onChanged, embedded = false }: Mo
   return (
     <section class="settings-section" id="model-settings" aria-labelledby={embedded ? undefined : 'model-title'} aria-label={embedded ? 'Model' : undefined}>
       {!embedded && <h2 id="model-title">Model</h2>}
-      <p class="muted">
-        Any OpenAI-compatible chat-completions endpoint (streaming, tool calls, image input). Without a model, chats run in
-        operator mode: slash commands such as <code>/shell ls</code> or <code>/screenshot</code>.
-      </p>
+      {!embedded && (
+        <p class="muted">
+          Any OpenAI-compatible chat-completions endpoint (streaming, tool calls, image input). Without a model, chats run in
+          operator mode: slash commands such as <code>/shell ls</code> or <code>/screenshot</code>.
+        </p>
+      )}
       {loadError !== '' && (
         <p class="form-error" role="alert">
           Could not load the model settings: {loadError}
         </p>
       )}
-      {view && (
+      {view && !embedded && (
         <p class={`summary ${view.configured ? 'ok' : 'warn'}`} id="model-summary">
           {view.configured
             ? `Configured: ${view.model} at ${view.baseUrl}${view.source === 'environment' ? ' (from the environment)' : ''}.`
