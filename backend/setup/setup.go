@@ -195,7 +195,7 @@ func (s *Service) engine(ctx context.Context, e vm.EngineView) Step {
 	c := s.engineCheck(ctx)
 	switch {
 	case c.Name == "":
-		step.Detail = cut(e.Problem)
+		step.Detail = noEngine(e.Problem)
 	case c.Status == doctor.Fail:
 		step.Detail = strings.TrimSpace(fmt.Sprintf("no container engine found. Install one: %s — then restart Cubicle", c.Fix))
 	default:
@@ -231,8 +231,9 @@ func (s *Service) engineCheck(ctx context.Context) doctor.Check {
 	return c
 }
 
-// cut keeps the first sentence-ish part of a long problem text.
-func cut(p string) string {
+// noEngine is the engine step's detail when no engine check can say more: the VM manager's
+// problem, or where to look.
+func noEngine(p string) string {
 	if p == "" {
 		return "no container engine is connected; run `cubicle doctor` to see why"
 	}
