@@ -205,6 +205,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 	mux.Handle("POST /api/app/agents/{id}/model/test", s.authed(s.testModel))
+	mux.Handle("GET /api/app/agents/{id}/model/models", s.authed(s.listModels))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
 	s.setupRoutes(mux)
@@ -217,6 +218,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("GET /api/app/admin/model", s.admin(s.getModel))
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	mux.Handle("POST /api/app/admin/model/test", s.admin(s.testModel))
+	mux.Handle("GET /api/app/admin/model/models", s.admin(s.listModels))
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)

@@ -52,6 +52,36 @@ type ModelTester interface {
 	Test(ctx context.Context, agentID string) (models.TestResult, error)
 }
 
+// ModelLister lists the models of a model setting's endpoint (models.Service.Models).
+type ModelLister interface {
+	Models(ctx context.Context, agentID string) (models.ModelList, error)
+}
+
+// listModels answers GET /api/app/admin/model/models (the app's endpoint) and
+// GET /api/app/agents/{id}/model/models (the agent's, for its owner or an admin): the models
+// the saved endpoint offers, or why it offers none (code, problem).
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.cfg.Models.(ModelLister)
+	if s.cfg.Models == nil || !ok {
+		writeError(w, r, s.log, fault.Unavailable("model settings are not available in this mode"))
+		return
+	}
+	id := ""
+	if r.PathValue("id") != "" {
+		var err error
+		if id, err = s.agentModelAccess(r); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	res, err := l.Models(r.Context(), id)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
 // testModel answers POST /api/app/admin/model/test (the app's model) and
 // POST /api/app/agents/{id}/model/test (the model a turn of the agent would use): 200 with
 // {ok, code, problem}; code says what failed ("key", "model", "url", "quota", "unavailable",

@@ -414,3 +414,78 @@ func (s *Service) SetAgent(id string, u Update, by Setter) (AgentView, error) {
 	}
 	return s.agentView(a)
 }
+
+// Lister is a model client that can list its endpoint's models.
+type Lister interface {
+	Models(ctx context.Context) ([]string, error)
+}
+
+// ModelList is the models an endpoint offers (the settings' picker), or why there is none.
+type ModelList struct {
+	Provider string   `json:"provider"`
+	BaseURL  string   `json:"baseUrl"`
+	Models   []string `json:"models"`
+	// Code and Problem say why the list could not be had ("key", "url", "unsupported",
+	// "config", "unavailable"), as a Test's.
+	Code    string `json:"code,omitempty"`
+	Problem string `json:"problem,omitempty"`
+}
+
+// Models lists the models of the endpoint agentID's model settings name ("" = the app's):
+// the saved provider, base URL and key (a model name is not needed). Ownership is the
+// caller's business.
+func (s *Service) Models(ctx context.Context, agentID string) (ModelList, error) {
+	app, err := s.readApp()
+	if err != nil {
+		return ModelList{}, err
+	}
+	var am *store.AgentModel
+	name := ""
+	if agentID != "" {
+		a, err := s.st.Agent(agentID)
+		if err != nil {
+			return ModelList{}, fmt.Errorf("agent model: %w", err)
+		}
+		am, name = a.Model, a.Name
+	}
+	r := s.resolve(app, name, am, "")
+	res := ModelList{Provider: r.provider, BaseURL: r.baseURL, Models: []string{}}
+	fail := func(code string, err error) (ModelList, error) {
+		res.Code, res.Problem = code, err.Error()
+		return res, nil
+	}
+	if r.problem != nil {
+		return fail("config", r.problem)
+	}
+	if r.baseURL == "" {
+		return fail("config", fault.Invalid("no model endpoint is configured: set a base URL (and a key) first"))
+	}
+	if r.model == "" {
+		r.model = "-" // the clients need a name; listing does not use it
+	}
+	m, err := s.open2(r)
+	if err != nil {
+		return fail("config", err)
+	}
+	l, ok := m.(Lister)
+	if !ok {
+		return fail("unsupported", fault.Invalid("this provider does not list its models: type the model's name"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	list, err := l.Models(ctx)
+	switch {
+	case err == nil:
+		res.Models = list
+		return res, nil
+	case ctx.Err() != nil:
+		return fail("url", fault.Unavailable("no answer from %s within 20 s", r.baseURL))
+	case strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "HTTP 403") || strings.Contains(err.Error(), "API key"):
+		return fail("key", err)
+	case errors.Is(err, fault.ErrNotFound) || strings.Contains(err.Error(), "HTTP 404"):
+		return fail("unsupported", fmt.Errorf("%w (this endpoint does not list its models: type the model's name)", err))
+	case errors.Is(err, fault.ErrForbidden) || strings.Contains(err.Error(), "cannot reach"):
+		return fail("url", err)
+	}
+	return fail("unavailable", err)
+}

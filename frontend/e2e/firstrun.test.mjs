@@ -131,6 +131,10 @@ describe('the first-run path', { skip: skip || false }, () => {
     await page.click('#model-save');
     await page.locator('#model-saved').waitFor();
     await page.locator('#setup-model-detail', { hasText: 'not tested' }).waitFor();
+    // The endpoint's own model list, offered in the Model field.
+    await page.click('#model-list');
+    await page.locator('#model-list-result', { hasText: '2 models offered' }).waitFor();
+    assert.deepEqual(await page.locator('#model-choices option').evaluateAll((os) => os.map((o) => o.value)), ['scripted', 'scripted-large']);
     model.push(text('pong'));
     await page.click('#model-test');
     await waitState(page, 'model', 'done');

@@ -39,6 +39,12 @@ export async function startModel() {
     let body = '';
     req.on('data', (d) => (body += d));
     req.on('end', async () => {
+      if (req.method === 'GET' && req.url.endsWith('/models')) {
+        // the OpenAI list shape compatible servers answer (the settings' model picker)
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [{ id: 'scripted', object: 'model' }, { id: 'scripted-large', object: 'model' }] }));
+        return;
+      }
       if (!req.url.endsWith('/chat/completions')) {
         res.writeHead(404).end();
         return;

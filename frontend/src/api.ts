@@ -289,6 +289,16 @@ export interface ModelSettings {
 /** The wire protocols a model base URL may speak. */
 export type Provider = 'openai-compatible' | 'anthropic' | 'openai-responses';
 
+/** GET /api/app/admin/model/models and /api/app/agents/:id/model/models: the saved endpoint's models. */
+export interface ModelList {
+  provider: string;
+  baseUrl: string;
+  models: string[];
+  /** Why there is no list: "key", "url", "unsupported", "config" or "unavailable". */
+  code?: string;
+  problem?: string;
+}
+
 /** POST /api/app/admin/model/test and /api/app/agents/:id/model/test. */
 export interface ModelTestResult {
   ok: boolean;
@@ -865,6 +875,16 @@ export class Client {
   /** POST /api/app/agents/:id/model/test: one tiny real request with the agent's model. */
   testAgentModel(id: string): Promise<ModelTestResult> {
     return this.request<ModelTestResult>('POST', `${agentPath(id)}/model/test`);
+  }
+
+  /** GET /api/app/agents/:id/model/models: the models the agent's saved endpoint offers. */
+  listAgentModels(id: string): Promise<ModelList> {
+    return this.request<ModelList>('GET', `${agentPath(id)}/model/models`);
+  }
+
+  /** GET /api/app/admin/model/models (admin only): the models the app's saved endpoint offers. */
+  listModels(): Promise<ModelList> {
+    return this.request<ModelList>('GET', '/api/app/admin/model/models');
   }
 
   /** POST /api/app/admin/model/test (admin only): one tiny real request with the app's model. */

@@ -444,3 +444,17 @@ func (c *Client) explain(ctx context.Context, err error) error {
 }
 
 var _ agent.Model = (*Client)(nil)
+
+// Models lists the models the key may use (GET /v1/models), newest first as the API gives
+// them; the settings' picker offers them.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	var out []string
+	pager := c.client.Models.ListAutoPaging(ctx, sdk.ModelListParams{Limit: sdk.Int(1000)})
+	for pager.Next() && len(out) < 500 {
+		out = append(out, pager.Current().ID)
+	}
+	if err := pager.Err(); err != nil {
+		return nil, c.explain(ctx, err)
+	}
+	return out, nil
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -364,3 +365,56 @@ func imagePart(b agent.ContentBlock) part {
 }
 
 var _ agent.Model = (*Client)(nil)
+
+// maxModels bounds a provider's model list (a settings picker, not a catalogue).
+const maxModels = 500
+
+// Models lists the endpoint's models (GET {base}/models, the OpenAI list shape most
+// compatible servers answer: Ollama, vLLM, LM Studio, OpenRouter), sorted.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.cfg.BaseURL, "/")+"/models", nil)
+	if err != nil {
+		return nil, fault.Invalid("the model's base URL %q is not valid: %v", c.cfg.BaseURL, err)
+	}
+	if c.cfg.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, fault.ErrForbidden) {
+			return nil, fault.Forbidden("the model endpoint %s: %v", c.cfg.BaseURL, err)
+		}
+		return nil, fault.Unavailable("cannot reach the model endpoint %s: %v", c.cfg.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		class := fault.ErrUnavailable
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			class = fault.ErrForbidden
+		case http.StatusNotFound:
+			class = fault.ErrNotFound
+		}
+		return nil, fault.New(class, "the endpoint %s answered HTTP %d to GET /models: %s", c.cfg.BaseURL, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
+		return nil, fault.Unavailable("the endpoint %s answered GET /models with something that is not a model list: %v", c.cfg.BaseURL, err)
+	}
+	out := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		if m.ID != "" && len(out) < maxModels {
+			out = append(out, m.ID)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

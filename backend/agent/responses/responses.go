@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -339,3 +340,18 @@ func (c *Client) explain(ctx context.Context, err error) error {
 }
 
 var _ agent.Model = (*Client)(nil)
+
+// Models lists the models the key may use (GET /v1/models), sorted; the settings' picker offers
+// them.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	var out []string
+	pager := c.client.Models.ListAutoPaging(ctx)
+	for pager.Next() && len(out) < 500 {
+		out = append(out, pager.Current().ID)
+	}
+	if err := pager.Err(); err != nil {
+		return nil, c.explain(ctx, err)
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -3,7 +3,7 @@
 // write-only (the server only says whether one is saved).
 
 import { useEffect, useState } from 'preact/hooks';
-import type { AgentModel, Client, ModelTestResult, ModelUpdate, Provider } from '../api';
+import type { AgentModel, Client, ModelList, ModelTestResult, ModelUpdate, Provider } from '../api';
 import { agentModelUpdate, effectiveText, useAppDefault } from '../agentmodel';
 import { messageFor } from '../errors';
 
@@ -24,6 +24,7 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
   const [saved, setSaved] = useState(false);
   const [provider, setProvider] = useState<Provider>('openai-compatible');
   const [test, setTest] = useState<ModelTestResult | null>(null);
+  const [offered, setOffered] = useState<ModelList | null>(null);
 
   const show = (v: AgentModel) => {
     setView(v);
@@ -47,7 +48,21 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
     }
   };
 
+  // The models of the endpoint the agent uses (its own or the app's), offered in the Model field.
+  const listModels = async () => {
+    setBusy(true);
+    setError('');
+    try {
+      setOffered(await client.listAgentModels(agentId));
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
   useEffect(() => {
+    setOffered(null);
     setView(null);
     setError('');
     setSaved(false);
@@ -117,6 +132,7 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
           <input
             id="agent-model-name"
             type="text"
+            list="agent-model-choices"
             placeholder={view?.inherits.model || 'gpt-4o'}
             value={model}
             onInput={(e) => setModel(e.currentTarget.value)}
@@ -164,12 +180,27 @@ export function AgentModelSection({ client, agentId }: AgentModelSectionProps) {
           <button class="btn ghost small" type="button" id="agent-model-test" disabled={off || !effective?.configured} onClick={() => void runTest()}>
             Test
           </button>
+          <button class="btn ghost small" type="button" id="agent-model-list" disabled={off || !effective?.baseUrl} onClick={() => void listModels()}>
+            List models
+          </button>
           {saved && (
             <span class="muted small" id="agent-model-saved" role="status">
               Saved.
             </span>
           )}
         </div>
+        <datalist id="agent-model-choices">
+          {(offered?.models ?? []).map((m) => (
+            <option key={m} value={m} />
+          ))}
+        </datalist>
+        {offered && (
+          <p class={`muted small ${offered.problem ? 'form-error' : ''}`} id="agent-model-list-result" role="status">
+            {offered.problem
+              ? `No model list (${offered.code}): ${offered.problem}`
+              : `${offered.models.length} model${offered.models.length === 1 ? '' : 's'} offered: pick one in the Model field.`}
+          </p>
+        )}
         {test && (
           <p class={`muted small ${test.ok ? '' : 'form-error'}`} id="agent-model-test-result" role="status">
             {test.ok ? `The model answered (${test.model}, ${test.seconds.toFixed(1)} s).` : `Test failed (${test.code}): ${test.problem}`}

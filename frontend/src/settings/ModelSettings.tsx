@@ -2,7 +2,7 @@
 // API key is write-only: the server only says whether one is saved.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Client, type ModelSettings, type ModelTestResult, type ModelUpdate, type Provider } from '../api';
+import { ApiError, type Client, type ModelList, type ModelSettings, type ModelTestResult, type ModelUpdate, type Provider } from '../api';
 import { messageFor } from '../errors';
 import { Forbidden } from './Forbidden';
 
@@ -29,6 +29,7 @@ export function ModelSettingsSection({ client, onChanged, embedded = false }: Mo
   const [saved, setSaved] = useState(false);
   const [provider, setProvider] = useState<Provider>('openai-compatible');
   const [test, setTest] = useState<ModelTestResult | null>(null);
+  const [offered, setOffered] = useState<ModelList | null>(null);
 
   const show = (v: ModelSettings) => {
     setView(v);
@@ -51,6 +52,19 @@ export function ModelSettingsSection({ client, onChanged, embedded = false }: Mo
     } finally {
       setBusy(false);
       onChanged?.();
+    }
+  };
+
+  // The saved endpoint's models (its provider's list API), offered in the Model field.
+  const listModels = async () => {
+    setBusy(true);
+    setError('');
+    try {
+      setOffered(await client.listModels());
+    } catch (err) {
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
     }
   };
 
@@ -133,6 +147,7 @@ export function ModelSettingsSection({ client, onChanged, embedded = false }: Mo
           <input
             id="model-name"
             type="text"
+            list="model-choices"
             placeholder={provider === 'anthropic' ? 'claude-sonnet-4-5' : provider === 'openai-responses' ? 'computer-use-preview' : 'gpt-4o'}
             value={model}
             onInput={(e) => setModel(e.currentTarget.value)}
@@ -186,12 +201,27 @@ export function ModelSettingsSection({ client, onChanged, embedded = false }: Mo
           <button class="btn" type="button" id="model-test" onClick={runTest} disabled={busy || !view?.configured}>
             Test
           </button>
+          <button class="btn ghost" type="button" id="model-list" onClick={listModels} disabled={busy || !view?.baseUrl}>
+            List models
+          </button>
           {saved && (
             <span class="muted small" id="model-saved" role="status">
               Saved.
             </span>
           )}
         </div>
+        <datalist id="model-choices">
+          {(offered?.models ?? []).map((m) => (
+            <option key={m} value={m} />
+          ))}
+        </datalist>
+        {offered && (
+          <p class={`muted small ${offered.problem ? 'form-error' : ''}`} id="model-list-result" role="status">
+            {offered.problem
+              ? `No model list (${offered.code}): ${offered.problem}`
+              : `${offered.models.length} model${offered.models.length === 1 ? '' : 's'} offered at ${offered.baseUrl}: pick one in the Model field.`}
+          </p>
+        )}
         {test && (
           <p class={`summary ${test.ok ? 'ok' : 'warn'}`} id="model-test-result" role="status">
             {test.ok

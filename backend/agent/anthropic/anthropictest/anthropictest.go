@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -31,9 +33,23 @@ type Server struct {
 	*httptest.Server
 	Key string // the API key it accepts ("" = any)
 
-	mu    sync.Mutex
-	steps []Step
-	seen  []Seen
+	mu     sync.Mutex
+	steps  []Step
+	seen   []Seen
+	models []string // what GET /v1/models lists
+}
+
+// SetModels sets what GET /v1/models lists.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	s.models = ids
+	s.mu.Unlock()
+}
+
+func (s *Server) modelIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.models
 }
 
 // New starts a server accepting key.
@@ -66,6 +82,10 @@ func (s *Server) Left() int {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.listModels(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
 		Error(404, "not_found_error", "Not found: "+r.URL.Path)(Seen{}, w)
 		return
@@ -256,4 +276,37 @@ func Error(status int, typ, msg string, headers ...string) Step {
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 	}
+}
+
+// listModels answers GET /v1/models as the Models API documents it: a page of model objects
+// after after_id, at most limit (default 20), with has_more, first_id and last_id.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	models := s.modelIDs()
+	if r.Header.Get("anthropic-version") == "" {
+		Error(400, "invalid_request_error", "anthropic-version: header is required")(Seen{}, w)
+		return
+	}
+	if s.Key != "" && r.Header.Get("x-api-key") != s.Key {
+		Error(401, "authentication_error", "invalid x-api-key")(Seen{}, w)
+		return
+	}
+	limit := 20
+	if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n >= 1 && n <= 1000 {
+		limit = n
+	}
+	start := 0
+	if after := r.URL.Query().Get("after_id"); after != "" {
+		start = slices.Index(models, after) + 1
+	}
+	page := models[min(start, len(models)):min(start+limit, len(models))]
+	data := []map[string]any{}
+	for _, id := range page {
+		data = append(data, map[string]any{"type": "model", "id": id, "display_name": id, "created_at": "2025-09-29T00:00:00Z"})
+	}
+	out := map[string]any{"data": data, "has_more": start+limit < len(models), "first_id": nil, "last_id": nil}
+	if len(page) > 0 {
+		out["first_id"], out["last_id"] = page[0], page[len(page)-1]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
 }

@@ -30,9 +30,23 @@ type Server struct {
 	*httptest.Server
 	Key string
 
-	mu    sync.Mutex
-	steps []Step
-	seen  []Seen
+	mu     sync.Mutex
+	steps  []Step
+	seen   []Seen
+	models []string // what GET /v1/models lists
+}
+
+// SetModels sets what GET /v1/models lists.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	s.models = ids
+	s.mu.Unlock()
+}
+
+func (s *Server) modelIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.models
 }
 
 // New starts a server accepting key.
@@ -65,6 +79,19 @@ func (s *Server) Left() int {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		if s.Key != "" && r.Header.Get("Authorization") != "Bearer "+s.Key {
+			Error(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")(Seen{}, 0, w)
+			return
+		}
+		data := []map[string]any{}
+		for _, id := range s.modelIDs() {
+			data = append(data, map[string]any{"id": id, "object": "model", "created": 1741000000, "owned_by": "system"})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
 		Error(404, "invalid_request_error", "unknown_url", "Invalid URL (POST "+r.URL.Path+")")(Seen{}, 0, w)
 		return
