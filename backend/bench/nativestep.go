@@ -238,7 +238,7 @@ func (r *runner) nativeSteps(ctx context.Context, d *desktop) error {
 				return err
 			}
 			r.add(Row{ID: row.id, Title: row.title, Unit: UnitMS, Better: "lower",
-				Ours: Side{Method: row.method, Samples: o},
+				Ours:     Side{Method: row.method, Samples: o},
 				PeerName: "OpenAI-compatible agent_step", Peer: &Side{Method: "today's path: Chat Completions function calling (our " +
 					"streaming client) against a scripted server on loopback answering computer_click, then the same tool", Samples: p},
 				Note: fmt.Sprintf("the target is at most 5 ms p50 more than the OpenAI-compatible step; screenshot bytes sent per step "+
