@@ -140,6 +140,10 @@ type RegionHub struct {
 	err       error                      // guarded by mu; why the hub ended
 	stopped   bool                       // guarded by mu
 	published uint64                     // guarded by mu; updates published (for tests and logs)
+	// noRefresh: the update asked for now was asked without refreshes; cancelCall ends that
+	// ask (a viewer came to the best level: it is asked again with them). Guarded by mu.
+	noRefresh  bool
+	cancelCall context.CancelFunc
 }
 
 func (h *RegionHub) ended() bool {
@@ -158,6 +162,7 @@ func (h *RegionHub) add() *RegionViewer {
 		v.awaitKey = true
 	}
 	h.mu.Unlock()
+	h.refreshWanted() // it starts at the best level
 	if v.awaitKey {
 		h.askKey()
 	}
@@ -223,10 +228,16 @@ func (h *RegionHub) end(err error) {
 	}
 }
 
-// levels returns the levels viewers are at, best first.
+// levels returns the levels viewers are at, best first (the best level alone when there is
+// no viewer).
 func (h *RegionHub) levels() []Level {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.levelsLocked()
+}
+
+// levelsLocked is levels; the caller holds mu.
+func (h *RegionHub) levelsLocked() []Level {
 	used := [len(Levels)]bool{}
 	for v := range h.viewers {
 		used[v.Level()] = true
@@ -252,7 +263,12 @@ func (h *RegionHub) stopErr() error {
 }
 
 // run is the update stream: it asks the driver for each next update, paced to MaxFPS, and
-// publishes it to every viewer.
+// publishes it to every viewer. Lossless refreshes are asked for only while a viewer is at
+// the best level (refreshing): a viewer whose link is behind skips them (the computer
+// channel drops them), and a refresh is a lossless encode of everything that stopped
+// changing — on a busy machine a whole screen's PNG takes the driver most of a second, during
+// which no change reaches anyone (issue 31 item 4: the live view stalled behind a slow link
+// under load).
 func (h *RegionHub) run(ctx context.Context) {
 	defer h.hubs.wg.Done()
 	log := h.hubs.log.With("desktop", h.id, "stream", h.stream)
@@ -278,8 +294,22 @@ func (h *RegionHub) run(ctx context.Context) {
 			t.Stop()
 		}
 		next = time.Now().Add(gap)
-		qs, scales := args(h.levels())
-		u, err := h.src.NextUpdate(ctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: qs, Scales: scales})
+		cctx, cancelCall := context.WithCancel(ctx)
+		h.mu.Lock()
+		ls := h.levelsLocked()
+		h.noRefresh, h.cancelCall = ls[0] != Levels[0], cancelCall
+		var refresh time.Duration
+		if h.noRefresh {
+			refresh = -1 // nobody takes refreshes: the driver makes none
+		}
+		h.mu.Unlock()
+		qs, scales := args(ls)
+		u, err := h.src.NextUpdate(cctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: qs, Scales: scales, Refresh: refresh})
+		cancelCall()
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			next = time.Time{}
+			continue // a viewer came to the best level: ask again, with refreshes
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -580,7 +610,23 @@ func (v *RegionViewer) Level() int {
 func (v *RegionViewer) SetLevel(l int) {
 	v.mu.Lock()
 	v.level = min(max(l, 0), len(Levels)-1)
+	best := v.level == 0
 	v.mu.Unlock()
+	if best {
+		v.hub.refreshWanted()
+	}
+}
+
+// refreshWanted ends an update asked for without refreshes: a viewer is at the best level
+// again (run asks again, with them, so that what stopped changing becomes exact even on a
+// screen that no longer changes).
+func (h *RegionHub) refreshWanted() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.noRefresh && h.cancelCall != nil {
+		h.noRefresh = false
+		h.cancelCall()
+	}
 }
 
 // Refresh asks for a keyframe for this viewer (a client that lost track of its screen); what
