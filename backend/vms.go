@@ -135,6 +135,9 @@ func (b *Backend) connectEngine(ctx context.Context) {
 	if err := b.VMs.AttachEngine(ctx, setup); err != nil {
 		log.Warn("the container engine connected but could not be used", "err", err)
 	}
+	if ctx.Err() != nil {
+		return // closing: the runner is not started any more
+	}
 	b.engineSettled()
 }
 
