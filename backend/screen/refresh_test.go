@@ -14,13 +14,25 @@ import (
 // Display :90 belongs to TestRefreshOnlyForBestLevel.
 
 // argsSource is a region source that records what each next_update asks: the first update
-// is a keyframe, then one comes per ask until hold is set, after which an ask waits (a screen
-// that stopped changing) until it is cancelled.
+// is a keyframe, then one comes per ask while the screen changes; while it stands still
+// (setStill) an ask waits until it is cancelled or the screen changes again.
 type argsSource struct {
-	mu   sync.Mutex
-	asks []guest.UpdateArgs
-	seq  uint64
-	hold bool
+	mu      sync.Mutex
+	asks    []guest.UpdateArgs
+	seq     uint64
+	changed chan struct{} // nil: the screen changes; else closed when it changes again
+}
+
+func (s *argsSource) setStill(still bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case still && s.changed == nil:
+		s.changed = make(chan struct{})
+	case !still && s.changed != nil:
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 func (s *argsSource) NextUpdate(ctx context.Context, a guest.UpdateArgs) (guest.Update, error) {
@@ -29,15 +41,19 @@ func (s *argsSource) NextUpdate(ctx context.Context, a guest.UpdateArgs) (guest.
 	}
 	s.mu.Lock()
 	s.asks = append(s.asks, a)
-	hold := s.hold
-	s.seq++
-	u := guest.Update{Seq: s.seq, FrameID: s.seq, Width: 64, Height: 64, Key: s.seq == 1}
+	changed := s.changed
 	s.mu.Unlock()
-	if hold {
-		<-ctx.Done()
-		return guest.Update{}, ctx.Err()
+	if changed != nil {
+		select {
+		case <-ctx.Done():
+			return guest.Update{}, ctx.Err()
+		case <-changed:
+		}
 	}
-	return u, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return guest.Update{Seq: s.seq, FrameID: s.seq, Width: 64, Height: 64, Key: s.seq == 1}, nil
 }
 
 func (s *argsSource) Keyframe(ctx context.Context, a guest.KeyframeArgs) (guest.Update, error) {
@@ -96,9 +112,7 @@ func TestRefreshAskedOnlyForBestLevel(t *testing.T) {
 	asked("a viewer at the best level", func(a guest.UpdateArgs, n int) bool { return n >= 3 && a.Refresh == 0 })
 	v.SetLevel(2)
 	asked("its only viewer behind", func(a guest.UpdateArgs, _ int) bool { return a.Refresh < 0 })
-	src.mu.Lock()
-	src.hold = true
-	src.mu.Unlock()
+	src.setStill(true)
 	_, n := src.last()
 	asked("the screen standing still", func(a guest.UpdateArgs, m int) bool { return m > n && a.Refresh < 0 })
 	_, n = src.last()
@@ -108,6 +122,17 @@ func TestRefreshAskedOnlyForBestLevel(t *testing.T) {
 	}
 	v.SetLevel(0)
 	asked("the viewer back at the best level", func(a guest.UpdateArgs, m int) bool { return m > n && a.Refresh == 0 })
+
+	// At the best level, a viewer whose link was held back lately refuses them too.
+	src.setStill(false)
+	v.SetRefresh(false)
+	asked("its only viewer refusing refreshes", func(a guest.UpdateArgs, _ int) bool { return a.Refresh < 0 })
+	src.setStill(true)
+	_, n = src.last()
+	asked("the screen standing still", func(a guest.UpdateArgs, m int) bool { return m > n && a.Refresh < 0 })
+	_, n = src.last()
+	v.SetRefresh(true)
+	asked("the viewer taking them again", func(a guest.UpdateArgs, m int) bool { return m > n && a.Refresh == 0 })
 }
 
 // TestRefreshOnlyForBestLevel: the same with the real driver on Xvfb. A viewer behind its
