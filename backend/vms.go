@@ -72,8 +72,12 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 	return vm.New(cfg)
 }
 
-// engineConnectTimeout bounds the engine's discovery and connection.
-const engineConnectTimeout = 20 * time.Second
+// engineConnectTimeout bounds the engine's discovery and connection; engineWaitMax the wait
+// of a request that needs the engine for its outcome (longer: the wait ends with it).
+const (
+	engineConnectTimeout = 20 * time.Second
+	engineWaitMax        = 30 * time.Second
+)
 
 // connectEngine connects the engine chosen at New and hands it to the VM manager, in the
 // background (a goroutine Start starts and Close stops): the server answers meanwhile and
@@ -162,8 +166,15 @@ func (b *Backend) connectedEngine() *ConnectedEngine {
 	return b.engine
 }
 
-// housekeeper returns the leftovers' housekeeper, or why there is none now.
-func (b *Backend) housekeeper() (*housekeeping.Housekeeper, error) {
+// housekeeper returns the leftovers' housekeeper, or why there is none. While the engine
+// connects it waits for it (as the Local VM's operations do), at most engineWaitMax and
+// until ctx ends.
+func (b *Backend) housekeeper(ctx context.Context) (*housekeeping.Housekeeper, error) {
+	if b.engineDone != nil {
+		wctx, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.engineWait, engineWaitMax))
+		b.WaitEngine(wctx)
+		cancel()
+	}
 	b.engMu.Lock()
 	defer b.engMu.Unlock()
 	switch {
@@ -180,7 +191,7 @@ func (b *Backend) housekeeper() (*housekeeping.Housekeeper, error) {
 type engineHousekeeping struct{ b *Backend }
 
 func (h engineHousekeeping) Scan(ctx context.Context) (housekeeping.Report, error) {
-	hk, err := h.b.housekeeper()
+	hk, err := h.b.housekeeper(ctx)
 	if err != nil {
 		return housekeeping.Report{}, err
 	}
@@ -188,7 +199,7 @@ func (h engineHousekeeping) Scan(ctx context.Context) (housekeeping.Report, erro
 }
 
 func (h engineHousekeeping) Clean(ctx context.Context, sel housekeeping.Selection) ([]housekeeping.Outcome, error) {
-	hk, err := h.b.housekeeper()
+	hk, err := h.b.housekeeper(ctx)
 	if err != nil {
 		return nil, err
 	}
