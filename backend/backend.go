@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
+	"cubicle/backend/link"
 	"cubicle/backend/mcpserver"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
@@ -99,6 +100,11 @@ type Config struct {
 	// directory is new (no data file yet) and an engine is there (issue 30): the shells set
 	// it; tests that only need a server leave it off.
 	PrepareOnFirstStart bool
+
+	// Tests: engineConnect replaces ConnectEngineWith (to hold the connection back),
+	// engineWait vm.Config.ConnectWait.
+	engineConnect func(context.Context, store.EngineSettings, *slog.Logger) (*ConnectedEngine, error)
+	engineWait    time.Duration
 }
 
 // Backend is the running set of services.
@@ -137,17 +143,26 @@ type Backend struct {
 	Setup      *setup.Service
 	FirstStart bool
 
-	engine *ConnectedEngine // nil when no engine was found
-	// engineInUse are the engine settings this process started with, engineProblem why no
-	// engine is connected (see enginechoice.go).
-	engineInUse   store.EngineSettings
+	// The engine connects in the background (connectEngine, started by Start): engine is
+	// nil until it is connected (or when none was found), engineProblem says why (while it
+	// connects: vm.ErrConnecting); both guarded by engMu, as is Housekeeping. engineDone is
+	// closed when the connection settled (nil: no engine to connect).
+	engMu         sync.Mutex
+	engine        *ConnectedEngine
 	engineProblem string
-	computers     *computers     // each turn's computer (the gate's plan)
-	place         *placement     // which node an agent's (and a desktop's) calls go to
-	local         *localRunner   // the managed local runner; nil when node "local" is direct
-	bg            sync.WaitGroup // background stops started by control changes, the backup loop
-	stopBG        context.CancelFunc
-	stats         *statsSampler // desktops' CPU and memory for administrators (stats.go)
+	engineDone    chan struct{}
+	stopConnect   context.CancelFunc
+	connWG        sync.WaitGroup
+	// engineInUse are the engine settings this process started with (see enginechoice.go),
+	// linkMode how desktops' drivers are to be reached (CUBICLE_GUEST_LINK).
+	engineInUse store.EngineSettings
+	linkMode    link.Mode
+	computers   *computers     // each turn's computer (the gate's plan)
+	place       *placement     // which node an agent's (and a desktop's) calls go to
+	local       *localRunner   // the managed local runner; nil when node "local" is direct
+	bg          sync.WaitGroup // background stops started by control changes, the backup loop
+	stopBG      context.CancelFunc
+	stats       *statsSampler // desktops' CPU and memory for administrators (stats.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -264,13 +279,7 @@ func (b *Backend) build() error {
 	if err != nil {
 		return err
 	}
-	var hk api.Housekeeping
-	if b.engine != nil {
-		if b.Housekeeping, err = NewHousekeeper(b.engine.Client, b.cfg.DataDir, b.Store, b.log.With("svc", "housekeeping")); err != nil {
-			return err
-		}
-		hk = b.Housekeeping
-	}
+	hk := engineHousekeeping{b}
 	b.Tokens = apitoken.New(b.Store, b.Profiles)
 	mc, err := newMCPComputers(b)
 	if err != nil {
@@ -316,12 +325,21 @@ func (b *Backend) Start(ctx context.Context) error {
 		return err
 	}
 	if b.local != nil {
-		// The managed local runner connects in the background (localrunner.go): node
-		// "local" is served directly until it is up, and shows as connecting.
+		// The managed local runner connects in the background (localrunner.go) once the
+		// engine has: node "local" is served directly until it is up, and shows as connecting.
 		b.runnerConnecting()
-		b.local.start(b.Nodes, b.runnerUp)
 	} else {
 		b.runnerUp()
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	b.stopConnect = cancel
+	if b.VMs.Connecting() {
+		// The engine connects in the background (vms.go): the server answers meanwhile.
+		b.engineDone = make(chan struct{})
+		b.connWG.Add(1)
+		go b.connectEngine(cctx)
+	} else {
+		b.engineSettled()
 	}
 	b.stats.start()
 	bctx, cancel := context.WithCancel(context.Background())
@@ -334,7 +352,10 @@ func (b *Backend) Start(ctx context.Context) error {
 		b.bg.Add(1)
 		go func() {
 			defer b.bg.Done()
-			b.Setup.PrepareFirstStart(bctx)
+			// after the engine's connection settled (it connects behind the start, vms.go)
+			if b.WaitEngine(bctx) == nil {
+				b.Setup.PrepareFirstStart(bctx)
+			}
 		}()
 	}
 	return ctx.Err()
@@ -386,6 +407,10 @@ func (b *Backend) LocalSession() (auth.Principal, error) {
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		var errs []error
+		if b.stopConnect != nil {
+			b.stopConnect() // the engine's connection (and the runner it starts) first
+			b.connWG.Wait()
+		}
 		if b.Chat != nil {
 			b.Chat.StopAll()
 		}
@@ -421,8 +446,8 @@ func (b *Backend) Close() error {
 		if b.DeskEgress != nil {
 			errs = append(errs, b.DeskEgress.Close()) // after the VM manager: no desktop is started any more
 		}
-		if b.engine != nil {
-			errs = append(errs, b.engine.Close())
+		if eng := b.connectedEngine(); eng != nil {
+			errs = append(errs, eng.Close())
 		}
 		errs = append(errs, b.Events.Close()) // after the VM manager: its last changes are published
 		errs = append(errs, b.Store.Close())

@@ -157,16 +157,46 @@ func (s runStore) PutToolRun(r store.ToolRun) error {
 }
 
 // runnerConnecting announces that node "local" (this process) is connecting its managed local
-// runner; runnerUp follows once it is connected.
+// runner (and, before it, its engine); runnerUp follows once it is connected.
 func (b *Backend) runnerConnecting() {
+	kind, problem := b.engineNamed()
 	b.Events.Publish(events.RunnerStatus, events.AdminsOnly, events.Runner{NodeID: b.nodeID(), State: events.RunnerConnecting,
-		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH})
+		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, Engine: kind, EngineError: problem})
 }
 
-// runnerUp announces the managed local runner (node "local" in this process). The runner link
-// of external runners publishes the same event type when it comes.
+// runnerUp announces the managed local runner (node "local" in this process), with its
+// engine as far as it is known. The runner link of external runners publishes the same
+// event type when it comes.
 func (b *Backend) runnerUp() {
+	kind, problem := b.engineNamed()
 	b.Events.Publish(events.RunnerStatus, events.AdminsOnly, events.Runner{NodeID: b.nodeID(), State: events.RunnerConnected,
-		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Managed: true, Version: b.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, Engine: kind, EngineError: problem,
 		Capabilities: []string{computer.CapHostTools, computer.CapHostDesktop}})
+}
+
+// engineNamed is the connected engine's kind, or why there is none ("" and the problem).
+func (b *Backend) engineNamed() (kind, problem string) {
+	b.engMu.Lock()
+	defer b.engMu.Unlock()
+	if b.engine != nil {
+		return string(b.engine.Endpoint.Kind), ""
+	}
+	return "", b.engineProblem
+}
+
+// engineSettled follows the engine's connection (connectEngine; at Start when there is no
+// engine to connect): the managed local runner starts, its hello naming the engine; in
+// direct mode node "local" is announced again with its engine, so that views read its
+// status again.
+func (b *Backend) engineSettled() {
+	if b.local == nil {
+		if b.engineDone != nil {
+			b.runnerUp()
+		}
+		return
+	}
+	kind, problem := b.engineNamed()
+	if err := b.local.start(b.Nodes, b.runnerUp, kind, problem); err != nil {
+		b.log.Error("the managed local runner cannot start; node local is served directly", "err", err)
+	}
 }

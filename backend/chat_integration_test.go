@@ -304,6 +304,9 @@ func startOnRealEngine(t *testing.T, level slog.Level) (b *Backend, dir string, 
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if (b.local != nil) != (localNodeModeOf(t) == LocalNodeRunner) {
 		t.Fatalf("node local is not reached as %s=%q says", LocalNodeEnv, os.Getenv(LocalNodeEnv))
 	}

@@ -10,9 +10,11 @@ import (
 
 	"cubicle/backend/api"
 	"cubicle/backend/deskegress"
+	"cubicle/backend/engine"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 )
 
 // egressBlocked publishes a refusal of a desktop's egress policy (deskegress.Config.OnBlocked).
@@ -63,10 +65,16 @@ func (e egressAPI) EgressView(ctx context.Context) (api.EgressView, error) {
 	slices.SortFunc(v.Agents, func(x, y api.AgentEgress) int {
 		return cmp.Or(strings.Compare(x.AgentName, y.AgentName), strings.Compare(x.AgentID, y.AgentID))
 	})
+	eng, problem := b.connectedEngine(), ""
+	if eng == nil {
+		_, problem = b.engineNamed()
+	}
 	switch {
-	case b.engine == nil:
+	case eng == nil && problem == vm.ErrConnecting:
+		v.Enforcement = vm.ErrConnecting
+	case eng == nil:
 		v.Enforcement = "no container engine on this node"
-	case b.engine.Kube != nil:
+	case eng.Kube != nil:
 		v.Enforcement = "desktops run on Kubernetes, where egress policies are not enforced yet (docs/egress.md): only open can be saved"
 	}
 	return v, nil
@@ -87,7 +95,7 @@ func (e egressAPI) localNode(node string) error {
 // enforceable refuses a policy other than open where desktops run on Kubernetes: the
 // NetworkPolicy is generated (deskegress.NetworkPolicy) but the engine does not apply it yet.
 func (e egressAPI) enforceable(p store.EgressPolicy) error {
-	if p.Mode != deskegress.Open && e.b.engine != nil && e.b.engine.Kube != nil {
+	if p.Mode != deskegress.Open && engine.Kind(e.b.engineInUse.Kind) == engine.Kubernetes {
 		return fault.Conflict("egress policies are not enforced on Kubernetes desktops yet (docs/egress.md): only \"open\" can be saved here")
 	}
 	return nil

@@ -408,6 +408,9 @@ func TestHousekeepingOnRealEngine(t *testing.T) {
 	if err := other.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := other.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	img, err := e.b.Store.VMImage("local", "standard")
 	if err != nil {
 		t.Fatal(err)

@@ -100,6 +100,9 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if b.engine == nil || b.engine.Endpoint.Kind != engine.Docker || b.engine.Endpoint.Socket != sock {
 		t.Fatalf("connected engine %+v, want Docker at %s", b.engine, sock)
 	}

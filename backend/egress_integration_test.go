@@ -150,6 +150,9 @@ func TestDesktopEgressPolicy(t *testing.T) {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
 	if _, err := b.VMs.Prepare(pctx, "standard"); err != nil {
 		t.Fatalf("prepare: %v", err)

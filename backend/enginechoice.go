@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 	"cubicle/images"
 )
 
@@ -161,9 +162,12 @@ func (b *Backend) EngineStatus() (api.EngineStatus, error) {
 	if err != nil {
 		return api.EngineStatus{}, err
 	}
-	st := api.EngineStatus{Settings: eff, Saved: saved, Overrides: over, Problem: b.engineProblem}
-	if b.engine != nil {
-		st.Active, st.Endpoint, st.ImagesProblem = string(b.engine.Endpoint.Kind), b.engine.Endpoint.Socket, b.engine.ImagesProblem
+	b.engMu.Lock()
+	eng, problem := b.engine, b.engineProblem
+	b.engMu.Unlock()
+	st := api.EngineStatus{Settings: eff, Saved: saved, Overrides: over, Problem: problem, Connecting: problem == vm.ErrConnecting}
+	if eng != nil {
+		st.Active, st.Endpoint, st.ImagesProblem = string(eng.Endpoint.Kind), eng.Endpoint.Socket, eng.ImagesProblem
 	}
 	st.RestartNeeded = eff != b.engineInUse
 	return st, nil

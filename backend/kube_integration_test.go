@@ -56,6 +56,9 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if g := b.VMs.GuestLink(); g.Primary != "exec" || g.Mount {
 		t.Fatalf("guest link on a cluster = %+v, want exec without a mount", g)
 	}

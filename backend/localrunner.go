@@ -56,7 +56,8 @@ func localNodeMode(cfg string) (string, error) {
 // manager directly (placement.local) — the same manager and store the runner wraps, so
 // nothing a person has is lost or doubled — and the runner shows as connecting.
 type localRunner struct {
-	r   *runner.Runner
+	cfg runner.ManagedConfig // the runner's; its engine is named when it starts
+	r   *runner.Runner       // set by start
 	ln  *memListener
 	srv *http.Server
 
@@ -82,20 +83,26 @@ func (b *Backend) buildLocalRunner() (*localRunner, error) {
 	mux.Handle("GET "+wire.ConnectPath, b.Nodes)
 	lr.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(b.log.Handler(), slog.LevelDebug)}
-	cfg := runner.ManagedConfig{VMs: b.VMs, Token: tok, Dial: lr.ln.dial, Version: b.cfg.Version,
-		EngineError: b.engineProblem, Logger: b.log.With("svc", "local-runner")}
-	if b.engine != nil {
-		cfg.Engine = string(b.engine.Endpoint.Kind)
-	}
-	if lr.r, err = runner.NewManaged(cfg); err != nil {
+	lr.cfg = runner.ManagedConfig{VMs: b.VMs, Token: tok, Dial: lr.ln.dial, Version: b.cfg.Version,
+		Logger: b.log.With("svc", "local-runner")}
+	if _, err := runner.NewManaged(lr.cfg); err != nil { // checked now; made when it starts
 		return nil, err
 	}
 	return lr, nil
 }
 
-// start serves the accept path and runs the runner, and returns at once: onUp runs (from a
-// goroutine lr owns) when the runner's link is first up. Until then Connected is false.
-func (lr *localRunner) start(hub *nodes.Hub, onUp func()) {
+// start serves the accept path and runs the runner, whose hello names engine (the
+// engine's kind, "" when there is none, then engineErr says why), and returns at once:
+// onUp runs (from a goroutine lr owns) when the runner's link is first up. Until then
+// Connected is false.
+func (lr *localRunner) start(hub *nodes.Hub, onUp func(), engine, engineErr string) error {
+	cfg := lr.cfg
+	cfg.Engine, cfg.EngineError = engine, engineErr
+	r, err := runner.NewManaged(cfg)
+	if err != nil {
+		return err
+	}
+	lr.r = r
 	rctx, cancel := context.WithCancel(context.Background())
 	lr.cancel = cancel
 	lr.wg.Add(3)
@@ -128,6 +135,7 @@ func (lr *localRunner) start(hub *nodes.Hub, onUp func()) {
 		close(lr.up)
 		onUp()
 	}()
+	return nil
 }
 
 // Connected reports whether the runner's link was up at least once (from then on node

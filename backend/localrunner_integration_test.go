@@ -44,6 +44,9 @@ func TestLocalNodeUpgradeBothWays(t *testing.T) {
 		if err := b.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if err := b.WaitEngine(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if mode == LocalNodeRunner {
 			waitLocalLinked(t, b) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
 		}
@@ -162,6 +165,9 @@ func BenchmarkLocalNode(bb *testing.B) {
 	}
 	defer b.Close()
 	if err := b.Start(ctx); err != nil {
+		bb.Fatal(err)
+	}
+	if err := b.WaitEngine(ctx); err != nil {
 		bb.Fatal(err)
 	}
 	storeID := b.Store.Identity().ID

@@ -33,6 +33,10 @@ func startLocalNode(t *testing.T, dir, mode string) (*Backend, func(method, path
 		b.Close()
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(t.Context()); err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(b.API.Handler())
 	t.Cleanup(ts.Close)
 	sess, err := b.LocalSession()

@@ -36,6 +36,9 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	e := &routesEnv{t: t, b: b}
 	adm, err := b.LocalSession()
 	if err != nil {

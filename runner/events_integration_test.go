@@ -39,6 +39,9 @@ func startServerIn(t *testing.T, dir, listen string, ready func(*server)) (*serv
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	jar, _ := cookiejar.New(nil)
 	s := &server{b: b, http: &http.Client{Jar: jar, Timeout: 20 * time.Minute}}
 	if ready != nil {

@@ -77,6 +77,9 @@ func startServerWith(t *testing.T, listen string, edit func(*backend.Config)) *s
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)

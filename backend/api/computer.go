@@ -543,6 +543,7 @@ func (k *computerConn) writeLoop() {
 		// behind); its picture is not exact until a keyframe.
 		skippedRefresh bool
 		askedKey       bool // a keyframe was asked for to end skippedRefresh
+		refreshing     bool // the viewer takes lossless refreshes (screen.RegionViewer.SetRefresh)
 		// A stream that failed while its desktop runs is retried after a backoff (1 s doubling
 		// to 30 s, reset by what it sends): the desktop's state has not changed, so no event comes.
 		retry   <-chan time.Time
@@ -581,7 +582,7 @@ func (k *computerConn) writeLoop() {
 			if k.v2 && regions && d.Client != noRegions {
 				var v *screen.RegionViewer
 				if v, err = cfg.Screens.WatchRegions(d.ID, rs); err == nil {
-					rviewer, watching, flow = v, d, screen.Flow{}
+					rviewer, watching, flow, refreshing = v, d, screen.Flow{}, true
 					k.mu.Lock()
 					k.rviewer = v
 					k.mu.Unlock()
@@ -625,11 +626,17 @@ func (k *computerConn) writeLoop() {
 		if !ok {
 			return nil
 		}
-		// A viewer whose link is behind skips lossless refreshes: they only repeat, exactly,
-		// pixels it has at its JPEG quality (its picture stays whole), and on a slow link a
-		// refresh of a photo costs seconds. Once the link keeps up at the best quality again,
-		// a keyframe brings the refreshes back.
-		if flow.Level() > 0 {
+		// A viewer whose link is behind, or was lately, skips lossless refreshes: they only
+		// repeat, exactly, pixels it has at its JPEG quality (its picture stays whole), and
+		// on a slow link a refresh of a photo costs seconds. It tells the hub, so that the
+		// driver makes none while no viewer takes them (issue 31 item 4). Once the link
+		// keeps up at the best quality again, a keyframe brings the refreshes back.
+		calm := flow.Calm(now)
+		if calm != refreshing {
+			refreshing = calm
+			rviewer.SetRefresh(calm)
+		}
+		if !calm {
 			if n := len(b.Updates); n > 0 {
 				b.Updates = slices.DeleteFunc(b.Updates, func(u *guest.Update) bool { return u.Refresh && !u.Key })
 				skippedRefresh = skippedRefresh || len(b.Updates) < n

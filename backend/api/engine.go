@@ -24,8 +24,10 @@ type EngineStatus struct {
 	// Active is the engine this process runs desktops on ("" none), Endpoint where it is.
 	Active   string `json:"active"`
 	Endpoint string `json:"endpoint,omitempty"`
-	// Problem says why no engine is connected.
-	Problem string `json:"problem,omitempty"`
+	// Problem says why no engine is connected; Connecting: it is still being connected
+	// (the server has just started).
+	Problem    string `json:"problem,omitempty"`
+	Connecting bool   `json:"connecting,omitempty"`
 	// Settings are the effective settings of this process; Saved the admin's saved choice.
 	Settings store.EngineSettings `json:"settings"`
 	Saved    store.EngineSettings `json:"saved"`

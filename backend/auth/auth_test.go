@@ -10,6 +10,8 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 func newService(t *testing.T, now func() time.Time) (*Service, *store.Store) {
@@ -178,5 +180,17 @@ func TestLoadOrCreateKey(t *testing.T) {
 	os.WriteFile(path, []byte("short"), 0o600)
 	if _, err := LoadOrCreateKey(path); !errors.Is(err, fault.ErrConflict) {
 		t.Fatalf("damaged key: %v", err)
+	}
+}
+
+// TestDummyHash: the written-out hash an unknown username is compared against is a bcrypt
+// hash at the cost real passwords get (so both take the same time) of its phrase.
+func TestDummyHash(t *testing.T) {
+	cost, err := bcrypt.Cost(dummyHash)
+	if err != nil || cost != bcrypt.DefaultCost {
+		t.Fatalf("dummy hash cost %d (%v), want %d", cost, err, bcrypt.DefaultCost)
+	}
+	if err := bcrypt.CompareHashAndPassword(dummyHash, []byte("cubicle-timing-equaliser")); err != nil {
+		t.Fatalf("dummy hash is not of its phrase: %v", err)
 	}
 }

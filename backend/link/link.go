@@ -173,6 +173,15 @@ func New(cfg Config) *Links {
 	return &Links{cfg: cfg, log: cfg.Logger, entries: map[string]*entry{}}
 }
 
+// SetEngine sets the choice and the exec transport once the engine they depend on is
+// connected (a manager whose engine connects in the background starts with the default
+// choice and no exec link). Connections made before keep their transport.
+func (l *Links) SetEngine(c Choice, exec Transport) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg.Choice, l.cfg.Exec = c, exec
+}
+
 // Choice returns how new desktops are reached: the configured choice, or exec once the
 // socket link failed on this engine (auto mode).
 func (l *Links) Choice() Choice {
@@ -415,6 +424,8 @@ func (l *Links) transport(name string) Transport {
 	case NameSocket:
 		return l.cfg.Socket
 	case NameExec:
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		return l.cfg.Exec
 	}
 	return nil

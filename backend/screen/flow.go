@@ -26,6 +26,7 @@ type Flow struct {
 	upAt     time.Time // last step up (zero: none yet)
 	upEvery  time.Duration
 	heldLast time.Time // end of the last window in which the viewer was held back
+	heldEver time.Time // the same, zero while it never was
 	measured bool      // the connection reports its backlog (then write times do not count)
 	msgs     int       // messages written in the current window
 	updates  int       // updates they carried (merged ones included)
@@ -66,6 +67,14 @@ func (f *Flow) Level() int { return f.level }
 func (f *Flow) Budget() int {
 	b := flowMinBudget + int(f.bw*flowDelay.Seconds())
 	return min(b, flowMaxBudget)
+}
+
+// Calm reports whether the viewer's link carries the best level without being held back:
+// at level 0, and not held back for flowCalm (or never). Only then are lossless refreshes
+// worth sending it: a refresh repeats, exactly, what stopped changing, and on a photo a whole
+// screen is megabytes — seconds on a slow link, during which no change gets through.
+func (f *Flow) Calm(now time.Time) bool {
+	return f.level == 0 && (f.heldEver.IsZero() || now.Sub(f.heldEver) >= flowCalm)
 }
 
 // Rate returns the estimated link rate in bytes per second (0 while unknown).
@@ -150,7 +159,7 @@ func (f *Flow) adjust(now time.Time) {
 	merging := f.updates >= int(flowBusyRate*win.Seconds()) && float64(f.msgs) < flowMergeShare*float64(f.updates)
 	f.held, f.windowAt, f.msgs, f.updates = 0, now, 0, 0
 	if held > 0 || merging {
-		f.heldLast = now
+		f.heldLast, f.heldEver = now, now
 	}
 	switch {
 	case float64(held) > flowHeldShare*float64(win) || merging:

@@ -68,6 +68,9 @@ func TestFlow(t *testing.T) {
 	if level != 0 || fps < 29 {
 		t.Errorf("fast link: level %d, %.1f fps; want level 0 at ~30 fps", level, fps)
 	}
+	if !fast.Calm(start.Add(20 * time.Second)) {
+		t.Error("a fast link is not calm: it would get no lossless refreshes")
+	}
 
 	var f Flow
 	slow := &link{rate: 10e6 / 8, rtt: 40 * time.Millisecond}
@@ -79,12 +82,18 @@ func TestFlow(t *testing.T) {
 		t.Errorf("estimated rate %.0f B/s, the link carries %.0f", r, slow.rate)
 	}
 	t.Logf("10 Mbit/s: level %d (%+v), %.1f fps, budget %d bytes", level, Levels[level], fps, f.Budget())
+	if f.Calm(end) {
+		t.Error("a 10 Mbit/s link that holds updates back is calm: it would get lossless refreshes (megabytes on a photo)")
+	}
 
 	// The link recovers: the same Flow climbs back.
 	slow.rate = 100e6
-	fps, level, _ = simulate(&f, slow, end, 60*time.Second, sizes)
+	fps, level, end = simulate(&f, slow, end, 60*time.Second, sizes)
 	if level != 0 || fps < 29 {
 		t.Errorf("recovered link: level %d, %.1f fps; want level 0 at ~30 fps", level, fps)
+	}
+	if !f.Calm(end) {
+		t.Error("a recovered link is not calm again")
 	}
 
 	// Without backlog reports, slow writes alone bring the level down.

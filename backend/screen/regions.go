@@ -140,6 +140,10 @@ type RegionHub struct {
 	err       error                      // guarded by mu; why the hub ended
 	stopped   bool                       // guarded by mu
 	published uint64                     // guarded by mu; updates published (for tests and logs)
+	// noRefresh: the update asked for now was asked without refreshes; cancelCall ends that
+	// ask (a viewer came to the best level: it is asked again with them). Guarded by mu.
+	noRefresh  bool
+	cancelCall context.CancelFunc
 }
 
 func (h *RegionHub) ended() bool {
@@ -158,6 +162,7 @@ func (h *RegionHub) add() *RegionViewer {
 		v.awaitKey = true
 	}
 	h.mu.Unlock()
+	h.refreshWanted() // it starts at the best level
 	if v.awaitKey {
 		h.askKey()
 	}
@@ -223,10 +228,16 @@ func (h *RegionHub) end(err error) {
 	}
 }
 
-// levels returns the levels viewers are at, best first.
+// levels returns the levels viewers are at, best first (the best level alone when there is
+// no viewer).
 func (h *RegionHub) levels() []Level {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.levelsLocked()
+}
+
+// levelsLocked is levels; the caller holds mu.
+func (h *RegionHub) levelsLocked() []Level {
 	used := [len(Levels)]bool{}
 	for v := range h.viewers {
 		used[v.Level()] = true
@@ -243,6 +254,18 @@ func (h *RegionHub) levels() []Level {
 	return ls
 }
 
+// refreshingLocked reports whether a viewer takes lossless refreshes (with none, the driver
+// is asked for them as before viewers say otherwise: a viewer starts taking them). The
+// caller holds mu.
+func (h *RegionHub) refreshingLocked() bool {
+	for v := range h.viewers {
+		if v.takesRefresh() {
+			return true
+		}
+	}
+	return len(h.viewers) == 0
+}
+
 // stopErr is what a viewer ends with when the hub's context ended.
 func (h *RegionHub) stopErr() error {
 	if h.hubs.ctx.Err() != nil {
@@ -252,7 +275,11 @@ func (h *RegionHub) stopErr() error {
 }
 
 // run is the update stream: it asks the driver for each next update, paced to MaxFPS, and
-// publishes it to every viewer.
+// publishes it to every viewer. Lossless refreshes are asked for only while a viewer takes
+// them (at the best level, its link calm: see SetRefresh): a refresh is a lossless encode of
+// everything that stopped changing — on a photo a whole screen is megabytes, and on a busy
+// machine its PNG takes the driver most of a second, during which no change reaches anyone
+// (issue 31 item 4: the live view stalled behind a slow link under load).
 func (h *RegionHub) run(ctx context.Context) {
 	defer h.hubs.wg.Done()
 	log := h.hubs.log.With("desktop", h.id, "stream", h.stream)
@@ -278,8 +305,23 @@ func (h *RegionHub) run(ctx context.Context) {
 			t.Stop()
 		}
 		next = time.Now().Add(gap)
-		qs, scales := args(h.levels())
-		u, err := h.src.NextUpdate(ctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: qs, Scales: scales})
+		cctx, cancelCall := context.WithCancel(ctx)
+		h.mu.Lock()
+		ls := h.levelsLocked()
+		h.noRefresh, h.cancelCall = !h.refreshingLocked(), cancelCall
+		var refresh time.Duration
+		if h.noRefresh {
+			refresh = -1 // nobody takes refreshes: the driver makes none
+		}
+		h.mu.Unlock()
+		qs, scales := args(ls)
+		u, err := h.src.NextUpdate(cctx, guest.UpdateArgs{Stream: h.stream, After: after, Qualities: qs, Scales: scales, Refresh: refresh})
+		recalled := cctx.Err() != nil && ctx.Err() == nil // by refreshWanted
+		cancelCall()
+		if err != nil && recalled {
+			next = time.Time{}
+			continue // a viewer came to the best level: ask again, with refreshes
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -423,6 +465,7 @@ type RegionViewer struct {
 
 	mu        sync.Mutex
 	level     int             // guarded by mu; index into Levels
+	noRefresh bool            // guarded by mu; it does not take lossless refreshes (SetRefresh)
 	pending   []*guest.Update // guarded by mu
 	bytes     int             // guarded by mu; of pending
 	awaitKey  bool            // guarded by mu; only a keyframe may come next
@@ -581,6 +624,41 @@ func (v *RegionViewer) SetLevel(l int) {
 	v.mu.Lock()
 	v.level = min(max(l, 0), len(Levels)-1)
 	v.mu.Unlock()
+	if v.takesRefresh() {
+		v.hub.refreshWanted()
+	}
+}
+
+// SetRefresh says whether the viewer takes lossless refreshes (the default): a viewer whose
+// link is behind, or was lately, drops them, and while no viewer takes them the driver is
+// not asked to make them. Only a viewer at the best level takes them in any case.
+func (v *RegionViewer) SetRefresh(take bool) {
+	v.mu.Lock()
+	v.noRefresh = !take
+	v.mu.Unlock()
+	if v.takesRefresh() {
+		v.hub.refreshWanted()
+	}
+}
+
+// takesRefresh reports whether v takes lossless refreshes: at the best level, and not
+// refused by SetRefresh.
+func (v *RegionViewer) takesRefresh() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.level == 0 && !v.noRefresh && !v.closed
+}
+
+// refreshWanted ends an update asked for without refreshes: a viewer takes them again (run
+// asks again, with them, so that what stopped changing becomes exact even on a screen that
+// no longer changes).
+func (h *RegionHub) refreshWanted() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.noRefresh && h.cancelCall != nil {
+		h.noRefresh = false
+		h.cancelCall()
+	}
 }
 
 // Refresh asks for a keyframe for this viewer (a client that lost track of its screen); what

@@ -41,7 +41,7 @@ func (m *Manager) AdminAct(ctx context.Context, id, action string, force bool) (
 		return InstanceView{}, fault.Conflict("desktop %q is a fixed desktop managed by Compose: it cannot be %s from Cubicle "+
 			"(change compose.desktops.yaml and run docker compose up instead)", in.Name, pastTense(action))
 	}
-	if _, err := m.needEngine(); err != nil {
+	if _, err := m.needEngine(ctx); err != nil {
 		return InstanceView{}, err
 	}
 	var orphan bool
@@ -146,7 +146,7 @@ type InstanceStats struct {
 // Stats samples the CPU and memory of every running desktop of the node (the engine's stats,
 // taken concurrently). Desktops that stopped meanwhile are left out.
 func (m *Manager) Stats(ctx context.Context) ([]InstanceStats, error) {
-	eng, err := m.needEngine()
+	eng, err := m.engineNow() // a sample does not wait for a connecting engine
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func (m *Manager) AgentData(ctx context.Context, accountID, agentID string, meas
 		names[i] = v.Name
 	}
 	if len(d.Volumes) > 0 && measure {
-		if eng, err := m.needEngine(); err != nil {
+		if eng, err := m.engineNow(); err != nil {
 			d.SizeProblem = err.Error()
 		} else if sizes, err := eng.VolumeSizes(ctx, names); err != nil {
 			d.SizeProblem = "the engine could not measure the volumes: " + err.Error()
@@ -289,7 +289,7 @@ func (m *Manager) ForgetAgent(ctx context.Context, accountID, agentID string, re
 		}
 	}
 	if len(own) > 0 {
-		if _, err := m.needEngine(); err != nil {
+		if _, err := m.needEngine(ctx); err != nil {
 			return err
 		}
 	}
@@ -315,7 +315,7 @@ func (m *Manager) ForgetAgent(ctx context.Context, accountID, agentID string, re
 				if v == "" {
 					continue
 				}
-				if err := m.cfg.Engine.RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
+				if err := m.engine().RemoveVolume(ctx, v); err != nil && !errors.Is(err, fault.ErrNotFound) {
 					return fmt.Errorf("delete volume %s: %w", v, err)
 				}
 				m.log.Info("deleted a deleted agent's volume on request", "volume", v, "agent", agentID)

@@ -79,7 +79,7 @@ func (m *Manager) resolveBrowser(accountID, agentID string) (store.VMInstance, s
 	in = store.VMInstance{ID: id, NodeID: m.node, AccountID: accountID, Scope: scopeBrowser, AgentID: agentID,
 		ImageKey: string(images.Standard), ContainerName: name, ProfileVol: name + "-browser",
 		State: StateAbsent, CreatedAt: now, UpdatedAt: now}
-	if m.cfg.MapUsers {
+	if m.engines().mapUsers {
 		in.UserNSBase = userNSBase(id)
 	}
 	return in, ag, nil
@@ -123,8 +123,8 @@ func (m *Manager) Browser(accountID, agentID string) (InstanceView, error) {
 // VMReady reports whether agentID's Local VM can be used now, for the computer "auto": its
 // image is prepared, and its desktop runs or a desktop slot is free. why says what is missing.
 func (m *Manager) VMReady(ctx context.Context, accountID, agentID string) (ok bool, why string) {
-	if m.cfg.Engine == nil {
-		return false, "no container engine (" + m.cfg.EngineProblem + ")"
+	if m.engine() == nil {
+		return false, "no container engine (" + m.engines().problem + ")"
 	}
 	in, _, err := m.resolve(accountID, agentID)
 	if err != nil {
@@ -170,7 +170,7 @@ func (m *Manager) preparedRef(ctx context.Context, in store.VMInstance) (string,
 		return "", err
 	}
 	if in.Scope == scopeBrowser {
-		if l, ok := m.cfg.Images.(interface {
+		if l, ok := m.engines().images.(interface {
 			List(ctx context.Context) ([]images.Status, error)
 		}); ok {
 			sts, lerr := l.List(ctx)

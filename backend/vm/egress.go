@@ -10,7 +10,7 @@ import (
 // the node, after an administrator changed it. A desktop on which it fails is stopped, so none
 // keeps running under a policy wider than the one saved. It returns what failed.
 func (m *Manager) ReapplyEgress(ctx context.Context) error {
-	eng := m.cfg.Engine
+	eng := m.engine()
 	if eng == nil || m.cfg.Egress == nil {
 		return nil
 	}

@@ -30,10 +30,11 @@ type follower struct {
 // subscribe opens the engine's event stream, or returns nil (the watcher retries) when there
 // is no engine or it refuses.
 func (m *Manager) subscribe(ctx context.Context) *engine.EventStream {
-	if m.cfg.Engine == nil {
+	eng := m.engine()
+	if eng == nil {
 		return nil
 	}
-	s, err := m.cfg.Engine.Events(m.ctx, nil)
+	s, err := eng.Events(m.ctx, nil)
 	if err != nil {
 		m.log.Warn("cannot follow the engine's events; retrying", "err", err)
 		m.setUnreachable(err)
@@ -46,8 +47,12 @@ func (m *Manager) subscribe(ctx context.Context) *engine.EventStream {
 // every desktop of the node is unreachable: links are refused at once (Link), operations
 // fail with the engine's error, and views say so (HealthUnreachable); nothing is recorded as
 // stopped on that account. When the engine answers again, the next resync reconciles the
-// records with what it runs.
+// records with what it runs. While the engine still connects (Config.Connecting) the
+// desktops are unreachable the same way, saying so.
 func (m *Manager) Unreachable() string {
+	if m.Connecting() {
+		return ErrConnecting
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.unreachable
@@ -90,7 +95,7 @@ func (m *Manager) setUnreachable(err error) {
 // re-subscribes with a backoff when the stream ends, and runs resync on its interval.
 func (m *Manager) watch(stream *engine.EventStream) {
 	defer m.wg.Done()
-	if m.cfg.Engine == nil {
+	if m.engine() == nil {
 		return
 	}
 	ticker := time.NewTicker(m.cfg.ResyncInterval)
@@ -220,7 +225,7 @@ func (m *Manager) follow(id string) {
 func (m *Manager) resync() {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
-	cs, err := m.cfg.Engine.ListContainers(ctx, map[string]string{engine.LabelManaged: "true", LabelNode: m.node})
+	cs, err := m.engine().ListContainers(ctx, map[string]string{engine.LabelManaged: "true", LabelNode: m.node})
 	if err != nil {
 		if m.ctx.Err() == nil {
 			m.log.Warn("resync with the engine", "err", err)
@@ -279,7 +284,7 @@ func (m *Manager) owns(c engine.ContainerState, in store.VMInstance, known bool)
 
 // containersOf lists the containers of in that this store owns.
 func (m *Manager) containersOf(ctx context.Context, in store.VMInstance) ([]engine.ContainerState, error) {
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return nil, err
 	}

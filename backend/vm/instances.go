@@ -79,7 +79,7 @@ func (m *Manager) resolve(accountID, agentID string) (store.VMInstance, store.Ag
 		ContainerName: name, WorkspaceVol: name + "-workspace", ProfileVol: name + "-browser",
 		State: StateAbsent, CreatedAt: now, UpdatedAt: now,
 	}
-	if m.cfg.MapUsers {
+	if m.engines().mapUsers {
 		in.UserNSBase = userNSBase(id)
 	}
 	return in, ag, nil
@@ -251,7 +251,7 @@ func (m *Manager) StopInstance(ctx context.Context, id, reason string) error {
 //
 // Like Act, it runs detached from ctx.
 func (m *Manager) DeleteData(ctx context.Context, id string) error {
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return err
 	}

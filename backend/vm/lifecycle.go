@@ -79,9 +79,16 @@ func kindOf(in store.VMInstance) kind {
 // With replace (recreate), an existing container is removed after the slot is reserved and a
 // new one is created from the image in's key now names; the record stays "creating" all along.
 func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, labels map[string]string, replace bool) (err error) {
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return err
+	}
+	if in.UserNSBase == 0 && in.ContainerID == "" && m.engines().mapUsers {
+		// A record resolved while the engine was still connecting did not know whether
+		// desktops get their own user namespace; a new one (not stored yet) gets it now.
+		if _, err := m.st.VMInstance(in.ID); errors.Is(err, fault.ErrNotFound) {
+			in.UserNSBase = userNSBase(in.ID)
+		}
 	}
 	m.mu.Lock()
 	preparing := m.preparing > 0
@@ -235,7 +242,7 @@ func (m *Manager) failedUp(ctx context.Context, in *store.VMInstance, k kind, ca
 		}
 		return
 	}
-	if eng := m.cfg.Engine; eng != nil && in.ContainerID != "" {
+	if eng := m.engine(); eng != nil && in.ContainerID != "" {
 		if err := eng.StopContainer(rctx, in.ContainerID, m.cfg.StopTimeout); err != nil && !errors.Is(err, fault.ErrNotFound) {
 			m.log.Error("stop a desktop that did not come up", "instance", in.ID, "err", err)
 		}
@@ -389,7 +396,7 @@ func (m *Manager) wall(ctx context.Context, eng Engine, in *store.VMInstance) er
 // start-up, started outside Cubicle): its network namespace may be new. When the wall fails
 // the container is stopped, so that no desktop runs unwalled.
 func (m *Manager) wallOrStop(ctx context.Context, in *store.VMInstance) error {
-	eng := m.cfg.Engine
+	eng := m.engine()
 	if eng == nil || m.cfg.HostWall == nil {
 		return nil
 	}
@@ -550,7 +557,7 @@ func (m *Manager) stopLocked(ctx context.Context, id string, takeLock bool) erro
 	if in.ContainerID == "" || in.State == StateAbsent {
 		return nil
 	}
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return err
 	}
@@ -602,7 +609,7 @@ func (m *Manager) syncAfter(ctx context.Context, id string, cause error) error {
 
 // removeLocked removes in's container (never its volumes). The instance's queue is held.
 func (m *Manager) removeLocked(ctx context.Context, in store.VMInstance) error {
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func (m *Manager) CancelPrepare(key string) (PrepareState, error) {
 // StartPrepare starts preparing key in the background and returns its progress; when a
 // preparation of key already runs, it is joined (never run twice).
 func (m *Manager) StartPrepare(key string) (PrepareState, error) {
-	j, err := m.startPrepare(key)
+	j, err := m.startPrepare(context.Background(), key)
 	if err != nil {
 		return PrepareState{}, err
 	}
@@ -85,7 +85,7 @@ func (m *Manager) StartPrepare(key string) (PrepareState, error) {
 // Prepare prepares key (joining a running preparation of it) and waits for the result, or
 // for ctx (which abandons the wait, not the preparation).
 func (m *Manager) Prepare(ctx context.Context, key string) (store.VMImage, error) {
-	j, err := m.startPrepare(key)
+	j, err := m.startPrepare(ctx, key)
 	if err != nil {
 		return store.VMImage{}, err
 	}
@@ -110,7 +110,9 @@ func (m *Manager) PrepareStates() []PrepareState {
 	return out
 }
 
-func (m *Manager) startPrepare(key string) (*prepJob, error) {
+// startPrepare starts (or joins) the preparation of key; ctx bounds only the wait for an
+// engine that is still connecting.
+func (m *Manager) startPrepare(ctx context.Context, key string) (*prepJob, error) {
 	k, err := images.ParseKey(key)
 	if err != nil {
 		return nil, err
@@ -119,13 +121,13 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 		return nil, fault.Conflict("this node runs fixed desktops from compose.desktops.yaml: their images are set by the " +
 			"deployment and cannot be prepared here")
 	}
-	if _, err := m.needEngine(); err != nil {
+	if _, err := m.needEngine(ctx); err != nil {
 		return nil, err
 	}
-	if m.cfg.Images == nil && m.cfg.ImagesProblem != "" {
-		return nil, fault.Unavailable("image preparation is not available: %s", m.cfg.ImagesProblem)
+	if es := m.engines(); es.images == nil && es.imagesProblem != "" {
+		return nil, fault.Unavailable("image preparation is not available: %s", es.imagesProblem)
 	}
-	if m.cfg.Images == nil {
+	if m.engines().images == nil {
 		return nil, fault.Unavailable("image preparation is not available: the image builder could not be set up " +
 			"(see the Cubicle log); run `cubicle doctor`")
 	}
@@ -223,7 +225,7 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 		}
 	}
 	m.progress(j, "image", "looking for a compatible image", 5)
-	res, err := m.cfg.Images.Ensure(ctx, key, func(p images.Progress) {
+	res, err := m.engines().images.Ensure(ctx, key, func(p images.Progress) {
 		pct := -1.0
 		if p.Percent >= 0 {
 			pct = 5 + p.Percent*0.8
@@ -259,7 +261,7 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 // probe runs ref in a throw-away desktop, checks the driver's handshake and takes a real
 // screenshot that is not blank, then removes the desktop.
 func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hello, error) {
-	eng, err := m.needEngine()
+	eng, err := m.needEngine(ctx)
 	if err != nil {
 		return guest.Hello{}, err
 	}

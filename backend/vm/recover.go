@@ -24,11 +24,11 @@ import (
 //
 // Containers of other data directories (another store id) are never touched nor listed.
 func (m *Manager) reconcile(ctx context.Context) error {
-	if m.cfg.Engine == nil {
-		m.log.Warn("no container engine; desktops are not reconciled", "problem", m.cfg.EngineProblem)
+	if m.engine() == nil {
+		m.log.Warn("no container engine; desktops are not reconciled", "problem", m.engines().problem)
 		return nil
 	}
-	eng := m.cfg.Engine
+	eng := m.engine()
 	ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelManaged: "true", LabelNode: m.node})
 	if err != nil {
 		return fmt.Errorf("list desktop containers: %w", err)
@@ -118,7 +118,7 @@ func (m *Manager) reconcileOne(ctx context.Context, in store.VMInstance, cs []en
 		if err := m.setState(&in, StateStopping, ""); err != nil {
 			return err
 		}
-		m.settle(ctx, m.cfg.Engine, c.ID) // a stop the engine is still carrying out
+		m.settle(ctx, m.engine(), c.ID) // a stop the engine is still carrying out
 		return m.stopLocked(ctx, in.ID, false)
 	case state == StateRunning:
 		m.log.Info("adopted running desktop", "instance", in.ID, "container", c.Name)
@@ -184,7 +184,7 @@ func (m *Manager) adoptOneCompose(ctx context.Context, d ComposeDesktop) error {
 	} else if err != nil {
 		return err
 	}
-	ctrs, err := m.cfg.Engine.ListContainers(ctx, map[string]string{LabelCompose: d.Name})
+	ctrs, err := m.engine().ListContainers(ctx, map[string]string{LabelCompose: d.Name})
 	if err != nil {
 		return fmt.Errorf("list compose desktop %s: %w", d.Name, err)
 	}

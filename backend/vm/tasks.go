@@ -68,7 +68,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		return "", fault.Conflict("this node runs only the fixed desktops of compose.desktops.yaml, so a task helper " +
 			"cannot get a task-isolated desktop here; do the task without a helper")
 	}
-	if _, err := m.needEngine(); err != nil {
+	if _, err := m.needEngine(ctx); err != nil {
 		return "", err
 	}
 	agentIn, _, err := m.resolve(spec.AccountID, spec.AgentID)
@@ -94,7 +94,7 @@ func (m *Manager) CreateTask(ctx context.Context, spec TaskSpec) (string, error)
 		now := m.clock.Now().UTC()
 		in := store.VMInstance{ID: id, NodeID: m.node, AccountID: spec.AccountID, Scope: scopeTask, AgentID: spec.AgentID,
 			Name: spec.Helper, ImageKey: agentIn.ImageKey, ContainerName: "cubicle-" + id, State: StateAbsent, CreatedAt: now}
-		if m.cfg.MapUsers {
+		if m.engines().mapUsers {
 			in.UserNSBase = userNSBase(id)
 		}
 		if in.ImageKey != "" {
@@ -140,7 +140,7 @@ func (m *Manager) removeTaskLocked(ctx context.Context, id string) error {
 	}
 	m.clearIdle(id)
 	m.links.Drop(id)
-	if eng := m.cfg.Engine; eng != nil {
+	if eng := m.engine(); eng != nil {
 		start := time.Now()
 		ctrs, err := eng.ListContainers(ctx, map[string]string{engine.LabelInstance: id, LabelNode: m.node, LabelRole: RoleTask})
 		if err != nil {

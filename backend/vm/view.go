@@ -21,6 +21,9 @@ type EngineView struct {
 	// Unreachable says why the engine stopped answering (its event stream or a comparison
 	// failed), while it does not; desktops are then unreachable and refused (fail closed).
 	Unreachable string `json:"unreachable,omitempty"`
+	// Connecting: the engine is still being connected (the server has just started); the
+	// desktops are shown as they were recorded and answer once it is there.
+	Connecting bool `json:"connecting,omitempty"`
 }
 
 // ImageView is one image key with its prepared record, if any.
@@ -180,7 +183,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 		}
 		st.Images = append(st.Images, iv)
 	}
-	if st.Compose && m.cfg.Engine != nil {
+	if st.Compose && m.engine() != nil {
 		if err := m.adoptCompose(ctx); err != nil {
 			m.log.Warn("refresh compose desktops", "err", err)
 		}
@@ -200,13 +203,13 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 }
 
 func (m *Manager) engineView(ctx context.Context) EngineView {
-	if m.cfg.Engine == nil {
-		_, err := m.needEngine()
-		return EngineView{Problem: err.Error()}
+	eng, err := m.engineNow()
+	if err != nil {
+		return EngineView{Problem: err.Error(), Connecting: m.Connecting()}
 	}
 	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	info, err := m.cfg.Engine.Info(ictx)
+	info, err := eng.Info(ictx)
 	if err != nil {
 		return EngineView{Problem: "the container engine does not answer: " + err.Error(), Unreachable: m.Unreachable()}
 	}

@@ -54,6 +54,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cubicle/backend/engine"
@@ -164,13 +165,23 @@ type ComposeDesktop struct {
 
 // Config configures a Manager. Store and DataDir are required; Engine and Images may be nil
 // when no engine was found (the manager then reports EngineProblem and refuses operations
-// that need one).
+// that need one), or while it connects (Connecting).
 type Config struct {
 	Store  *store.Store
 	Engine Engine
 	// EngineProblem says why Engine is nil and how to fix it (shown to admins).
 	EngineProblem string
-	Images        ImageBuilder
+	// Connecting: Engine is nil because the engine is being connected in the background;
+	// AttachEngine or EngineFailed follows. Until then the engine is shown as connecting,
+	// desktops' links are refused, and operations that need the engine wait for it (at most
+	// ConnectWait, and their context) before they answer fault.ErrUnavailable ("the container
+	// engine is still connecting"). Nothing is recorded meanwhile: the records stay as they
+	// are until the engine is there to compare them with.
+	Connecting bool
+	// ConnectWait bounds an operation's wait for a connecting engine; 0 = 30 s (longer than a
+	// connection may take: the wait ends with its outcome).
+	ConnectWait time.Duration
+	Images      ImageBuilder
 	// ImagesProblem says why Images is nil when the reason is known (shown when an admin
 	// prepares an image).
 	ImagesProblem string
@@ -311,7 +322,35 @@ type Manager struct {
 	unreachable string
 	started     bool
 	closed      bool
+
+	eng       atomic.Pointer[engineSet] // the engine and what comes with it (AttachEngine)
+	connected chan struct{}             // closed when a connecting engine is attached or failed
 }
+
+// engineSet is the engine the manager uses and what comes with it. Set by New from Config,
+// replaced once by AttachEngine or EngineFailed when the engine connects in the background.
+type engineSet struct {
+	engine        Engine
+	problem       string // why engine is nil
+	connecting    bool
+	images        ImageBuilder
+	imagesProblem string
+	mapUsers      bool
+}
+
+// EngineSetup is what a connected engine brings (AttachEngine): the engine, the image
+// builder (or why there is none), how drivers are reached on it, and whether desktops get
+// their own user namespace (see Config).
+type EngineSetup struct {
+	Engine        Engine
+	Images        ImageBuilder
+	ImagesProblem string
+	Link          link.Choice
+	MapUsers      bool
+}
+
+// ErrConnecting is the problem while the engine connects (Config.Connecting).
+const ErrConnecting = "the container engine is still connecting"
 
 // New checks cfg and returns a Manager. Nothing runs until Start.
 func New(cfg Config) (*Manager, error) {
@@ -373,14 +412,89 @@ func New(cfg Config) (*Manager, error) {
 	if id.ID == "" {
 		return nil, errors.New("vm: the store has no identity (open it with store.Open)")
 	}
+	if cfg.ConnectWait <= 0 {
+		cfg.ConnectWait = 30 * time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID, storeID: id.ID, ns: id.Namespace,
 		links: link.New(cfg.Link),
 		ctx:   ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
 		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
-		rebuild: map[string]bool{}, preps: map[string]*prepJob{},
-	}, nil
+		rebuild: map[string]bool{}, preps: map[string]*prepJob{}, connected: make(chan struct{}),
+	}
+	es := &engineSet{engine: cfg.Engine, problem: cfg.EngineProblem, images: cfg.Images, imagesProblem: cfg.ImagesProblem,
+		mapUsers: cfg.MapUsers, connecting: cfg.Connecting && cfg.Engine == nil}
+	if es.connecting {
+		es.problem = ErrConnecting
+	} else {
+		close(m.connected)
+	}
+	m.eng.Store(es)
+	return m, nil
+}
+
+// engines returns the engine set in force.
+func (m *Manager) engines() *engineSet { return m.eng.Load() }
+
+// engine returns the engine, nil while there is none (not found, or still connecting).
+func (m *Manager) engine() Engine { return m.engines().engine }
+
+// Connecting reports whether the engine is still being connected (Config.Connecting).
+func (m *Manager) Connecting() bool { return m.engines().connecting }
+
+// AttachEngine hands the manager the engine that connected in the background
+// (Config.Connecting): from now on it is used, drivers are reached as s.Link says, the
+// records are reconciled with what the engine runs (as Start does) and the engine's events
+// are followed. Operations waiting for the engine go on. ctx bounds the reconciliation. It is
+// an error after Close (the caller then releases the engine) or when no engine was awaited.
+func (m *Manager) AttachEngine(ctx context.Context, s EngineSetup) error {
+	if s.Engine == nil {
+		return errors.New("vm: AttachEngine without an engine")
+	}
+	m.mu.Lock()
+	if m.closed || !m.engines().connecting {
+		m.mu.Unlock()
+		return errors.New("vm: AttachEngine after Close, or without a connecting engine")
+	}
+	exec := m.cfg.Link.Exec
+	if exec == nil {
+		exec = link.Exec{Engine: s.Engine}
+	}
+	m.links.SetEngine(s.Link, exec)
+	m.eng.Store(&engineSet{engine: s.Engine, images: s.Images, imagesProblem: s.ImagesProblem, mapUsers: s.MapUsers})
+	started := m.started
+	if started {
+		m.wg.Add(1) // the watcher; Close waits for it
+	}
+	m.mu.Unlock()
+	close(m.connected)
+	if !started {
+		return nil // Start reconciles and follows
+	}
+	events := m.subscribe(ctx)
+	err := m.reconcile(ctx)
+	if err != nil {
+		// The engine answered its connection but not the listing: the watcher's comparisons
+		// reconcile the records once it does.
+		m.log.Warn("reconcile desktops with the engine that connected", "err", err)
+		m.setUnreachable(err)
+	}
+	go m.watch(events)
+	m.wakeLoop()
+	return nil
+}
+
+// EngineFailed records that the engine awaited (Config.Connecting) could not be connected:
+// problem says why and how to fix it; operations waiting for it fail with it.
+func (m *Manager) EngineFailed(problem string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.engines().connecting {
+		return
+	}
+	m.eng.Store(&engineSet{problem: problem})
+	close(m.connected)
 }
 
 // Start reconciles the store with the engine (see the package doc) and starts the loop and
@@ -392,6 +506,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("vm: Start called twice or after Close")
 	}
 	m.started = true
+	// With an engine still connecting, AttachEngine reconciles and follows it (it sees
+	// started); otherwise Start does.
+	withEngine := m.engine() != nil
 	m.mu.Unlock()
 	ns, err := m.st.NodeSettings(m.node)
 	if err != nil {
@@ -402,6 +519,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	if err := os.MkdirAll(m.runRoot(), 0o700); err != nil {
 		return fmt.Errorf("vm: start: create run directory: %w", err)
+	}
+	if !withEngine {
+		if m.Connecting() || m.engine() != nil {
+			m.log.Info("the container engine is still connecting; desktops are reconciled once it is there")
+		} else {
+			m.log.Warn("no container engine; desktops are not reconciled", "problem", m.engines().problem)
+		}
+		m.wg.Add(1)
+		go m.loop()
+		return nil
 	}
 	// Subscribe before looking, so that nothing that happens in between is missed.
 	events := m.subscribe(ctx)
@@ -432,7 +559,7 @@ func (m *Manager) Close() error {
 	m.cancel()
 	m.wg.Wait()
 	defer m.links.Close()
-	if !started || m.cfg.Engine == nil || len(m.cfg.Compose) > 0 {
+	if !started || m.engine() == nil || len(m.cfg.Compose) > 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -506,17 +633,38 @@ func (m *Manager) labels(instanceID, role string) map[string]string {
 	return l
 }
 
-// needEngine returns the engine, or the error that says how to get one.
-func (m *Manager) needEngine() (Engine, error) {
-	if m.cfg.Engine == nil {
-		msg := m.cfg.EngineProblem
+// needEngine returns the engine, or the error that says how to get one. While the engine
+// connects it waits for it, at most Config.ConnectWait and until ctx ends.
+func (m *Manager) needEngine(ctx context.Context) (Engine, error) {
+	if m.Connecting() {
+		t := time.NewTimer(m.cfg.ConnectWait)
+		select {
+		case <-m.connected:
+		case <-ctx.Done():
+		case <-t.C:
+		case <-m.ctx.Done():
+		}
+		t.Stop()
+	}
+	return m.engineNow()
+}
+
+// engineNow returns the engine, or at once the error that says how to get one (or that it
+// still connects).
+func (m *Manager) engineNow() (Engine, error) {
+	es := m.engines()
+	if es.connecting {
+		return nil, fault.Unavailable("%s; try again in a moment", ErrConnecting)
+	}
+	if es.engine == nil {
+		msg := es.problem
 		if msg == "" {
 			msg = "no container engine is connected: install Podman (apt-get install podman) and start its service " +
 				"(podman system service --time=0 unix:///run/podman/podman.sock &), or start Docker, then restart Cubicle"
 		}
 		return nil, fault.Unavailable("%s", msg)
 	}
-	return m.cfg.Engine, nil
+	return es.engine, nil
 }
 
 // instanceID derives a stable id from an instance's scope, so the same scope always maps to

@@ -84,8 +84,13 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
   });
 
   test('Local VM settings: policy controls save through the API and survive a reload', async (t) => {
-    const probe = await context.request.get(`${server.url}/api/app/admin/local-vm`);
+    let probe = await context.request.get(`${server.url}/api/app/admin/local-vm`);
     if (!(await needRoute(t, probe, 'Local VM'))) return;
+    // The engine connects behind the server's start: wait until it is there (or known missing).
+    for (let i = 0; i < 200 && (await probe.json()).engine.connecting; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      probe = await context.request.get(`${server.url}/api/app/admin/local-vm`);
+    }
     const before = await probe.json();
 
     await page.goto(`${server.url}/#/settings/local-vm`);

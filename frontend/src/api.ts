@@ -496,7 +496,7 @@ export interface ImageSourcesUpdate {
 /** GET /api/app/admin/local-vm. */
 export interface LocalVMStatus {
   nodeId: string;
-  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string; unreachable?: string };
+  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string; unreachable?: string; connecting?: boolean };
   compose: boolean;
   images: ImageView[] | null;
   preparing: boolean;

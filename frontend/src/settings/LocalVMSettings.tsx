@@ -207,10 +207,12 @@ function EngineCard({ client, status, onForbidden }: { client: Client; status: L
         </button>
       </div>
       {engine && (
-        <p class={`summary ${engine.found ? 'ok' : 'fail'}`} id="engine-line">
+        <p class={`summary ${engine.found ? 'ok' : engine.connecting ? '' : 'fail'}`} id="engine-line">
           {engine.found
             ? `Using ${engine.kind ?? 'engine'} ${engine.version ?? ''}${engine.rootless ? ' (rootless)' : ''}${engine.arch ? ` on ${engine.arch}` : ''}.`
-            : `No container engine: ${engine.problem ?? 'install and start Podman or Docker.'}`}
+            : engine.connecting
+              ? 'Connecting to the container engine… (Cubicle has just started; this updates by itself.)'
+              : `No container engine: ${engine.problem ?? 'install and start Podman or Docker.'}`}
         </p>
       )}
       {engine?.found && status?.guestLink && (
