@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
+	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
@@ -125,6 +126,8 @@ type Backend struct {
 	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
 	Tokens *apitoken.Service
 	MCP    *mcpserver.Server
+	// MCPClient is the MCP servers agents use (Settings → Tools).
+	MCPClient *mcpclient.Service
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 
@@ -366,6 +369,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Screens != nil {
 			errs = append(errs, b.Screens.Close())
+		}
+		if b.MCPClient != nil {
+			errs = append(errs, b.MCPClient.Close())
 		}
 		if b.Binder != nil {
 			errs = append(errs, b.Binder.Close())

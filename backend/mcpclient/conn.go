@@ -53,17 +53,20 @@ func (s *Service) connFor(srv store.MCPServer, t agent.TurnInfo) (*conn, error) 
 		key = srv.ID + "@" + dk
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, fault.Unavailable("the MCP client is shut down")
 	}
 	c := s.conns[key]
+	var old *conn
 	if c == nil || !c.srv.UpdatedAt.Equal(srv.UpdatedAt) {
-		if c != nil {
-			go c.close() // settings changed under a live connection (another process's update)
-		}
+		old = c // made with settings that changed since
 		c = &conn{svc: s, srv: srv, key: key}
 		s.conns[key] = c
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.close()
 	}
 	return c, nil
 }
@@ -158,8 +161,18 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 	defer cancel()
 	cs, err := client.Connect(cctx, tr, nil)
 	if err != nil {
+		why := ""
+		if l, ok := tr.(*mcp.IOTransport); ok {
+			if p, ok := l.Reader.(interface{ Log(context.Context) string }); ok {
+				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+				if log := p.Log(lctx); log != "" {
+					why = "; its output: " + log
+				}
+				lcancel()
+			}
+		}
 		closer()
-		return nil, nil, fault.Unavailable("MCP server %q cannot be reached: %v", c.srv.Name, cleanErr(err))
+		return nil, nil, fault.Unavailable("MCP server %q cannot be reached: %v%s", c.srv.Name, err, why)
 	}
 	return cs, closer, nil
 }
@@ -199,7 +212,7 @@ func (c *conn) list(ctx context.Context, t agent.TurnInfo) ([]*mcp.Tool, error) 
 		}
 		c.resetLocked()
 		if attempt > 0 || ctx.Err() != nil {
-			return nil, fault.Unavailable("MCP server %q did not list its tools: %v", c.srv.Name, cleanErr(err))
+			return nil, fault.Unavailable("MCP server %q did not list its tools: %v", c.srv.Name, err)
 		}
 	}
 }
@@ -248,8 +261,5 @@ func (c *conn) close() {
 	defer c.mu.Unlock()
 	c.resetLocked()
 }
-
-// cleanErr is err as people read it.
-func cleanErr(err error) error { return err }
 
 var _ http.RoundTripper = headerTransport{}
