@@ -105,8 +105,16 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
-	// MCP servers' secrets are sealed like model keys, under the same key file.
-	if b.MCPClient, err = mcpclient.New(mcpclient.Config{Store: b.Store, Key: key, Version: b.cfg.Version,
+	// MCP servers' secrets are sealed like model keys, under the same key file. A call their
+	// policy asks about waits for the person as long as an MCP call does
+	// ($CUBICLE_MCP_CONFIRM_TIMEOUT).
+	var ask time.Duration
+	if v := os.Getenv("CUBICLE_MCP_CONFIRM_TIMEOUT"); v != "" {
+		if ask, err = time.ParseDuration(v); err != nil || ask <= 0 {
+			return fmt.Errorf("CUBICLE_MCP_CONFIRM_TIMEOUT: %q is not a positive duration such as 90s or 5m", v)
+		}
+	}
+	if b.MCPClient, err = mcpclient.New(mcpclient.Config{Store: b.Store, Key: key, Version: b.cfg.Version, AskTimeout: ask,
 		Desktops: mcpDesktops{b}, Logger: b.log.With("svc", "mcpclient")}); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -172,6 +173,9 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 			}
 		}
 		closer()
+		if errors.Is(err, fault.ErrForbidden) {
+			why += " (an administrator may allow loopback and private addresses for this server in Settings → Tools)"
+		}
 		return nil, nil, fault.Unavailable("MCP server %q cannot be reached: %v%s", c.srv.Name, err, why)
 	}
 	return cs, closer, nil
@@ -247,13 +251,24 @@ func (c *conn) reset(cs *mcp.ClientSession) {
 }
 
 func (c *conn) resetLocked() {
-	if c.cs != nil {
-		c.cs.Close()
-	}
-	if c.closer != nil {
-		c.closer()
-	}
+	cs, closer := c.cs, c.closer
 	c.cs, c.closer, c.tools = nil, nil, nil
+	if cs == nil && closer == nil {
+		return
+	}
+	// Closing waits for the session's streams to end, which a stuck server can hold up for
+	// seconds: it runs apart (the Service's Close waits for it), so a call cut off at its
+	// deadline returns at the deadline.
+	c.svc.bg.Add(1)
+	go func() {
+		defer c.svc.bg.Done()
+		if cs != nil {
+			cs.Close()
+		}
+		if closer != nil {
+			closer()
+		}
+	}()
 }
 
 func (c *conn) close() {

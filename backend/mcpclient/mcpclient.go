@@ -94,6 +94,7 @@ type Service struct {
 	asked map[string]time.Time
 	// closed is set by Close; guarded by mu.
 	closed bool
+	bg     sync.WaitGroup // sessions being closed (conn.resetLocked)
 }
 
 // New returns a Service.
@@ -132,6 +133,7 @@ func (s *Service) Close() error {
 	for _, c := range conns {
 		c.close()
 	}
+	s.bg.Wait()
 	return nil
 }
 
