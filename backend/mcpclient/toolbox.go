@@ -206,6 +206,9 @@ func (s *Service) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, 
 			"The server may be stuck; try again later or do the task another way (an administrator can raise the server's timeout in Settings → Tools).",
 			m.srv.Name, m.tool.Name, timeout))
 		return agent.StateError
+	case err != nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)):
+		out.Text(fmt.Sprintf("Error: MCP server %q ended while it ran %s (it is started again at the next call): %v", m.srv.Name, m.tool.Name, err))
+		return agent.StateError
 	case err != nil:
 		out.Text(fmt.Sprintf("Error: MCP server %q: %s: %v", m.srv.Name, m.tool.Name, err))
 		return agent.StateError
