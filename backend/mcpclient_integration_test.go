@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -475,5 +476,66 @@ func TestMCPClientEgress(t *testing.T) {
 	}
 	if got := b.MCPClient.Tools(context.Background(), ti); len(got) != 5 {
 		t.Fatalf("allowed: %d tools", len(got))
+	}
+}
+
+// TestMCPClientStdioOnRealDesktop runs a stdio MCP server inside an agent's real desktop (the
+// standard image in Podman; the desktop is started by the first use): through a chat turn its
+// tools are listed and called — it runs as the desktop's user — and a call that kills it is an
+// error after which the next call starts it again.
+func TestMCPClientStdioOnRealDesktop(t *testing.T) {
+	b, _, _ := startOnRealDesktop(t, slog.LevelWarn)
+	adminAcc, err := b.Auth.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := auth.Principal{AccountID: adminAcc.ID, Username: adminAcc.Username, Role: adminAcc.Role}
+	ada, err := b.Profiles.Create(admin.AccountID, "Ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &scriptedModel{}
+	msrv := httptest.NewServer(model)
+	defer msrv.Close()
+	allow := true
+	if _, err := b.Models.Set(models.Update{BaseURL: msrv.URL + "/v1", Model: "scripted", AllowPrivate: &allow}); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("mcpclient/testdata/stdio-server.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, tr, cmd, sec := "sh", mcpclient.TransportStdio, "/bin/sh", "in-the-desktop-secret"
+	srv, err := b.MCPClient.Create(admin, mcpclient.Input{Name: &name, Transport: &tr, Command: &cmd, Args: []string{"-c", string(script)},
+		Env: map[string]*string{"MCP_TEST_SECRET": &sec}, Policy: &store.MCPPolicy{Default: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.MCPClient.SetAgentServers(admin, ada.ID, []string{srv.ID}); err != nil {
+		t.Fatal(err)
+	}
+	model.push(
+		callStep("s1", "mcp_sh_whoami", map[string]any{}),
+		callStep("s2", "mcp_sh_die", map[string]any{}),
+		callStep("s3", "mcp_sh_whoami", map[string]any{}),
+		callStep("s4", "computer_shell", map[string]any{"command": "cat /tmp/cubicle-mcp/*.pid"}),
+		textStep("done"),
+	)
+	res := results(turn(t, b, admin.AccountID, ada.ID, "s1", "use the stdio server"))
+	if got := toolsOffered(t, model, 0); !hasAll(got, "mcp_sh_whoami", "mcp_sh_die") {
+		t.Fatalf("offered %v", got)
+	}
+	if res["s1"][0] != agent.StateSuccess || !strings.Contains(res["s1"][1], "user=cua ") || !strings.Contains(res["s1"][1], "secret="+sec) {
+		t.Fatalf("whoami in the desktop: %+v", res["s1"])
+	}
+	if res["s2"][0] != agent.StateError || !strings.Contains(res["s2"][1], "started again") {
+		t.Fatalf("die: %+v", res["s2"])
+	}
+	if res["s3"][0] != agent.StateSuccess || res["s3"][1] == res["s1"][1] {
+		t.Fatalf("after the server died: %+v (before %+v)", res["s3"], res["s1"])
+	}
+	pid := strings.Fields(strings.SplitN(res["s3"][1], "pid=", 2)[1])[0]
+	if res["s4"][0] != agent.StateSuccess || !strings.Contains(res["s4"][1], pid) {
+		t.Fatalf("the server's process in the desktop (pid %s): %+v", pid, res["s4"])
 	}
 }
