@@ -1,6 +1,6 @@
 // Settings (admin only): Local VM (engine report, image preparation, isolation and idle
 // policies, instances), Model (the chat model), Users (accounts, roles, host access),
-// Security (the safety layers) and Runners (execution nodes). The sections live in src/settings/.
+// Security (the safety layers), Tools (MCP servers agents use) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
 import { useTitle } from '../hooks';
@@ -11,6 +11,7 @@ import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 import { RunnersSettings } from '../settings/RunnersSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
+import { ToolsSettings } from '../settings/ToolsSettings';
 import { UsersSettings } from '../settings/UsersSettings';
 
 const sections: Array<{ id: SettingsSection; label: string }> = [
@@ -18,6 +19,7 @@ const sections: Array<{ id: SettingsSection; label: string }> = [
   { id: 'model', label: 'Model' },
   { id: 'users', label: 'Users' },
   { id: 'security', label: 'Security' },
+  { id: 'tools', label: 'Tools' },
   { id: 'host', label: 'Host' },
   { id: 'runners', label: 'Runners' },
 ];
@@ -59,6 +61,8 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
             <UsersSettings client={client} user={user} />
           ) : section === 'security' ? (
             <SecuritySettingsSection client={client} />
+          ) : section === 'tools' ? (
+            <ToolsSettings client={client} />
           ) : section === 'host' ? (
             <HostSettings client={client} />
           ) : section === 'runners' ? (
