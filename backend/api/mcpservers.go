@@ -17,6 +17,8 @@ type MCPServers interface {
 	Delete(p auth.Principal, id string) error
 	AgentServers(p auth.Principal, agentID string) ([]mcpclient.AgentServer, error)
 	SetAgentServers(p auth.Principal, agentID string, ids []string) ([]mcpclient.AgentServer, error)
+	// AgentDeleted forgets which servers a deleted agent used.
+	AgentDeleted(agentID string) error
 }
 
 func (s *Server) mcpServerRoutes(mux *router) {

@@ -337,6 +337,15 @@ func (s *Service) SetAgentServers(p auth.Principal, agentID string, ids []string
 	return s.AgentServers(p, agentID)
 }
 
+// AgentDeleted forgets which servers a deleted agent used. Policy rules naming it stay (the
+// administrator sees them; they match nothing).
+func (s *Service) AgentDeleted(agentID string) error {
+	return s.cfg.Store.UpdateMCPConfig(func(c *store.MCPConfig) error {
+		delete(c.Agents, agentID)
+		return nil
+	})
+}
+
 // reach checks that p may change agent agentID: its owner, or an administrator.
 func (s *Service) reach(p auth.Principal, agentID string) error {
 	a, err := s.cfg.Store.Agent(agentID)
