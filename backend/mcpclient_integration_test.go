@@ -440,7 +440,7 @@ func TestMCPClientHTTP(t *testing.T) {
 // TestMCPClientEgress: an HTTP MCP server on a loopback address is refused unless the
 // administrator allowed private addresses for it (the rule of model endpoints).
 func TestMCPClientEgress(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -476,6 +476,27 @@ func TestMCPClientEgress(t *testing.T) {
 	}
 	if got := b.MCPClient.Tools(context.Background(), ti); len(got) != 5 {
 		t.Fatalf("allowed: %d tools", len(got))
+	}
+
+	// The older HTTP+SSE transport, with the same rule.
+	sse := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return ms.srv }, nil))
+	t.Cleanup(func() { sse.CloseClientConnections(); sse.Close() })
+	name, tr, u = "old", "sse", sse.URL
+	s2, err := b.MCPClient.Create(admin, mcpclient.Input{Name: &name, Transport: &tr, URL: &u, AllowPrivate: &yes,
+		Policy: &store.MCPPolicy{Default: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.MCPClient.SetAgentServers(admin, a.ID, []string{s.ID, s2.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.MCPClient.Tools(context.Background(), ti); len(got) != 10 {
+		t.Fatalf("with the SSE server: %d tools", len(got))
+	}
+	out = agent.NewToolOutput("c2", func(agent.Event) {})
+	st = b.MCPClient.Call(context.Background(), ti, agent.ToolCall{ID: "c2", Name: "mcp_old_echo", Input: map[string]any{"text": "over sse"}}, out)
+	if st != agent.StateSuccess || out.Blocks()[0].Text != "echo: over sse" {
+		t.Fatalf("call over SSE: %s %+v", st, out.Blocks())
 	}
 }
 

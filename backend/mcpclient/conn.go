@@ -158,9 +158,25 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 	default:
 		return nil, nil, fault.Invalid("MCP server %q has an unknown transport %q", c.srv.Name, c.srv.Transport)
 	}
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	cs, err := client.Connect(cctx, tr, nil)
+	// The connection's own context lives until it is closed (the SSE transport's event
+	// stream runs in the context it was connected with); connecting is bounded apart, by the
+	// connect timeout and the caller's context.
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	timer := time.AfterFunc(connectTimeout, end)
+	stopCaller := context.AfterFunc(ctx, end)
+	cs, err := client.Connect(life, tr, nil)
+	timedOut := !timer.Stop()
+	cancelled := !stopCaller()
+	if err == nil && (timedOut || cancelled) {
+		cs.Close()
+		err = fmt.Errorf("connect: %w", context.DeadlineExceeded)
+	}
+	if err == nil {
+		prev := closer
+		closer = func() { end(); prev() }
+	} else {
+		defer end()
+	}
 	if err != nil {
 		why := ""
 		if l, ok := tr.(*mcp.IOTransport); ok {
