@@ -150,14 +150,20 @@ type Server struct {
 	Args         []string          `json:"args"`
 	Env          map[string]string `json:"env"` // masked values
 	// TimeoutSeconds bounds a tool call (the default when 0 was saved).
-	TimeoutSeconds int             `json:"timeoutSeconds"`
-	Disabled       bool            `json:"disabled"`
-	Policy         store.MCPPolicy `json:"policy"`
+	TimeoutSeconds int    `json:"timeoutSeconds"`
+	Disabled       bool   `json:"disabled"`
+	Policy         Policy `json:"policy"`
 	// Agents are the ids of the agents that use the server.
 	Agents    []string  `json:"agents"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	UpdatedBy string    `json:"updatedBy,omitempty"`
+}
+
+// Policy is a server's access policy as an administrator sees it (rules always a list).
+type Policy struct {
+	Default string          `json:"default"`
+	Rules   []store.MCPRule `json:"rules"`
 }
 
 // Input is a server as an administrator gives it. For an update, nil fields keep what was
@@ -546,7 +552,7 @@ func (s *Service) checkPolicy(p store.MCPPolicy) (store.MCPPolicy, error) {
 func (s *Service) view(srv store.MCPServer, c store.MCPConfig) Server {
 	v := Server{ID: srv.ID, Name: srv.Name, Transport: srv.Transport, Description: srv.Description, URL: srv.URL,
 		AllowPrivate: srv.AllowPrivate, Command: srv.Command, Args: slices.Clone(srv.Args), TimeoutSeconds: srv.TimeoutSeconds,
-		Disabled: srv.Disabled, Policy: srv.Policy, CreatedAt: srv.CreatedAt, UpdatedAt: srv.UpdatedAt, UpdatedBy: srv.UpdatedBy,
+		Disabled: srv.Disabled, Policy: Policy{Default: srv.Policy.Default, Rules: srv.Policy.Rules}, CreatedAt: srv.CreatedAt, UpdatedAt: srv.UpdatedAt, UpdatedBy: srv.UpdatedBy,
 		Headers: map[string]string{}, Env: map[string]string{}, Agents: []string{}}
 	if v.TimeoutSeconds == 0 {
 		v.TimeoutSeconds = int(DefaultTimeout / time.Second)

@@ -18,10 +18,13 @@ export function AgentMcpServers({ client, agentId }: { client: Client; agentId: 
   const toggle = async (id: string, on: boolean) => {
     setBusy(true);
     setError('');
-    const ids = servers.filter((s) => (s.id === id ? on : s.enabled)).map((s) => s.id);
+    const before = servers;
+    const next = servers.map((s) => (s.id === id ? { ...s, enabled: on } : s));
+    setServers(next); // shown at once; the server's answer replaces it
     try {
-      setServers(await client.setAgentMcpServers(agentId, ids));
+      setServers(await client.setAgentMcpServers(agentId, next.filter((s) => s.enabled).map((s) => s.id)));
     } catch (err) {
+      setServers(before);
       setError(messageFor(err));
     } finally {
       setBusy(false);

@@ -292,7 +292,7 @@ export function ToolsSettings({ client }: { client: Client }) {
                 {s.disabled && <span class="muted small"> · off</span>}
                 <span class="muted small">
                   {' '}
-                  · default {s.policy.default} · {s.policy.rules.length} rule{s.policy.rules.length === 1 ? '' : 's'} · {s.agents.length} agent
+                  · default {s.policy.default} · {(s.policy.rules ?? []).length} rule{(s.policy.rules ?? []).length === 1 ? '' : 's'} · {s.agents.length} agent
                   {s.agents.length === 1 ? '' : 's'}
                 </span>
               </div>
@@ -332,7 +332,7 @@ export function ToolsSettings({ client }: { client: Client }) {
                   }}
                 />
               )}
-              {open === s.id && <PolicyEditor key={s.updatedAt} server={s} onSave={async (p) => replace(await client.updateMcpServer(s.id, { policy: p }))} />}
+              {open === s.id && <PolicyEditor key={s.id} server={s} onSave={async (p) => replace(await client.updateMcpServer(s.id, { policy: p }))} />}
             </li>
           ))}
         </ul>
