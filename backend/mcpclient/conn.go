@@ -119,6 +119,14 @@ func (c *conn) session(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 		return nil, err
 	}
 	c.cs, c.closer, c.tools, c.failedAt, c.failure = cs, closer, nil, time.Time{}, nil
+	// A session that ends on its own (the server exited, the desktop stopped, the network
+	// broke) is dropped at once, so the next use connects again instead of failing once.
+	c.svc.bg.Add(1)
+	go func() {
+		defer c.svc.bg.Done()
+		cs.Wait()
+		c.reset(cs)
+	}()
 	return cs, nil
 }
 

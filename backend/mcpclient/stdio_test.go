@@ -140,8 +140,23 @@ func TestStdioServer(t *testing.T) {
 		t.Fatalf("after the server died: %s %q (before: %q)", st3, out3, out1)
 	}
 	pid := strings.Fields(strings.SplitN(out3, "pid=", 2)[1])[0]
-	s.Close()
+	// Killed from outside (as when the desktop stops): the session is dropped as it ends, so
+	// the next call starts the server again instead of failing.
+	if err := exec.Command("kill", "-KILL", pid).Run(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(5 * time.Second)
+	for exec.Command("kill", "-0", pid).Run() == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the session sees the end of its stream
+	st4, out4 := call("c4", "mcp_sh_whoami")
+	if st4 != agent.StateSuccess || out4 == out3 {
+		t.Fatalf("the first call after the server was killed: %s %q", st4, out4)
+	}
+	pid = strings.Fields(strings.SplitN(out4, "pid=", 2)[1])[0]
+	s.Close()
+	deadline = time.Now().Add(5 * time.Second)
 	for exec.Command("kill", "-0", pid).Run() == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server (pid %s) still runs after Close", pid)
