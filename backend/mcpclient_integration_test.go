@@ -438,7 +438,8 @@ func TestMCPClientHTTP(t *testing.T) {
 }
 
 // TestMCPClientEgress: an HTTP MCP server on a loopback address is refused unless the
-// administrator allowed private addresses for it (the rule of model endpoints).
+// administrator allowed private addresses for it (the rule of model endpoints); the older SSE
+// transport works; a stdio server starts no desktop for an agent that has none.
 func TestMCPClientEgress(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
@@ -497,6 +498,24 @@ func TestMCPClientEgress(t *testing.T) {
 	st = b.MCPClient.Call(context.Background(), ti, agent.ToolCall{ID: "c2", Name: "mcp_old_echo", Input: map[string]any{"text": "over sse"}}, out)
 	if st != agent.StateSuccess || out.Blocks()[0].Text != "echo: over sse" {
 		t.Fatalf("call over SSE: %s %+v", st, out.Blocks())
+	}
+
+	// A stdio server is never a reason to start a desktop for an agent that has none.
+	name, tr, cmd := "local", "stdio", "/bin/sh"
+	s3, err := b.MCPClient.Create(admin, mcpclient.Input{Name: &name, Transport: &tr, Command: &cmd, Policy: &store.MCPPolicy{Default: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.MCPClient.SetAgentServers(admin, a.ID, []string{s.ID, s2.ID, s3.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.MCPClient.Tools(context.Background(), ti); len(got) != 10 {
+		t.Fatalf("with a stdio server and no desktop: %d tools", len(got))
+	}
+	out = agent.NewToolOutput("c3", func(agent.Event) {})
+	st = b.MCPClient.Call(context.Background(), ti, agent.ToolCall{ID: "c3", Name: "mcp_local_x", Input: map[string]any{}}, out)
+	if st != agent.StateError || !strings.Contains(out.Blocks()[0].Text, "choose Local VM") {
+		t.Fatalf("a stdio server for an agent without a desktop: %s %+v", st, out.Blocks())
 	}
 }
 

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"io"
+	"time"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
@@ -14,10 +15,21 @@ import (
 // and the server is started in it through its driver (mcpclient.StartInDesk).
 type mcpDesktops struct{ b *Backend }
 
-// Key implements mcpclient.Desktops: an agent has one desktop of its own.
+// Key implements mcpclient.Desktops: an agent has one desktop of its own. An agent whose
+// computer has no desktop (none, host, browser only) runs no stdio servers: none is started
+// for them.
 func (d mcpDesktops) Key(t agent.TurnInfo) (string, error) {
 	if t.AgentID == "" || t.TaskID != "" {
 		return "", fault.Invalid("only an agent's own turns use stdio MCP servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env, err := d.b.computers.Environment(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	if !env.Plan.VM && !env.Plan.Cloud {
+		return "", fault.Conflict("stdio MCP servers run inside the agent's desktop, and this agent's computer has none: choose Local VM in its computer panel")
 	}
 	return "agent-" + t.AgentID, nil
 }
