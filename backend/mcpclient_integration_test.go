@@ -578,4 +578,10 @@ func TestMCPClientStdioOnRealDesktop(t *testing.T) {
 	if res["s4"][0] != agent.StateSuccess || !strings.Contains(res["s4"][1], pid) {
 		t.Fatalf("the server's process in the desktop (pid %s): %+v", pid, res["s4"])
 	}
+	// The next turn (another context) uses the same running server.
+	model.push(callStep("s5", "mcp_sh_whoami", map[string]any{}), textStep("done"))
+	res = results(turn(t, b, admin.AccountID, ada.ID, "s1", "again"))
+	if res["s5"][0] != agent.StateSuccess || res["s5"][1] != res["s3"][1] {
+		t.Fatalf("the next turn: %+v, want the same server as %+v", res["s5"], res["s3"])
+	}
 }

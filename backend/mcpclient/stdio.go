@@ -80,7 +80,9 @@ func StartInDesk(ctx context.Context, d Desk, p Process) (*Proc, error) {
 		return nil, fault.Unavailable("the stdio server %q could not be started in the desktop: %s", p.Command,
 			strings.TrimSpace(firstOf(string(res.Stderr), out, fmt.Sprintf("exit code %d", res.ExitCode))))
 	}
-	conn, err := d.Tunnel(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	// The stream outlives the turn that started the server: it is opened apart from the
+	// turn's cancellation (opening a tunnel has its own deadline).
+	conn, err := d.Tunnel(context.WithoutCancel(ctx), net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
