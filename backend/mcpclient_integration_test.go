@@ -580,8 +580,9 @@ func TestMCPClientStdioOnRealDesktop(t *testing.T) {
 	}
 	// The next turn (another context) uses the same running server.
 	model.push(callStep("s5", "mcp_sh_whoami", map[string]any{}), textStep("done"))
+	before := res["s3"][1]
 	res = results(turn(t, b, admin.AccountID, ada.ID, "s1", "again"))
-	if res["s5"][0] != agent.StateSuccess || res["s5"][1] != res["s3"][1] {
-		t.Fatalf("the next turn: %+v, want the same server as %+v", res["s5"], res["s3"])
+	if res["s5"][0] != agent.StateSuccess || res["s5"][1] != before {
+		t.Fatalf("the next turn: %+v, want the same server as %q", res["s5"], before)
 	}
 }
