@@ -204,7 +204,9 @@ func TestCheckArgs(t *testing.T) {
 	defer st.Close()
 	s := newService(t, st, dir)
 	a := agent.TurnInfo{SessionID: "s1", UserID: "bob", AgentID: "agentA"}
-	call := func(name string, in map[string]any) agent.ToolCall { return agent.ToolCall{ID: "c", Name: name, Input: in} }
+	call := func(name string, in map[string]any) agent.ToolCall {
+		return agent.ToolCall{ID: "c", Name: name, Input: in}
+	}
 	cases := []struct {
 		name string
 		call agent.ToolCall
