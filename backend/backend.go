@@ -31,6 +31,7 @@ import (
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/link"
+	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
@@ -136,6 +137,8 @@ type Backend struct {
 	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
 	Tokens *apitoken.Service
 	MCP    *mcpserver.Server
+	// MCPClient is the MCP servers agents use (Settings → Tools).
+	MCPClient *mcpclient.Service
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 	// Setup is the first-run path (backend/setup); FirstStart says this start made the data
@@ -298,7 +301,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -425,6 +428,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Screens != nil {
 			errs = append(errs, b.Screens.Close())
+		}
+		if b.MCPClient != nil {
+			errs = append(errs, b.MCPClient.Close())
 		}
 		if b.Binder != nil {
 			errs = append(errs, b.Binder.Close())

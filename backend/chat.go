@@ -18,6 +18,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/history"
 	"cubicle/backend/hostaccess"
+	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/sandbox"
@@ -104,8 +105,22 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
+	// MCP servers' secrets are sealed like model keys, under the same key file. A call their
+	// policy asks about waits for the person as long as an MCP call does
+	// ($CUBICLE_MCP_CONFIRM_TIMEOUT).
+	var ask time.Duration
+	if v := os.Getenv("CUBICLE_MCP_CONFIRM_TIMEOUT"); v != "" {
+		if ask, err = time.ParseDuration(v); err != nil || ask <= 0 {
+			return fmt.Errorf("CUBICLE_MCP_CONFIRM_TIMEOUT: %q is not a positive duration such as 90s or 5m", v)
+		}
+	}
+	if b.MCPClient, err = mcpclient.New(mcpclient.Config{Store: b.Store, Key: key, Version: b.cfg.Version, AskTimeout: ask,
+		Desktops: mcpDesktops{b}, Logger: b.log.With("svc", "mcpclient")}); err != nil {
+		return err
+	}
 	b.Chat, err = agent.New(agent.Config{
-		Tools: box, Models: b.Models.Resolve, Guard: turnGuard{gate: b.computers, sec: b.Security},
+		Tools: toolboxes{box: box, mcp: b.MCPClient}, Models: b.Models.Resolve,
+		Guard:    turnGuard{gate: b.computers, sec: b.Security, mcp: b.MCPClient},
 		Recorder: history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), Sessions: b.Store,
 		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
 		Logger: b.log.With("svc", "agent"), System: systemPrompt,
@@ -120,9 +135,28 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 type turnGuard struct {
 	gate tools.Environments
 	sec  *security.Service
+	mcp  *mcpclient.Service
 }
 
 func (g turnGuard) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
+	if mcpclient.Owns(c.Name) {
+		// An MCP server's tool: its server's access policy first, then the tool guard on
+		// the arguments (commands and paths), the stricter of the two.
+		d, why := g.mcp.Check(t, c)
+		if d == agent.Deny {
+			return d, why
+		}
+		d2, why2 := g.sec.CheckArgs(t, c)
+		switch {
+		case d2 == agent.Deny:
+			return d2, why2
+		case d2 == agent.Ask && d == agent.Ask:
+			return agent.Ask, why + "; " + why2
+		case d2 == agent.Ask:
+			return d2, why2
+		}
+		return d, why
+	}
 	if env, err := g.gate.Environment(context.Background(), t); err == nil {
 		plan := env.Plan
 		if t.TaskID != "" {
@@ -145,6 +179,23 @@ func (g turnGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason str
 }
 
 var _ agent.ConfirmRecorder = turnGuard{}
+
+// toolboxes are the runtime's tools: the app's own and the MCP servers' (mcp_*).
+type toolboxes struct {
+	box *tools.Box
+	mcp *mcpclient.Service
+}
+
+func (t toolboxes) Tools(ctx context.Context, ti agent.TurnInfo) []agent.ToolSpec {
+	return append(t.box.Tools(ctx, ti), t.mcp.Tools(ctx, ti)...)
+}
+
+func (t toolboxes) Call(ctx context.Context, ti agent.TurnInfo, c agent.ToolCall, out *agent.ToolOutput) string {
+	if mcpclient.Owns(c.Name) {
+		return t.mcp.Call(ctx, ti, c, out)
+	}
+	return t.box.Call(ctx, ti, c, out)
+}
 
 // callPlace is where a call acts, for the file guard: the agent's desktop working directory, or
 // for host tools the host they run on — this machine (home is its user's home), or a runner's

@@ -301,6 +301,8 @@ var adminReaches = map[string]string{
 	"POST /api/app/agents/{id}/model/test":           "admins test the model endpoints they approve",
 	"GET /api/app/agents/{id}/allow-rules":           "allow rules are an admin setting (Settings → Security)",
 	"DELETE /api/app/agents/{id}/allow-rules/{rule}": "allow rules are an admin setting (Settings → Security)",
+	"GET /api/app/agents/{id}/mcp-servers":           "admins configure MCP servers and which agents use them (Settings → Tools)",
+	"PUT /api/app/agents/{id}/mcp-servers":           "admins configure MCP servers and which agents use them (Settings → Tools)",
 }
 
 // routesOf reads the routes from the server's router; catch-alls (no method) are skipped.
@@ -491,6 +493,7 @@ var validBodies = map[string]string{
 	"PUT /api/app/agents/{id}/local-vm/image":     `{"imageKey":"standard"}`,
 	"PUT /api/app/agents/{id}/model":              `{"model":"m1","baseUrl":"http://127.0.0.1:9/v1"}`,
 	"PUT /api/app/agents/{id}/node":               `{"node":"local"}`,
+	"PUT /api/app/agents/{id}/mcp-servers":        `{"ids":[]}`,
 	"DELETE /api/app/agents/{id}":                 `{"removeDesktop":true,"deleteData":false}`,
 }
 

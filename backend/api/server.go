@@ -60,10 +60,12 @@ type Config struct {
 	Housekeeping Housekeeping
 	// Tokens are the personal API tokens; nil answers 503. MCP is the MCP endpoint served at
 	// /mcp behind the guard (it checks its own bearer token); nil: no /mcp.
-	Tokens  Tokens
-	MCP     http.Handler
-	Logger  *slog.Logger
-	Version string
+	Tokens Tokens
+	MCP    http.Handler
+	// MCPServers are the MCP servers agents use; nil answers 503.
+	MCPServers MCPServers
+	Logger     *slog.Logger
+	Version    string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
@@ -223,6 +225,7 @@ func (s *Server) routes(mux *router) {
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)
 	s.tokenRoutes(mux)
+	s.mcpServerRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

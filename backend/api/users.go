@@ -227,11 +227,17 @@ func (s *Server) putHostAccess(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.accountOf(a))
 }
 
-// agentDeleted forgets what the security layer keeps about a deleted agent (its allow rules).
+// agentDeleted forgets what the security layer keeps about a deleted agent (its allow rules)
+// and which MCP servers it used.
 func (s *Server) agentDeleted(id string) {
 	if s.cfg.Security != nil {
 		if err := s.cfg.Security.AgentDeleted(id); err != nil {
 			s.log.Warn("forget the allow rules of a deleted agent", "agent", id, "err", err)
+		}
+	}
+	if s.cfg.MCPServers != nil {
+		if err := s.cfg.MCPServers.AgentDeleted(id); err != nil {
+			s.log.Warn("forget the MCP servers of a deleted agent", "agent", id, "err", err)
 		}
 	}
 }

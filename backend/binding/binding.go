@@ -150,25 +150,36 @@ func (b *Binder) thread(t agent.TurnInfo) (*thread, error) {
 // Acquire implements tools.Desktops: the thread's desktop, started if needed, held as this
 // turn's task.
 func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer, error) {
+	d, err := b.AcquireDesktop(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return d.Computer, nil
+}
+
+// AcquireDesktop is Acquire that also gives the desktop's tunnels (for processes that serve
+// inside it, such as stdio MCP servers). A helper's task desktop has none.
+func (b *Binder) AcquireDesktop(ctx context.Context, t agent.TurnInfo) (Desktop, error) {
 	if t.SessionID == "" || t.UserID == "" {
-		return nil, fault.Invalid("a computer tool needs a chat thread (sessionId and userId)")
+		return Desktop{}, fault.Invalid("a computer tool needs a chat thread (sessionId and userId)")
 	}
 	if t.AgentID == "" {
-		return nil, fault.Invalid("this chat has no agent, so it has no computer; open the chat from an agent")
+		return Desktop{}, fault.Invalid("this chat has no agent, so it has no computer; open the chat from an agent")
 	}
 	if t.TaskID != "" {
-		return b.acquireTask(ctx, t)
+		c, err := b.acquireTask(ctx, t)
+		return Desktop{Computer: c}, err
 	}
 	th, err := b.thread(t)
 	if err != nil {
-		return nil, err
+		return Desktop{}, err
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	d, err := b.cfg.VMs.Ensure(ctx, t.UserID, t.AgentID)
 	if err != nil {
 		th.gaveUp(ctx, d.InstanceID, t)
-		return nil, fmt.Errorf("the agent's desktop: %w", err)
+		return Desktop{}, fmt.Errorf("the agent's desktop: %w", err)
 	}
 	if th.instanceID != d.InstanceID {
 		if th.task != "" {
@@ -183,11 +194,11 @@ func (b *Binder) Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer,
 			th.task = ""
 		}
 		if err := b.cfg.Tasks.BeginTask(th.instanceID, control.Agent{AgentID: t.AgentID, AgentName: b.cfg.Names(t.AgentID), TaskID: t.TurnID}); err != nil {
-			return nil, err
+			return Desktop{}, err
 		}
 		th.task = t.TurnID
 	}
-	return d.Computer, nil
+	return d, nil
 }
 
 // acquireTask binds a helper's task to its task-isolated desktop, creating it on the task's

@@ -450,6 +450,49 @@ func (s *Service) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, str
 	return agent.Decision(d), reason
 }
 
+// commandKeys are the arguments of a remote tool that the tool guard judges as shell
+// commands.
+var commandKeys = []string{"command", "cmd", "script"}
+
+// CheckArgs judges a call of a tool the app does not provide itself (an MCP server's, whose
+// own access policy decided whether it may run at all): the rules of the access policy here
+// that name it (none: allow), and the tool guard and the file guard on its arguments — paths
+// as for any tool, and a command ("command", "cmd", "script") as a shell command in the
+// agent's desktop — with the agent's allow rules.
+func (s *Service) CheckArgs(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, string) {
+	sf := *s.current()
+	pol := guard.Allow
+	if sf.Policy != nil {
+		if d, ok := sf.Policy.Explicit(c.Name); ok {
+			pol = d
+		}
+	}
+	if pol == guard.Deny {
+		return agent.Deny, fmt.Sprintf("the access policy does not allow the tool %s", c.Name)
+	}
+	sf.Policy = nil
+	at, rules := s.place(t, c.Name), s.agentRules(ruleOwner(t))
+	d, reason, _ := sf.Decide(guard.ToolCall{Name: c.Name, Args: c.Input}, at, rules)
+	for _, k := range commandKeys {
+		cmd, ok := c.Input[k].(string)
+		if !ok || strings.TrimSpace(cmd) == "" {
+			continue
+		}
+		args := map[string]any{"command": cmd}
+		if cwd, ok := c.Input["cwd"]; ok {
+			args["cwd"] = cwd
+		}
+		d2, r2, _ := sf.Decide(guard.ToolCall{Name: c.Name + "_shell", Args: args}, at, rules)
+		if guard.Combine(guard.Decision(d), d2) != guard.Decision(d) {
+			d, reason = d2, r2
+		}
+	}
+	if d == guard.Allow && pol == guard.Ask {
+		return agent.Ask, fmt.Sprintf("the access policy asks before the tool %s runs", c.Name)
+	}
+	return agent.Decision(d), reason
+}
+
 // AllowRule implements agent.Guard: the rule a person chose while confirming is saved for the
 // agent (see guard.ParseAllowRules); rules that would launder a CRITICAL finding are refused.
 func (s *Service) AllowRule(t agent.TurnInfo, c agent.ToolCall, rule string) error {

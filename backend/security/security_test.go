@@ -191,3 +191,55 @@ func TestProtectedPathsFollowTheHost(t *testing.T) {
 		}
 	}
 }
+
+// CheckArgs judges the arguments of tools the app does not provide (an MCP server's): not
+// denied for being unknown, but the guard still sees their commands and paths, and rules of
+// the access policy that name them apply.
+func TestCheckArgs(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "cubicle.db"), store.Options{KeepBackups: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := newService(t, st, dir)
+	a := agent.TurnInfo{SessionID: "s1", UserID: "bob", AgentID: "agentA"}
+	call := func(name string, in map[string]any) agent.ToolCall {
+		return agent.ToolCall{ID: "c", Name: name, Input: in}
+	}
+	cases := []struct {
+		name string
+		call agent.ToolCall
+		want agent.Decision
+	}{
+		{"no arguments", call("mcp_fs_list", map[string]any{}), agent.Allow},
+		{"a plain path", call("mcp_fs_read", map[string]any{"path": "notes/a.txt"}), agent.Allow},
+		{"a protected path", call("mcp_fs_read", map[string]any{"path": "/run/cubicle/driver.sock"}), agent.Deny},
+		{"a plain command", call("mcp_sh_run", map[string]any{"command": "ls -la"}), agent.Allow},
+		{"a risky command asks", call("mcp_sh_run", map[string]any{"command": "git push --force origin main"}), agent.Ask},
+		{"a command on a protected path", call("mcp_sh_run", map[string]any{"cmd": "cat /run/cubicle/driver.sock"}), agent.Deny},
+		{"a script key", call("mcp_sh_run", map[string]any{"script": "rm -rf ~"}), agent.Ask},
+	}
+	for _, c := range cases {
+		if d, why := s.CheckArgs(a, c.call); d != c.want {
+			t.Errorf("%s: %s (%s), want %s", c.name, d, why, c.want)
+		}
+	}
+	// Rules of Settings → Security's access policy that name the tools apply.
+	pol := map[string]string{"mcp_sh_*": "deny", "mcp_fs_read": "ask"}
+	if _, err := s.Update("admin", Update{AccessPolicy: &pol}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		call agent.ToolCall
+		want agent.Decision
+	}{
+		{call("mcp_sh_run", map[string]any{"command": "ls"}), agent.Deny},
+		{call("mcp_fs_read", map[string]any{"path": "a.txt"}), agent.Ask},
+		{call("mcp_fs_list", map[string]any{}), agent.Allow},
+	} {
+		if d, why := s.CheckArgs(a, c.call); d != c.want {
+			t.Errorf("%s with the access policy: %s (%s), want %s", c.call.Name, d, why, c.want)
+		}
+	}
+}

@@ -108,6 +108,71 @@ export interface EgressView {
   problem?: string;
 }
 
+/** An effect of an MCP server's access policy. */
+export type McpEffect = 'allow' | 'ask' | 'deny';
+
+/** A rule of an MCP access policy: tool "" (or absent) is the whole server; subject user:NAME, agent:ID or *. */
+export interface McpRule {
+  tool?: string;
+  subject: string;
+  effect: McpEffect | string;
+}
+
+/** An MCP server's access policy: its default effect (deny for a new server) and rules. */
+export interface McpPolicy {
+  default: McpEffect | string;
+  rules: McpRule[];
+}
+
+/** An MCP server as an administrator sees it (GET /api/app/admin/mcp-servers): secrets masked. */
+export interface McpServer {
+  id: string;
+  name: string;
+  transport: 'http' | 'sse' | 'stdio' | string;
+  description: string;
+  url?: string;
+  /** Header name → masked value. */
+  headers: Record<string, string>;
+  allowPrivate: boolean;
+  command?: string;
+  args: string[];
+  /** Environment name → masked value. */
+  env: Record<string, string>;
+  timeoutSeconds: number;
+  disabled: boolean;
+  policy: McpPolicy;
+  agents: string[];
+  createdAt: string;
+  updatedAt: string;
+  updatedBy?: string;
+}
+
+/** A server as the admin gives it; absent fields keep what was saved, a null secret keeps its saved value. */
+export interface McpServerInput {
+  name?: string;
+  transport?: string;
+  description?: string;
+  url?: string;
+  headers?: Record<string, string | null>;
+  allowPrivate?: boolean;
+  command?: string;
+  args?: string[];
+  env?: Record<string, string | null>;
+  timeoutSeconds?: number;
+  disabled?: boolean;
+  policy?: McpPolicy;
+}
+
+/** A server as an agent's owner sees it (GET /api/app/agents/:id/mcp-servers). */
+export interface AgentMcpServer {
+  id: string;
+  name: string;
+  description: string;
+  transport: string;
+  disabled: boolean;
+  enabled: boolean;
+}
+
 /** A saved "always allow" rule. agentId "" applies to every agent. */
 export interface AllowRule {
   id: string;
@@ -1064,6 +1129,39 @@ export class Client {
       `/api/app/admin/security/confirmations?limit=${limit}`,
     );
     return res.confirmations ?? [];
+  }
+
+  /** GET /api/app/admin/mcp-servers (admin only). */
+  async listMcpServers(): Promise<McpServer[]> {
+    const res = await this.request<{ servers: McpServer[] | null }>('GET', '/api/app/admin/mcp-servers');
+    return res.servers ?? [];
+  }
+
+  /** POST /api/app/admin/mcp-servers (admin only). */
+  createMcpServer(s: McpServerInput): Promise<McpServer> {
+    return this.request<McpServer>('POST', '/api/app/admin/mcp-servers', s);
+  }
+
+  /** PUT /api/app/admin/mcp-servers/:id (admin only). */
+  updateMcpServer(id: string, s: McpServerInput): Promise<McpServer> {
+    return this.request<McpServer>('PUT', `/api/app/admin/mcp-servers/${encodeURIComponent(id)}`, s);
+  }
+
+  /** DELETE /api/app/admin/mcp-servers/:id (admin only). */
+  async deleteMcpServer(id: string): Promise<void> {
+    await this.request<unknown>('DELETE', `/api/app/admin/mcp-servers/${encodeURIComponent(id)}`);
+  }
+
+  /** GET /api/app/agents/:id/mcp-servers: every server, with whether the agent uses it. */
+  async agentMcpServers(agentId: string): Promise<AgentMcpServer[]> {
+    const res = await this.request<{ servers: AgentMcpServer[] | null }>('GET', `/api/app/agents/${encodeURIComponent(agentId)}/mcp-servers`);
+    return res.servers ?? [];
+  }
+
+  /** PUT /api/app/agents/:id/mcp-servers {ids}: the servers the agent uses. */
+  async setAgentMcpServers(agentId: string, ids: string[]): Promise<AgentMcpServer[]> {
+    const res = await this.request<{ servers: AgentMcpServer[] | null }>('PUT', `/api/app/agents/${encodeURIComponent(agentId)}/mcp-servers`, { ids });
+    return res.servers ?? [];
   }
 
   /** GET /api/app/agents/:id/allow-rules: the agent's own "always allow" rules. */

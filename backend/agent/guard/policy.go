@@ -88,6 +88,24 @@ func (p *Policy) Set(tool string, d Decision) error {
 	return nil
 }
 
+// Explicit returns the decision of the rules that name tool (by name or pattern), and false
+// when none does: for tools whose own policy decides (an MCP server's), only what an
+// administrator wrote here for them applies.
+func (p *Policy) Explicit(tool string) (Decision, bool) {
+	p.mu.RLock()
+	var found []Decision
+	for pattern, d := range p.rules {
+		if toolMatches(pattern, tool) {
+			found = append(found, d)
+		}
+	}
+	p.mu.RUnlock()
+	if len(found) == 0 {
+		return "", false
+	}
+	return Combine(found...), true
+}
+
 // Decide returns the decision for a tool.
 func (p *Policy) Decide(tool string) Decision {
 	p.mu.RLock()

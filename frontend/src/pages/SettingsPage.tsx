@@ -1,6 +1,6 @@
 // Settings (admin only): Getting started (the first-run panel, components/SetupPanel), Local VM (engine report, image preparation, isolation and idle
 // policies, instances), Model (the chat model), Users (accounts, roles, host access),
-// Security (the safety layers) and Runners (execution nodes). The sections live in src/settings/.
+// Security (the safety layers), Tools (MCP servers agents use) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
 import { SetupPanel } from '../components/SetupPanel';
@@ -12,6 +12,7 @@ import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 import { RunnersSettings } from '../settings/RunnersSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
+import { ToolsSettings } from '../settings/ToolsSettings';
 import { UsersSettings } from '../settings/UsersSettings';
 
 const sections: Array<{ id: SettingsSection; label: string }> = [
@@ -20,6 +21,7 @@ const sections: Array<{ id: SettingsSection; label: string }> = [
   { id: 'model', label: 'Model' },
   { id: 'users', label: 'Users' },
   { id: 'security', label: 'Security' },
+  { id: 'tools', label: 'Tools' },
   { id: 'host', label: 'Host' },
   { id: 'runners', label: 'Runners' },
 ];
@@ -63,6 +65,8 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
             <UsersSettings client={client} user={user} />
           ) : section === 'security' ? (
             <SecuritySettingsSection client={client} />
+          ) : section === 'tools' ? (
+            <ToolsSettings client={client} />
           ) : section === 'host' ? (
             <HostSettings client={client} />
           ) : section === 'runners' ? (
