@@ -47,7 +47,10 @@ ensure_podman_service() {
   mkdir -p /run/podman
   rm -f "$sock" # a socket left by a service that was killed
 
-  nohup podman system service --time=0 "unix://$sock" >/tmp/cubicle-podman-service.log 2>&1 &
+  # from /: every conmon inherits the service's working directory, and a removed one (this
+  # checkout, once a CI clone is deleted) makes every later container start fail with
+  # "write child: broken pipe"
+  (cd / && exec nohup podman system service --time=0 "unix://$sock" >/tmp/cubicle-podman-service.log 2>&1) &
   for _ in $(seq 50); do
     curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
     sleep 0.2
@@ -79,8 +82,8 @@ ensure_docker_engine() {
   say "starting the Docker Engine on $sock"
   rm -f "$sock" "$pidfile"
   mkdir -p /var/lib/cubicle-docker /run/cubicle-docker
-  nohup dockerd --host "unix://$sock" --data-root /var/lib/cubicle-docker \
-    --exec-root /run/cubicle-docker --pidfile "$pidfile" >"$log" 2>&1 &
+  (cd / && exec nohup dockerd --host "unix://$sock" --data-root /var/lib/cubicle-docker \
+    --exec-root /run/cubicle-docker --pidfile "$pidfile" >"$log" 2>&1) &
   for _ in $(seq 150); do
     curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
     sleep 0.2

@@ -74,6 +74,10 @@ func StartPodmanService(ctx context.Context, socketPath string, logger *slog.Log
 	cmd := exec.Command(bin, "system", "service", "--time=0", uri)
 	cmd.Stdout, cmd.Stderr = tail, tail
 	cmd.SysProcAttr = serviceProcAttr()
+	// The service outlives this process and every conmon it spawns inherits its working
+	// directory: one that is removed later (a temp dir, a checkout) makes each container start
+	// fail ("Failed to get working directory", "write child: broken pipe").
+	cmd.Dir = os.TempDir()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, fault.Unavailable("cannot run podman: %v", err))
 	}

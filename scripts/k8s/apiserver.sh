@@ -9,6 +9,7 @@ case "${1:-}" in
 start)
   if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then echo "the API server runs already"; exit 0; fi
   nodeip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
+  cd / # a daemon must not keep the checkout as its working directory (scripts/lib.sh)
   nohup "$K8S_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:12379 \
     --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="${nodeip:-127.0.0.1}" \
     --tls-cert-file="$K8S_WORK/pki/apiserver.crt" --tls-private-key-file="$K8S_WORK/pki/apiserver.key" \

@@ -33,7 +33,8 @@ mkdir -p "$K8S_WORK/containerd/certs.d/$REG"
 printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REG" "$REG" > "$K8S_WORK/containerd/certs.d/$REG/hosts.toml"
 
 # start NAME COMMAND…: a daemon with its log and pid file under $K8S_WORK.
-start() { local n=$1; shift; nohup "$@" > "$K8S_WORK/logs/$n.log" 2>&1 & echo $! > "$K8S_WORK/pids/$n.pid"; }
+# (from /: a daemon must not keep the checkout as its working directory; see scripts/lib.sh)
+start() { local n=$1; shift; (cd / && exec nohup "$@" > "$K8S_WORK/logs/$n.log" 2>&1) & echo $! > "$K8S_WORK/pids/$n.pid"; }
 # wait_for WHAT SECONDS COMMAND…: poll until COMMAND succeeds.
 wait_for() {
   local what=$1 n=$(( $2 * 5 )); shift 2
