@@ -40,6 +40,9 @@ func newSetupEnv(t *testing.T, cfg Config) *setupEnv {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WaitEngine(ctx); err != nil { // it connects behind the start
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(b.API.Handler())
 	t.Cleanup(ts.Close)
 	p, err := b.LocalSession()

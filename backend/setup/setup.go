@@ -180,6 +180,10 @@ func (st Status) done() bool {
 func (s *Service) engine(ctx context.Context, e vm.EngineView) Step {
 	step := Step{Admin: true}
 	switch {
+	case e.Connecting:
+		// the engine connects behind the server's start (issue 31): a moment, not a problem
+		step.State, step.Detail = Working, "connecting to the container engine…"
+		return step
 	case e.Found && e.Unreachable != "":
 		step.State, step.Detail = Failed, fmt.Sprintf("%s %s stopped answering: %s; start it again (see `cubicle doctor`)", e.Kind, e.Version, e.Unreachable)
 		return step

@@ -139,6 +139,9 @@ func TestEngineStep(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("engine check ran %d times after its TTL, want 2", calls)
 	}
+	if got := s.engine(context.Background(), vm.EngineView{Connecting: true, Problem: "still connecting"}); got.State != Working || calls != 2 {
+		t.Fatalf("an engine connecting behind the start: %+v (checks %d), want working without a check", got, calls)
+	}
 	if got := s.engine(context.Background(), found); got.State != Done || calls != 2 {
 		t.Fatalf("found engine: %+v (checks %d)", got, calls)
 	}
