@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
@@ -221,15 +221,14 @@ func (r *Runner) call(ctx context.Context, req wire.Request) (any, error) {
 
 // keepAgent stores the server's copy of an agent (never its model settings or key). The
 // managed local runner shares the server's store, which has the agent already.
-func (r *Runner) keepAgent(a store.Agent) error {
+func (r *Runner) keepAgent(a nodeapi.Agent) error {
 	if a.ID == "" || a.AccountID == "" {
 		return fault.Invalid("the call names no agent")
 	}
 	if r.managed {
 		return nil
 	}
-	a.Model = nil
-	if err := r.st.PutAgent(a); err != nil {
+	if err := r.st.PutAgent(vm.StoredAgent(a)); err != nil {
 		return fmt.Errorf("keep agent %s: %w", a.ID, err)
 	}
 	return nil

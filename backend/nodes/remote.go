@@ -9,19 +9,22 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
 
-// Remote drives one runner's desktops over its link. Its methods are those of vm.Manager the
-// server uses (api.VMs, the binding's and the computer channel's), so the backend routes an
-// agent's calls to its node without knowing where it is. Every call on a node whose link is
+// Remote drives one runner's desktops over its link. It implements the node contract
+// (nodeapi.Node) as vm.Manager does, plus the relays (Link, Tunnel) and host tools, so the
+// backend routes an agent's calls to its node without knowing where it is. Every call on a node whose link is
 // down is a fault.ErrUnavailable error naming the wire.
 type Remote struct {
 	h  *Hub
 	id string
 }
+
+// A runner's desktops are a node of the contract.
+var _ nodeapi.Node = (*Remote)(nil)
 
 // Node returns the Remote of runner node (which may be disconnected).
 func (h *Hub) Node(node string) (*Remote, error) {
@@ -110,8 +113,7 @@ func (r *Remote) agentArgs(accountID, agentID string) (wire.AgentArgs, error) {
 	if err != nil || a.AccountID != accountID {
 		return wire.AgentArgs{}, fault.NotFound("agent %q not found", agentID)
 	}
-	a.Model = nil
-	return wire.AgentArgs{Agent: a}, nil
+	return wire.AgentArgs{Agent: vm.AgentOf(a)}, nil
 }
 
 // remember notes that desktop id is on this node's link (its leases end when the link does).
@@ -165,30 +167,30 @@ func (r *Remote) StartPrepare(key string) (vm.PrepareState, error) {
 }
 
 // Prepare prepares image key on the node and waits for it.
-func (r *Remote) Prepare(ctx context.Context, key string) (store.VMImage, error) {
-	var img store.VMImage
+func (r *Remote) Prepare(ctx context.Context, key string) (nodeapi.Image, error) {
+	var img nodeapi.Image
 	err := r.call(ctx, wire.OpPrepare, wire.InstanceArgs{ImageKey: key}, &img)
 	return img, err
 }
 
 // SetPolicy sets the node's isolation policy and capacity.
-func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error) {
-	var ns store.NodeSettings
+func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances int) (nodeapi.NodeSettings, error) {
+	var ns nodeapi.NodeSettings
 	err := r.call(ctx, wire.OpSetPolicy, wire.PolicyArgs{Isolation: isolation, MaxInstances: maxInstances}, &ns)
 	return ns, err
 }
 
 // SetIdlePolicy sets the node's idle policy; the runner must support it.
-func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error) {
+func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (nodeapi.NodeSettings, error) {
 	c, err := r.live()
 	if err != nil {
-		return store.NodeSettings{}, err
+		return nodeapi.NodeSettings{}, err
 	}
 	if !hasCap(c.hello, wire.CapIdlePolicy) {
-		return store.NodeSettings{}, fault.Conflict("runner %s (%s, version %s) does not support the idle policy (%s): update it to version %s before this setting can be changed",
+		return nodeapi.NodeSettings{}, fault.Conflict("runner %s (%s, version %s) does not support the idle policy (%s): update it to version %s before this setting can be changed",
 			c.name, r.id, c.hello.Version, wire.CapIdlePolicy, r.h.cfg.Version)
 	}
-	var ns store.NodeSettings
+	var ns nodeapi.NodeSettings
 	err = r.call(ctx, wire.OpSetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes}, &ns)
 	return ns, err
 }

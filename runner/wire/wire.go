@@ -21,11 +21,11 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"cubicle/backend/fault"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 )
 
 // Protocol is the link protocol's version. A server refuses a runner with another one.
-const Protocol = 1
+const Protocol = nodeapi.Version
 
 // ConnectPath is the server's websocket route a runner dials.
 const ConnectPath = "/api/runner/connect"
@@ -240,13 +240,14 @@ func SessionConfig() *yamux.Config {
 	return c
 }
 
-// AgentArgs carries the agent a desktop call is for: the server's record (without its model
-// settings), which the runner keeps so its manager can resolve the agent's desktop.
+// AgentArgs carries the agent a desktop call is for: the server's agent as a node is told of
+// it (never its model settings), which the runner keeps so its manager can resolve the
+// agent's desktop.
 type AgentArgs struct {
-	Agent     store.Agent `json:"agent"`
-	Action    string      `json:"action,omitempty"`
-	ImageKey  string      `json:"imageKey,omitempty"`
-	DesktopID string      `json:"desktopId,omitempty"`
+	Agent     nodeapi.Agent `json:"agent"`
+	Action    string        `json:"action,omitempty"`
+	ImageKey  string        `json:"imageKey,omitempty"`
+	DesktopID string        `json:"desktopId,omitempty"`
 	// AgentData and ForgetAgent
 	Measure       bool `json:"measure,omitempty"`
 	RemoveDesktop bool `json:"removeDesktop,omitempty"`
