@@ -8,6 +8,11 @@
 // server is the yamux client and opens one stream per call, the runner serves them. A stream
 // starts with a framed Request; the runner answers a framed Response. The ops OpGuest and
 // OpTunnel then carry raw bytes both ways until either side closes the stream.
+//
+// Every operation is declared once, with its argument and result types and the capability it
+// needs, in ops.go (Op, Ops); the server's client and the runner's dispatch table are built
+// from those declarations. The payloads are backend/nodeapi's shapes: this package imports
+// only leaf packages, so no stored record crosses the link as it is.
 package wire
 
 import (
@@ -128,7 +133,7 @@ const (
 	OpGuest           = "guest"  // then the driver's protocol, raw, both ways
 	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
 	OpUpdate          = "update" // args Update; result UpdateResult, then the runner restarts
-	OpStats           = "stats"  // result []vm.InstanceStats (capability CapStats)
+	OpStats           = "stats"  // result []nodeapi.InstanceStats (capability CapStats)
 )
 
 // Request opens a stream.
