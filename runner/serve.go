@@ -132,9 +132,11 @@ func (r *Runner) handlers() map[string]handler {
 	}))
 	add(wire.Watch.Spec, func(ctx context.Context, st net.Conn, _ wire.Request) { r.serveWatch(ctx, st) })
 	add(wire.SelfUpdate.Spec, r.serveUpdate)
-	for _, op := range []wire.Spec{wire.HostShell.Spec, wire.HostReadFile.Spec, wire.HostWriteFile.Spec, wire.HostHome.Spec, wire.HostInfoOp.Spec} {
-		add(op, r.serveHost)
-	}
+	add(wire.HostShell.Spec, r.hostOp(r.hostShell))
+	add(wire.HostReadFile.Spec, r.hostOp(r.hostReadFile))
+	add(wire.HostWriteFile.Spec, r.hostOp(r.hostWriteFile))
+	add(wire.HostHome.Spec, r.hostOp(r.hostHome))
+	add(wire.HostInfoOp.Spec, r.hostOp(r.hostInfo))
 	return t
 }
 
