@@ -37,6 +37,7 @@ import (
 	"cubicle/backend/sandbox"
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
+	"cubicle/backend/setup"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -94,6 +95,10 @@ type Config struct {
 	// LocalNode is how node "local" is reached: LocalNodeDirect or LocalNodeRunner (the
 	// managed local runner, localrunner.go); "" = $CUBICLE_LOCAL_NODE, else DefaultLocalNode.
 	LocalNode string
+	// PrepareOnFirstStart starts preparing the standard image in the background when the data
+	// directory is new (no data file yet) and an engine is there (issue 30): the shells set
+	// it; tests that only need a server leave it off.
+	PrepareOnFirstStart bool
 }
 
 // Backend is the running set of services.
@@ -127,6 +132,10 @@ type Backend struct {
 	MCP    *mcpserver.Server
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
+	// Setup is the first-run path (backend/setup); FirstStart says this start made the data
+	// file (the data directory was new).
+	Setup      *setup.Service
+	FirstStart bool
 
 	engine *ConnectedEngine // nil when no engine was found
 	// engineInUse are the engine settings this process started with, engineProblem why no
@@ -168,11 +177,13 @@ func New(cfg Config) (*Backend, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
+	_, statErr := os.Stat(filepath.Join(cfg.DataDir, DBFile))
 	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{LockTimeout: cfg.StoreLockTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")})}
+	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")}),
+		FirstStart: errors.Is(statErr, fs.ErrNotExist)}
 	b.stats = b.newStatsSampler(cmp.Or(cfg.StatsInterval, 5*time.Second))
 	if err := b.build(); err != nil {
 		b.Close()
@@ -269,12 +280,16 @@ func (b *Backend) build() error {
 		Logger: b.log.With("svc", "mcp")}); err != nil {
 		return err
 	}
+	if b.Setup, err = setup.New(setup.Config{VMs: b.VMs, Models: b.Models, Agents: b.Store, Logger: b.log.With("svc", "setup"),
+		EngineCheck: b.engineCheck}); err != nil {
+		return err
+	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -313,7 +328,26 @@ func (b *Backend) Start(ctx context.Context) error {
 	b.stopBG = cancel
 	b.bg.Add(1)
 	go b.backups(bctx)
+	if b.FirstStart && b.cfg.PrepareOnFirstStart {
+		// In the background: asking the engine takes a moment, and the server's start must
+		// not wait for it (issue 31). The preparation itself belongs to the VM manager.
+		b.bg.Add(1)
+		go func() {
+			defer b.bg.Done()
+			b.Setup.PrepareFirstStart(bctx)
+		}()
+	}
 	return ctx.Err()
+}
+
+// engineCheck is the doctor's engine check, for the first-run path's engine step while no
+// engine is connected (setup.Config.EngineCheck).
+func (b *Backend) engineCheck(ctx context.Context) doctor.Check {
+	cs := doctor.Engine(os.Getenv("CUBICLE_ENGINE"), os.Getenv, DiscoverEngines)(ctx)
+	if len(cs) == 0 {
+		return doctor.Check{}
+	}
+	return cs[0]
 }
 
 // backups takes a rolling backup of the data file whenever the newest is older than

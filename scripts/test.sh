@@ -45,23 +45,31 @@ RACE_PKGS=(./backend/control/... ./backend/agent ./backend/agent/openai ./backen
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/...)
 race_list=$(go list "${RACE_PKGS[@]}")
 
-phase "Go tests (never from the test cache: many depend on the engine, images and displays)"
-# (the Kubernetes tests run below, with the cluster up only for them)
+# Test binaries are linked once per content (internal/testbin keeps them in the machine's cache
+# keyed by what the link reads) and run from there in every pass below; results never come from
+# a cache (-test.count=1).
+phase "link the test binaries (only those whose content changed since they were last linked)"
+go build -o "$TB/testbin" ./internal/testbin
+testbin() { "$TB/testbin" "$@"; }
 plain=$(go list ./... | grep -v '/backend/engine/kubernetes$' | grep -vxF -f <(printf '%s\n' $race_list))
-go test -count=1 -timeout 40m -skip '^TestKubernetes' $plain 2>&1 | tee test-artifacts/go-test.log
+testbin link $plain ./backend/engine/kubernetes/... >"$TB/plain.list"
+testbin link -race "${RACE_PKGS[@]}" >"$TB/race.list"
+BACKEND_TEST=$(awk '$1 == "cubicle/backend" {print $2}' "$TB/plain.list")
+VM_TEST=$(awk '$1 == "cubicle/backend/vm" {print $2}' "$TB/plain.list")
+
+phase "Go tests (many depend on the engine, images and displays)"
+# (the Kubernetes tests run below, with the cluster up only for them)
+CUBICLE_BENCH_JSON="$ROOT/test-artifacts/bench-quick.json" \
+  testbin run -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log
 
 phase "Go tests of the concurrent core under the race detector"
-go test -race -count=1 -timeout 25m "${RACE_PKGS[@]}" 2>&1 | tee test-artifacts/go-race.log
+testbin run -race -timeout 25m -logs test-artifacts/go-race "${RACE_PKGS[@]}" 2>&1 | tee test-artifacts/go-race.log
 
 # The store's two page checks (serve's pre-open check and doctor's full check) against damaged
 # page headers of every kind: the seed corpus runs in the plain pass; here new inputs for 20 s.
 phase "fuzzing the store's page checks (20 s)"
 go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=20s ./backend/store 2>&1 | tee test-artifacts/go-fuzz-store.log
 
-# Test binaries for the passes below, linked once each (./backend's is the largest of all).
-phase "link the test binaries of the link, node and Kubernetes passes"
-go test -c -o "$TB/backend.test" ./backend
-go test -c -o "$TB/vm.test" ./backend/vm
 run_tests() { # run_tests BINARY PACKAGE_DIR ARGS… — a test binary run where go test would run it
   local bin=$1 dir=$2
   shift 2
@@ -78,16 +86,16 @@ LINK_TESTS_VM='^(TestRealLifecycle|TestRealPrepare|TestRealCrashRecovery|TestOne
 # Node "local" goes through the managed local runner by default (CUBICLE_LOCAL_NODE=runner);
 # these run once more with the server calling its desktops directly.
 NODE_TESTS='^(TestPushNotPollOnRealDesktop|TestAgentOnRealDesktop|TestDeleteAgentWithAndWithoutData|TestManagedLocalRunner|TestWiring)$'
-check_tests "$TB/backend.test" "$LINK_TESTS_BACKEND"
-check_tests "$TB/vm.test" "$LINK_TESTS_VM"
-check_tests "$TB/backend.test" "$NODE_TESTS"
+check_tests "$BACKEND_TEST" "$LINK_TESTS_BACKEND"
+check_tests "$VM_TEST" "$LINK_TESTS_VM"
+check_tests "$BACKEND_TEST" "$NODE_TESTS"
 
 phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec)"
-CUBICLE_GUEST_LINK=exec run_tests "$TB/backend.test" backend -test.timeout 30m -test.run "$LINK_TESTS_BACKEND" 2>&1 | tee test-artifacts/go-test-exec-link.log
-CUBICLE_GUEST_LINK=exec run_tests "$TB/vm.test" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" 2>&1 | tee -a test-artifacts/go-test-exec-link.log
+CUBICLE_GUEST_LINK=exec run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run "$LINK_TESTS_BACKEND" 2>&1 | tee test-artifacts/go-test-exec-link.log
+CUBICLE_GUEST_LINK=exec run_tests "$VM_TEST" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" 2>&1 | tee -a test-artifacts/go-test-exec-link.log
 
 phase "the local node's real-desktop Go tests again with the direct path (CUBICLE_LOCAL_NODE=direct)"
-CUBICLE_LOCAL_NODE=direct run_tests "$TB/backend.test" backend -test.timeout 20m -test.run "$NODE_TESTS" 2>&1 | tee test-artifacts/go-test-local-direct.log
+CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run "$NODE_TESTS" 2>&1 | tee test-artifacts/go-test-local-direct.log
 
 # The Kubernetes part (scripts/k8s): its binaries are built once per version into
 # /var/cache/cubicle-k8s (about 5.5 min cold on 2 cores) and reused; the desktop image is the
@@ -106,15 +114,24 @@ source <(bash scripts/k8s/cluster.sh env)
 set +a
 
 phase "Kubernetes: engine conformance and desktop tests"
-go test -count=1 -timeout 20m ./backend/engine/kubernetes/... 2>&1 | tee test-artifacts/go-test-k8s-engine.log
-run_tests "$TB/backend.test" backend -test.timeout 30m -test.run '^TestKubernetes' -test.skip 'TestKubernetesAPIServerDown' 2>&1 | tee test-artifacts/go-test-k8s.log
+testbin run -timeout 20m -logs test-artifacts/go-k8s ./backend/engine/kubernetes/... 2>&1 | tee test-artifacts/go-test-k8s-engine.log
+run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run '^TestKubernetes' -test.skip 'TestKubernetesAPIServerDown' 2>&1 | tee test-artifacts/go-test-k8s.log
 # alone, after the others: it stops the cluster's API server under a running desktop
-CUBICLE_K8S_DISRUPT=1 run_tests "$TB/backend.test" backend -test.timeout 20m -test.run '^TestKubernetesAPIServerDown$' 2>&1 | tee test-artifacts/go-test-k8s-disrupt.log
+CUBICLE_K8S_DISRUPT=1 run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run '^TestKubernetesAPIServerDown$' 2>&1 | tee test-artifacts/go-test-k8s-disrupt.log
 
-phase "benchmark, quick mode, with the cluster's rows next to Podman's (run so it cannot rot)"
-"$ROOT/bin/cubicle" bench --quick --json test-artifacts/bench.json \
+# The quick benchmark's other rows ran once in the plain pass (backend/bench TestQuickRun, its
+# report in test-artifacts/bench-quick.json); here `cubicle bench` itself measures the
+# cluster's rows next to Podman's cold start of the same run.
+phase "benchmark, quick mode: the cluster's rows (run so they cannot rot)"
+"$ROOT/bin/cubicle" bench --quick --only "k8s_cold_start,k8s_exec" --json test-artifacts/bench-k8s.json \
   --kubeconfig "$CUBICLE_K8S_KUBECONFIG" --namespace "$CUBICLE_K8S_NAMESPACE" --storage-class "$CUBICLE_K8S_STORAGE_CLASS" \
   --registry "$CUBICLE_K8S_REGISTRY" --registry-insecure
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+for (const id of ["k8s_cold_start", "k8s_exec"]) {
+  const row = r.rows.find(x => x.id === id);
+  if (!row || !row.ours.samples || row.ours.samples.length === 0) { console.error("bench: no samples for " + id + ": " + JSON.stringify(row)); process.exit(1); }
+}' test-artifacts/bench-k8s.json
 
 phase "Kubernetes test cluster: down"
 bash scripts/k8s/cluster.sh down

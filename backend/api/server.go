@@ -55,6 +55,7 @@ type Config struct {
 	Dist       *release.Dist                           // runner binaries offered for download; nil: none
 	Engines    Engines                                 // the node's engine choice; nil answers 503
 	Events     Events                                  // the event bus the UI's stream reads; nil answers 503
+	Setup      Setup                                   // the first-run steps; nil answers 503
 	// Housekeeping lists and removes leftovers on the engine; nil answers 503.
 	Housekeeping Housekeeping
 	// Tokens are the personal API tokens; nil answers 503. MCP is the MCP endpoint served at
@@ -206,6 +207,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("POST /api/app/agents/{id}/model/test", s.authed(s.testModel))
 
 	mux.Handle("GET /api/app/admin/doctor", s.admin(s.doctor))
+	s.setupRoutes(mux)
 	s.localVMRoutes(mux)
 	s.runnerRoutes(mux)
 	s.releaseRoutes(mux)

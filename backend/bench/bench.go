@@ -333,6 +333,7 @@ func (r *runner) steps() []step {
 		{"exec round trips", []string{"exec"}, r.execs},
 		{"agent steps", []string{"agent_step"}, r.agentSteps},
 		{"MCP steps", []string{RowMCPStep}, r.mcpSteps},
+		{"agent steps through the native model adapters", []string{RowAgentStepAnthropic, RowAgentStepResponses}, r.nativeSteps},
 		{"host_shell in the host sandbox", []string{RowHostShellSandboxed}, r.hostShell},
 		{"live view", []string{"live_input", "live_pointer", "live_fps", "live_frame_size", "live_idle"}, r.liveView},
 		{"live view bytes (terminal, scrolling) next to x11vnc", []string{"live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},

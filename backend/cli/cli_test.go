@@ -43,6 +43,12 @@ func (s *syncBuffer) String() string {
 
 func testEnv(vars map[string]string) (*env, *syncBuffer, *syncBuffer) {
 	out, errb := &syncBuffer{}, &syncBuffer{}
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	if _, ok := vars[FirstRunPrepareEnv]; !ok {
+		vars[FirstRunPrepareEnv] = "off" // these servers need no image prepared on their first start
+	}
 	return &env{stdin: strings.NewReader(""), stdout: out, stderr: errb, getenv: func(k string) string { return vars[k] }}, out, errb
 }
 

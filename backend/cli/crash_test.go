@@ -48,7 +48,8 @@ func startServe(t *testing.T, dir string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", dir)
 	cmd.Env = append(os.Environ(), envChild+"=1", "CUBICLE_ENGINE=podman",
-		"CUBICLE_ADMIN_USER=boss", "CUBICLE_ADMIN_PASSWORD=pass-word-1", "CUBICLE_MODEL_BASE_URL=", "CUBICLE_MODEL=")
+		"CUBICLE_ADMIN_USER=boss", "CUBICLE_ADMIN_PASSWORD=pass-word-1", "CUBICLE_MODEL_BASE_URL=", "CUBICLE_MODEL=",
+		FirstRunPrepareEnv+"=off")
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -50,7 +50,8 @@ func runDesktop(ctx context.Context, e *env, args []string) error {
 	b, err := backend.New(backend.Config{
 		DataDir: *dataDir, Logger: log, Version: Version, Admin: adminFromEnv(e.getenv),
 		AllowedHosts: []string{"127.0.0.1"}, TrustedOrigins: e.shell.Origins,
-		Doctor: doctorFunc(*dataDir, e.getenv),
+		Doctor:              doctorFunc(*dataDir, e.getenv),
+		PrepareOnFirstStart: prepareOnFirstStart(e.getenv),
 	})
 	if err != nil {
 		return err

@@ -97,15 +97,16 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	b, err := backend.New(backend.Config{
 		DataDir: o.dataDir, Logger: log, Version: Version,
-		Admin:              adminFromEnv(e.getenv),
-		RequireChosenAdmin: !loopback,
-		AllowedHosts:       allowed,
-		TrustedProxies:     o.proxies,
-		SecureCookies:      tlsCfg != nil,
-		Doctor:             doctorFunc(o.dataDir, e.getenv),
-		Engine:             o.engine.Kind,
-		Kubernetes:         o.engine,
-		DistDirs:           o.distDirs,
+		Admin:               adminFromEnv(e.getenv),
+		RequireChosenAdmin:  !loopback,
+		AllowedHosts:        allowed,
+		TrustedProxies:      o.proxies,
+		SecureCookies:       tlsCfg != nil,
+		Doctor:              doctorFunc(o.dataDir, e.getenv),
+		Engine:              o.engine.Kind,
+		Kubernetes:          o.engine,
+		DistDirs:            o.distDirs,
+		PrepareOnFirstStart: prepareOnFirstStart(e.getenv),
 	})
 	if err != nil {
 		if !loopback && fault.Class(err) == fault.ErrForbidden {
@@ -138,6 +139,12 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	return b.Serve(ctx, ln)
 }
+
+// FirstRunPrepareEnv set to "off" keeps the first start of a data directory from preparing
+// the standard image in the background (tests that only need a server set it).
+const FirstRunPrepareEnv = "CUBICLE_FIRST_RUN_PREPARE"
+
+func prepareOnFirstStart(getenv func(string) string) bool { return getenv(FirstRunPrepareEnv) != "off" }
 
 func printLogin(e *env, r auth.BootstrapResult) {
 	switch {

@@ -79,13 +79,42 @@ func Engine(prefer string, getenv func(string) string, discover Discover) Checke
 }
 
 func installHint() string {
-	switch runtime.GOOS {
+	rel, _ := os.ReadFile("/etc/os-release")
+	return InstallHint(runtime.GOOS, string(rel))
+}
+
+// InstallHint says exactly what to install for a container engine on goos; on Linux
+// osRelease (the text of /etc/os-release) picks the distribution's package command.
+func InstallHint(goos, osRelease string) string {
+	switch goos {
 	case "darwin":
-		return "install Podman Desktop or Docker Desktop and start it"
+		return "install Podman Desktop (https://podman-desktop.io) or Docker Desktop and start it; with Homebrew: brew install podman && podman machine init && podman machine start"
 	case "windows":
-		return "install Podman Desktop or Docker Desktop and start it"
+		return "install Podman Desktop (https://podman-desktop.io) or Docker Desktop and start it; with winget: winget install RedHat.Podman"
 	}
-	return "sudo apt-get install podman (or your distribution's podman/docker package)"
+	ids := map[string]bool{}
+	for _, line := range strings.Split(osRelease, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || (k != "ID" && k != "ID_LIKE") {
+			continue
+		}
+		for _, id := range strings.Fields(strings.Trim(v, `"'`)) {
+			ids[id] = true
+		}
+	}
+	switch {
+	case ids["debian"] || ids["ubuntu"]:
+		return "sudo apt-get install -y podman"
+	case ids["fedora"] || ids["rhel"] || ids["centos"]:
+		return "sudo dnf install -y podman"
+	case ids["arch"]:
+		return "sudo pacman -S podman"
+	case ids["opensuse"] || ids["suse"] || ids["sles"]:
+		return "sudo zypper install podman"
+	case ids["alpine"]:
+		return "sudo apk add podman"
+	}
+	return "install your distribution's podman package (or Docker), e.g. sudo apt-get install podman on Debian or Ubuntu"
 }
 
 // Display checks whether a desktop window can open (the desktop app needs one; `serve` does not).

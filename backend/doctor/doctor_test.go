@@ -127,3 +127,26 @@ func TestGuestLink(t *testing.T) {
 		}
 	}
 }
+
+func TestInstallHint(t *testing.T) {
+	for _, tc := range []struct {
+		name, goos, release, want string
+	}{
+		{"debian", "linux", "PRETTY_NAME=\"Debian GNU/Linux 13\"\nID=debian\n", "sudo apt-get install -y podman"},
+		{"ubuntu via ID_LIKE", "linux", "ID=pop\nID_LIKE=\"ubuntu debian\"\n", "sudo apt-get install -y podman"},
+		{"fedora", "linux", "ID=fedora\n", "sudo dnf install -y podman"},
+		{"rocky", "linux", "ID=\"rocky\"\nID_LIKE=\"rhel centos fedora\"\n", "sudo dnf install -y podman"},
+		{"arch", "linux", "ID=arch\n", "sudo pacman -S podman"},
+		{"opensuse", "linux", "ID=\"opensuse-tumbleweed\"\nID_LIKE=\"opensuse suse\"\n", "sudo zypper install podman"},
+		{"alpine", "linux", "ID=alpine\n", "sudo apk add podman"},
+		{"unknown linux", "linux", "", "install your distribution's podman package"},
+		{"macos", "darwin", "", "brew install podman"},
+		{"windows", "windows", "", "winget install RedHat.Podman"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InstallHint(tc.goos, tc.release); !strings.Contains(got, tc.want) {
+				t.Fatalf("InstallHint(%s) = %q, want it to contain %q", tc.goos, got, tc.want)
+			}
+		})
+	}
+}

@@ -206,8 +206,19 @@ type TestResult struct {
 }
 
 // Test makes one tiny real request with the model agentID would use ("" = the app's) and
-// says what failed. Ownership is the caller's business.
+// says what failed. Ownership is the caller's business. A test of the app's model is kept
+// with its settings (View.Tested) until they change.
 func (s *Service) Test(ctx context.Context, agentID string) (TestResult, error) {
+	res, err := s.test(ctx, agentID)
+	if err == nil && agentID == "" {
+		if err := s.recordAppTest(res, time.Now()); err != nil {
+			return res, fmt.Errorf("record the model test: %w", err)
+		}
+	}
+	return res, err
+}
+
+func (s *Service) test(ctx context.Context, agentID string) (TestResult, error) {
 	app, err := s.readApp()
 	if err != nil {
 		return TestResult{}, err

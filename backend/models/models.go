@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"cubicle/backend/agent"
@@ -54,6 +55,14 @@ type Service struct {
 	aead      cipher.AEAD
 	getenv    func(string) string
 	endpoints Endpoints
+
+	// mu serialises saving the app's settings with recording a test of them, so that a test
+	// never writes back settings an administrator just replaced.
+	mu sync.Mutex
+	// envTest is the last test of the app's model from the environment (nothing of it is
+	// saved), for envFor (its base URL and model); guarded by mu.
+	envTest *store.ModelTest
+	envFor  string
 }
 
 // noEndpoints approves nothing.
@@ -95,6 +104,8 @@ type View struct {
 	// Provider is the base URL's wire protocol (ProviderOpenAI, ProviderAnthropic,
 	// ProviderResponses).
 	Provider string `json:"provider"`
+	// Tested is the last Test of these settings (nil: not tested since they were saved).
+	Tested *store.ModelTest `json:"tested,omitempty"`
 }
 
 // Providers: the wire protocol a base URL speaks.
@@ -152,6 +163,7 @@ func sameURL(a, b string) bool {
 type settings struct {
 	baseURL, model, apiKey, source, provider string
 	allowPrivate                             bool
+	tested                                   *store.ModelTest
 }
 
 // appSettings are the app's model settings with the saved key still sealed, so that an agent
@@ -162,6 +174,7 @@ type appSettings struct {
 	sealed                 []byte // saved key ("settings"), only when saved with baseURL
 	envKey                 string // key from the environment ("environment")
 	allowPrivate           bool
+	tested                 *store.ModelTest // the last test of these settings
 }
 
 func (a appSettings) hasKey() bool { return len(a.sealed) > 0 || a.envKey != "" }
@@ -170,7 +183,8 @@ func (s *Service) readApp() (appSettings, error) {
 	m, err := s.st.ModelSettings()
 	switch {
 	case err == nil && m.BaseURL != "":
-		a := appSettings{baseURL: m.BaseURL, model: m.Model, source: "settings", allowPrivate: m.AllowPrivate, provider: providerOf(m.Provider)}
+		a := appSettings{baseURL: m.BaseURL, model: m.Model, source: "settings", allowPrivate: m.AllowPrivate, provider: providerOf(m.Provider),
+			tested: m.Tested}
 		// A key saved before keys were bound to a URL belongs to the URL saved with it.
 		if m.KeyBaseURL == "" || sameURL(m.KeyBaseURL, m.BaseURL) {
 			a.sealed = m.APIKeySealed
@@ -185,8 +199,14 @@ func (s *Service) readApp() (appSettings, error) {
 		if err != nil {
 			return appSettings{}, fmt.Errorf("CUBICLE_MODEL_PROVIDER: %w", err)
 		}
-		return appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment",
-			allowPrivate: true, provider: prov}, nil
+		a := appSettings{baseURL: u, model: s.getenv("CUBICLE_MODEL"), envKey: s.getenv("CUBICLE_MODEL_API_KEY"), source: "environment",
+			allowPrivate: true, provider: prov}
+		s.mu.Lock()
+		if s.envFor == envTestKey(a) {
+			a.tested = s.envTest
+		}
+		s.mu.Unlock()
+		return a, nil
 	}
 	return appSettings{source: "none", provider: ProviderOpenAI}, nil
 }
@@ -208,7 +228,8 @@ func (s *Service) load() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source, allowPrivate: a.allowPrivate, provider: a.provider}, nil
+	return settings{baseURL: a.baseURL, model: a.model, apiKey: key, source: a.source, allowPrivate: a.allowPrivate, provider: a.provider,
+		tested: a.tested}, nil
 }
 
 // Get returns the settings as the page shows them.
@@ -218,27 +239,37 @@ func (s *Service) Get() (View, error) {
 		return View{}, err
 	}
 	return View{BaseURL: st.baseURL, Model: st.model, HasAPIKey: st.apiKey != "", Configured: st.baseURL != "" && st.model != "",
-		Source: st.source, AllowPrivate: st.allowPrivate, Provider: st.provider}, nil
+		Source: st.source, AllowPrivate: st.allowPrivate, Provider: st.provider, Tested: st.tested}, nil
 }
 
 // Set saves new settings (an administrator's); an empty base URL clears the configuration
 // (operator mode). A new base URL drops the saved key unless a key comes with it.
 func (s *Service) Set(u Update) (View, error) {
+	if err := s.save(u); err != nil {
+		return View{}, err
+	}
+	return s.Get()
+}
+
+// save validates and saves u (Set).
+func (s *Service) save(u Update) error {
 	u.BaseURL, u.Model = strings.TrimSpace(u.BaseURL), strings.TrimSpace(u.Model)
 	if err := checkEndpoint(u.BaseURL, u.Model); err != nil {
-		return View{}, err
+		return err
 	}
 	prov, err := checkProvider(u.Provider)
 	if err != nil {
-		return View{}, err
+		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	old, _ := s.st.ModelSettings()
 	sameEndpoint := old.BaseURL != "" && sameURL(old.BaseURL, u.BaseURL) && (old.KeyBaseURL == "" || sameURL(old.KeyBaseURL, u.BaseURL))
 	var sealed []byte
 	switch {
 	case u.APIKey != nil:
 		if sealed, err = s.seal(*u.APIKey); err != nil {
-			return View{}, err
+			return err
 		}
 	case sameEndpoint:
 		sealed = old.APIKeySealed
@@ -254,10 +285,34 @@ func (s *Service) Set(u Update) (View, error) {
 	if len(m.APIKeySealed) > 0 {
 		m.KeyBaseURL = u.BaseURL
 	}
-	if err := s.st.PutModelSettings(m); err != nil {
-		return View{}, err
+	return s.st.PutModelSettings(m)
+}
+
+// envTestKey names the environment's settings a test of them belongs to.
+func envTestKey(a appSettings) string { return a.provider + "\x00" + a.baseURL + "\x00" + a.model }
+
+// recordAppTest keeps the outcome of a test of the app's model with the settings tested: in
+// the saved settings (while they are still the ones tested), or in memory for settings from
+// the environment.
+func (s *Service) recordAppTest(res TestResult, at time.Time) error {
+	t := &store.ModelTest{At: at.UTC(), OK: res.OK, Code: res.Code, Problem: res.Problem}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.st.ModelSettings()
+	switch {
+	case err == nil && m.BaseURL != "":
+		if m.BaseURL != res.BaseURL || m.Model != res.Model || providerOf(m.Provider) != res.Provider {
+			return nil // replaced since: the test was of other settings
+		}
+		m.Tested = t
+		return s.st.PutModelSettings(m)
+	case err != nil && !errors.Is(err, fault.ErrNotFound):
+		return err
 	}
-	return s.Get()
+	if u := s.getenv("CUBICLE_MODEL_BASE_URL"); u != "" {
+		s.envFor, s.envTest = res.Provider+"\x00"+res.BaseURL+"\x00"+res.Model, t
+	}
+	return nil
 }
 
 func (s *Service) seal(key string) ([]byte, error) {

@@ -154,6 +154,8 @@ type PrepareState struct {
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 	Error      string    `json:"error,omitempty"`
+	// Cancelled says an administrator cancelled it (Phase is then "failed").
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Image is a prepared desktop image of a node (the answer of a preparation).

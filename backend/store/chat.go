@@ -251,6 +251,17 @@ type ModelSettings struct {
 	// Provider is the wire protocol of BaseURL ("" = openai-compatible, for records from
 	// before providers).
 	Provider string `json:"provider,omitempty"`
+	// Tested is the outcome of the last Test of these settings (nil: never tested since they
+	// were saved; saving them again clears it). Older records decode with it nil.
+	Tested *ModelTest `json:"tested,omitempty"`
+}
+
+// ModelTest is the outcome of one model test (models.Service.Test).
+type ModelTest struct {
+	At      time.Time `json:"at"`
+	OK      bool      `json:"ok"`
+	Code    string    `json:"code,omitempty"`    // what failed ("key", "model", "url", …)
+	Problem string    `json:"problem,omitempty"` // why, as the test said it
 }
 
 var keyModel = []byte("model")

@@ -26,10 +26,35 @@ import (
 const minColours = 16
 
 type prepJob struct {
-	done   chan struct{}
-	state  PrepareState // guarded by Manager.mu
-	result store.VMImage
-	err    error
+	done      chan struct{}
+	state     PrepareState // guarded by Manager.mu
+	result    store.VMImage
+	err       error
+	cancel    context.CancelFunc // ends the preparation's context (CancelPrepare)
+	cancelled bool               // guarded by Manager.mu
+}
+
+// CancelPrepare cancels the running preparation of key: what it started (a probe desktop, a
+// build) is stopped and removed, nothing is recorded, and the key stays as it was (an image
+// prepared before stays prepared). It returns the preparation's state; a preparation that is
+// not running is fault.ErrConflict.
+func (m *Manager) CancelPrepare(key string) (PrepareState, error) {
+	if _, err := images.ParseKey(key); err != nil {
+		return PrepareState{}, err
+	}
+	m.mu.Lock()
+	j, ok := m.preps[key]
+	if !ok || !j.state.Running {
+		m.mu.Unlock()
+		return PrepareState{}, fault.Conflict("no preparation of image %q is running", key)
+	}
+	j.cancelled = true
+	j.cancel()
+	m.mu.Unlock()
+	<-j.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return j.state, nil
 }
 
 // StartPrepare starts preparing key in the background and returns its progress; when a
@@ -102,7 +127,8 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 	if j, ok := m.preps[key]; ok && j.state.Running {
 		return j, nil
 	}
-	j := &prepJob{done: make(chan struct{}), state: PrepareState{Key: key, Running: true, Phase: "stopping",
+	jctx, cancel := context.WithCancel(m.ctx)
+	j := &prepJob{done: make(chan struct{}), cancel: cancel, state: PrepareState{Key: key, Running: true, Phase: "stopping",
 		Message: "stopping VM tasks and desktops", Percent: 0, StartedAt: m.clock.Now().UTC()}}
 	m.preps[key] = j
 	m.preparing++
@@ -110,16 +136,23 @@ func (m *Manager) startPrepare(key string) (*prepJob, error) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		defer cancel()
 		m.prepared(first)
-		res, err := m.prepare(m.ctx, j, k)
+		res, err := m.prepare(jctx, j, k)
 		m.mu.Lock()
 		m.preparing--
+		if err != nil && j.cancelled {
+			err = fault.Conflict("the preparation of image %s was cancelled by an administrator; prepare it again when you want it", k)
+		}
 		j.result, j.err = res, err
 		j.state.Running = false
 		j.state.FinishedAt = m.clock.Now().UTC()
-		if err != nil {
+		switch {
+		case err != nil && j.cancelled:
+			j.state.Phase, j.state.Error, j.state.Message, j.state.Cancelled = "failed", err.Error(), "preparation cancelled", true
+		case err != nil:
 			j.state.Phase, j.state.Error, j.state.Message = "failed", err.Error(), "preparation failed"
-		} else {
+		default:
 			j.state.Phase, j.state.Percent, j.state.Message = "done", 100, "image ready: "+res.Ref
 		}
 		st := j.state

@@ -718,3 +718,44 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Errorf("prepare after Close: %v", err)
 	}
 }
+
+// TestCancelPrepare: cancelling a running preparation ends it as cancelled (failed, with the
+// reason), records nothing, keeps an image prepared before, and a second cancel or a cancel of
+// nothing is a conflict; the key can be prepared again afterwards.
+func TestCancelPrepare(t *testing.T) {
+	f := newFixture(t, nil)
+	_, err := f.m.CancelPrepare("standard")
+	wantClass(t, "cancel with nothing running", err, fault.ErrConflict, "no preparation")
+	_, err = f.m.CancelPrepare("bogus")
+	wantClass(t, "cancel of an unknown key", err, fault.ErrInvalid)
+	f.prepare("cursor")
+	gate := make(chan struct{})
+	f.b.SetGate(gate)
+	calls := f.b.Calls()
+	if _, err := f.m.StartPrepare("standard"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the builder to be called", func() bool { return f.b.Calls() > calls })
+	st, err := f.m.CancelPrepare("standard")
+	wantClass(t, "cancel", err, nil)
+	if st.Running || !st.Cancelled || st.Phase != "failed" || !strings.Contains(st.Error, "cancelled by an administrator") {
+		t.Fatalf("cancelled state %+v", st)
+	}
+	_, err = f.m.CancelPrepare("standard")
+	wantClass(t, "second cancel", err, fault.ErrConflict)
+	imgs, err := f.st.VMImages(f.m.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs) != 1 || imgs[0].Key != "cursor" {
+		t.Fatalf("prepared images after a cancel: %+v", imgs)
+	}
+	close(gate)
+	f.b.SetGate(nil)
+	f.prepare("standard")
+	for _, p := range f.m.PrepareStates() {
+		if p.Key == "standard" && (p.Cancelled || p.Phase != "done") {
+			t.Fatalf("prepared again: %+v", p)
+		}
+	}
+}

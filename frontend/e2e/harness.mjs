@@ -99,6 +99,8 @@ async function startServerOnce(opts) {
       ...process.env,
       CUBICLE_ADMIN_USER: adminUser,
       CUBICLE_ADMIN_PASSWORD: adminPassword,
+      // A test's server prepares no image on its first start unless the test asks for it.
+      CUBICLE_FIRST_RUN_PREPARE: 'off',
       ...(opts.env ?? {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],

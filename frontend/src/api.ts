@@ -282,6 +282,8 @@ export interface ModelSettings {
   allowPrivate?: boolean;
   /** The base URL's wire protocol. */
   provider?: Provider;
+  /** The last Test of these settings (absent: not tested since they were saved). */
+  tested?: { at: string; ok: boolean; code?: string; problem?: string };
 }
 
 /** The wire protocols a model base URL may speak. */
@@ -347,6 +349,31 @@ export interface PrepareState {
   startedAt: string;
   finishedAt?: string;
   error?: string;
+  /** An administrator cancelled it (phase is then "failed"). */
+  cancelled?: boolean;
+}
+
+/** The state of one first-run step (backend/setup). */
+export type SetupState = 'done' | 'needed' | 'working' | 'failed';
+
+/** One first-run step. */
+export interface SetupStep {
+  state: SetupState;
+  /** What was found, or what to do ("" in a member's view of an administrator's step but "an administrator completes this step"). */
+  detail: string;
+  /** The image preparation's progress while it runs (-1 unknown). */
+  percent?: number;
+  /** Only an administrator can complete it. */
+  admin: boolean;
+}
+
+/** GET /api/app/admin/setup (details) and GET /api/app/setup (states only, the caller's own agents). */
+export interface SetupStatus {
+  engine: SetupStep;
+  image: SetupStep;
+  model: SetupStep;
+  agents: SetupStep;
+  done: boolean;
 }
 
 /** One image key and its prepared record (backend/vm ImageView). */
@@ -843,6 +870,21 @@ export class Client {
   /** POST /api/app/admin/model/test (admin only): one tiny real request with the app's model. */
   testModel(): Promise<ModelTestResult> {
     return this.request<ModelTestResult>('POST', '/api/app/admin/model/test');
+  }
+
+  /** GET /api/app/admin/setup (admin only): the first-run steps with what to do. */
+  adminSetup(): Promise<SetupStatus> {
+    return this.request<SetupStatus>('GET', '/api/app/admin/setup');
+  }
+
+  /** GET /api/app/setup: which first-run steps are missing (states only; agents are the caller's). */
+  setup(): Promise<SetupStatus> {
+    return this.request<SetupStatus>('GET', '/api/app/setup');
+  }
+
+  /** POST /api/app/admin/setup/image/cancel (admin only): cancels the standard image's running preparation. */
+  cancelImagePrepare(): Promise<PrepareState> {
+    return this.request<PrepareState>('POST', '/api/app/admin/setup/image/cancel');
   }
 
   /** GET /api/app/admin/doctor (admin only). */

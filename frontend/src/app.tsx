@@ -160,7 +160,7 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       page = <div class="boot">Signed in. Opening agents…</div>;
       break;
     case 'agents':
-      page = <AgentsPage client={client} />;
+      page = <AgentsPage client={client} user={user} />;
       break;
     case 'agent':
       page = <ChatPage key={route.id} client={client} agentId={route.id} user={user} />;

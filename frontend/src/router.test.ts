@@ -14,6 +14,7 @@ describe('parseRoute', () => {
     { name: 'settings', hash: '#/settings', want: { name: 'settings', section: 'local-vm' } },
     { name: 'local vm settings', hash: '#/settings/local-vm', want: { name: 'settings', section: 'local-vm' } },
     { name: 'model settings', hash: '#/settings/model', want: { name: 'settings', section: 'model' } },
+    { name: 'getting started', hash: '#/settings/setup', want: { name: 'settings', section: 'setup' } },
     { name: 'host settings', hash: '#/settings/host', want: { name: 'settings', section: 'host' } },
     { name: 'runners settings', hash: '#/settings/runners', want: { name: 'settings', section: 'runners' } },
     { name: 'users settings', hash: '#/settings/users', want: { name: 'settings', section: 'users' } },

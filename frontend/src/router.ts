@@ -10,9 +10,9 @@ export type Route =
   | { name: 'not-found'; hash: string };
 
 /** Sections of the Settings page. */
-export type SettingsSection = 'local-vm' | 'model' | 'users' | 'security' | 'host' | 'runners';
+export type SettingsSection = 'setup' | 'local-vm' | 'model' | 'users' | 'security' | 'host' | 'runners';
 
-const settingsSections: readonly SettingsSection[] = ['local-vm', 'model', 'users', 'security', 'host', 'runners'];
+const settingsSections: readonly SettingsSection[] = ['setup', 'local-vm', 'model', 'users', 'security', 'host', 'runners'];
 
 /** Parses location.hash ("#/agents/abc") into a Route. An empty hash is the agent list. */
 export function parseRoute(hash: string): Route {

@@ -3,6 +3,7 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"net/http"
 	"strings"
@@ -215,13 +216,21 @@ func TestBashAndEditor(t *testing.T) {
 		anthropictest.Call("t2", "str_replace_based_edit_tool", anthropictest.Fixed(map[string]any{"command": "create", "path": "a.txt", "file_text": "hi"})),
 		anthropictest.Call("t3", "str_replace_based_edit_tool", anthropictest.Fixed(map[string]any{"command": "view", "path": "a.txt"})),
 		anthropictest.Call("t4", "str_replace_based_edit_tool", anthropictest.Fixed(map[string]any{"command": "str_replace", "path": "a.txt", "old_str": "hi", "new_str": "ho"})),
+		anthropictest.Call("t6", "str_replace_based_edit_tool", anthropictest.Fixed(map[string]any{"command": "insert", "path": "a.txt", "insert_line": 1, "insert_text": "second"})),
+		anthropictest.Call("t7", "str_replace_based_edit_tool", anthropictest.Fixed(map[string]any{"command": "undo_edit", "path": "a.txt"})),
 		anthropictest.Call("t5", "bash", anthropictest.Fixed(map[string]any{"command": "rm -rf /"})),
 		anthropictest.Say("done"),
 	)
 	evs := run(t, srv, box, anthropic.Config{}, denyRm{}, "files")
 	st := states(evs)
-	if st["t1"] != agent.StateSuccess || st["t2"] != agent.StateSuccess || st["t3"] != agent.StateSuccess || st["t4"] != agent.StateError || st["t5"] != agent.StateDenied {
+	if st["t1"] != agent.StateSuccess || st["t2"] != agent.StateSuccess || st["t3"] != agent.StateSuccess || st["t4"] != agent.StateSuccess ||
+		st["t6"] != agent.StateSuccess || st["t7"] != agent.StateError || st["t5"] != agent.StateDenied {
 		t.Fatalf("states: %v", st)
+	}
+	// str_replace and insert are edits in place of the desktop's write_file tool
+	if len(box.Edits) != 2 || box.Edits[0]["old_str"] != "hi" || box.Edits[0]["new_str"] != "ho" || box.Edits[0]["path"] != "a.txt" ||
+		fmt.Sprint(box.Edits[1]["insert_line"]) != "1" || box.Edits[1]["text"] != "second" {
+		t.Fatalf("edits: %v", box.Edits)
 	}
 	if len(box.Shells) != 1 || box.Shells[0] != "ls -la" || box.Files["a.txt"] != "hi" {
 		t.Fatalf("shells %v files %v", box.Shells, box.Files)
@@ -231,7 +240,7 @@ func TestBashAndEditor(t *testing.T) {
 		t.Fatalf("tools: %v", names)
 	}
 	// The refusal reaches the model as an is_error tool_result.
-	body := srv.Seen()[5].Raw
+	body := srv.Seen()[7].Raw
 	if !strings.Contains(string(body), `"is_error":true`) || !strings.Contains(string(body), "Refused by the safety policy") {
 		t.Fatalf("last request: %s", body)
 	}

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -307,8 +308,16 @@ func (cv conv) toRuntime(id, name string, in map[string]any) agent.ToolCall {
 		case "create":
 			text, _ := in["file_text"].(string)
 			call.Name, call.Input = cv.computer.Tool("write_file"), map[string]any{"path": path, "content": text}
+		case "str_replace":
+			call.Name, call.Input = cv.computer.Tool("write_file"), map[string]any{"path": path, "old_str": in["old_str"], "new_str": in["new_str"]}
+			if _, ok := in["new_str"]; !ok {
+				call.Input["new_str"] = "" // the vendor's default: old_str is deleted
+			}
+		case "insert":
+			call.Name, call.Input = cv.computer.Tool("write_file"), map[string]any{"path": path, "insert_line": in["insert_line"], "text": cmp.Or(in["insert_text"], in["new_str"])}
 		default:
-			call.Unsupported = fmt.Sprintf("the editor's %q command is not available on this computer: view the file, then create it again with the whole new content", cmd)
+			call.Unsupported = fmt.Sprintf("the editor's %q command is not available on this computer (use view, create, str_replace or insert; "+
+				"to undo an edit, str_replace it back)", cmd)
 		}
 	}
 	return call
@@ -462,6 +471,12 @@ func (cv conv) toNative(b agent.ContentBlock) (string, map[string]any) {
 	case "read_file":
 		return cv.edit, map[string]any{"command": "view", "path": in["path"]}
 	case "write_file":
+		if _, ok := in["old_str"]; ok {
+			return cv.edit, map[string]any{"command": "str_replace", "path": in["path"], "old_str": in["old_str"], "new_str": in["new_str"]}
+		}
+		if _, ok := in["insert_line"]; ok {
+			return cv.edit, map[string]any{"command": "insert", "path": in["path"], "insert_line": in["insert_line"], "insert_text": in["text"]}
+		}
 		return cv.edit, map[string]any{"command": "create", "path": in["path"], "file_text": in["content"]}
 	}
 	return b.Name, in

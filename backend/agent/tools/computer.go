@@ -20,7 +20,9 @@ const (
 	xyParams   = `{"type":"object","properties":{"x":{"type":"integer","description":"screen x in pixels"},"y":{"type":"integer","description":"screen y in pixels"}},"required":["x","y"]}`
 	noParams   = `{"type":"object","properties":{}}`
 	pathParams = `{"type":"object","properties":{"path":{"type":"string","description":"file path; relative paths start in the working directory"}},"required":["path"]}`
-	writeParam = `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string","description":"text to write"},"base64":{"type":"string","description":"binary content, base64 (instead of content)"}},"required":["path"]}`
+	writeParam = `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string","description":"text to write"},"base64":{"type":"string","description":"binary content, base64 (instead of content)"},` +
+		`"old_str":{"type":"string","description":"edit in place instead of writing content: the exact text to replace (must occur once)"},"new_str":{"type":"string","description":"the text old_str becomes"},` +
+		`"insert_line":{"type":"integer","description":"edit in place: insert text after this line (0 = at the top)"},"text":{"type":"string","description":"the lines to insert with insert_line"}},"required":["path"]}`
 	shellParam = `{"type":"object","properties":{"command":{"type":"string","description":"shell command (sh -c)"},"cwd":{"type":"string"},"timeout":{"type":"integer","description":"seconds, at most 600"}},"required":["command"]}`
 )
 
@@ -153,6 +155,21 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 		p = b.vmPath(env, p)
 		if err := b.checkPath(p, true); err != nil {
 			return err
+		}
+		if isEdit(a) {
+			cur, err := pc.ReadFile(ctx, p, MaxFile)
+			if err != nil {
+				return err
+			}
+			data, said, err := edit(p, cur, a)
+			if err != nil {
+				return err
+			}
+			if err := writeVM(ctx, pc, p, data); err != nil {
+				return err
+			}
+			out.Text(said)
+			return nil
 		}
 		data, err := content(a)
 		if err != nil {

@@ -329,6 +329,21 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 		if err := b.checkHostPath(ctx, env, p, true); err != nil {
 			return err
 		}
+		if isEdit(a) {
+			cur, err := b.host(env).ReadFile(ctx, p, MaxFile)
+			if err != nil {
+				return err
+			}
+			data, said, err := edit(p, cur, a)
+			if err != nil {
+				return err
+			}
+			if err := b.host(env).WriteFile(ctx, p, data); err != nil {
+				return err
+			}
+			out.Text(said + " (on the host)")
+			return nil
+		}
 		data, err := content(a)
 		if err != nil {
 			return err

@@ -125,6 +125,22 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 		if r := call(t, box, "computer_shell", map[string]any{"command": "exit 3"}); r.state != agent.StateError || !strings.Contains(r.text, "exit code 3") {
 			t.Fatalf("failing command: %+v", r)
 		}
+		// edits in place (the native editors' str_replace and insert), on the real driver
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "notes/a.txt", "old_str": "héllo", "new_str": "hello"}); r.state != agent.StateSuccess {
+			t.Fatalf("str_replace: %+v", r)
+		}
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "notes/a.txt", "insert_line": 0, "text": "first"}); r.state != agent.StateSuccess {
+			t.Fatalf("insert: %+v", r)
+		}
+		if r := call(t, box, "computer_read_file", map[string]any{"path": "notes/a.txt"}); !strings.Contains(r.text, "first\nhello 你好") {
+			t.Fatalf("after the edits: %+v", r)
+		}
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "notes/a.txt", "old_str": "absent", "new_str": "x"}); r.state != agent.StateError || !strings.Contains(r.text, "not found") {
+			t.Fatalf("str_replace of absent text: %+v", r)
+		}
+		if r := call(t, box, "computer_write_file", map[string]any{"path": "notes/none.txt", "old_str": "a", "new_str": "x"}); r.state != agent.StateError {
+			t.Fatalf("str_replace in a missing file: %+v", r)
+		}
 		if r := call(t, box, "computer_read_file", map[string]any{"path": "missing.txt"}); r.state != agent.StateError {
 			t.Fatalf("missing file: %+v", r)
 		}

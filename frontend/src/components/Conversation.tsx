@@ -24,6 +24,8 @@ interface ConversationProps {
   agent: Agent | null;
   agentId: string;
   userId: string;
+  /** Opens the computer panel (the empty chat offers it in operator mode). */
+  onOpenComputer?: () => void;
 }
 
 const lastSessionKey = (agentId: string) => `cubicle.chat.${agentId}`;
@@ -45,7 +47,7 @@ function rememberSession(agentId: string, id: string) {
 }
 
 /** The chat column's body. */
-export function Conversation({ client, agent, agentId, userId }: ConversationProps) {
+export function Conversation({ client, agent, agentId, userId, onOpenComputer }: ConversationProps) {
   const [sessions, setSessions] = useState<ChatSessionInfo[] | null>(null);
   const [sessionsError, setSessionsError] = useState('');
   const [sessionId, setSessionId] = useState(() => savedSession(agentId) || newSessionId());
@@ -59,6 +61,18 @@ export function Conversation({ client, agent, agentId, userId }: ConversationPro
   const chatRef = useRef(chat);
   chatRef.current = chat;
   const seq = useRef(0);
+  // Whether this agent's turns have no model (operator mode): the empty chat then says what works without one.
+  const [operator, setOperator] = useState(false);
+  useEffect(() => {
+    let live = true;
+    client.getAgentModel(agentId).then(
+      (m) => live && setOperator(!m.effective.configured && !m.effective.problem),
+      () => undefined, // the composer's note says the same in general
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, agentId]);
 
   const loadSessions = async () => {
     try {
@@ -242,6 +256,8 @@ export function Conversation({ client, agent, agentId, userId }: ConversationPro
           loading={loadingHistory}
           onAnswer={answer}
           onExample={(t) => setInput(t)}
+          operator={operator}
+          onOpenComputer={onOpenComputer}
         />
       )}
 

@@ -11,6 +11,9 @@ interface MessageListProps {
   loading: boolean;
   onAnswer: (calls: ToolCall[], how: 'once' | 'always' | 'deny') => void;
   onExample: (text: string) => void;
+  /** No model is set for this agent: the empty chat offers what works without one. */
+  operator?: boolean;
+  onOpenComputer?: () => void;
 }
 
 const stateLabel: Record<string, string> = {
@@ -32,7 +35,7 @@ const stateTone: Record<string, string> = {
 };
 
 /** The scrolling message list. */
-export function MessageList({ agentName, state, loading, onAnswer, onExample }: MessageListProps) {
+export function MessageList({ agentName, state, loading, onAnswer, onExample, operator = false, onOpenComputer }: MessageListProps) {
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   // Follow the stream while the reader is at the bottom.
@@ -46,7 +49,24 @@ export function MessageList({ agentName, state, loading, onAnswer, onExample }: 
       <div class="messages" id="messages" aria-live="polite">
         <div class="empty-state">
           <p class="empty-title">{loading ? 'Loading the conversation…' : `Start a chat with ${agentName}`}</p>
-          {!loading && (
+          {!loading && operator && (
+            <p class="small operator-offer" id="operator-offer">
+              No model is set yet, so this chat runs in operator mode:{' '}
+              <button class="linklike" type="button" id="operator-shell" onClick={() => onExample('/shell ls')}>
+                /shell
+              </button>
+              ,{' '}
+              <button class="linklike" type="button" id="operator-screenshot" onClick={() => onExample('/screenshot')}>
+                /screenshot
+              </button>{' '}
+              and the{' '}
+              <button class="linklike" type="button" id="operator-computer" onClick={() => onOpenComputer?.()}>
+                computer panel
+              </button>{' '}
+              work without one.
+            </p>
+          )}
+          {!loading && !operator && (
             <p class="muted small">
               Ask in plain language, or try{' '}
               <button class="linklike" type="button" onClick={() => onExample('/help')}>

@@ -1,19 +1,21 @@
 // The agent list: create, rename, delete.
 
 import { useEffect, useState } from 'preact/hooks';
-import type { Agent, AgentDeletion, Client } from '../api';
+import type { Agent, AgentDeletion, Client, User } from '../api';
 import { AgentRow } from '../components/AgentRow';
 import { ConfirmDialog } from '../components/ConfirmDialog';
+import { SetupPanel } from '../components/SetupPanel';
 import { messageFor } from '../errors';
 import { useEvents, useTitle } from '../hooks';
 import { bytes } from '../settings/vmtext';
 
 interface AgentsPageProps {
   client: Client;
+  user: User;
 }
 
-/** Lists the user's agents. */
-export function AgentsPage({ client }: AgentsPageProps) {
+/** Lists the user's agents, under the first-run panel until every step is done. */
+export function AgentsPage({ client, user }: AgentsPageProps) {
   useTitle('Agents');
   const [agents, setAgents] = useState<Agent[] | null>(null);
   const [loadError, setLoadError] = useState('');
@@ -114,6 +116,8 @@ export function AgentsPage({ client }: AgentsPageProps) {
         <h1>Agents</h1>
         <p class="muted">Each agent chats with you and works on its own computer.</p>
       </div>
+
+      <SetupPanel client={client} user={user} />
 
       <form class="card create-form" onSubmit={create} aria-label="Create an agent">
         <label class="field grow">

@@ -155,7 +155,15 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
         ) : mainView === 'dual' && agent ? (
           <DualDesktop client={client} agents={agents ?? [agent]} agentId={agent.id} onClose={() => setMainView('chat')} />
         ) : (
-          <Conversation client={client} agent={agent} agentId={agentId} userId={user.id} />
+          <Conversation
+            client={client}
+            agent={agent}
+            agentId={agentId}
+            userId={user.id}
+            onOpenComputer={() => {
+              if (phone ? !mobileOpen : !panelOpen) togglePanel();
+            }}
+          />
         )}
       </main>
 

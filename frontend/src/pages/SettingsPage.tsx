@@ -1,8 +1,9 @@
-// Settings (admin only): Local VM (engine report, image preparation, isolation and idle
+// Settings (admin only): Getting started (the first-run panel, components/SetupPanel), Local VM (engine report, image preparation, isolation and idle
 // policies, instances), Model (the chat model), Users (accounts, roles, host access),
 // Security (the safety layers) and Runners (execution nodes). The sections live in src/settings/.
 
 import type { Client, User } from '../api';
+import { SetupPanel } from '../components/SetupPanel';
 import { useTitle } from '../hooks';
 import type { SettingsSection } from '../router';
 import { Forbidden } from '../settings/Forbidden';
@@ -14,6 +15,7 @@ import { SecuritySettingsSection } from '../settings/SecuritySettings';
 import { UsersSettings } from '../settings/UsersSettings';
 
 const sections: Array<{ id: SettingsSection; label: string }> = [
+  { id: 'setup', label: 'Getting started' },
   { id: 'local-vm', label: 'Local VM' },
   { id: 'model', label: 'Model' },
   { id: 'users', label: 'Users' },
@@ -51,7 +53,9 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
           ))}
         </nav>
         <div class="settings-body">
-          {user.role !== 'admin' ? (
+          {section === 'setup' ? (
+            <SetupPanel client={client} user={user} standalone />
+          ) : user.role !== 'admin' ? (
             <Forbidden />
           ) : section === 'model' ? (
             <ModelSettingsSection client={client} />

@@ -6,8 +6,16 @@ import { ApiError, type Client, type ModelSettings, type ModelTestResult, type M
 import { messageFor } from '../errors';
 import { Forbidden } from './Forbidden';
 
+interface ModelSettingsProps {
+  client: Client;
+  /** Called after a save or a test (the first-run panel reads its steps again). */
+  onChanged?: () => void;
+  /** Without its own heading (inside the first-run panel's step). */
+  embedded?: boolean;
+}
+
 /** The Model section. */
-export function ModelSettingsSection({ client }: { client: Client }) {
+export function ModelSettingsSection({ client, onChanged, embedded = false }: ModelSettingsProps) {
   const [view, setView] = useState<ModelSettings | null>(null);
   const [baseUrl, setBaseUrl] = useState('');
   const [model, setModel] = useState('');
@@ -42,6 +50,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
       setError(messageFor(err));
     } finally {
       setBusy(false);
+      onChanged?.();
     }
   };
 
@@ -65,6 +74,7 @@ export function ModelSettingsSection({ client }: { client: Client }) {
     try {
       show(await client.setModel(u));
       setSaved(true);
+      onChanged?.();
     } catch (err) {
       setError(messageFor(err));
     } finally {
@@ -73,18 +83,20 @@ export function ModelSettingsSection({ client }: { client: Client }) {
   };
 
   return (
-    <section class="settings-section" id="model-settings" aria-labelledby="model-title">
-      <h2 id="model-title">Model</h2>
-      <p class="muted">
-        Any OpenAI-compatible chat-completions endpoint (streaming, tool calls, image input). Without a model, chats run in
-        operator mode: slash commands such as <code>/shell ls</code> or <code>/screenshot</code>.
-      </p>
+    <section class="settings-section" id="model-settings" aria-labelledby={embedded ? undefined : 'model-title'} aria-label={embedded ? 'Model' : undefined}>
+      {!embedded && <h2 id="model-title">Model</h2>}
+      {!embedded && (
+        <p class="muted">
+          Any OpenAI-compatible chat-completions endpoint (streaming, tool calls, image input). Without a model, chats run in
+          operator mode: slash commands such as <code>/shell ls</code> or <code>/screenshot</code>.
+        </p>
+      )}
       {loadError !== '' && (
         <p class="form-error" role="alert">
           Could not load the model settings: {loadError}
         </p>
       )}
-      {view && (
+      {view && !embedded && (
         <p class={`summary ${view.configured ? 'ok' : 'warn'}`} id="model-summary">
           {view.configured
             ? `Configured: ${view.model} at ${view.baseUrl}${view.source === 'environment' ? ' (from the environment)' : ''}.`

@@ -46,6 +46,7 @@ type Desktop struct {
 	Calls   []agent.ToolCall
 	Shells  []string
 	Files   map[string]string
+	Edits   []map[string]any // computer_write_file calls that edit in place (old_str, insert_line)
 	started chan struct{}
 	// Block, when set, makes every call wait for it (or the turn's end).
 	Block chan struct{}
@@ -149,6 +150,16 @@ func (d *Desktop) Call(ctx context.Context, _ agent.TurnInfo, c agent.ToolCall, 
 		out.Text("exit 0\n" + s)
 	case "computer_write_file":
 		p, _ := c.Input["path"].(string)
+		if _, ok := c.Input["old_str"]; ok {
+			d.Edits = append(d.Edits, c.Input) // an edit in place (backend/agent/tools applies it)
+			out.Text("Replaced the text in " + p + ".")
+			break
+		}
+		if _, ok := c.Input["insert_line"]; ok {
+			d.Edits = append(d.Edits, c.Input)
+			out.Text("Inserted into " + p + ".")
+			break
+		}
 		s, _ := c.Input["content"].(string)
 		if d.Files == nil {
 			d.Files = map[string]string{}

@@ -1,0 +1,353 @@
+// Command testbin links each Go test binary once per content and runs the binaries as `go test`
+// would (scripts/test.sh). `go test` relinks every test binary on every run, cached or not
+// (the ./backend binary takes 45 s and more to link); testbin keeps the linked binaries in a
+// cache directory keyed by everything the link reads — the build IDs of the test's main
+// package and of every package it links, the Go version, GOOS/GOARCH, GOFLAGS and -race — so
+// a binary is linked again only when something it contains changed.
+//
+//	testbin link [-race] PACKAGE…          prints "IMPORT-PATH BINARY" per package with tests
+//	testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] PACKAGE…
+//
+// run prints "ok  PKG  TIME" for a package that passed and its whole output and "FAIL  PKG
+// TIME" for one that failed (each package's output is also in -logs DIR); it runs N binaries
+// at a time, the ones that took longest last time first, and exits 1 when any failed. A
+// package's binary runs in the package's directory with -test.count=1: results never come
+// from a cache.
+//
+// The key is sound because a build ID is the hash of a compile's inputs and output, and the
+// link of a test binary reads nothing else but those packages' archives and the link flags.
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "link":
+		err = linkCmd(ctx, os.Args[2:])
+	case "run":
+		err = runCmd(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testbin:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: testbin link [-race] PACKAGE… | testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] PACKAGE…")
+	os.Exit(2)
+}
+
+// cacheDir is where linked binaries are kept: $CUBICLE_TESTBIN_CACHE, else a folder of the
+// machine's (root) or the user's cache.
+func cacheDir() (string, error) {
+	if d := os.Getenv("CUBICLE_TESTBIN_CACHE"); d != "" {
+		return d, os.MkdirAll(d, 0o755)
+	}
+	d := "/var/cache/cubicle-testbin"
+	if os.Geteuid() != 0 {
+		uc, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		d = filepath.Join(uc, "cubicle-testbin")
+	}
+	return d, os.MkdirAll(d, 0o755)
+}
+
+// testPkg is a package with tests: where it is and its linked binary.
+type testPkg struct {
+	Path string // import path
+	Dir  string
+	Key  string
+	Bin  string
+}
+
+// listed is one line of go list's answer.
+type listed struct {
+	ImportPath string
+	BuildID    string
+	Dir        string
+	Deps       []string
+}
+
+// plan lists pkgs' test binaries and their cache keys (go list compiles what is not compiled
+// yet; that is the compile `go test` would do anyway).
+func plan(ctx context.Context, race bool, pkgs []string) ([]testPkg, error) {
+	args := []string{"list", "-e", "-export", "-deps", "-test", "-json=ImportPath,BuildID,Dir,Deps,Error"}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", err)
+	}
+	all := map[string]listed{}
+	var order []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			listed
+			Error *struct{ Err string }
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("go list: %w", err)
+		}
+		if p.Error != nil {
+			return nil, fmt.Errorf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		all[p.ImportPath] = p.listed
+		order = append(order, p.ImportPath)
+	}
+	env := strings.Join([]string{runtime.Version(), goEnv(ctx, "GOVERSION"), os.Getenv("GOFLAGS"), goEnv(ctx, "GOOS"),
+		goEnv(ctx, "GOARCH"), goEnv(ctx, "CGO_ENABLED"), fmt.Sprint(race)}, "\x00")
+	cache, err := cacheDir()
+	if err != nil {
+		return nil, err
+	}
+	var res []testPkg
+	for _, ip := range order {
+		root, ok := strings.CutSuffix(ip, ".test")
+		if !ok || strings.Contains(ip, " ") {
+			continue
+		}
+		main, rootPkg := all[ip], all[root]
+		if main.BuildID == "" || rootPkg.Dir == "" {
+			return nil, fmt.Errorf("go list gave no build ID for %s", ip)
+		}
+		h := sha256.New()
+		io.WriteString(h, env)
+		ids := []string{ip + " " + main.BuildID}
+		for _, d := range main.Deps {
+			dep, ok := all[d]
+			if !ok || (dep.BuildID == "" && d != "unsafe" && d != "C") {
+				return nil, fmt.Errorf("go list gave no build ID for %s (a dependency of %s)", d, ip)
+			}
+			ids = append(ids, d+" "+dep.BuildID)
+		}
+		slices.Sort(ids)
+		for _, s := range ids {
+			io.WriteString(h, "\x00"+s)
+		}
+		key := hex.EncodeToString(h.Sum(nil))[:32]
+		res = append(res, testPkg{Path: root, Dir: rootPkg.Dir, Key: key,
+			Bin: filepath.Join(cache, strings.ReplaceAll(root, "/", "_")+"-"+key+".test")})
+	}
+	return res, nil
+}
+
+func goEnv(ctx context.Context, name string) string {
+	out, _ := exec.CommandContext(ctx, "go", "env", name).Output()
+	return strings.TrimSpace(string(out))
+}
+
+// link links the binaries that are not in the cache yet, two at a time.
+func link(ctx context.Context, race bool, ps []testPkg) error {
+	var todo []testPkg
+	for _, p := range ps {
+		if _, err := os.Stat(p.Bin); err == nil {
+			now := time.Now()
+			os.Chtimes(p.Bin, now, now) // kept by the eviction below
+			continue
+		}
+		todo = append(todo, p)
+	}
+	if len(todo) > 0 {
+		fmt.Fprintf(os.Stderr, "testbin: linking %d of %d test binaries (the others are cached)\n", len(todo), len(ps))
+	}
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for i, p := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			tmp := p.Bin + fmt.Sprintf(".tmp%d", os.Getpid())
+			args := []string{"test", "-c", "-o", tmp}
+			if race {
+				args = append(args, "-race")
+			}
+			cmd := exec.CommandContext(ctx, "go", append(args, p.Path)...)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				os.Remove(tmp)
+				errs[i] = fmt.Errorf("link %s: %w", p.Path, err)
+				return
+			}
+			errs[i] = os.Rename(tmp, p.Bin)
+		}()
+	}
+	wg.Wait()
+	evict(filepath.Dir(ps[0].Bin))
+	return errors.Join(errs...)
+}
+
+// evict removes binaries not used for three days, so changed code does not fill the disk.
+func evict(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && strings.Contains(e.Name(), ".test") && time.Since(fi.ModTime()) > 72*time.Hour {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func linkCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("link", flag.ExitOnError)
+	race := fs.Bool("race", false, "link with the race detector")
+	fs.Parse(args)
+	ps, err := plan(ctx, *race, fs.Args())
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("no package with tests in %v", fs.Args())
+	}
+	if err := link(ctx, *race, ps); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		fmt.Println(p.Path, p.Bin)
+	}
+	return nil
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	race := fs.Bool("race", false, "link with the race detector")
+	lanes := fs.Int("p", runtime.NumCPU(), "test binaries run at a time")
+	timeout := fs.Duration("timeout", 10*time.Minute, "each binary's -test.timeout")
+	run := fs.String("run", "", "-test.run")
+	skip := fs.String("skip", "", "-test.skip")
+	logs := fs.String("logs", "", "folder for each package's whole output")
+	fs.Parse(args)
+	ps, err := plan(ctx, *race, fs.Args())
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("no package with tests in %v", fs.Args())
+	}
+	if err := link(ctx, *race, ps); err != nil {
+		return err
+	}
+	if *logs != "" {
+		if err := os.MkdirAll(*logs, 0o755); err != nil {
+			return err
+		}
+	}
+	durFile := filepath.Join(filepath.Dir(ps[0].Bin), map[bool]string{false: "durations.json", true: "durations-race.json"}[*race])
+	last := loadDurations(durFile)
+	// longest first: the run ends when its longest binary does, so start that one early
+	slices.SortStableFunc(ps, func(a, b testPkg) int { return cmp.Compare(last[b.Path], last[a.Path]) })
+
+	var mu sync.Mutex // guards the output and took
+	took := map[string]float64{}
+	var failed []string
+	sem := make(chan struct{}, max(1, *lanes))
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out, d, err := runOne(ctx, p, *timeout, *run, *skip)
+			mu.Lock()
+			defer mu.Unlock()
+			took[p.Path] = d.Seconds()
+			if *logs != "" {
+				os.WriteFile(filepath.Join(*logs, strings.ReplaceAll(p.Path, "/", "_")+".log"), out, 0o644)
+			}
+			if err != nil {
+				os.Stdout.Write(out)
+				fmt.Printf("FAIL\t%s\t%.1fs (%v)\n", p.Path, d.Seconds(), err)
+				failed = append(failed, p.Path)
+				return
+			}
+			fmt.Printf("ok  \t%s\t%.1fs\n", p.Path, d.Seconds())
+		}()
+	}
+	wg.Wait()
+	for k, v := range took {
+		last[k] = v
+	}
+	saveDurations(durFile, last)
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return fmt.Errorf("%d package(s) failed: %s", len(failed), strings.Join(failed, " "))
+	}
+	return nil
+}
+
+// runOne runs one test binary in its package's directory, as go test does.
+func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip string) ([]byte, time.Duration, error) {
+	args := []string{"-test.paniconexit0", "-test.count=1", "-test.timeout=" + timeout.String()}
+	if run != "" {
+		args = append(args, "-test.run="+run)
+	}
+	if skip != "" {
+		args = append(args, "-test.skip="+skip)
+	}
+	cmd := exec.CommandContext(ctx, p.Bin, args...)
+	cmd.Dir = p.Dir
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) } // goroutine dump, as go test's timeout
+	cmd.WaitDelay = 10 * time.Second
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	return buf.Bytes(), d, err
+}
+
+func loadDurations(file string) map[string]float64 {
+	m := map[string]float64{}
+	if b, err := os.ReadFile(file); err == nil {
+		json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+func saveDurations(file string, m map[string]float64) {
+	b, _ := json.MarshalIndent(m, "", " ")
+	tmp := file + fmt.Sprintf(".tmp%d", os.Getpid())
+	if os.WriteFile(tmp, b, 0o644) == nil {
+		os.Rename(tmp, file)
+	}
+}
