@@ -19,6 +19,7 @@ import (
 	"cubicle/backend/engine/kubernetes/kubetest"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -30,7 +31,7 @@ type kubeEnv struct {
 	b     *Backend
 	cl    *kubetest.Cluster
 	ctx   context.Context
-	img   store.VMImage
+	img   nodeapi.Image
 	admin string
 	agent string
 }
@@ -67,7 +68,7 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 		t.Fatalf("EngineStatus = %+v, %v", es, err)
 	}
 
-	var img store.VMImage
+	var img nodeapi.Image
 	t.Run("prepare pushes and the cluster pulls by digest", func(t *testing.T) {
 		pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
 		defer pcancel()

@@ -9,25 +9,20 @@ import (
 	"cubicle/backend/api"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 )
 
-// nodeVMs is what the backend asks of one execution node's desktops: the local node's
-// vm.Manager and a runner's nodes.Remote both provide it, so an agent's calls take the same
-// path wherever its desktop runs.
+// nodeVMs is one execution node's desktops as the backend uses them: the node contract
+// (nodeapi.Node) plus the relays to a running desktop. The local node's vm.Manager and a
+// runner's nodes.Remote both provide it, so an agent's calls take the same path wherever its
+// desktop runs.
 type nodeVMs interface {
-	api.VMs
-	NodeID() string
+	nodeapi.Node
 	Link(ctx context.Context, id string) (*guest.Client, error)
 	Tunnel(ctx context.Context, id, address string) (net.Conn, error)
-	VMReady(ctx context.Context, accountID, agentID string) (bool, string)
-	StopInstance(ctx context.Context, id, reason string) error
-	MarkBusy(id, who string)
-	MarkIdle(id string)
-	// Stats samples the CPU and memory of the node's running desktops.
-	Stats(ctx context.Context) ([]vm.InstanceStats, error)
 }
 
 var (

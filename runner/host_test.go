@@ -33,6 +33,11 @@ func hostCall(t *testing.T, r *Runner, op string, args any) (wire.Response, net.
 	return resp, cli, done
 }
 
+// serveHost answers one host op as the runner's dispatch table does.
+func (r *Runner) serveHost(ctx context.Context, st net.Conn, req wire.Request) {
+	r.dispatch()[req.Op](ctx, st, req)
+}
+
 func testRunner(noHost bool) *Runner {
 	return &Runner{cfg: Config{Name: "box", NoHostTools: noHost}, log: slog.New(slog.DiscardHandler), sandbox: testSandbox()}
 }

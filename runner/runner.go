@@ -130,6 +130,9 @@ type Runner struct {
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
+	// ops is the dispatch table (op name → handler), built once by dispatch.
+	opsOnce sync.Once
+	ops     map[string]handler
 
 	mu         sync.Mutex
 	busy       map[string]bool // desktops the server marked busy in this session

@@ -58,7 +58,8 @@ func (w *watchers) publish(e wire.WatchEvent) {
 // The manager's callbacks (vm.Config.OnChange, OnPrepare, OnSettings).
 
 func (w *watchers) desktop(c vm.InstanceChange) {
-	d := wire.DesktopChangeOf(c)
+	d := wire.DesktopChange{InstanceID: c.InstanceID, Scope: c.Scope, AccountID: c.AccountID, AgentID: c.AgentID,
+		State: c.State, Previous: c.Previous, LastError: c.LastError, Removed: c.Removed, At: c.At}
 	w.publish(wire.WatchEvent{Kind: wire.WatchDesktop, Desktop: &d})
 }
 
@@ -67,7 +68,8 @@ func (w *watchers) prepare(p vm.PrepareState) {
 }
 
 func (w *watchers) settings(ns store.NodeSettings) {
-	w.publish(wire.WatchEvent{Kind: wire.WatchSettings, Settings: &ns})
+	v := vm.NodeSettingsView(ns)
+	w.publish(wire.WatchEvent{Kind: wire.WatchSettings, Settings: &v})
 }
 
 // serveWatch answers OpWatch on st: OK once the stream is subscribed, then every change until

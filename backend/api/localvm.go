@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,29 +8,15 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
 
-// VMs is what the Local VM routes (SPEC §1.11) need from the desktop manager; *vm.Manager
-// implements it. Errors carry fault classes.
-type VMs interface {
-	Status(ctx context.Context) (vm.Status, error)
-	StartPrepare(key string) (vm.PrepareState, error)
-	Prepare(ctx context.Context, key string) (store.VMImage, error)
-	SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error)
-	SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error)
-	SetImageSources(ctx context.Context, u vm.ImageSourcesUpdate) (vm.ImageSources, error)
-	Agent(ctx context.Context, accountID, agentID string) (vm.AgentView, error)
-	Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error)
-	SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error)
-	ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error)
-	AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error)
-	AgentData(ctx context.Context, accountID, agentID string, measure bool) (vm.AgentData, error)
-	ForgetAgent(ctx context.Context, accountID, agentID string, removeDesktop, deleteData bool) error
-	DeleteData(ctx context.Context, instanceID string) error
-}
+// VMs is a node's desktops as the Local VM routes use them: the node contract's one
+// interface (nodeapi.Node), which *vm.Manager and *nodes.Remote implement. Errors carry fault
+// classes.
+type VMs = nodeapi.Node
 
 var _ VMs = (*vm.Manager)(nil)
 

@@ -113,7 +113,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.Close()
 		return
 	}
-	c := &conn{node: id, name: rec.Name, hello: hello, sess: sess, since: time.Now(), remote: r.RemoteAddr, guests: map[string]*guest.Client{}, seen: map[string]bool{}}
+	c := &conn{node: id, name: rec.Name, hello: hello, sess: sess, since: time.Now(), remote: r.RemoteAddr, guests: map[string]*guest.Client{}, seen: map[string]bool{}, sent: map[string]int{}}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -257,7 +257,7 @@ func openWatch(ctx context.Context, c *conn) (*watchStream, error) {
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
-	if err := wire.WriteFrame(st, wire.Request{Op: wire.OpWatch}); err != nil {
+	if err := wire.WriteFrame(st, wire.Request{Op: wire.Watch.Name}); err != nil {
 		st.Close()
 		return nil, err
 	}

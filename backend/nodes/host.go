@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,17 +12,14 @@ import (
 )
 
 // HostTools reports whether the runner's host runs host tools now: its link is up and it
-// advertised wire.CapHostTools. The error names the runner and what it must support.
+// advertised wire.CapHostTools. The error names the runner and what it must support (the
+// host ops' refusal, wire.HostShell).
 func (r *Remote) HostTools() error {
 	c, err := r.live()
 	if err != nil {
 		return err
 	}
-	if !hasCap(c.hello, wire.CapHostTools) {
-		return fault.Conflict("runner %s (%s, version %s) does not run host tools (capability %s): update it, and start it without --no-host-tools",
-			c.name, r.id, c.hello.Version, wire.CapHostTools)
-	}
-	return nil
+	return wire.HostShell.Refuse(c.hello.Capabilities, c.name, r.id, c.hello.Version, r.h.cfg.Version)
 }
 
 // Label names the runner for people: `runner "name" (id)`.
@@ -40,12 +36,7 @@ func (r *Remote) Label() string {
 // HostShell runs a command on the runner's host. Cancelling ctx closes the stream, and the
 // runner kills the command's process group.
 func (r *Remote) HostShell(ctx context.Context, a wire.HostShellArgs) (wire.HostShellResult, error) {
-	if err := r.HostTools(); err != nil {
-		return wire.HostShellResult{}, err
-	}
-	var res wire.HostShellResult
-	err := r.call(ctx, wire.OpHostShell, a, &res)
-	return res, err
+	return call(ctx, r, wire.HostShell, a)
 }
 
 // HostHome is the runner user's home directory on the runner's host. It is asked once per
@@ -92,9 +83,9 @@ func (r *Remote) hostInfo(ctx context.Context) (wire.HostInfo, *conn, error) {
 	}
 	var info wire.HostInfo
 	if hasCap(c.hello, wire.CapHostGuard) {
-		err = r.call(ctx, wire.OpHostInfo, nil, &info)
+		info, err = call(ctx, r, wire.HostInfoOp, wire.None{})
 	} else {
-		err = r.call(ctx, wire.OpHostHome, nil, &info.Home)
+		info.Home, err = call(ctx, r, wire.HostHome, wire.None{})
 	}
 	if err != nil {
 		return wire.HostInfo{}, c, err
@@ -117,10 +108,11 @@ func (r *Remote) hostInfo(ctx context.Context) (wire.HostInfo, *conn, error) {
 // wire.CapHostGuard refuses path when it resolves into one of them on its own disk (or into its
 // data directory); an older runner is not sent them.
 func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, protected []string, sb *wire.HostSandbox) ([]byte, error) {
-	if err := r.HostTools(); err != nil {
+	req, err := wire.HostReadFile.Request(wire.HostFileArgs{Path: path, Max: max, Protected: r.guarded(protected), Sandbox: sb})
+	if err != nil {
 		return nil, err
 	}
-	st, c, err := r.open(ctx, wire.OpHostReadFile, wire.HostFileArgs{Path: path, Max: max, Protected: r.guarded(protected), Sandbox: sb})
+	st, c, err := r.open(ctx, wire.HostReadFile.Spec, req)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +123,8 @@ func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, prote
 	if err := wire.ReadFrame(st, &resp); err != nil {
 		return nil, r.linkErr(ctx, c, wire.OpHostReadFile, err)
 	}
-	if resp.Error != nil {
-		return nil, resp.Error.Err()
-	}
-	var f wire.HostFile // then f.Size raw bytes
-	if err := json.Unmarshal(resp.Result, &f); err != nil {
+	f, err := wire.HostReadFile.Result(resp) // then f.Size raw bytes
+	if err != nil {
 		return nil, err
 	}
 	if f.Size < 0 || f.Size > max {
@@ -151,10 +140,11 @@ func (r *Remote) HostReadFile(ctx context.Context, path string, max int64, prote
 // HostWriteFile replaces path on the runner's host with data; protected are as for
 // HostReadFile.
 func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, protected []string, sb *wire.HostSandbox) error {
-	if err := r.HostTools(); err != nil {
+	req, err := wire.HostWriteFile.Request(wire.HostFileArgs{Path: path, Size: int64(len(data)), Protected: r.guarded(protected), Sandbox: sb})
+	if err != nil {
 		return err
 	}
-	st, c, err := r.open(ctx, wire.OpHostWriteFile, wire.HostFileArgs{Path: path, Size: int64(len(data)), Protected: r.guarded(protected), Sandbox: sb})
+	st, c, err := r.open(ctx, wire.HostWriteFile.Spec, req)
 	if err != nil {
 		return err
 	}
@@ -170,7 +160,8 @@ func (r *Remote) HostWriteFile(ctx context.Context, path string, data []byte, pr
 	if err := wire.ReadFrame(st, &resp); err != nil {
 		return r.linkErr(ctx, c, wire.OpHostWriteFile, err)
 	}
-	return resp.Error.Err()
+	_, err = wire.HostWriteFile.Result(resp)
+	return err
 }
 
 // Supports reports whether the runner's link is up and it advertised capability c.

@@ -98,6 +98,7 @@ type conn struct {
 	guests map[string]*guest.Client // relayed driver links by desktop id
 	seen   map[string]bool          // desktop ids the server used on this link
 	host   *wire.HostInfo           // the runner's home and own protected paths, once it said a home
+	sent   map[string]int           // requests sent on this link by op (tests: nothing is sent that is refused)
 }
 
 // New returns a Hub.

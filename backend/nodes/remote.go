@@ -2,26 +2,28 @@ package nodes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"time"
 
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
 
-// Remote drives one runner's desktops over its link. Its methods are those of vm.Manager the
-// server uses (api.VMs, the binding's and the computer channel's), so the backend routes an
-// agent's calls to its node without knowing where it is. Every call on a node whose link is
+// Remote drives one runner's desktops over its link. It implements the node contract
+// (nodeapi.Node) as vm.Manager does, plus the relays (Link, Tunnel) and host tools, so the
+// backend routes an agent's calls to its node without knowing where it is. Every call on a node whose link is
 // down is a fault.ErrUnavailable error naming the wire.
 type Remote struct {
 	h  *Hub
 	id string
 }
+
+// A runner's desktops are a node of the contract.
+var _ nodeapi.Node = (*Remote)(nil)
 
 // Node returns the Remote of runner node (which may be disconnected).
 func (h *Hub) Node(node string) (*Remote, error) {
@@ -53,37 +55,45 @@ func (r *Remote) live() (*conn, error) {
 	return nil, fault.Unavailable("runner %s has not connected yet: run the command shown when it was added on that machine", name)
 }
 
-// open opens a stream for op and sends the request; the stream follows ctx.
-func (r *Remote) open(ctx context.Context, op string, args any) (net.Conn, *conn, error) {
+// open opens a stream for op's request and sends it; the stream follows ctx. A runner that
+// did not advertise op's capability is refused (op.Refuse) before anything is sent.
+func (r *Remote) open(ctx context.Context, op wire.Spec, req wire.Request) (net.Conn, *conn, error) {
 	c, err := r.live()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := op.Refuse(c.hello.Capabilities, c.name, r.id, c.hello.Version, r.h.cfg.Version); err != nil {
 		return nil, nil, err
 	}
 	st, err := c.sess.OpenStream()
 	if err != nil {
 		return nil, nil, fault.Unavailable("runner %s (%s): the link ended: %v", c.name, r.id, err)
 	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
 	if dl, ok := ctx.Deadline(); ok {
 		st.SetWriteDeadline(dl)
 	}
-	if err := wire.WriteFrame(st, wire.Request{Op: op, Args: raw}); err != nil {
+	if err := wire.WriteFrame(st, req); err != nil {
 		st.Close()
-		return nil, nil, fault.Unavailable("runner %s (%s): send %s: %v", c.name, r.id, op, err)
+		return nil, nil, fault.Unavailable("runner %s (%s): send %s: %v", c.name, r.id, op.Name, err)
 	}
 	st.SetWriteDeadline(time.Time{})
+	c.mu.Lock()
+	c.sent[op.Name]++
+	c.mu.Unlock()
 	return st, c, nil
 }
 
-// call runs a request/response op and decodes its result into out.
-func (r *Remote) call(ctx context.Context, op string, args, out any) error {
-	st, c, err := r.open(ctx, op, args)
+// call runs a request/response op of the table (runner/wire.Ops) on runner r and decodes
+// its result.
+func call[A, R any](ctx context.Context, r *Remote, op wire.Op[A, R], args A) (R, error) {
+	var zero R
+	req, err := op.Request(args)
 	if err != nil {
-		return err
+		return zero, err
+	}
+	st, c, err := r.open(ctx, op.Spec, req)
+	if err != nil {
+		return zero, err
 	}
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { st.Close() })
@@ -91,17 +101,11 @@ func (r *Remote) call(ctx context.Context, op string, args, out any) error {
 	var resp wire.Response
 	if err := wire.ReadFrame(st, &resp); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return zero, ctx.Err()
 		}
-		return fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op, err)
+		return zero, fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op.Name, err)
 	}
-	if resp.Error != nil {
-		return resp.Error.Err()
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(resp.Result, out)
+	return op.Result(resp)
 }
 
 // agentArgs loads the agent a call is for; its model settings never leave the server.
@@ -110,8 +114,7 @@ func (r *Remote) agentArgs(accountID, agentID string) (wire.AgentArgs, error) {
 	if err != nil || a.AccountID != accountID {
 		return wire.AgentArgs{}, fault.NotFound("agent %q not found", agentID)
 	}
-	a.Model = nil
-	return wire.AgentArgs{Agent: a}, nil
+	return wire.AgentArgs{Agent: vm.AgentOf(a)}, nil
 }
 
 // remember notes that desktop id is on this node's link (its leases end when the link does).
@@ -125,8 +128,7 @@ func (r *Remote) remember(id string) {
 
 // Status is the node's Local VM status (GET /api/app/admin/local-vm?node=…).
 func (r *Remote) Status(ctx context.Context) (vm.Status, error) {
-	var st vm.Status
-	err := r.call(ctx, wire.OpStatus, nil, &st)
+	st, err := call(ctx, r, wire.Status, wire.None{})
 	st.NodeID = r.id
 	for i := range st.Instances {
 		st.Instances[i].NodeID = r.id
@@ -140,68 +142,41 @@ func (r *Remote) Status(ctx context.Context) (vm.Status, error) {
 
 // Stats samples the CPU and memory of the node's running desktops (the sampler of
 // desktop.stats). A runner that did not advertise wire.CapStats is refused before anything
-// is sent, with a fault.ErrUnavailable error saying what it must support.
+// is sent, with a fault.ErrUnavailable error saying what it must support (wire.Stats).
 func (r *Remote) Stats(ctx context.Context) ([]vm.InstanceStats, error) {
-	c, err := r.live()
-	if err != nil {
-		return nil, err
-	}
-	if !hasCap(c.hello, wire.CapStats) {
-		return nil, fault.Unavailable("runner %s (%s, version %s) does not report its desktops' CPU and memory (%s): update it to version %s",
-			c.name, r.id, c.hello.Version, wire.CapStats, r.h.cfg.Version)
-	}
-	var out []vm.InstanceStats
-	err = r.call(ctx, wire.OpStats, nil, &out)
-	return out, err
+	return call(ctx, r, wire.Stats, wire.None{})
 }
 
 // StartPrepare starts preparing image key on the node.
 func (r *Remote) StartPrepare(key string) (vm.PrepareState, error) {
-	var ps vm.PrepareState
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := r.call(ctx, wire.OpStartPrepare, wire.InstanceArgs{ImageKey: key}, &ps)
-	return ps, err
+	return call(ctx, r, wire.StartPrepare, wire.InstanceArgs{ImageKey: key})
 }
 
 // Prepare prepares image key on the node and waits for it.
-func (r *Remote) Prepare(ctx context.Context, key string) (store.VMImage, error) {
-	var img store.VMImage
-	err := r.call(ctx, wire.OpPrepare, wire.InstanceArgs{ImageKey: key}, &img)
-	return img, err
+func (r *Remote) Prepare(ctx context.Context, key string) (nodeapi.Image, error) {
+	return call(ctx, r, wire.Prepare, wire.InstanceArgs{ImageKey: key})
 }
 
 // SetPolicy sets the node's isolation policy and capacity.
-func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error) {
-	var ns store.NodeSettings
-	err := r.call(ctx, wire.OpSetPolicy, wire.PolicyArgs{Isolation: isolation, MaxInstances: maxInstances}, &ns)
-	return ns, err
+func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances int) (nodeapi.NodeSettings, error) {
+	return call(ctx, r, wire.SetPolicy, wire.PolicyArgs{Isolation: isolation, MaxInstances: maxInstances})
 }
 
-// SetIdlePolicy sets the node's idle policy; the runner must support it.
-func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error) {
-	c, err := r.live()
-	if err != nil {
-		return store.NodeSettings{}, err
-	}
-	if !hasCap(c.hello, wire.CapIdlePolicy) {
-		return store.NodeSettings{}, fault.Conflict("runner %s (%s, version %s) does not support the idle policy (%s): update it to version %s before this setting can be changed",
-			c.name, r.id, c.hello.Version, wire.CapIdlePolicy, r.h.cfg.Version)
-	}
-	var ns store.NodeSettings
-	err = r.call(ctx, wire.OpSetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes}, &ns)
-	return ns, err
+// SetIdlePolicy sets the node's idle policy; the runner must support it (wire.SetIdlePolicy
+// refuses an older one with fault.ErrConflict).
+func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (nodeapi.NodeSettings, error) {
+	return call(ctx, r, wire.SetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes})
 }
 
 // SetImageSources sets the node's image sources.
 func (r *Remote) SetImageSources(ctx context.Context, u vm.ImageSourcesUpdate) (vm.ImageSources, error) {
-	var out vm.ImageSources
-	err := r.call(ctx, wire.OpSetImageSources, u, &out)
-	return out, err
+	return call(ctx, r, wire.SetImageSources, u)
 }
 
 // agentCall runs an agent-scoped op.
-func (r *Remote) agentCall(ctx context.Context, op, accountID, agentID string, fill func(*wire.AgentArgs)) (vm.AgentView, error) {
+func (r *Remote) agentCall(ctx context.Context, op wire.Op[wire.AgentArgs, vm.AgentView], accountID, agentID string, fill func(*wire.AgentArgs)) (vm.AgentView, error) {
 	a, err := r.agentArgs(accountID, agentID)
 	if err != nil {
 		return vm.AgentView{}, err
@@ -209,8 +184,8 @@ func (r *Remote) agentCall(ctx context.Context, op, accountID, agentID string, f
 	if fill != nil {
 		fill(&a)
 	}
-	var v vm.AgentView
-	if err := r.call(ctx, op, a, &v); err != nil {
+	v, err := call(ctx, r, op, a)
+	if err != nil {
 		return vm.AgentView{}, err
 	}
 	v.Desktop.NodeID = r.id
@@ -220,22 +195,22 @@ func (r *Remote) agentCall(ctx context.Context, op, accountID, agentID string, f
 
 // Agent is agentID's desktop on the node.
 func (r *Remote) Agent(ctx context.Context, accountID, agentID string) (vm.AgentView, error) {
-	return r.agentCall(ctx, wire.OpAgent, accountID, agentID, nil)
+	return r.agentCall(ctx, wire.Agent, accountID, agentID, nil)
 }
 
 // Act runs a lifecycle action on agentID's desktop on the node.
 func (r *Remote) Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error) {
-	return r.agentCall(ctx, wire.OpAct, accountID, agentID, func(a *wire.AgentArgs) { a.Action = action })
+	return r.agentCall(ctx, wire.Act, accountID, agentID, func(a *wire.AgentArgs) { a.Action = action })
 }
 
 // SetImage chooses agentID's image on the node.
 func (r *Remote) SetImage(ctx context.Context, accountID, agentID, key string) (vm.AgentView, error) {
-	return r.agentCall(ctx, wire.OpSetImage, accountID, agentID, func(a *wire.AgentArgs) { a.ImageKey = key })
+	return r.agentCall(ctx, wire.SetImage, accountID, agentID, func(a *wire.AgentArgs) { a.ImageKey = key })
 }
 
 // ChooseDesktop chooses agentID's fixed desktop on a Compose node.
 func (r *Remote) ChooseDesktop(ctx context.Context, accountID, agentID, desktopID string) (vm.AgentView, error) {
-	return r.agentCall(ctx, wire.OpChooseDesktop, accountID, agentID, func(a *wire.AgentArgs) { a.DesktopID = desktopID })
+	return r.agentCall(ctx, wire.ChooseDesktop, accountID, agentID, func(a *wire.AgentArgs) { a.DesktopID = desktopID })
 }
 
 // VMReady reports whether agentID could get a desktop on the node now, and why not.
@@ -244,8 +219,8 @@ func (r *Remote) VMReady(ctx context.Context, accountID, agentID string) (bool, 
 	if err != nil {
 		return false, err.Error()
 	}
-	var res wire.ReadyResult
-	if err := r.call(ctx, wire.OpVMReady, a, &res); err != nil {
+	res, err := call(ctx, r, wire.VMReady, a)
+	if err != nil {
 		return false, err.Error()
 	}
 	return res.OK, res.Why
@@ -253,18 +228,19 @@ func (r *Remote) VMReady(ctx context.Context, accountID, agentID string) (bool, 
 
 // StopInstance stops desktop id on the node.
 func (r *Remote) StopInstance(ctx context.Context, id, reason string) error {
-	return r.call(ctx, wire.OpStopInstance, wire.InstanceArgs{ID: id, Reason: reason}, nil)
+	_, err := call(ctx, r, wire.StopInstance, wire.InstanceArgs{ID: id, Reason: reason})
+	return err
 }
 
 // DeleteData deletes desktop id's retained workspace and browser profile on the node.
 func (r *Remote) DeleteData(ctx context.Context, id string) error {
-	return r.call(ctx, wire.OpDeleteData, wire.InstanceArgs{ID: id}, nil)
+	_, err := call(ctx, r, wire.DeleteData, wire.InstanceArgs{ID: id})
+	return err
 }
 
 // AdminAct runs an administrator's action (stop, remove, …) on desktop id on the node.
 func (r *Remote) AdminAct(ctx context.Context, id, action string, force bool) (vm.InstanceView, error) {
-	var v vm.InstanceView
-	err := r.call(ctx, wire.OpAdminAct, wire.InstanceArgs{ID: id, Action: action, Force: force}, &v)
+	v, err := call(ctx, r, wire.AdminAct, wire.InstanceArgs{ID: id, Action: action, Force: force})
 	v.NodeID = r.id
 	return v, err
 }
@@ -277,8 +253,7 @@ func (r *Remote) AgentData(ctx context.Context, accountID, agentID string, measu
 		return vm.AgentData{}, err
 	}
 	a.Measure = measure
-	var d vm.AgentData
-	err = r.call(ctx, wire.OpAgentData, a, &d)
+	d, err := call(ctx, r, wire.AgentData, a)
 	for i := range d.Desktops {
 		d.Desktops[i].NodeID = r.id
 	}
@@ -295,21 +270,22 @@ func (r *Remote) ForgetAgent(ctx context.Context, accountID, agentID string, rem
 		return err
 	}
 	a.RemoveDesktop, a.DeleteData = removeDesktop, deleteData
-	return r.call(ctx, wire.OpForgetAgent, a, nil)
+	_, err = call(ctx, r, wire.ForgetAgent, a)
+	return err
 }
 
 // MarkBusy and MarkIdle tell the node's idle timers who holds desktop id. They do not wait
 // long: a node that cannot be told stops its desktops by its own idle timer.
-func (r *Remote) MarkBusy(id, who string) { r.mark(wire.OpMarkBusy, id, who) }
+func (r *Remote) MarkBusy(id, who string) { r.mark(wire.MarkBusy, id, who) }
 
 // MarkIdle: see MarkBusy.
-func (r *Remote) MarkIdle(id string) { r.mark(wire.OpMarkIdle, id, "") }
+func (r *Remote) MarkIdle(id string) { r.mark(wire.MarkIdle, id, "") }
 
-func (r *Remote) mark(op, id, who string) {
+func (r *Remote) mark(op wire.Op[wire.InstanceArgs, bool], id, who string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.call(ctx, op, wire.InstanceArgs{ID: id, Who: who}, nil); err != nil {
-		r.h.log.Debug("runner idle mark", "node", r.id, "op", op, "desktop", id, "err", err)
+	if _, err := call(ctx, r, op, wire.InstanceArgs{ID: id, Who: who}); err != nil {
+		r.h.log.Debug("runner idle mark", "node", r.id, "op", op.Name, "desktop", id, "err", err)
 	}
 }
 
@@ -327,7 +303,7 @@ func (r *Remote) Link(ctx context.Context, id string) (*guest.Client, error) {
 		return g, nil
 	}
 	c.mu.Unlock()
-	st, c, err := r.relay(ctx, wire.OpGuest, wire.InstanceArgs{ID: id})
+	st, c, err := relay(ctx, r, wire.Guest, wire.InstanceArgs{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -354,13 +330,17 @@ func (r *Remote) Link(ctx context.Context, id string) (*guest.Client, error) {
 
 // Tunnel opens a byte stream to address inside running desktop id on the node.
 func (r *Remote) Tunnel(ctx context.Context, id, address string) (net.Conn, error) {
-	st, _, err := r.relay(ctx, wire.OpTunnel, wire.InstanceArgs{ID: id, Address: address})
+	st, _, err := relay(ctx, r, wire.Tunnel, wire.InstanceArgs{ID: id, Address: address})
 	return st, err
 }
 
 // relay opens a raw stream: request, OK, then bytes.
-func (r *Remote) relay(ctx context.Context, op string, args any) (net.Conn, *conn, error) {
-	st, c, err := r.open(ctx, op, args)
+func relay[R any](ctx context.Context, r *Remote, op wire.Op[wire.InstanceArgs, R], args wire.InstanceArgs) (net.Conn, *conn, error) {
+	req, err := op.Request(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, c, err := r.open(ctx, op.Spec, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -373,11 +353,11 @@ func (r *Remote) relay(ctx context.Context, op string, args any) (net.Conn, *con
 	}
 	if err != nil {
 		st.Close()
-		return nil, nil, fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op, err)
+		return nil, nil, fault.Unavailable("runner %s (%s) did not answer %s: %v", c.name, r.id, op.Name, err)
 	}
-	if resp.Error != nil {
+	if _, err := op.Result(resp); err != nil {
 		st.Close()
-		return nil, nil, resp.Error.Err()
+		return nil, nil, err
 	}
 	return st, c, nil
 }

@@ -128,9 +128,8 @@ func (h *Hub) Update(ctx context.Context, id string) (wire.UpdateResult, error) 
 	if c == nil {
 		return wire.UpdateResult{}, fault.Conflict("runner %s (%s) is not connected: it updates when it is (start it with --auto-update, or press Update then)", rec.Name, id)
 	}
-	if !slices.Contains(c.hello.Capabilities, wire.CapSelfUpdate) {
-		return wire.UpdateResult{}, fault.Conflict("runner %s (%s) runs version %s without %s: install the new version on that machine by hand",
-			rec.Name, id, c.hello.Version, wire.CapSelfUpdate)
+	if err := wire.SelfUpdate.Refuse(c.hello.Capabilities, rec.Name, id, c.hello.Version, h.cfg.Version); err != nil {
+		return wire.UpdateResult{}, err
 	}
 	p := h.plan(rec, c.hello)
 	if !p.available {
@@ -145,8 +144,7 @@ func (h *Hub) Update(ctx context.Context, id string) (wire.UpdateResult, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var res wire.UpdateResult
-	err = (&Remote{h: h, id: id}).call(ctx, wire.OpUpdate, wire.Update{Version: p.bin.Version, SHA256: p.bin.SHA256, Size: p.bin.Size}, &res)
+	res, err := call(ctx, &Remote{h: h, id: id}, wire.SelfUpdate, wire.Update{Version: p.bin.Version, SHA256: p.bin.SHA256, Size: p.bin.Size})
 	if err != nil {
 		h.log.Warn("runner update failed", "node", id, "version", p.bin.Version, "err", err)
 		return res, fmt.Errorf("runner %s (%s) kept version %s: %w", rec.Name, id, c.hello.Version, err)

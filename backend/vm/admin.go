@@ -133,16 +133,6 @@ func (m *Manager) orphaned(in store.VMInstance) bool {
 	return false
 }
 
-// InstanceStats is one running desktop's resources. It crosses the runner link as the answer
-// of its stats op (runner/wire.OpStats), hence the JSON names.
-type InstanceStats struct {
-	InstanceID  string  `json:"instanceId"`
-	CPUPercent  float64 `json:"cpuPercent"` // of one CPU: 200 = two CPUs busy
-	MemoryBytes uint64  `json:"memoryBytes"`
-	MemoryLimit uint64  `json:"memoryLimit,omitempty"`
-	PIDs        uint64  `json:"pids,omitempty"`
-}
-
 // Stats samples the CPU and memory of every running desktop of the node (the engine's stats,
 // taken concurrently). Desktops that stopped meanwhile are left out.
 func (m *Manager) Stats(ctx context.Context) ([]InstanceStats, error) {
@@ -178,31 +168,6 @@ func (m *Manager) Stats(ctx context.Context) ([]InstanceStats, error) {
 	wg.Wait()
 	slices.SortFunc(out, func(a, b InstanceStats) int { return strings.Compare(a.InstanceID, b.InstanceID) })
 	return out, nil
-}
-
-// AgentData is what deleting an agent would stop, remove and — only when the person chooses
-// so — delete: its own desktop and browser, their volumes with their sizes.
-type AgentData struct {
-	AgentID string `json:"agentId"`
-	// Desktops are the agent's own desktop and browser that exist (a record, running or not).
-	Desktops []InstanceView `json:"desktops"`
-	// Shared is the account's shared desktop, which the agent uses and which stays (the
-	// account's other agents use it); nil when there is none.
-	Shared *InstanceView `json:"shared,omitempty"`
-	// Volumes hold the agent's work files and browser profiles.
-	Volumes []VolumeView `json:"volumes"`
-	// SizeBytes is the volumes' total size; -1 when the engine could not measure one of them.
-	SizeBytes int64 `json:"sizeBytes"`
-	// SizeProblem says why sizes are unknown.
-	SizeProblem string `json:"sizeProblem,omitempty"`
-}
-
-// VolumeView is a named volume of a desktop.
-type VolumeView struct {
-	Name       string `json:"name"`
-	Kind       string `json:"kind"` // workspace | browser-profile
-	InstanceID string `json:"instanceId"`
-	SizeBytes  int64  `json:"sizeBytes"` // -1 unknown
 }
 
 // ownInstances returns the records of agentID's own desktop and browser (the ones deleting

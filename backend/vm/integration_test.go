@@ -29,6 +29,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
 	"cubicle/backend/link"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -198,7 +199,7 @@ func (e *realEnv) manager(mod func(*vm.Config)) *vm.Manager {
 
 // prepared prepares the standard image once per environment (a first build takes minutes;
 // later runs reuse the image by its content-hash tag).
-func (e *realEnv) prepare(m *vm.Manager) store.VMImage {
+func (e *realEnv) prepare(m *vm.Manager) nodeapi.Image {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

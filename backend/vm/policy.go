@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/store"
 )
 
@@ -21,7 +22,15 @@ const (
 // of the node is protected: a VM task runs on it, a person has not handed control back, or a
 // stop is pending; the message names who. Desktops that keep running are retained (SPEC §1.3).
 // Compose mode refuses count changes.
-func (m *Manager) SetPolicy(ctx context.Context, isolation string, maxInstances int) (store.NodeSettings, error) {
+func (m *Manager) SetPolicy(ctx context.Context, isolation string, maxInstances int) (nodeapi.NodeSettings, error) {
+	ns, err := m.setPolicy(isolation, maxInstances)
+	if err != nil {
+		return nodeapi.NodeSettings{}, err
+	}
+	return NodeSettingsView(ns), nil
+}
+
+func (m *Manager) setPolicy(isolation string, maxInstances int) (store.NodeSettings, error) {
 	if isolation != IsolationShared && isolation != IsolationPerAgent {
 		return store.NodeSettings{}, fault.Invalid("isolation %q: use %q or %q", isolation, IsolationShared, IsolationPerAgent)
 	}
@@ -77,7 +86,15 @@ func (m *Manager) refuseProtected(what string) error {
 // SetIdlePolicy sets the node's idle auto-stop in minutes (0 = never, up to 10080). A repeated
 // requestId returns the current settings without changing anything, so a retried request is
 // harmless. Running idle timers take the new length at once.
-func (m *Manager) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (store.NodeSettings, error) {
+func (m *Manager) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (nodeapi.NodeSettings, error) {
+	ns, err := m.setIdlePolicy(requestID, minutes)
+	if err != nil {
+		return nodeapi.NodeSettings{}, err
+	}
+	return NodeSettingsView(ns), nil
+}
+
+func (m *Manager) setIdlePolicy(requestID string, minutes int) (store.NodeSettings, error) {
 	if requestID == "" {
 		return store.NodeSettings{}, fault.Invalid("requestId is required (any unique string; it makes the change idempotent)")
 	}

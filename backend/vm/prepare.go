@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/link"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/store"
 	"cubicle/images"
 )
@@ -23,20 +24,6 @@ import (
 // minColours is how many distinct colours a real desktop screenshot has at least; a blank or
 // single-colour screen has one or two.
 const minColours = 16
-
-// PrepareState is the progress of one image preparation, kept in memory for the status page.
-type PrepareState struct {
-	Key        string    `json:"imageKey"`
-	Running    bool      `json:"running"`
-	Phase      string    `json:"phase"` // stopping, image, probe, verify, done, failed
-	Message    string    `json:"message"`
-	Percent    float64   `json:"percent"` // 0..100, -1 unknown
-	StartedAt  time.Time `json:"startedAt"`
-	FinishedAt time.Time `json:"finishedAt,omitzero"`
-	Error      string    `json:"error,omitempty"`
-	// Cancelled says an administrator cancelled it (Phase is then "failed").
-	Cancelled bool `json:"cancelled,omitempty"`
-}
 
 type prepJob struct {
 	done      chan struct{}
@@ -84,16 +71,19 @@ func (m *Manager) StartPrepare(key string) (PrepareState, error) {
 
 // Prepare prepares key (joining a running preparation of it) and waits for the result, or
 // for ctx (which abandons the wait, not the preparation).
-func (m *Manager) Prepare(ctx context.Context, key string) (store.VMImage, error) {
+func (m *Manager) Prepare(ctx context.Context, key string) (nodeapi.Image, error) {
 	j, err := m.startPrepare(ctx, key)
 	if err != nil {
-		return store.VMImage{}, err
+		return nodeapi.Image{}, err
 	}
 	select {
 	case <-j.done:
-		return j.result, j.err
+		if j.err != nil {
+			return nodeapi.Image{}, j.err
+		}
+		return ImageOf(j.result), nil
 	case <-ctx.Done():
-		return store.VMImage{}, ctx.Err()
+		return nodeapi.Image{}, ctx.Err()
 	}
 }
 

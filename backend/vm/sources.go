@@ -21,45 +21,6 @@ const (
 	FromDefault     = "default"     // the pin built into this version of Cubicle
 )
 
-// SourceView is one base image's source as the admin page shows it.
-type SourceView struct {
-	Image      string `json:"image"`      // the repository in force (fully qualified)
-	Digest     string `json:"digest"`     // the digest in force
-	ImageFrom  string `json:"imageFrom"`  // FromSettings | FromEnvironment | FromDefault
-	DigestFrom string `json:"digestFrom"` // likewise
-	// SavedImage and SavedDigest are what an admin saved ("" = inherit).
-	SavedImage  string `json:"savedImage"`
-	SavedDigest string `json:"savedDigest"`
-	// Inherited is what applies without the saved values: the environment's or the default.
-	Inherited images.Pin `json:"inherited"`
-	// Problem is set when an environment value is invalid (preparing the image fails with it
-	// until it is fixed); it says which variable and why.
-	Problem string `json:"problem,omitempty"`
-}
-
-// ImageSources are the bases of the two images (SPEC §1.2: the base reference and digest are
-// configuration, so a private mirror can serve them).
-type ImageSources struct {
-	Standard SourceView `json:"standard"` // the Debian base of the standard image
-	Cursor   SourceView `json:"cursor"`   // the Cursor Universal base
-	// BaseSource is how the standard base is obtained: auto, pull or debootstrap
-	// (CUBICLE_BASE_SOURCE; not a setting).
-	BaseSource string `json:"baseSource"`
-}
-
-// SourceUpdate sets one base's saved values; "" clears a value (inherit).
-type SourceUpdate struct {
-	Image  string `json:"image"`
-	Digest string `json:"digest"`
-}
-
-// ImageSourcesUpdate is PUT /api/app/admin/local-vm/image-sources: a nil part is left as it
-// is.
-type ImageSourcesUpdate struct {
-	Standard *SourceUpdate `json:"standard"`
-	Cursor   *SourceUpdate `json:"cursor"`
-}
-
 // resolved is one base's layers, resolved.
 type resolved struct {
 	view SourceView
@@ -86,7 +47,7 @@ func resolveSource(def images.Pin, getenv func(string) string, imageVar, digestV
 			inherited.Digest, r.view.DigestFrom = v, FromEnvironment
 		}
 	}
-	r.view.Inherited = inherited
+	r.view.Inherited = pinView(inherited)
 	r.pin = inherited
 	if savedImage != "" {
 		r.pin.Image, r.view.ImageFrom = savedImage, FromSettings

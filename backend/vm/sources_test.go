@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/store"
 	"cubicle/images"
 )
@@ -28,7 +29,7 @@ func TestImageSources(t *testing.T) {
 		}
 		def := images.DefaultPins()
 		if v.Standard.Image != def.Base.Image || v.Standard.Digest != def.Base.Digest || v.Standard.ImageFrom != FromDefault ||
-			v.Cursor.Image != def.Cursor.Image || v.Cursor.DigestFrom != FromDefault || v.Cursor.Inherited != def.Cursor || v.BaseSource != "auto" {
+			v.Cursor.Image != def.Cursor.Image || v.Cursor.DigestFrom != FromDefault || v.Cursor.Inherited != pinView(def.Cursor) || v.BaseSource != "auto" {
 			t.Fatalf("ImageSources = %+v", v)
 		}
 		p, err := pins()
@@ -80,7 +81,7 @@ func TestImageSources(t *testing.T) {
 		}
 		c := v.Cursor
 		if c.Image != "127.0.0.1:5000/mirror/universal:sand-box-latest" || c.ImageFrom != FromSettings || c.Digest != d2 || c.DigestFrom != FromEnvironment ||
-			c.SavedImage != c.Image || c.SavedDigest != "" || c.Inherited != (images.Pin{Image: "env.example/universal", Digest: d2}) {
+			c.SavedImage != c.Image || c.SavedDigest != "" || c.Inherited != (nodeapi.Pin{Image: "env.example/universal", Digest: d2}) {
 			t.Fatalf("cursor view %+v", c)
 		}
 		if v.Standard.ImageFrom != FromDefault {

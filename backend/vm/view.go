@@ -4,92 +4,9 @@ import (
 	"context"
 	"time"
 
-	"cubicle/backend/link"
 	"cubicle/backend/store"
 	"cubicle/images"
 )
-
-// EngineView says which container engine the node uses, or what is wrong.
-type EngineView struct {
-	Found    bool   `json:"found"`
-	Kind     string `json:"kind,omitempty"`
-	Version  string `json:"version,omitempty"`
-	Socket   string `json:"socket,omitempty"`
-	Rootless bool   `json:"rootless"`
-	Arch     string `json:"arch,omitempty"`
-	Problem  string `json:"problem,omitempty"` // what is wrong and how to fix it
-	// Unreachable says why the engine stopped answering (its event stream or a comparison
-	// failed), while it does not; desktops are then unreachable and refused (fail closed).
-	Unreachable string `json:"unreachable,omitempty"`
-	// Connecting: the engine is still being connected (the server has just started); the
-	// desktops are shown as they were recorded and answer once it is there.
-	Connecting bool `json:"connecting,omitempty"`
-}
-
-// ImageView is one image key with its prepared record, if any.
-type ImageView struct {
-	Key           string        `json:"imageKey"`
-	Prepared      bool          `json:"prepared"`
-	Ref           string        `json:"ref,omitempty"`
-	ImageID       string        `json:"imageId,omitempty"`
-	RecipeHash    string        `json:"recipeHash,omitempty"`
-	DriverVersion string        `json:"driverVersion,omitempty"`
-	PreparedAt    time.Time     `json:"preparedAt,omitzero"`
-	Prepare       *PrepareState `json:"prepare,omitempty"` // running or last preparation
-}
-
-// InstanceView is a desktop as the API shows it.
-type InstanceView struct {
-	ID          string `json:"id"`
-	NodeID      string `json:"nodeId"`
-	Scope       string `json:"scope"` // shared | agent | browser | task | compose
-	AccountID   string `json:"accountId,omitempty"`
-	AgentID     string `json:"agentId,omitempty"`
-	Description string `json:"description"`
-	// Owner is the owning account's username ("" for fixed desktops or a deleted account).
-	Owner string `json:"owner,omitempty"`
-	// Agents are the agents that use the desktop: the agent of an own desktop, browser or task
-	// desktop; every agent of the account on a Local VM (or auto) for a shared one.
-	Agents []AgentRef `json:"agents"`
-	// Orphaned: the desktop's agent (or, for a shared desktop, its account) was deleted.
-	Orphaned bool `json:"orphaned"`
-	// Removed: the record is gone (an answer to the removal of an orphaned or task desktop).
-	Removed bool   `json:"removed,omitempty"`
-	Name    string `json:"name,omitempty"` // compose desktops
-	Fixed   bool   `json:"fixed"`          // a Compose desktop: no create/remove/count change
-	// Task marks a helper's task-isolated desktop: removed when its task ends, never started,
-	// stopped, recreated or removed by people.
-	Task          bool      `json:"task"`
-	ImageKey      string    `json:"imageKey,omitempty"`
-	ImageRef      string    `json:"imageRef,omitempty"`
-	ImagePending  bool      `json:"imagePending"` // the chosen image differs from the container's: recreate to apply
-	State         string    `json:"state"`        // running, stopped, absent, creating, stopping, removing, missing; unreachable (views only, see UnreachableAgentView)
-	Container     string    `json:"container,omitempty"`
-	Workspace     string    `json:"workspaceVolume,omitempty"`
-	BrowserVolume string    `json:"browserProfileVolume,omitempty"`
-	BusyBy        string    `json:"busyBy,omitempty"`
-	IdleStopAt    time.Time `json:"idleStopAt,omitzero"`
-	// IdleStopInSeconds counts down to IdleStopAt; absent when no idle timer runs.
-	IdleStopInSeconds *float64  `json:"idleStopInSeconds,omitempty"`
-	StartedAt         time.Time `json:"startedAt,omitzero"`
-	LastError         string    `json:"lastError,omitempty"`
-	// HostWall: "on" when the running desktop cannot reach this machine's services, else why
-	// not ("off: …"); empty when no wall is configured.
-	HostWall string `json:"hostWall,omitempty"`
-	// GuestLink is how the desktop's driver is reached: "socket" or "exec" (the transport
-	// of its link, or the one it will use); empty when it does not run.
-	GuestLink string `json:"guestLink,omitempty"`
-	// Health is "ok" while the running desktop's driver answers over its link, "unhealthy"
-	// when the link ended or cannot be made (LastError says why; Start repairs it); empty
-	// when not running or not yet connected.
-	Health string `json:"health,omitempty"`
-}
-
-// AgentRef names an agent.
-type AgentRef struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-}
 
 // Health values of InstanceView.
 const (
@@ -100,41 +17,6 @@ const (
 	// reaches it until the engine or the node is back.
 	HealthUnreachable = "unreachable"
 )
-
-// Policy is the node's isolation policy and idle policy.
-type Policy struct {
-	Isolation       string `json:"isolation"`
-	MaxInstances    int    `json:"maxInstances"`
-	IdleStopMinutes int    `json:"idleStopMinutes"` // 0 = never
-}
-
-// Status is GET /api/app/admin/local-vm.
-type Status struct {
-	NodeID    string      `json:"nodeId"`
-	Engine    EngineView  `json:"engine"`
-	Compose   bool        `json:"compose"` // fixed desktops from compose.desktops.yaml
-	Images    []ImageView `json:"images"`
-	Preparing bool        `json:"preparing"`
-	Policy    Policy      `json:"policy"`
-	// ImageSources are the images' pinned bases and where each value comes from.
-	ImageSources ImageSources   `json:"imageSources"`
-	Running      int            `json:"running"`
-	Instances    []InstanceView `json:"instances"`
-	Strays       []string       `json:"strays,omitempty"` // containers with our labels no record knows
-	// GuestLink is how new desktops' drivers are reached, and why (CUBICLE_GUEST_LINK).
-	GuestLink link.Choice `json:"guestLink"`
-}
-
-// AgentView is GET /api/app/agents/:id/local-vm.
-type AgentView struct {
-	AgentID   string       `json:"agentId"`
-	Isolation string       `json:"isolation"`
-	Desktop   InstanceView `json:"desktop"`
-	// Images are the prepared image keys the desktop may use.
-	Images []string `json:"images"`
-	// Desktops are the fixed desktops to choose from (Compose mode only).
-	Desktops []InstanceView `json:"desktops,omitempty"`
-}
 
 // StateUnreachable is the state a view gives a desktop whose node cannot be reached now (a
 // runner whose link is down): what it does is unknown until the node is back. It is never
@@ -161,7 +43,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes}}
 	st.Engine = m.engineView(ctx)
 	st.ImageSources = m.sourcesView(ns)
-	st.GuestLink = m.links.Choice()
+	st.GuestLink = guestLinkView(m.links.Choice())
 	prepared, err := m.st.VMImages(m.node)
 	if err != nil {
 		return Status{}, err

@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/store"
 	"cubicle/backend/vm/vmtest"
 )
@@ -104,7 +105,7 @@ func (f *fixture) start(mod func(*Config)) {
 	f.m = m
 }
 
-func (f *fixture) prepare(key string) store.VMImage {
+func (f *fixture) prepare(key string) nodeapi.Image {
 	f.t.Helper()
 	img, err := f.m.Prepare(context.Background(), key)
 	if err != nil {

@@ -3,8 +3,7 @@ package wire
 import (
 	"time"
 
-	"cubicle/backend/store"
-	"cubicle/backend/vm"
+	"cubicle/backend/nodeapi"
 )
 
 // CapEvents: the runner answers OpWatch with what changes on it (desktop states, preparation
@@ -31,13 +30,14 @@ const (
 
 // WatchEvent is one frame of an OpWatch stream.
 type WatchEvent struct {
-	Kind     string              `json:"kind"`
-	Desktop  *DesktopChange      `json:"desktop,omitempty"`
-	Prepare  *vm.PrepareState    `json:"prepare,omitempty"`
-	Settings *store.NodeSettings `json:"settings,omitempty"`
+	Kind     string                `json:"kind"`
+	Desktop  *DesktopChange        `json:"desktop,omitempty"`
+	Prepare  *nodeapi.PrepareState `json:"prepare,omitempty"`
+	Settings *nodeapi.NodeSettings `json:"settings,omitempty"`
 }
 
-// DesktopChange is a runner's desktop changing state (vm.InstanceChange on the wire).
+// DesktopChange is a runner's desktop changing state (vm.InstanceChange on the wire; the
+// runner converts it).
 type DesktopChange struct {
 	InstanceID string    `json:"instanceId"`
 	Scope      string    `json:"scope"`
@@ -48,10 +48,4 @@ type DesktopChange struct {
 	LastError  string    `json:"lastError,omitempty"`
 	Removed    bool      `json:"removed,omitempty"`
 	At         time.Time `json:"at,omitzero"`
-}
-
-// DesktopChangeOf is c on the wire.
-func DesktopChangeOf(c vm.InstanceChange) DesktopChange {
-	return DesktopChange{InstanceID: c.InstanceID, Scope: c.Scope, AccountID: c.AccountID, AgentID: c.AgentID,
-		State: c.State, Previous: c.Previous, LastError: c.LastError, Removed: c.Removed, At: c.At}
 }

@@ -8,6 +8,11 @@
 // server is the yamux client and opens one stream per call, the runner serves them. A stream
 // starts with a framed Request; the runner answers a framed Response. The ops OpGuest and
 // OpTunnel then carry raw bytes both ways until either side closes the stream.
+//
+// Every operation is declared once, with its argument and result types and the capability it
+// needs, in ops.go (Op, Ops); the server's client and the runner's dispatch table are built
+// from those declarations. The payloads are backend/nodeapi's shapes: this package imports
+// only leaf packages, so no stored record crosses the link as it is.
 package wire
 
 import (
@@ -21,11 +26,11 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"cubicle/backend/fault"
-	"cubicle/backend/store"
+	"cubicle/backend/nodeapi"
 )
 
 // Protocol is the link protocol's version. A server refuses a runner with another one.
-const Protocol = 1
+const Protocol = nodeapi.Version
 
 // ConnectPath is the server's websocket route a runner dials.
 const ConnectPath = "/api/runner/connect"
@@ -128,7 +133,7 @@ const (
 	OpGuest           = "guest"  // then the driver's protocol, raw, both ways
 	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
 	OpUpdate          = "update" // args Update; result UpdateResult, then the runner restarts
-	OpStats           = "stats"  // result []vm.InstanceStats (capability CapStats)
+	OpStats           = "stats"  // result []nodeapi.InstanceStats (capability CapStats)
 )
 
 // Request opens a stream.
@@ -240,13 +245,14 @@ func SessionConfig() *yamux.Config {
 	return c
 }
 
-// AgentArgs carries the agent a desktop call is for: the server's record (without its model
-// settings), which the runner keeps so its manager can resolve the agent's desktop.
+// AgentArgs carries the agent a desktop call is for: the server's agent as a node is told of
+// it (never its model settings), which the runner keeps so its manager can resolve the
+// agent's desktop.
 type AgentArgs struct {
-	Agent     store.Agent `json:"agent"`
-	Action    string      `json:"action,omitempty"`
-	ImageKey  string      `json:"imageKey,omitempty"`
-	DesktopID string      `json:"desktopId,omitempty"`
+	Agent     nodeapi.Agent `json:"agent"`
+	Action    string        `json:"action,omitempty"`
+	ImageKey  string        `json:"imageKey,omitempty"`
+	DesktopID string        `json:"desktopId,omitempty"`
 	// AgentData and ForgetAgent
 	Measure       bool `json:"measure,omitempty"`
 	RemoveDesktop bool `json:"removeDesktop,omitempty"`
