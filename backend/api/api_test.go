@@ -36,6 +36,10 @@ type fixture struct {
 	vmEngine *vmtest.Engine // the fake engine of newVMFixture
 }
 
+// fixtureLoginLimits are the login limits of the fixtures a test makes (zero: the defaults).
+// Only a test that does not run in parallel may set it, and must set it back.
+var fixtureLoginLimits auth.LoginLimits
+
 // newFixture builds the fixture; opts adjust the server's Config before it is made.
 func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	t.Helper()
@@ -45,7 +49,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	as, err := auth.New(auth.Config{Accounts: st, Key: []byte(strings.Repeat("k", 32)), Logger: log})
+	as, err := auth.New(auth.Config{Accounts: st, Key: []byte(strings.Repeat("k", 32)), Logger: log, Limits: fixtureLoginLimits})
 	if err != nil {
 		t.Fatal(err)
 	}

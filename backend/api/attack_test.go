@@ -299,6 +299,7 @@ var adminReaches = map[string]string{
 	"GET /api/app/agents/{id}/model":                 "admins approve and set agents' model endpoints",
 	"PUT /api/app/agents/{id}/model":                 "admins approve and set agents' model endpoints",
 	"POST /api/app/agents/{id}/model/test":           "admins test the model endpoints they approve",
+	"GET /api/app/agents/{id}/model/models":          "admins list the models of the endpoints they approve",
 	"GET /api/app/agents/{id}/allow-rules":           "allow rules are an admin setting (Settings → Security)",
 	"DELETE /api/app/agents/{id}/allow-rules/{rule}": "allow rules are an admin setting (Settings → Security)",
 	"GET /api/app/agents/{id}/mcp-servers":           "admins configure MCP servers and which agents use them (Settings → Tools)",
