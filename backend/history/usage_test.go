@@ -10,9 +10,12 @@ import (
 // TestProcessUsage checks the per-OS process figures: CPU time grows while this process
 // works, and the peak resident memory covers at least what it holds right now.
 func TestProcessUsage(t *testing.T) {
+	// A process that has just started may have used less CPU than the clock's grain (15.6 ms
+	// on Windows; under Wine with a warm prefix the test binary starts in less): zero is
+	// possible here, a negative figure is not. Growth is what is checked below.
 	before := cpuTime()
-	if before <= 0 {
-		t.Fatalf("cpuTime = %v, want > 0 for a running process", before)
+	if before < 0 {
+		t.Fatalf("cpuTime = %v, want ≥ 0", before)
 	}
 	ballast := make([]byte, 64<<20)
 	for i := range ballast {
