@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	osuser "os/user"
@@ -211,7 +212,14 @@ func fail(op string, err error) error {
 	}
 	var em *errorhandling.ErrorModel
 	if errors.As(err, &em) {
-		return engine.Wrap(op, em.ResponseCode, err)
+		code := em.ResponseCode
+		if code >= 500 && (strings.Contains(em.Because, "no such container") || strings.Contains(em.Message, "no such container")) {
+			// A container removed while the service looked it up (listed a moment ago, then
+			// gone): Podman answers 500 "does not exist in database: no such container". It
+			// is absent, as a 404 would say.
+			code = http.StatusNotFound
+		}
+		return engine.Wrap(op, code, err)
 	}
 	var pm *errorhandling.PodConflictErrorModel
 	if errors.As(err, &pm) {
