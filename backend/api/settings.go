@@ -62,17 +62,9 @@ type ModelLister interface {
 // the saved endpoint offers, or why it offers none (code, problem).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.cfg.Models.(ModelLister)
-	if s.cfg.Models == nil || !ok {
-		writeError(w, r, s.log, fault.Unavailable("model settings are not available in this mode"))
+	id, ok := s.modelTarget(w, r, ok)
+	if !ok {
 		return
-	}
-	id := ""
-	if r.PathValue("id") != "" {
-		var err error
-		if id, err = s.agentModelAccess(r); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
 	}
 	res, err := l.Models(r.Context(), id)
 	if err != nil {
@@ -82,23 +74,34 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// modelTarget is the agent a model route is about ("" = the app's model), or it writes why
+// there is none: model settings unavailable in this mode (!available), or the caller may not
+// reach the agent's model.
+func (s *Server) modelTarget(w http.ResponseWriter, r *http.Request, available bool) (string, bool) {
+	if s.cfg.Models == nil || !available {
+		writeError(w, r, s.log, fault.Unavailable("model settings are not available in this mode"))
+		return "", false
+	}
+	if r.PathValue("id") == "" {
+		return "", true
+	}
+	id, err := s.agentModelAccess(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return "", false
+	}
+	return id, true
+}
+
 // testModel answers POST /api/app/admin/model/test (the app's model) and
 // POST /api/app/agents/{id}/model/test (the model a turn of the agent would use): 200 with
 // {ok, code, problem}; code says what failed ("key", "model", "url", "quota", "unavailable",
 // "config").
 func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
 	t, ok := s.cfg.Models.(ModelTester)
-	if s.cfg.Models == nil || !ok {
-		writeError(w, r, s.log, fault.Unavailable("model settings are not available in this mode"))
+	id, ok := s.modelTarget(w, r, ok)
+	if !ok {
 		return
-	}
-	id := ""
-	if r.PathValue("id") != "" {
-		var err error
-		if id, err = s.agentModelAccess(r); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
 	}
 	res, err := t.Test(r.Context(), id)
 	if err != nil {

@@ -218,21 +218,29 @@ func (s *Service) Test(ctx context.Context, agentID string) (TestResult, error) 
 	return res, err
 }
 
-func (s *Service) test(ctx context.Context, agentID string) (TestResult, error) {
+// resolveFor resolves the model a turn of agentID would use ("" = the app's).
+func (s *Service) resolveFor(agentID string) (resolved, error) {
 	app, err := s.readApp()
 	if err != nil {
-		return TestResult{}, err
+		return resolved{}, err
 	}
 	var am *store.AgentModel
 	name := ""
 	if agentID != "" {
 		a, err := s.st.Agent(agentID)
 		if err != nil {
-			return TestResult{}, fmt.Errorf("agent model: %w", err)
+			return resolved{}, fmt.Errorf("agent model: %w", err)
 		}
 		am, name = a.Model, a.Name
 	}
-	r := s.resolve(app, name, am, "")
+	return s.resolve(app, name, am, ""), nil
+}
+
+func (s *Service) test(ctx context.Context, agentID string) (TestResult, error) {
+	r, err := s.resolveFor(agentID)
+	if err != nil {
+		return TestResult{}, err
+	}
 	res := TestResult{Provider: r.provider, BaseURL: r.baseURL, Model: r.model}
 	fail := func(code string, err error) (TestResult, error) {
 		res.Code, res.Problem = code, err.Error()
@@ -435,20 +443,10 @@ type ModelList struct {
 // the saved provider, base URL and key (a model name is not needed). Ownership is the
 // caller's business.
 func (s *Service) Models(ctx context.Context, agentID string) (ModelList, error) {
-	app, err := s.readApp()
+	r, err := s.resolveFor(agentID)
 	if err != nil {
 		return ModelList{}, err
 	}
-	var am *store.AgentModel
-	name := ""
-	if agentID != "" {
-		a, err := s.st.Agent(agentID)
-		if err != nil {
-			return ModelList{}, fmt.Errorf("agent model: %w", err)
-		}
-		am, name = a.Model, a.Name
-	}
-	r := s.resolve(app, name, am, "")
 	res := ModelList{Provider: r.provider, BaseURL: r.baseURL, Models: []string{}}
 	fail := func(code string, err error) (ModelList, error) {
 		res.Code, res.Problem = code, err.Error()
