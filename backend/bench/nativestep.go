@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/anthropic"
 	"cubicle/backend/agent/anthropic/anthropictest"
 	"cubicle/backend/agent/native"
+	"cubicle/backend/agent/native/nativetest"
 	"cubicle/backend/agent/openai"
 	"cubicle/backend/agent/responses"
 	"cubicle/backend/agent/responses/responsestest"
@@ -43,7 +43,7 @@ func openaiCompatible() (nativeModel, error) {
 	var sent atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		sent.Add(int64(dataURIBytes(string(raw))))
+		sent.Add(int64(nativetest.DataURIBytes(string(raw))))
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, `data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c2","type":"function","function":{"name":"computer_click","arguments":"{\"x\":640,\"y\":400}"}}]}}]}`+"\n\n"+
 			`data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")
@@ -98,7 +98,7 @@ func responsesNative(screen native.Size) (nativeModel, error) {
 	var sent atomic.Int64
 	srv := responsestest.New("k")
 	step := responsestest.ComputerCall("c2", func(s responsestest.Seen) map[string]any {
-		sent.Add(int64(dataURIBytes(string(s.Raw))))
+		sent.Add(int64(nativetest.DataURIBytes(string(s.Raw))))
 		return map[string]any{"type": "click", "button": "left", "x": screen.W / 2, "y": screen.H / 2}
 	})
 	m, err := responses.New(responses.Config{BaseURL: srv.URL + "/v1", APIKey: "k", Model: "computer-use-preview", AllowPrivate: true,
@@ -108,24 +108,6 @@ func responsesNative(screen native.Size) (nativeModel, error) {
 		return nativeModel{}, err
 	}
 	return nativeModel{model: m, sent: &sent, push: func() { srv.Push(step) }, close: srv.Close}, nil
-}
-
-// dataURIBytes counts the base64 of the data: URIs in a request body.
-func dataURIBytes(body string) int {
-	n := 0
-	for {
-		i := strings.Index(body, ";base64,")
-		if i < 0 {
-			return n
-		}
-		body = body[i+8:]
-		j := strings.IndexByte(body, '"')
-		if j < 0 {
-			return n
-		}
-		n += j
-		body = body[j:]
-	}
 }
 
 // modelStepper runs whole agent steps through one model adapter on the benchmark's desktop:

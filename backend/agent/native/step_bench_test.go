@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -18,6 +17,7 @@ import (
 	"cubicle/backend/agent/anthropic"
 	"cubicle/backend/agent/anthropic/anthropictest"
 	"cubicle/backend/agent/native"
+	"cubicle/backend/agent/native/nativetest"
 	"cubicle/backend/agent/openai"
 	"cubicle/backend/agent/responses"
 	"cubicle/backend/agent/responses/responsestest"
@@ -78,7 +78,7 @@ func BenchmarkModelStep(b *testing.B) {
 		var sent atomic.Int64
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			raw, _ := io.ReadAll(r.Body)
-			sent.Add(int64(imageBytes(string(raw))))
+			sent.Add(int64(nativetest.DataURIBytes(string(raw))))
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, `data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c2","type":"function","function":{"name":"computer_click","arguments":"{\"x\":640,\"y\":400}"}}]}}]}`+"\n\n"+
 				`data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")
@@ -108,7 +108,7 @@ func BenchmarkModelStep(b *testing.B) {
 		srv := responsestest.New("k")
 		defer srv.Close()
 		step := responsestest.ComputerCall("c2", func(s responsestest.Seen) map[string]any {
-			sent.Add(int64(imageBytes(string(s.Raw))))
+			sent.Add(int64(nativetest.DataURIBytes(string(s.Raw))))
 			return map[string]any{"type": "click", "button": "left", "x": 500, "y": 300}
 		})
 		for i := 0; i < 1+b.N; i++ {
@@ -117,22 +117,4 @@ func BenchmarkModelStep(b *testing.B) {
 		m, _ := responses.New(responses.Config{BaseURL: srv.URL + "/v1", APIKey: "k", Model: "computer-use-preview", HTTP: srv.Client()})
 		run(b, m, &sent)
 	})
-}
-
-// imageBytes counts the base64 of data: URIs in a request body.
-func imageBytes(body string) int {
-	n := 0
-	for {
-		i := strings.Index(body, ";base64,")
-		if i < 0 {
-			return n
-		}
-		body = body[i+8:]
-		j := strings.IndexByte(body, '"')
-		if j < 0 {
-			return n
-		}
-		n += j
-		body = body[j:]
-	}
 }

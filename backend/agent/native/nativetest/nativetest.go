@@ -15,6 +15,7 @@ import (
 	"image/color"
 	_ "image/jpeg" // FindTarget reads JPEG screenshots too
 	"image/png"
+	"strings"
 	"sync"
 
 	"cubicle/backend/agent"
@@ -206,4 +207,23 @@ func FindTarget(b64 string) (x, y, w, h int, ok bool) {
 		return 0, 0, b.Dx(), b.Dy(), false
 	}
 	return (minX + maxX) / 2, (minY + maxY) / 2, b.Dx(), b.Dy(), true
+}
+
+// DataURIBytes counts the base64 of the data: URIs in a request body (the screenshot data a
+// model request carries).
+func DataURIBytes(body string) int {
+	n := 0
+	for {
+		i := strings.Index(body, ";base64,")
+		if i < 0 {
+			return n
+		}
+		body = body[i+8:]
+		j := strings.IndexByte(body, '"')
+		if j < 0 {
+			return n
+		}
+		n += j
+		body = body[j:]
+	}
 }
