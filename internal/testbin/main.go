@@ -132,8 +132,12 @@ func plan(ctx context.Context, race bool, pkgs []string) ([]testPkg, error) {
 		all[p.ImportPath] = p.listed
 		order = append(order, p.ImportPath)
 	}
-	env := strings.Join([]string{runtime.Version(), goEnv(ctx, "GOVERSION"), os.Getenv("GOFLAGS"), goEnv(ctx, "GOOS"),
-		goEnv(ctx, "GOARCH"), goEnv(ctx, "CGO_ENABLED"), fmt.Sprint(race)}, "\x00")
+	// the toolchain and target of the links (one `go env` for all four)
+	goenv, err := exec.CommandContext(ctx, "go", "env", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env: %w", err)
+	}
+	env := strings.Join([]string{string(goenv), os.Getenv("GOFLAGS"), fmt.Sprint(race)}, "\x00")
 	cache, err := cacheDir()
 	if err != nil {
 		return nil, err
@@ -167,11 +171,6 @@ func plan(ctx context.Context, race bool, pkgs []string) ([]testPkg, error) {
 			Bin: filepath.Join(cache, strings.ReplaceAll(root, "/", "_")+"-"+key+".test")})
 	}
 	return res, nil
-}
-
-func goEnv(ctx context.Context, name string) string {
-	out, _ := exec.CommandContext(ctx, "go", "env", name).Output()
-	return strings.TrimSpace(string(out))
 }
 
 // link links the binaries that are not in the cache yet, two at a time.
