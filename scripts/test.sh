@@ -37,9 +37,6 @@ echo "run installs: $run_needs"
 phase "go vet"
 go vet ./...
 
-phase "ports: Windows and macOS builds, Windows tests under Wine"
-bash "$ROOT/scripts/ports.sh"
-
 # The concurrent core: tested once, under the race detector (below), not in the plain pass.
 RACE_PKGS=(./backend/control/... ./backend/agent ./backend/agent/openai ./backend/agent/tools ./backend/binding/...
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/...)
@@ -57,13 +54,26 @@ testbin link -race "${RACE_PKGS[@]}" >"$TB/race.list"
 BACKEND_TEST=$(awk '$1 == "cubicle/backend" {print $2}' "$TB/plain.list")
 VM_TEST=$(awk '$1 == "cubicle/backend/vm" {print $2}' "$TB/plain.list")
 
-phase "Go tests (many depend on the engine, images and displays)"
+# The two passes run side by side: most of the plain pass waits on desktops, displays and
+# engines, the race pass (the concurrent core, few real desktops) mostly computes (measured on
+# 2 cores: 9.5 min together, 15.5 one after the other). The race pass's output is printed when
+# it ends (its log per package is in test-artifacts/go-race/).
+phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
 # (the Kubernetes tests run below, with the cluster up only for them)
+testbin run -race -timeout 25m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
+race_pid=$!
+on_exit "kill $race_pid 2>/dev/null || true"
+plain_rc=0
 CUBICLE_BENCH_JSON="$ROOT/test-artifacts/bench-quick.json" \
-  testbin run -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log
-
-phase "Go tests of the concurrent core under the race detector"
-testbin run -race -timeout 25m -logs test-artifacts/go-race "${RACE_PKGS[@]}" 2>&1 | tee test-artifacts/go-race.log
+  testbin run -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log || plain_rc=$?
+race_rc=0
+wait "$race_pid" || race_rc=$?
+echo "--- the race pass (test-artifacts/go-race.log):"
+cat test-artifacts/go-race.log
+if [ "$plain_rc" != 0 ] || [ "$race_rc" != 0 ]; then
+  echo "Go tests failed: plain pass exit $plain_rc, race pass exit $race_rc"
+  exit 1
+fi
 
 # The store's two page checks (serve's pre-open check and doctor's full check) against damaged
 # page headers of every kind: the seed corpus runs in the plain pass; here new inputs for 20 s.
@@ -102,7 +112,12 @@ CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -t
 # one Podman built above (same content hash), pushed to the cluster's loopback registry. The
 # cluster is up only for this part and torn down (host changes undone) however it ends; the
 # lock keeps two runs on one machine from sharing its fixed ports.
-phase "Kubernetes test cluster: build check and bring-up"
+# The ports (Windows and macOS builds, the Windows tests, app and installer under Wine) run
+# beside the Kubernetes part, which mostly waits on its cluster; their output is printed after.
+phase "Kubernetes test cluster: build check and bring-up (the ports beside it: Windows and macOS builds, Wine)"
+bash "$ROOT/scripts/ports.sh" >test-artifacts/ports.log 2>&1 &
+ports_pid=$!
+on_exit "kill $ports_pid 2>/dev/null || true"
 exec 8>/var/tmp/cubicle-k8s.lock
 flock 8
 bash scripts/k8s/cluster.sh build
@@ -137,11 +152,18 @@ phase "Kubernetes test cluster: down"
 bash scripts/k8s/cluster.sh down
 flock -u 8
 
+phase "ports: waiting for the Windows and macOS builds and the Wine tests (started beside the Kubernetes part)"
+ports_rc=0
+wait "$ports_pid" || ports_rc=$?
+cat test-artifacts/ports.log
+if [ "$ports_rc" != 0 ]; then echo "the ports failed (exit $ports_rc): see test-artifacts/ports.log"; exit 1; fi
+
 phase "web UI unit tests"
 (cd frontend && npm test --silent)
 
 phase "browser tests"
-(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 npm run test:e2e --silent)
+# Each file starts its own server (own port, data dir, desktops): three files at a time.
+(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 node --test --test-concurrency=3 e2e/)
 
 phase "the real-desktop browser flows again over the exec link (the desktop, the live screen v2)"
 (cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 CUBICLE_GUEST_LINK=exec \
