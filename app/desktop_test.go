@@ -24,6 +24,7 @@ import (
 	"github.com/jezek/xgb/xtest"
 
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 // desktopTags are the build tags of the real desktop binary. An explicit -tags replaces the
@@ -44,7 +45,7 @@ func TestDesktopApp(t *testing.T) {
 	needDesktopBuild(t)
 	root := repoRoot(t)
 	if _, err := os.Stat(filepath.Join(root, "frontend", "dist", "index.html")); err != nil {
-		missing(t, "the web UI is not built (frontend/dist/index.html): run `make build` first")
+		testenv.Missing(t, "the web UI is not built (frontend/dist/index.html): run `make build` first")
 	}
 	_ = os.Remove(filepath.Join(root, "test-artifacts", "desktop-app-blank.png")) // from an earlier failure
 	bin := buildDesktop(t, root)
@@ -104,23 +105,14 @@ func freeDisplay(t *testing.T) string {
 	return fmt.Sprintf(":%d", xvfbtest.Reserve(t, firstDisplay))
 }
 
-// missing skips the test for a missing resource, or fails it when CUBICLE_REQUIRE_ALL=1 (CI).
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // needDesktopBuild checks for what building and running the desktop binary needs.
 func needDesktopBuild(t *testing.T) {
 	t.Helper()
 	if err := exec.Command("pkg-config", "--exists", "webkit2gtk-4.1").Run(); err != nil {
-		missing(t, "webkit2gtk-4.1 development files not found (pkg-config: %v): apt-get install libwebkit2gtk-4.1-dev", err)
+		testenv.Missing(t, "webkit2gtk-4.1 development files not found (pkg-config: %v): apt-get install libwebkit2gtk-4.1-dev", err)
 	}
 	if _, err := exec.LookPath("Xvfb"); err != nil {
-		missing(t, "Xvfb not found: apt-get install xvfb")
+		testenv.Missing(t, "Xvfb not found: apt-get install xvfb")
 	}
 }
 

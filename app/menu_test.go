@@ -13,6 +13,7 @@ import (
 	"github.com/wailsapp/wails/v2/pkg/menu/keys"
 
 	"cubicle/backend/fault"
+	"cubicle/internal/testenv"
 )
 
 // actionLog records what the menu asked the shell to do.
@@ -118,7 +119,7 @@ func TestApplicationMenu(t *testing.T) {
 func TestEditScript(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing(t, "node not found: install Node.js 20")
+		testenv.Missing(t, "node not found: install Node.js 20")
 	}
 	input := `{tagName:'INPUT',value:'hello world',selectionStart:6,selectionEnd:11}`
 	nasty := "a\"b'c\\d\n</script><b>&\u2028\u2029 ü 🙂`${x}`"
@@ -184,7 +185,7 @@ func mustJSON(t *testing.T, v any) string {
 func TestNavigationWatch(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing(t, "node not found: install Node.js 20")
+		testenv.Missing(t, "node not found: install Node.js 20")
 	}
 	page := `const reported = [];
 const listeners = {};

@@ -25,6 +25,7 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // scriptedModel is an OpenAI-compatible chat-completions server that answers each request
@@ -253,13 +254,6 @@ func instanceOf(b *Backend, account, agentID string) (store.VMInstance, error) {
 
 func sha256hex(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
 
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // startOnRealDesktop starts a Backend on a temporary data directory with the real Podman
 // engine and the standard image prepared; it fails (CUBICLE_REQUIRE_ALL=1) or skips without
 // root and the Podman service. The Backend closes when the test ends; callers that remove
@@ -279,17 +273,12 @@ func startOnRealDesktop(t *testing.T, level slog.Level) (b *Backend, dir string,
 // data directory has no prepared image.
 func startOnRealEngine(t *testing.T, level slog.Level) (b *Backend, dir string, ctx context.Context) {
 	t.Helper()
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
+	testenv.RootPodman(t)
 	if testing.Short() {
 		t.Skip("real desktop test; run without -short")
 	}
 	dir = t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: level}))
+	log := testenv.Logger(t, level)
 	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "podman", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

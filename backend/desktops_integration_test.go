@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images"
+	"cubicle/internal/testenv"
 )
 
 // These tests run the whole backend on the real engine with the real standard desktop image:
@@ -401,7 +402,7 @@ func TestHousekeepingOnRealEngine(t *testing.T) {
 	// Another "install": its own data directory, a desktop, then the directory is deleted.
 	goneDir := filepath.Join(t.TempDir(), "gone")
 	other, err := New(Config{DataDir: goneDir, Engine: "podman", AllowedHosts: []string{"127.0.0.1"},
-		Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testenv.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

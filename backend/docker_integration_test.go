@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // dockerForTests is the Docker Engine the tests use: CUBICLE_DOCKER_SOCKET (scripts/lib.sh
@@ -27,7 +28,7 @@ import (
 // when CUBICLE_REQUIRE_ALL=1 or CUBICLE_REQUIRE_DOCKER=1.
 func dockerForTests(t *testing.T) string {
 	t.Helper()
-	required := os.Getenv("CUBICLE_REQUIRE_ALL") == "1" || os.Getenv("CUBICLE_REQUIRE_DOCKER") == "1"
+	required := testenv.Required() || os.Getenv("CUBICLE_REQUIRE_DOCKER") == "1"
 	sock := os.Getenv("CUBICLE_DOCKER_SOCKET")
 	if sock == "" {
 		if required {
@@ -63,7 +64,7 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 	}
 	t.Setenv("DOCKER_HOST", sock)
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := testenv.Logger(t, slog.LevelInfo)
 	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "docker", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
 	"cubicle/internal/netns"
+	"cubicle/internal/testenv"
 )
 
 // egressProbe connects from inside the desktop to host:port (a name is resolved by the
@@ -98,12 +98,7 @@ func listenInHost(t *testing.T, h *netns.Host) int {
 // anything else at once and reports it as desktop.egress_blocked; closed refuses everything;
 // open is what it was; an agent's own policy wins over the node's.
 func TestDesktopEgressPolicy(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
+	testenv.RootPodman(t)
 	if testing.Short() {
 		t.Skip("real desktop test; run without -short")
 	}
@@ -137,7 +132,7 @@ func TestDesktopEgressPolicy(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	b, err := New(Config{DataDir: filepath.Join(dir, "data"), Engine: "podman", AllowedHosts: []string{"127.0.0.1"}, Logger: log, EgressLookup: lookup})
 	if err != nil {
 		t.Fatal(err)

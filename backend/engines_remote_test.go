@@ -217,13 +217,7 @@ func bridge(ch ssh.Channel, up net.Conn) {
 // runs plain `ssh`.
 func (s *sshd) sshWrapper(t *testing.T) {
 	t.Helper()
-	real, err := exec.LookPath("ssh")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("the OpenSSH client is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("the OpenSSH client is not installed")
-	}
+	real := testenv.Program(t, "ssh")
 	bin := testenv.TempDir(t)
 	script := fmt.Sprintf("#!/bin/sh\nexec %s -F /dev/null -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes -i %s \"$@\"\n",
 		real, s.known, s.keyFile)
@@ -239,12 +233,7 @@ func (s *sshd) sshWrapper(t *testing.T) {
 // `docker system dial-stdio`) for DOCKER_HOST=ssh://…; discovery finds each reachable and
 // remote, and ConnectEngine drives it.
 func TestEnginesOverSSH(t *testing.T) {
-	if _, err := exec.LookPath("podman"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("podman is not installed")
-	}
+	testenv.Program(t, "podman")
 	base := testenv.TempDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -326,13 +315,7 @@ func TestEnginesOverSSH(t *testing.T) {
 // adapters, as CONTAINER_HOST=tcp://… and DOCKER_HOST=tcp://… (Podman's Docker-compatible
 // API) name it.
 func TestConnectEngineTCP(t *testing.T) {
-	podman, err := exec.LookPath("podman")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("podman is not installed")
-	}
+	podman := testenv.Program(t, "podman")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -387,12 +370,7 @@ func TestConnectEngineTCP(t *testing.T) {
 // engine described as VM-backed or remote (as discovery marks Docker Desktop, Podman machine,
 // Colima… and tcp/ssh endpoints) gets the exec link.
 func TestGuestLinkChoiceFollowsDiscovery(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("the rootful Podman service is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("no rootful Podman service")
-	}
+	testenv.PodmanService(t)
 	t.Setenv("CONTAINER_HOST", "unix:///run/podman/podman.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

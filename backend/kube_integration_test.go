@@ -23,6 +23,7 @@ import (
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // kubeEnv is a Backend whose local node runs desktops on the test cluster, with the
@@ -42,7 +43,7 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 		t.Skip("real cluster test; run without -short")
 	}
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := testenv.Logger(t, slog.LevelInfo)
 	kube := store.EngineSettings{Kubeconfig: cl.Kubeconfig, Namespace: cl.Namespace, StorageClass: cl.StorageClass,
 		Registry: cl.Registry, RegistryInsecure: true}
 	b, err := New(Config{DataDir: dir + "/data", Engine: "kubernetes", Kubernetes: kube, AllowedHosts: []string{"127.0.0.1"}, Logger: log})

@@ -13,6 +13,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // TestLocalNodeUpgradeBothWays: a data file whose local desktop, node settings and prepared
@@ -21,17 +22,12 @@ import (
 // and back: what the runner path wrote is there for the direct path. Real Podman, the real
 // standard image.
 func TestLocalNodeUpgradeBothWays(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
+	testenv.RootPodman(t)
 	if testing.Short() {
 		t.Skip("real desktop test; run without -short")
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	open := func(mode string) *Backend {

@@ -25,6 +25,7 @@ import (
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
 	"cubicle/backend/store"
+	"cubicle/internal/testenv"
 )
 
 // mcpTestServer is a real MCP server (the official Go SDK, streamable HTTP) with tools that
@@ -157,7 +158,7 @@ func hasAll(list []string, want ...string) bool {
 // followed. Only the model is scripted.
 func TestMCPClientHTTP(t *testing.T) {
 	t.Setenv("CUBICLE_MCP_CONFIRM_TIMEOUT", "1s")
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +442,7 @@ func TestMCPClientHTTP(t *testing.T) {
 // administrator allowed private addresses for it (the rule of model endpoints); the older SSE
 // transport works; a stdio server starts no desktop for an agent that has none.
 func TestMCPClientEgress(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

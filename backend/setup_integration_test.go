@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"cubicle/backend/setup"
+	"cubicle/internal/testenv"
 )
 
 // setupEnv is a backend behind its real HTTP handler, called as its administrator.
@@ -26,7 +26,7 @@ type setupEnv struct {
 
 func newSetupEnv(t *testing.T, cfg Config) *setupEnv {
 	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Logger = testenv.Logger(t, slog.LevelInfo)
 	cfg.AllowedHosts = []string{"127.0.0.1"}
 	b, err := New(cfg)
 	if err != nil {
@@ -118,12 +118,7 @@ func wantStep(t *testing.T, name string, got setup.Step, want setup.State, detai
 // GET /api/app/admin/setup. Without an engine, step 1 says what to do and nothing is prepared;
 // a later start of the same data directory prepares nothing by itself.
 func TestSetupFirstRun(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
+	testenv.RootPodman(t)
 	if testing.Short() {
 		t.Skip("real engine test; run without -short")
 	}

@@ -32,21 +32,13 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/guest/guesttest"
 	"cubicle/images"
+	"cubicle/internal/testenv"
 )
 
 const testLabel = "cubicle.test" // value "images": the containers, volumes and images these tests create
 
 // The Podman adapter is an images.Engine.
 var _ images.Engine = (*podman.Client)(nil)
-
-// need skips the test, or fails it when CUBICLE_REQUIRE_ALL=1.
-func need(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 func podmanSocket() string {
 	if s := os.Getenv("CUBICLE_PODMAN_SOCKET"); s != "" {
@@ -59,13 +51,13 @@ func connect(t testing.TB) *podman.Client {
 	t.Helper()
 	sock := podmanSocket()
 	if _, err := os.Stat(strings.TrimPrefix(sock, "unix://")); err != nil {
-		need(t, "no Podman service at %s: %v", sock, err)
+		testenv.Missing(t, "no Podman service at %s: %v", sock, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := podman.Connect(ctx, sock, podman.Options{Logger: testLogger(t)})
 	if err != nil {
-		need(t, "Podman at %s does not answer: %v", sock, err)
+		testenv.Missing(t, "Podman at %s does not answer: %v", sock, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -73,14 +65,7 @@ func connect(t testing.TB) *podman.Client {
 
 // testLogger writes slog records to the test log.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return testenv.Logger(t, slog.LevelInfo)
 }
 
 // driver is the real cubicle-guest, built once per test binary the way scripts/build.sh does.
@@ -482,7 +467,7 @@ func pushStandIn(t *testing.T, ctx context.Context, eng *podman.Client, from, re
 func TestCursorPullByDigest(t *testing.T) {
 	eng := connect(t)
 	if _, err := exec.LookPath("docker-registry"); err != nil {
-		need(t, "docker-registry is not installed (apt-get install docker-registry)")
+		testenv.Missing(t, "docker-registry is not installed (apt-get install docker-registry)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/events"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // startServerIn is startServer on data directory dir; ready runs after the backend started and
@@ -27,7 +28,7 @@ import (
 // returned stop ends the server (idempotent; it also runs at cleanup).
 func startServerIn(t *testing.T, dir, listen string, ready func(*server)) (*server, func()) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	host, _, _ := net.SplitHostPort(listen)
 	b, err := backend.New(backend.Config{DataDir: dir, Engine: "none", Logger: log,
 		AllowedHosts: []string{"127.0.0.1", host}, Version: cli.Version,

@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
+	"cubicle/internal/testenv"
 	"cubicle/runner/wire"
 )
 
@@ -143,12 +144,7 @@ func (s *server) setComputer(t *testing.T, agentID, kind string, allowHost bool)
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root (network namespaces)")
-	}
+	testenv.Root(t, "network namespaces")
 	if testing.Short() {
 		t.Skip("real processes; run without -short")
 	}

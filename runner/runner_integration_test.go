@@ -29,6 +29,7 @@ import (
 	"cubicle/backend/nodes"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // envChild makes the test binary run the command line given as its arguments: a real
@@ -61,7 +62,7 @@ func startServer(t *testing.T, listen string) *server { return startServerWith(t
 func startServerWith(t *testing.T, listen string, edit func(*backend.Config)) *server {
 	t.Helper()
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	host, _, _ := net.SplitHostPort(listen)
 	cfg := backend.Config{DataDir: filepath.Join(dir, "server"), Engine: "none", Logger: log,
 		AllowedHosts: []string{"127.0.0.1", host}, Version: cli.Version,
@@ -225,12 +226,7 @@ func (p *proc) exitCode(t *testing.T, limit time.Duration) int {
 // needEngine skips (or fails under CUBICLE_REQUIRE_ALL) without root and the Podman service.
 func needEngine(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root and the Podman service")
-	}
+	testenv.RootPodman(t)
 	if testing.Short() {
 		t.Skip("real desktop test; run without -short")
 	}
@@ -533,13 +529,6 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and the test.

@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/security"
 	"cubicle/backend/store"
 	"cubicle/backend/vm/vmtest"
+	"cubicle/internal/testenv"
 )
 
 const testPassword = "correct horse battery staple"
@@ -48,7 +49,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	log := slog.New(slog.NewTextHandler(testenv.Writer(t), nil))
 	as, err := auth.New(auth.Config{Accounts: st, Key: []byte(strings.Repeat("k", 32)), Logger: log, Limits: fixtureLoginLimits})
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +91,6 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	f.admin = f.login("admin", testPassword)
 	f.user = f.login("bob", testPassword)
 	return f
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func (f *fixture) login(user, pw string) string {

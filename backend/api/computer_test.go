@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/screen"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/store"
+	"cubicle/internal/testenv"
 )
 
 // Displays :82–:85 belong to the computer channel's tests and benchmarks.
@@ -79,7 +80,7 @@ func newComputerServer(tb testing.TB) *computerServer {
 	if _, bench := tb.(*testing.B); bench {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	} else {
-		log = slog.New(slog.NewTextHandler(tbWriter{tb}, nil))
+		log = slog.New(slog.NewTextHandler(testenv.Writer(tb), nil))
 	}
 	as, err := auth.New(auth.Config{Accounts: st, Key: []byte(strings.Repeat("k", 32)), Logger: log})
 	if err != nil {
@@ -112,13 +113,6 @@ func newComputerServer(tb testing.TB) *computerServer {
 		*u.tok = p.Token
 	}
 	return cs
-}
-
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // computerEnv is a real API handler with the computer route over a real httptest server.

@@ -13,6 +13,7 @@ import (
 	"cubicle/backend/link"
 	"cubicle/backend/vm"
 	"cubicle/backend/vm/vmtest"
+	"cubicle/internal/testenv"
 )
 
 // newVMFixture is the API fixture with a real vm.Manager over the fixture's store and a fake
@@ -25,7 +26,7 @@ func newVMFixture(t *testing.T) (*fixture, *vm.Manager) {
 	m, err := vm.New(vm.Config{
 		Store: f.store, Engine: eng, Images: &vmtest.Builder{}, DataDir: filepath.Join(t.TempDir(), "data"),
 		Link:  link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: eng.SocketTransport()},
-		Clock: vmtest.NewClock(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), ReadyTimeout: time.Second,
+		Clock: vmtest.NewClock(), Logger: slog.New(slog.NewTextHandler(testenv.Writer(t), nil)), ReadyTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"cubicle/backend/screen/screentest"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 // Display :162 belongs to this test.
@@ -38,7 +39,7 @@ func TestAdaptiveQuality(t *testing.T) {
 		}
 		frames = append(frames, img)
 	}
-	r := &runner{cfg: Config{Quick: true}, log: slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), runRoot: t.TempDir()}
+	r := &runner{cfg: Config{Quick: true}, log: testenv.Logger(t, slog.LevelWarn), runRoot: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ls, err := r.startLive(ctx, &desktop{name: "adaptive", client: d.Client}, d.Client, "live.db")
@@ -125,11 +126,4 @@ func TestAdaptiveQuality(t *testing.T) {
 		count(fast)
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-}
-
-type tLog struct{ t *testing.T }
-
-func (l tLog) Write(p []byte) (int, error) {
-	l.t.Log(string(p))
-	return len(p), nil
 }

@@ -26,19 +26,11 @@ import (
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/guest/guesttest"
 	"cubicle/images"
+	"cubicle/internal/testenv"
 )
 
 // The Podman adapter is a bench.Engine.
 var _ bench.Engine = (*podman.Client)(nil)
-
-// need skips the test, or fails it when CUBICLE_REQUIRE_ALL=1.
-func need(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 func connect(t *testing.T) *podman.Client {
 	t.Helper()
@@ -47,30 +39,23 @@ func connect(t *testing.T) *podman.Client {
 		sock = "unix:///run/podman/podman.sock"
 	}
 	if _, err := os.Stat(strings.TrimPrefix(sock, "unix://")); err != nil {
-		need(t, "no Podman service at %s: %v", sock, err)
+		testenv.Missing(t, "no Podman service at %s: %v", sock, err)
 	}
 	if _, err := exec.LookPath("podman"); err != nil {
-		need(t, "the podman CLI (the exec peer) is not installed: %v", err)
+		testenv.Missing(t, "the podman CLI (the exec peer) is not installed: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := podman.Connect(ctx, sock, podman.Options{Logger: testLogger(t)})
 	if err != nil {
-		need(t, "Podman at %s does not answer: %v", sock, err)
+		testenv.Missing(t, "Podman at %s does not answer: %v", sock, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return testenv.Logger(t, slog.LevelWarn)
 }
 
 // progress logs progress lines and calls on for each.

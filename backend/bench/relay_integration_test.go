@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/bench"
 	"cubicle/backend/cli"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // envChild makes the test binary run the command line given as its arguments: the relay rows'
@@ -39,10 +40,10 @@ func runnerCommand(cfg *bench.Config) {
 func TestRelayRows(t *testing.T) {
 	eng := connect(t)
 	if os.Geteuid() != 0 {
-		need(t, "the relay rows need root (network namespaces)")
+		testenv.Missing(t, "the relay rows need root (network namespaces)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		need(t, "the relay rows need iproute2: %v", err)
+		testenv.Missing(t, "the relay rows need iproute2: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -136,7 +137,7 @@ func TestRelayRowsSkipped(t *testing.T) {
 func TestRelayCancelCleansUp(t *testing.T) {
 	eng := connect(t)
 	if os.Geteuid() != 0 {
-		need(t, "the relay rows need root (network namespaces)")
+		testenv.Missing(t, "the relay rows need root (network namespaces)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

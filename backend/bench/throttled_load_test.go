@@ -12,6 +12,7 @@ import (
 
 	"cubicle/backend/screen/screentest"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 // Display :163 belongs to this test.
@@ -38,7 +39,7 @@ func TestThrottledLiveUnderLoad(t *testing.T) {
 		}
 		frames = append(frames, img)
 	}
-	r := &runner{cfg: Config{Quick: true}, log: slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), runRoot: t.TempDir()}
+	r := &runner{cfg: Config{Quick: true}, log: testenv.Logger(t, slog.LevelWarn), runRoot: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ls, err := r.startLive(ctx, &desktop{name: "throttled-load", client: d.Client}, d.Client, "live.db")

@@ -8,24 +8,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"cubicle/internal/testenv"
 )
 
 // TestSessionOnRealChromium drives a real headless Chromium on loopback through Session:
 // navigate, fill a form the server answers, read the answer, screenshot, tabs.
 func TestSessionOnRealChromium(t *testing.T) {
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("chromium is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("chromium not installed")
-	}
+	bin := testenv.Program(t, "chromium")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hello" {
 			fmt.Fprintf(w, "<html><body><p id=answer>Hello, %s!</p></body></html>", r.URL.Query().Get("name"))

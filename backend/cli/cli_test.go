@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"cubicle/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
@@ -375,12 +377,7 @@ func TestImageCommand(t *testing.T) {
 }
 
 func TestImageListRealEngine(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("no Podman service")
-	}
+	testenv.PodmanService(t)
 	e, out, errb := testEnv(map[string]string{})
 	e.getenv = os.Getenv
 	if code := run(context.Background(), e, []string{"image", "list", "--work-dir", t.TempDir()}); code != 0 {

@@ -24,6 +24,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/internal/testenv"
 )
 
 // envChild makes the test binary run the command line given as its arguments (a real
@@ -146,12 +147,10 @@ func (c *client) chat(agentID, input string, on func(typ string) bool) []string 
 // marked interrupted in the conversation, the tool run INTERRUPTED in the history, and the
 // desktop adopted as running — and the data file must be sound.
 func TestKill9MidTurn(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil || os.Getuid() != 0 || testing.Short() {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("root and the Podman service are required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root, the Podman service and no -short")
+	if testing.Short() {
+		testenv.Missing(t, "a kill -9 of a real turn does not run with -short")
 	}
+	testenv.RootPodman(t)
 	dir, err := os.MkdirTemp("", "ck9-") // short: the driver socket path must stay under 108 bytes
 	if err != nil {
 		t.Fatal(err)

@@ -22,13 +22,7 @@ import (
 // a Podman connection written by the podman CLI. Each must be listed with its source,
 // reachable and with a version, in the JSON shape the README documents.
 func TestDoctorJSONFindsEveryLocation(t *testing.T) {
-	podman, err := exec.LookPath("podman")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("podman is not installed")
-	}
+	podman := testenv.Program(t, "podman")
 	base := testenv.TempDir(t)
 	home, runtimeDir := filepath.Join(base, "h"), filepath.Join(base, "r")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/control/controltest"
 	"cubicle/backend/fault"
+	"cubicle/internal/testenv"
 )
 
 var (
@@ -98,14 +99,7 @@ func newEnv(t testing.TB) *env {
 
 // testLogger writes to the test's output.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return testenv.Logger(t, slog.LevelDebug)
 }
 
 // auth builds the InputAuth the holder of lease label would send.

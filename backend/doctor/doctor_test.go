@@ -12,6 +12,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -74,12 +75,7 @@ func TestEngineUnknownPreference(t *testing.T) {
 }
 
 func TestEngineRealPodman(t *testing.T) {
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("no rootful Podman service")
-	}
+	testenv.PodmanService(t)
 	c := Engine("podman", os.Getenv, nil)(context.Background())[0]
 	if c.Status != OK {
 		t.Fatalf("podman: %+v", c)
@@ -103,12 +99,7 @@ func TestGuestLink(t *testing.T) {
 	if c := GuestLink("", env(nil), none)(context.Background())[0]; c.Status != Warn || !strings.Contains(c.Detail, wantAuto) {
 		t.Errorf("auto, no engine: %+v, want %q", c, wantAuto)
 	}
-	if _, err := os.Stat("/run/podman/podman.sock"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("the Podman service is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("no rootful Podman service")
-	}
+	testenv.PodmanService(t)
 	getenv := func(k string) string {
 		if k == "CUBICLE_ENGINE" {
 			return "podman"

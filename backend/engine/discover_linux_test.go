@@ -20,13 +20,7 @@ import (
 // requirePodman returns the podman CLI, or skips (fails with CUBICLE_REQUIRE_ALL=1).
 func requirePodman(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("podman")
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("podman is not installed")
-	}
+	p := testenv.Program(t, "podman")
 	return p
 }
 
@@ -61,7 +55,7 @@ func TestDiscoverEveryUnixLocation(t *testing.T) {
 	home, runtimeDir, sys := filepath.Join(base, "h"), filepath.Join(base, "r"), filepath.Join(base, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, nil))
+	logger := slog.New(slog.NewTextHandler(testenv.Writer(t), nil))
 	svc, err := StartPodmanService(ctx, filepath.Join(base, "svc", "podman.sock"), logger)
 	if err != nil {
 		t.Fatalf("start podman service: %v", err)
@@ -273,10 +267,7 @@ func TestDiscoverRootfulSystemSocket(t *testing.T) {
 	requirePodman(t)
 	const sock = "unix:///run/podman/podman.sock"
 	if _, _, _, err := Ping(context.Background(), sock, 3*time.Second); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatalf("no rootful Podman service at %s (CUBICLE_REQUIRE_ALL=1): %v", sock, err)
-		}
-		t.Skipf("no rootful Podman service at %s", sock)
+		testenv.Missing(t, "no rootful Podman service at %s: %v", sock, err)
 	}
 	root := 0
 	eps, err := Discover(context.Background(), DiscoverOptions{Getenv: envMap(map[string]string{"HOME": testenv.TempDir(t)}),

@@ -6,23 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/internal/testenv"
 )
 
 // TestStartPodmanService starts an app-owned Podman service on a private socket, talks to it
 // and stops it.
 func TestStartPodmanService(t *testing.T) {
-	if _, err := exec.LookPath("podman"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("podman is not installed (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("podman is not installed")
-	}
+	testenv.Program(t, "podman")
 	// Keep the socket path short: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "cub-svc-")
 	if err != nil {
@@ -30,7 +25,7 @@ func TestStartPodmanService(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "run", "podman.sock")
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := testenv.Logger(t, slog.LevelDebug)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/guest"
 	"cubicle/backend/store"
+	"cubicle/internal/testenv"
 )
 
 // localDesk runs the bridge on this machine, as a desktop's driver would (exec as a plain
@@ -65,12 +66,7 @@ func (l localDesktops) Spawn(ctx context.Context, t agent.TurnInfo, p Process) (
 
 func needPerl(t *testing.T) {
 	for _, bin := range []string{"perl", "setsid", "sh"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-				t.Fatalf("%s is required (CUBICLE_REQUIRE_ALL=1)", bin)
-			}
-			t.Skipf("needs %s (every Debian desktop has it)", bin)
-		}
+		testenv.Program(t, bin)
 	}
 }
 

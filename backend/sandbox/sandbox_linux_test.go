@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"cubicle/backend/fault"
+	"cubicle/internal/testenv"
 )
 
 const secret = "SIGNING-KEY-5f1d0c"
@@ -24,7 +25,7 @@ func kinds(t *testing.T) []*Sandbox {
 	for _, k := range []Kind{Bwrap, Landlock} {
 		s, err := New(k)
 		if err != nil {
-			if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			if testenv.Required() {
 				t.Fatalf("%s: %v (CUBICLE_REQUIRE_ALL=1)", k, err)
 			}
 			t.Logf("%s not available: %v", k, err)

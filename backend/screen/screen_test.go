@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/backend/screen"
 	"cubicle/backend/screen/screentest"
+	"cubicle/internal/testenv"
 )
 
 // Displays :80 and :81 belong to this package's tests.
@@ -29,15 +29,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testenv.Logger(t, slog.LevelDebug)
 }
 
 // observer records ObserveFrame calls.

@@ -15,6 +15,7 @@ import (
 	"cubicle/backend/hostwall"
 	"cubicle/backend/vm"
 	"cubicle/internal/netns"
+	"cubicle/internal/testenv"
 )
 
 // probeScript connects, from inside a desktop, to every given address on two ports and prints
@@ -65,7 +66,7 @@ func listen(t *testing.T) int {
 // its processes run as a host uid no real user has; swap is limited to nothing beyond memory.
 func TestRealHostWallUserNamespaceAndSwap(t *testing.T) {
 	if os.Geteuid() != 0 {
-		need(t, "the host wall needs root (a rootful engine's namespaces)")
+		testenv.Missing(t, "the host wall needs root (a rootful engine's namespaces)")
 	}
 	env := newRealEnv(t)
 	seedAgents(t, env.store)

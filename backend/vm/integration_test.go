@@ -34,6 +34,7 @@ import (
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images"
+	"cubicle/internal/testenv"
 )
 
 // The real adapters satisfy the manager's interfaces.
@@ -46,15 +47,6 @@ var (
 // removes only ours.
 const testLabel = "cubicle.test"
 
-// need skips the test, or fails it when CUBICLE_REQUIRE_ALL=1.
-func need(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 func podmanSocket() string {
 	if s := os.Getenv("CUBICLE_PODMAN_SOCKET"); s != "" {
 		return s
@@ -65,31 +57,24 @@ func podmanSocket() string {
 func connectPodman(t *testing.T) *podman.Client {
 	t.Helper()
 	if testing.Short() {
-		need(t, "real-engine test skipped in -short mode")
+		testenv.Missing(t, "real-engine test skipped in -short mode")
 	}
 	sock := podmanSocket()
 	if _, err := os.Stat(strings.TrimPrefix(sock, "unix://")); err != nil {
-		need(t, "no Podman service at %s: %v", sock, err)
+		testenv.Missing(t, "no Podman service at %s: %v", sock, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := podman.Connect(ctx, sock, podman.Options{})
 	if err != nil {
-		need(t, "Podman at %s does not answer: %v", sock, err)
+		testenv.Missing(t, "Podman at %s does not answer: %v", sock, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return testenv.Logger(t, slog.LevelInfo)
 }
 
 // driver is the real cubicle-guest, built once per test binary the way scripts/build.sh does.

@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/nodeapi"
 	"cubicle/backend/store"
 	"cubicle/backend/vm/vmtest"
+	"cubicle/internal/testenv"
 )
 
 // waitFor polls cond (real time) for up to 5 s.
@@ -42,13 +43,6 @@ type fixture struct {
 	clock    *vmtest.Clock
 	activity *vmtest.Activity
 	dir      string
-}
-
-type tw struct{ t *testing.T }
-
-func (w tw) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 func newFixture(t *testing.T, mod func(*Config)) *fixture {
@@ -84,7 +78,7 @@ func (f *fixture) config(mod func(*Config)) Config {
 	cfg := Config{Store: f.st, Engine: f.eng, Images: f.b, DataDir: f.dir,
 		Link: link.Config{Choice: link.Choose(link.SocketMode, link.Engine{}), Socket: f.eng.SocketTransport(),
 			Heartbeat: 20 * time.Millisecond, Timeout: 300 * time.Millisecond},
-		Logger: slog.New(slog.NewTextHandler(tw{f.t}, nil)), Clock: f.clock, Activity: f.activity,
+		Logger: slog.New(slog.NewTextHandler(testenv.Writer(f.t), nil)), Clock: f.clock, Activity: f.activity,
 		ReadyTimeout: 500 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)

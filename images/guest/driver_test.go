@@ -29,6 +29,7 @@ import (
 	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 
 	"github.com/jezek/xgb"
 )
@@ -45,14 +46,7 @@ func TestMain(m *testing.M) {
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", bytes.TrimRight(p, "\n"))
-	return len(p), nil
+	return testenv.Logger(t, slog.LevelDebug)
 }
 
 // harness is a driver running in-process against a private Xvfb, and a client connected

@@ -19,6 +19,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 // built caches the binary between the tests of one run (building takes seconds).
@@ -117,7 +118,7 @@ func TestSupervisor(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"CUBICLE_RUN_DIR="+runDir, fmt.Sprintf("CUBICLE_DISPLAY=:%d", display), "CUBICLE_SCREEN=800x600",
 		"CUBICLE_SESSION=sleep 1000", "CUBICLE_WORKSPACE="+ws)
-	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
+	cmd.Stdout, cmd.Stderr = testenv.Writer(t), testenv.Writer(t)
 	asUser := os.Geteuid() == 0
 	if asUser {
 		// Like the container: the unprivileged desktop user. Root-owned 0700/0600 paths are
@@ -294,12 +295,7 @@ func TestSupervisor(t *testing.T) {
 func TestSupervisorAsPID1(t *testing.T) {
 	xvfbtest.Require(t, "Xvfb")
 	unshare := xvfbtest.Require(t, "unshare")
-	if os.Geteuid() != 0 {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("a PID namespace needs root (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("a PID namespace needs root")
-	}
+	testenv.Root(t, "a PID namespace")
 	dir := t.TempDir()
 	bin := buildDriver(t, dir)
 	runDir, ws := filepath.Join(dir, "run"), filepath.Join(dir, "workspace")
@@ -309,7 +305,7 @@ func TestSupervisorAsPID1(t *testing.T) {
 	cmd := exec.Command(unshare, "--fork", "--pid", "--mount-proc", bin)
 	cmd.Env = append(os.Environ(), "CUBICLE_RUN_DIR="+runDir, fmt.Sprintf("CUBICLE_DISPLAY=:%d", display),
 		"CUBICLE_SCREEN=640x480", "CUBICLE_SESSION=sleep 1000", "CUBICLE_WORKSPACE="+ws)
-	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
+	cmd.Stdout, cmd.Stderr = testenv.Writer(t), testenv.Writer(t)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

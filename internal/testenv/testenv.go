@@ -1,5 +1,7 @@
-// Package testenv holds test plumbing shared by packages whose tests also run on Windows
-// (under Wine in CI).
+// Package testenv is the tests' one harness: whether a missing resource skips or fails a test
+// (Missing and the checks built on it; CI sets CUBICLE_REQUIRE_ALL=1 so that no skip passes
+// there), loggers writing to the test's own output, and TempDir for tests that also run on
+// Windows (under Wine in CI). Its code is portable: the Windows tests link it too.
 package testenv
 
 import (

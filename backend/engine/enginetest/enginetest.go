@@ -25,6 +25,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/internal/testenv"
 )
 
 // Engine is the method set the suite exercises: exactly the adapters' public surface.
@@ -75,10 +76,7 @@ const BusyboxPath = "/bin/busybox"
 // missing engine or tool can never pass as a skip there.
 func Require(t testing.TB, msg string) {
 	t.Helper()
-	if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-		t.Fatalf("required resource missing (CUBICLE_REQUIRE_ALL=1): %s", msg)
-	}
-	t.Skip(msg)
+	testenv.Missing(t, "%s", msg)
 }
 
 // suite is one run's shared state.

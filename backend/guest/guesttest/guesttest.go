@@ -19,6 +19,7 @@ import (
 	"cubicle/backend/guest"
 	"cubicle/images/guest/wire"
 	"cubicle/images/guest/x11/xvfbtest"
+	"cubicle/internal/testenv"
 )
 
 // Driver is a running driver.
@@ -100,12 +101,7 @@ func Cleanup() {
 // fails when CUBICLE_REQUIRE_ALL=1.
 func Start(t *testing.T, display, screen string) *Driver {
 	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatal("Xvfb is required (CUBICLE_REQUIRE_ALL=1)")
-		}
-		t.Skip("Xvfb not installed")
-	}
+	testenv.Program(t, "Xvfb")
 	if screen == "" {
 		screen = "800x600"
 	}

@@ -8,12 +8,13 @@ package xvfbtest
 import (
 	"fmt"
 	"image"
-	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"cubicle/internal/testenv"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
@@ -22,13 +23,7 @@ import (
 // Require skips (or, under CUBICLE_REQUIRE_ALL=1, fails) the test when program is missing.
 func Require(t testing.TB, program string) string {
 	t.Helper()
-	p, err := exec.LookPath(program)
-	if err != nil {
-		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
-			t.Fatalf("%s is required (CUBICLE_REQUIRE_ALL=1) but not installed: %v", program, err)
-		}
-		t.Skipf("%s not installed: %v", program, err)
-	}
+	p := testenv.Program(t, program)
 	return p
 }
 
