@@ -59,7 +59,7 @@ type clipboard struct {
 	owned  map[xproto.Atom]Clip // content of the selections we own
 	gen    uint64
 	last   ClipChange
-	wake   chan struct{}               // closed and replaced on every change
+	wake   chan struct{}                    // closed and replaced on every change
 	reply  chan xproto.SelectionNotifyEvent // conversions in flight deliver here
 	props  chan xproto.PropertyNotifyEvent  // INCR reads: new values on our window
 	sends  map[incrKey]*incrSend            // INCR transfers we serve
@@ -543,4 +543,18 @@ func (d *Display) continueIncr(k incrKey) {
 
 func xgbPut32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// AdoptClipboard takes over the selections old owns (a replaced connection: its ownership
+// ends when it closes).
+func (d *Display) AdoptClipboard(old *Display) {
+	old.clip.mu.Lock()
+	owned := map[xproto.Atom]Clip{}
+	for a, c := range old.clip.owned {
+		owned[a] = c
+	}
+	old.clip.mu.Unlock()
+	for a, c := range owned {
+		d.SetClipboard([]string{old.clip.selectionName(a)}, c.Mime, c.Data)
+	}
 }
