@@ -92,6 +92,8 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return leased(l)
 	case "input":
 		return k.input(m, d, refused, notRunning)
+	case "clipboard_set", "clipboard_get", "resize":
+		return k.desktopOp(m, d, refused, notRunning)
 	case "refresh":
 		// A version 2 client lost track of its screen: a keyframe comes (frames are whole
 		// anyway in version 1).
@@ -104,7 +106,7 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
 	}
 	return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonBadMessage, Code: "invalid",
-		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch, input or refresh", m.Type)}
+		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch, input, clipboard_set, clipboard_get, resize or refresh", m.Type)}
 }
 
 // input checks one input against the lease and the frames this connection was sent, then

@@ -63,9 +63,9 @@ func (c *Client) ClipboardSet(ctx context.Context, selections []string, mime str
 	return err
 }
 
-// NextClipboard waits until a selection of the desktop changes owner after `after` (0: the
-// first call answers with the current state only after a change). No deadline is added: the
-// caller's context bounds the wait.
+// NextClipboard waits until a selection of the desktop changes owner after `after`; with 0
+// it answers at once with the current state (the Gen to wait after). No deadline is added:
+// the caller's context bounds the wait.
 func (c *Client) NextClipboard(ctx context.Context, after uint64) (ClipboardChange, error) {
 	var ch ClipboardChange
 	_, err := c.call(ctx, wire.OpNextClipboard, wire.ClipboardWaitArgs{After: after}, nil, &ch)

@@ -47,8 +47,9 @@ func (s *screen) nextClipboard(ctx context.Context, a wire.ClipboardWaitArgs) (w
 			return wire.ClipboardChange{}, wire.Invalid("next_clipboard: after %d is from the future", a.After)
 		}
 		cur, _ := d.ClipboardState()
-		if after == 0 && a.After>>epochShift != ep && a.After != 0 {
-			// A new X connection since the host's last change: report where it stands.
+		if a.After == 0 || (after == 0 && a.After>>epochShift != ep) {
+			// The host's first call, or a new X connection since its last change: report
+			// where it stands at once.
 			return wire.ClipboardChange{Gen: frameID(ep, cur.Gen), Selection: cur.Selection, Own: cur.Own}, nil
 		}
 		ch, err := d.WaitClipboard(ctx, after)
