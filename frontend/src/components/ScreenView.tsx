@@ -466,7 +466,7 @@ export function ScreenView(props: ScreenViewProps) {
           autocapitalize="off"
           autocomplete="off"
           spellcheck={false}
-          disabled={!mine}
+          tabIndex={-1}
           onKeyDown={onKeyDown}
           onPaste={onPaste}
           onCompositionEnd={() => setTimeout(flushSink, 0)}
