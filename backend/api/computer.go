@@ -384,6 +384,7 @@ type computerConn struct {
 	frameDesk string               // guarded by mu; the desktop lastFrame counts frames of
 	streamErr error                // guarded by mu; why the screen stream ended, until it runs again
 	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
+	leaseVer  uint64               // guarded by mu; version of the last lease granted through this connection
 }
 
 func (k *computerConn) wake() {

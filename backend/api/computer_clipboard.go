@@ -131,10 +131,16 @@ func (k *computerConn) desktopOp(m *clientMsg, d Desktop, refused func(error) an
 	return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
 }
 
-// controlling reports whether this connection's person holds control of desktop id.
+// controlling reports whether this connection holds control of desktop id: its person, through
+// this agent, with the lease granted on this connection (another window of the same person only
+// watches).
 func (k *computerConn) controlling(id string) bool {
 	h, ok := k.ch.cfg.Control.Holder(id)
-	return ok && h.Kind == control.HolderPerson && h.Person.AccountID == k.p.AccountID && h.Person.AgentID == k.agentID
+	k.mu.Lock()
+	ver := k.leaseVer
+	k.mu.Unlock()
+	return ok && h.Kind == control.HolderPerson && h.Person.AccountID == k.p.AccountID && h.Person.AgentID == k.agentID &&
+		ver != 0 && h.Version == ver
 }
 
 // watchClipboard sends the desktop's clipboard to the client whenever another program of the

@@ -92,10 +92,13 @@ func TestComputerClipboardAndResize(t *testing.T) {
 	})
 
 	t.Run("limits and bad input change nothing", func(t *testing.T) {
+		wantReply(t, c.Call(map[string]any{"type": "renew", "token": lease["token"]}), "lease", "")
 		c.Call(auth(map[string]any{"type": "clipboard_set", "text": "keep"}))
-		big := strings.Repeat("x", 10<<20+1)
-		r := c.Call(auth(map[string]any{"type": "clipboard_set", "text": big}))
+		// 10 MiB over a websocket can take a while on a loaded machine: a longer wait.
+		c.Send(auth(map[string]any{"type": "clipboard_set", "id": "big", "text": strings.Repeat("x", 10<<20+1)}))
+		r := c.Expect("error", "big", time.Minute)
 		wantReply(t, r, "error", "invalid")
+		wantReply(t, c.Call(map[string]any{"type": "renew", "token": lease["token"]}), "lease", "")
 		if !strings.Contains(r["message"].(string), "10 MiB") {
 			t.Errorf("message %q does not name the limit", r["message"])
 		}
@@ -107,6 +110,7 @@ func TestComputerClipboardAndResize(t *testing.T) {
 	})
 
 	t.Run("resize to fit", func(t *testing.T) {
+		wantReply(t, c.Call(map[string]any{"type": "renew", "token": lease["token"]}), "lease", "")
 		r := c.Call(auth(map[string]any{"type": "resize", "width": 640, "height": 400}))
 		if r["type"] != "resized" || r["width"] != 640.0 || r["height"] != 400.0 {
 			t.Fatalf("resize = %v", r)

@@ -32,6 +32,9 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonNotRunning, Code: "conflict", Message: msg}
 	}
 	leased := func(l control.Lease) any {
+		k.mu.Lock()
+		k.leaseVer = l.Version // the desktop's clipboard goes to this connection only
+		k.mu.Unlock()
 		k.wake() // status changes now, whether or not control changes are wired to the channel
 		ttl := time.Until(l.ExpiresAt)
 		return leaseJSON{Type: "lease", ID: m.ID, Op: m.Type, DesktopID: l.DesktopID, Token: l.Token,
