@@ -66,7 +66,11 @@ func (s *screen) set(d *x11.Display) {
 	if d != nil {
 		s.epoch++
 		s.setAt = time.Now()
-		close(s.ready)
+		select {
+		case <-s.ready: // a display replaced by another (a resize): ready stays closed
+		default:
+			close(s.ready)
+		}
 	} else {
 		select {
 		case <-s.ready:
