@@ -55,7 +55,7 @@ func sorted(s ...string) []string {
 	return out
 }
 
-var vmTools = []string{"computer_click", "computer_double_click", "computer_drag", "computer_key", "computer_move",
+var vmTools = []string{"computer_click", "computer_clipboard_get", "computer_clipboard_set", "computer_double_click", "computer_drag", "computer_key", "computer_move",
 	"computer_read_file", "computer_right_click", "computer_screenshot", "computer_scroll", "computer_shell",
 	"computer_type", "computer_wait", "computer_write_file"}
 

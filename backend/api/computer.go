@@ -111,8 +111,9 @@ var channelEvents = []events.Type{events.DesktopState, events.ControlChanged, ev
 
 // Limits of the channel.
 const (
-	// computerReadLimit caps one client message (type text is the largest).
-	computerReadLimit = 64 << 10
+	// computerReadLimit caps one client message: a clipboard_set of the largest clipboard
+	// (10 MiB, base64) and its JSON.
+	computerReadLimit = (guest.MaxClipboard/3+1)*4 + 64<<10
 	// frameHeaderLen is the length of a binary frame's header.
 	frameHeaderLen = 24
 	// frameMagic starts every binary frame.
@@ -383,6 +384,7 @@ type computerConn struct {
 	frameDesk string               // guarded by mu; the desktop lastFrame counts frames of
 	streamErr error                // guarded by mu; why the screen stream ended, until it runs again
 	rviewer   *screen.RegionViewer // guarded by mu; the version 2 viewer, while one runs
+	leaseVer  uint64               // guarded by mu; version of the last lease granted through this connection
 }
 
 func (k *computerConn) wake() {
@@ -438,9 +440,15 @@ func (k *computerConn) run() {
 		defer k.ws.Close() // unblocks the reader when the writer ends first
 		k.writeLoop()
 	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		k.watchClipboard()
+	}()
 	k.readLoop()
 	k.cancel()
 	<-done
+	<-watched
 }
 
 // statusJSON is the status message (docs/computer-protocol.md, "status").
@@ -817,6 +825,13 @@ type clientMsg struct {
 	// switch
 	FromAgentID string `json:"fromAgentId,omitempty"`
 	FromToken   string `json:"fromToken,omitempty"`
+	// clipboard_set (Text for text, Data — base64 in JSON — for an image) and clipboard_get
+	Mime      string `json:"mime,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+	Selection string `json:"selection,omitempty"`
+	// resize
+	Width  int `json:"width,omitempty"`
+	Height int `json:"height,omitempty"`
 }
 
 // leaseJSON answers take_over, renew and switch.

@@ -32,6 +32,9 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonNotRunning, Code: "conflict", Message: msg}
 	}
 	leased := func(l control.Lease) any {
+		k.mu.Lock()
+		k.leaseVer = l.Version // the desktop's clipboard goes to this connection only
+		k.mu.Unlock()
 		k.wake() // status changes now, whether or not control changes are wired to the channel
 		ttl := time.Until(l.ExpiresAt)
 		return leaseJSON{Type: "lease", ID: m.ID, Op: m.Type, DesktopID: l.DesktopID, Token: l.Token,
@@ -92,6 +95,8 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return leased(l)
 	case "input":
 		return k.input(m, d, refused, notRunning)
+	case "clipboard_set", "clipboard_get", "resize":
+		return k.desktopOp(m, d, refused, notRunning)
 	case "refresh":
 		// A version 2 client lost track of its screen: a keyframe comes (frames are whole
 		// anyway in version 1).
@@ -104,7 +109,7 @@ func (k *computerConn) handle(m *clientMsg) any {
 		return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
 	}
 	return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonBadMessage, Code: "invalid",
-		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch, input or refresh", m.Type)}
+		Message: fmt.Sprintf("unknown message type %q; use take_over, renew, hand_back, switch, input, clipboard_set, clipboard_get, resize or refresh", m.Type)}
 }
 
 // input checks one input against the lease and the frames this connection was sent, then

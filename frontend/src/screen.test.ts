@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildFrame, buttonFor, channelUrl, idleSeconds, fitRect, keyFor, parseFrame, refusalText, toScreen, wheelClicks } from './screen';
+import { buildFrame, buttonFor, channelUrl, idleSeconds, fitRect, fitSize, keyFor, parseFrame, refusalText, toScreen, wheelClicks } from './screen';
 
 describe('parseFrame', () => {
   it('reads the header and the image', () => {
@@ -97,5 +97,14 @@ describe('small mappings', () => {
       'alice is controlling this computer. refused',
     );
     expect(refusalText({ type: 'error', op: 'input', reason: 'stale_version', code: 'conflict', message: 'old lease' }, null)).toBe('old lease');
+  });
+});
+
+describe('fitSize', () => {
+  it('keeps even sizes inside the bounds', () => {
+    expect(fitSize(1441, 901)).toEqual({ width: 1440, height: 900 });
+    expect(fitSize(390, 844)).toEqual({ width: 390, height: 844 });
+    expect(fitSize(100, 50)).toEqual({ width: 320, height: 240 });
+    expect(fitSize(9000, 9000)).toEqual({ width: 2560, height: 1600 });
   });
 });

@@ -393,6 +393,9 @@ export function channelUrl(loc: { protocol: string; host: string }, agentId: str
   return `${origin}/api/app/agents/${encodeURIComponent(agentId)}/computer${q}`;
 }
 
+/** A reply to a request. */
+export type Reply = Lease | ChannelError | { type: 'ok' } | ClipboardMessage | ResizedMessage;
+
 /** Refusal reasons after which the lease this client holds is no longer valid. */
 const lostLease = ['handed_back', 'expired', 'revoked', 'stale_version', 'not_holder', 'task_ended', 'taken_by_other'];
 
@@ -406,6 +409,51 @@ export interface ChannelHandlers {
   onLease?: (l: Lease | null) => void;
   onError?: (e: ChannelError) => void;
   onConnection?: (state: 'connecting' | 'open' | 'closed', why?: string) => void;
+  /** The desktop copied something while this person controls it (or a clipboard_get answer). */
+  onClipboard?: (c: ClipboardMessage) => void;
+}
+
+/** Clipboard content from the desktop (docs/computer-protocol.md, "clipboard"). */
+export interface ClipboardMessage {
+  type: 'clipboard';
+  id?: string;
+  op?: string;
+  mime?: string;
+  size: number;
+  text?: string;
+  /** A PNG image, base64. */
+  data?: string;
+  /** Why there is no content (e.g. over the 10 MiB limit). */
+  message?: string;
+}
+
+/** The answer to resize: the screen's size now. */
+export interface ResizedMessage {
+  type: 'resized';
+  id?: string;
+  op: string;
+  width: number;
+  height: number;
+}
+
+/** The clipboard limit in either direction (bytes). */
+export const maxClipboard = 10 << 20;
+
+/** Screen sizes a resize may ask for; the driver also caps the largest (2560×1600 by default). */
+export const minScreen = { width: 320, height: 240 };
+export const maxScreen = { width: 2560, height: 1600 };
+
+/**
+ * The desktop size that fits a viewer area of w×h CSS pixels at devicePixelRatio 1: even
+ * numbers inside the bounds. Phones (narrow areas) keep a usable width by not going below
+ * the minimum.
+ */
+export function fitSize(w: number, h: number): { width: number; height: number } {
+  const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, Math.floor(v)));
+  return {
+    width: clamp(w, minScreen.width, maxScreen.width) & ~1,
+    height: clamp(h, minScreen.height, maxScreen.height) & ~1,
+  };
 }
 
 /**
@@ -419,7 +467,7 @@ export class ScreenChannel {
   private renewTimer: ReturnType<typeof setTimeout> | null = null;
   private seq = 0;
   private backoff = 1000;
-  private pending = new Map<string, (m: Lease | ChannelError | { type: 'ok' }) => void>();
+  private pending = new Map<string, (m: Reply) => void>();
   lease: Lease | null = null;
   lastFrame = 0;
   status: ScreenStatus | null = null;
@@ -487,6 +535,10 @@ export class ScreenChannel {
       this.h.onCursor?.(m as CursorMessage);
       return;
     }
+    if (m.type === 'clipboard' && !m.id) {
+      this.h.onClipboard?.(m as ClipboardMessage);
+      return;
+    }
     if (m.type === 'status') {
       this.status = m as ScreenStatus;
       // Our lease is gone when the server says we no longer hold control.
@@ -524,7 +576,7 @@ export class ScreenChannel {
     return true;
   }
 
-  private request(m: Record<string, unknown>): Promise<Lease | ChannelError | { type: 'ok' }> {
+  private request(m: Record<string, unknown>): Promise<Reply> {
     const id = `r${++this.seq}`;
     return new Promise((resolve) => {
       if (!this.send({ ...m, id })) {
@@ -558,6 +610,38 @@ export class ScreenChannel {
   input(a: InputAction): boolean {
     if (!this.lease) return false;
     return this.send({ type: 'input', token: this.lease.token, version: this.lease.version, frameId: this.lastFrame, ...a });
+  }
+
+  /** The lease fields a desktop operation carries; null when not in control. */
+  private stamp(): Record<string, unknown> | null {
+    if (!this.lease) return null;
+    return { token: this.lease.token, version: this.lease.version, frameId: this.lastFrame };
+  }
+
+  private notInControl(op: string): ChannelError {
+    return { type: 'error', op, reason: 'not_holder', code: 'forbidden', message: 'take over the desktop first' };
+  }
+
+  /** Puts text, or a PNG image (base64), on the desktop's clipboard. */
+  async setClipboard(c: { text: string } | { png: string }): Promise<Reply> {
+    const st = this.stamp();
+    if (!st) return this.notInControl('clipboard_set');
+    const body = 'text' in c ? { text: c.text } : { mime: 'image/png', data: c.png };
+    return this.request({ type: 'clipboard_set', ...st, ...body });
+  }
+
+  /** Reads the desktop's clipboard. */
+  async getClipboard(): Promise<Reply> {
+    const st = this.stamp();
+    if (!st) return this.notInControl('clipboard_get');
+    return this.request({ type: 'clipboard_get', ...st });
+  }
+
+  /** Asks the desktop to take the size w×h (resize to fit). */
+  async resize(width: number, height: number): Promise<Reply> {
+    const st = this.stamp();
+    if (!st) return this.notInControl('resize');
+    return this.request({ type: 'resize', ...st, width, height });
   }
 
   /** Asks for a keyframe (version 2): the picture was lost (a queue dropped, a bad message). */

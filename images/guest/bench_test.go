@@ -289,7 +289,7 @@ func BenchmarkRegionUpdate(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			s := newScreen(slog.New(slog.DiscardHandler), false)
+			s := newScreen(slog.New(slog.DiscardHandler), false, "")
 			st := newStream(1)
 			st.reset(1, w, h)
 			var u wire.Update

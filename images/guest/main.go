@@ -89,6 +89,7 @@ func configure(args []string) (Config, error) {
 	fs := flag.NewFlagSet("cubicle-guest", flag.ContinueOnError)
 	runDir := fs.String("run-dir", env(wire.EnvRunDir, wire.RunDir), "directory of the bridge socket "+wire.SocketName+" ("+wire.EnvRunDir+")")
 	screen := fs.String("screen", env(wire.EnvScreen, "1280x800"), "screen size WxH ("+wire.EnvScreen+")")
+	screenMax := fs.String("screen-max", env(wire.EnvScreenMax, "2560x1600"), "largest screen size a resize may ask for, WxH ("+wire.EnvScreenMax+")")
 	display := fs.String("display", env(wire.EnvDisplay, ":0"), "X display ("+wire.EnvDisplay+")")
 	session := fs.String("session", env(wire.EnvSession, "/usr/local/bin/cubicle-session"), "desktop session command line; \"none\" for none ("+wire.EnvSession+")")
 	workspace := fs.String("workspace", env(wire.EnvWorkspace, wire.WorkspaceDir), "default directory of exec and relative paths ("+wire.EnvWorkspace+")")
@@ -112,6 +113,11 @@ func configure(args []string) (Config, error) {
 	if !ok {
 		return Config{}, fmt.Errorf("screen %q: want WxH, e.g. 1280x800 (each 64–8192)", *screen)
 	}
+	mw, mh, ok := parseSize(*screenMax)
+	if !ok {
+		return Config{}, fmt.Errorf("screen-max %q: want WxH, e.g. 2560x1600 (each 64–8192)", *screenMax)
+	}
+	mw, mh = max(mw, w), max(mh, h)
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, fmt.Errorf("log level %q: %w", *level, err)
@@ -123,7 +129,7 @@ func configure(args []string) (Config, error) {
 		return Config{}, fmt.Errorf("display %q: want a local display like :0", *display)
 	}
 	return Config{
-		RunDir: *runDir, Display: *display, Width: w, Height: h, Session: *session,
+		RunDir: *runDir, Display: *display, Width: w, Height: h, MaxWidth: mw, MaxHeight: mh, Session: *session,
 		Workspace: *workspace, NoXServer: *noX, Xvfb: *xvfb, Version: buildVersion(),
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})).With("component", "cubicle-guest"),
 	}, nil

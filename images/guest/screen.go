@@ -34,6 +34,9 @@ type screen struct {
 	setAt      time.Time     // when disp was set
 	drawnEpoch uint64        // the epoch whose screen has been drawn (0: none yet)
 
+	display  string     // the X display's name (resize opens a new connection to it)
+	resizeMu sync.Mutex // one resize at a time
+
 	lastInput atomic.Int64 // unix nanoseconds when the last input action was performed
 	cursor    cursorPNG    // the last cursor image sent, as PNG
 
@@ -51,8 +54,8 @@ type cached struct {
 	ptr   x11.Pointer // where the pointer was drawn (when it was)
 }
 
-func newScreen(log *slog.Logger, waitDrawn bool) *screen {
-	return &screen{log: log, waitDrawn: waitDrawn, drawnWait: drawnWait, ready: make(chan struct{})}
+func newScreen(log *slog.Logger, waitDrawn bool, display string) *screen {
+	return &screen{log: log, waitDrawn: waitDrawn, drawnWait: drawnWait, ready: make(chan struct{}), display: display}
 }
 
 // set installs a new display (nil clears it) and closes the previous one.
@@ -63,7 +66,11 @@ func (s *screen) set(d *x11.Display) {
 	if d != nil {
 		s.epoch++
 		s.setAt = time.Now()
-		close(s.ready)
+		select {
+		case <-s.ready: // a display replaced by another (a resize): ready stays closed
+		default:
+			close(s.ready)
+		}
 	} else {
 		select {
 		case <-s.ready:

@@ -229,9 +229,14 @@ func (cn *conn) replyHello(id uint64, h wire.Hello, err error) {
 }
 
 func (s *server) hello() wire.Hello {
-	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version, Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer}}
+	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version,
+		Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer, wire.FeatureClipboard}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
+		if mw, mh, err := d.SizeRange(); err == nil {
+			h.Features = append(h.Features, wire.FeatureResize)
+			h.MaxScreen = &wire.Size{Width: mw, Height: mh}
+		}
 	}
 	return h
 }
@@ -294,6 +299,33 @@ func (s *server) dispatch(ctx context.Context, cn *conn, op string, raw json.Raw
 		return p, data, err
 	case wire.OpPing:
 		return struct{}{}, nil, nil
+	case wire.OpClipboardGet:
+		var a wire.ClipboardArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		c, err := s.screen.clipboardGet(ctx, a)
+		return c, c.Data, err
+	case wire.OpClipboardSet:
+		var a wire.ClipboardArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, s.screen.clipboardSet(ctx, a, blob)
+	case wire.OpNextClipboard:
+		var a wire.ClipboardWaitArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		ch, err := s.screen.nextClipboard(ctx, a)
+		return ch, nil, err
+	case wire.OpResize:
+		var a wire.ResizeArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		sz, err := s.screen.resize(ctx, a)
+		return sz, nil, err
 	case wire.OpHealth:
 		return s.health(), nil, nil
 	case wire.OpScreenshot:

@@ -20,10 +20,15 @@ import (
 
 // Config is the driver's configuration (from the environment, overridden by flags).
 type Config struct {
-	RunDir    string // the socket is RunDir/guest.sock (wire.SocketName)
-	Display   string // ":0"
-	Width     int
-	Height    int
+	RunDir  string // the socket is RunDir/guest.sock (wire.SocketName)
+	Display string // ":0"
+	Width   int
+	Height  int
+	// MaxWidth×MaxHeight is the X server's framebuffer: the largest size a resize reaches
+	// (Xvfb's RandR range ends at its start size, so it starts this large and is resized to
+	// Width×Height at once). 0: Width×Height.
+	MaxWidth  int
+	MaxHeight int
 	Session   string // shell command line of the desktop session; "" = none
 	Workspace string
 	NoXServer bool   // attach to an existing display instead of starting Xvfb
@@ -58,7 +63,7 @@ type supervisor struct {
 }
 
 func newSupervisor(cfg Config, pr *procs) *supervisor {
-	sc := newScreen(cfg.Log, cfg.Session != "")
+	sc := newScreen(cfg.Log, cfg.Session != "", cfg.Display)
 	if cfg.DrawnWait > 0 {
 		sc.drawnWait = cfg.DrawnWait
 	}
@@ -210,6 +215,9 @@ func (s *supervisor) loop(ctx context.Context) {
 		case <-sessRetry:
 			sessRetry = nil
 		case <-dispDone:
+			if d, _, err := s.screen.get(expired); err == nil && d.Done() != dispDone {
+				continue // replaced on purpose (a resize): the new connection is current
+			}
 			// Our connection broke while the server lives on: reconnect.
 			s.screen.set(nil)
 			if xp == nil && !s.cfg.NoXServer {
@@ -241,7 +249,8 @@ func (s *supervisor) startX(ctx context.Context) error {
 	if err := os.Mkdir("/tmp/.X11-unix", 0o777); err == nil {
 		os.Chmod("/tmp/.X11-unix", os.ModeSticky|0o777) // as X expects; the umask dropped bits
 	}
-	cmd := exec.Command(s.cfg.Xvfb, s.cfg.Display, "-screen", "0", fmt.Sprintf("%dx%dx24", s.cfg.Width, s.cfg.Height),
+	fbW, fbH := max(s.cfg.MaxWidth, s.cfg.Width), max(s.cfg.MaxHeight, s.cfg.Height)
+	cmd := exec.Command(s.cfg.Xvfb, s.cfg.Display, "-screen", "0", fmt.Sprintf("%dx%dx24", fbW, fbH),
 		"-nolisten", "tcp", "-noreset")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -252,6 +261,14 @@ func (s *supervisor) startX(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d, err := x11.Open(s.cfg.Display)
+		if err == nil && (fbW != s.cfg.Width || fbH != s.cfg.Height) {
+			// Down to the configured size before anything draws; the new connection sees it.
+			if rerr := d.Resize(s.cfg.Width, s.cfg.Height); rerr != nil {
+				s.log.Warn("cannot resize the X server to the configured size; keeping its start size", "err", rerr)
+			}
+			d.Close()
+			d, err = x11.Open(s.cfg.Display)
+		}
 		if err == nil {
 			s.mu.Lock()
 			s.xProc = pr

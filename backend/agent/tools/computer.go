@@ -2,10 +2,13 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
@@ -37,6 +40,8 @@ var computerSpecs = []agent.ToolSpec{
 	spec("computer_key", "Press a key or combination, e.g. \"Return\", \"ctrl+l\", \"ctrl+alt+t\".", `{"type":"object","properties":{"keys":{"type":"string"}},"required":["keys"]}`),
 	spec("computer_type", "Type text (any language) into the focused window.", `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
 	spec("computer_wait", "Wait until the screen stops changing, then return a screenshot.", noParams),
+	spec("computer_clipboard_get", "Read the desktop's clipboard (what a program copied): text, or a PNG image shown to you.", noParams),
+	spec("computer_clipboard_set", "Put text on the desktop's clipboard (CLIPBOARD and PRIMARY), ready to paste with ctrl+v or a middle click.", `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
 	spec("computer_shell", "Run a shell command inside the agent's isolated Linux desktop (user cua; default directory /home/cua/workspace).", shellParam),
 	spec("computer_read_file", "Read a file inside the agent's desktop.", pathParams),
 	spec("computer_write_file", "Write a file inside the agent's desktop (replaced atomically).", writeParam),
@@ -115,6 +120,37 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 			return err
 		}
 		return act(guest.Input{Action: "type", Text: text})
+	case "computer_clipboard_get", "computer_clipboard_set":
+		cb, ok := pc.(Clipboard)
+		if !ok {
+			return fault.Unavailable("this desktop has no clipboard tools; use computer_shell or type the text instead")
+		}
+		if name == "computer_clipboard_set" {
+			text, err := a.need("text")
+			if err != nil {
+				return err
+			}
+			if err := cb.ClipboardSet(ctx, nil, guest.MimeText, []byte(text)); err != nil {
+				return err
+			}
+			out.Text(fmt.Sprintf("The clipboard holds %d characters of text now.", utf8.RuneCountInString(text)))
+			return nil
+		}
+		c, err := cb.ClipboardGet(ctx, "clipboard", "")
+		if errors.Is(err, fault.ErrNotFound) {
+			out.Text("The clipboard is empty (or holds neither text nor an image).")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.Mime == guest.MimePNG {
+			out.Text(fmt.Sprintf("The clipboard holds a PNG image (%d bytes):", len(c.Data)))
+			out.Image("image/png", base64.StdEncoding.EncodeToString(c.Data))
+			return nil
+		}
+		out.Text(string(c.Data))
+		return nil
 	case "computer_shell":
 		cmd, err := a.need("command")
 		if err != nil {

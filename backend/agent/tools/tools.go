@@ -58,6 +58,13 @@ type Computer interface {
 	Mkdir(ctx context.Context, path string, parents bool) error
 }
 
+// Clipboard is what the clipboard tools need of a Computer; *guest.Client has it. A Computer
+// without it answers those tools as unavailable.
+type Clipboard interface {
+	ClipboardGet(ctx context.Context, selection, mime string) (guest.Clipboard, error)
+	ClipboardSet(ctx context.Context, selections []string, mime string, data []byte) error
+}
+
 // writeVM writes a file in the desktop, creating its parent directories.
 func writeVM(ctx context.Context, pc Computer, path string, data []byte) error {
 	if dir := path[:strings.LastIndexByte(path, '/')+1]; len(dir) > 1 {

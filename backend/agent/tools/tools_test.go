@@ -169,6 +169,25 @@ func TestToolsAgainstRealDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("clipboard tools", func(t *testing.T) {
+		if r := call(t, box, "computer_clipboard_get", nil); r.state != agent.StateSuccess || !strings.Contains(r.text, "empty") {
+			t.Fatalf("get of an empty clipboard: %+v", r)
+		}
+		text := "héllo 你好 日本語 한국어 😀\nsecond line"
+		if r := call(t, box, "computer_clipboard_set", map[string]any{"text": text}); r.state != agent.StateSuccess {
+			t.Fatalf("set: %+v", r)
+		}
+		if r := call(t, box, "computer_clipboard_get", nil); r.state != agent.StateSuccess || r.text != text {
+			t.Fatalf("get = %+v, want %q", r, text)
+		}
+		if got, err := d.client.ClipboardGet(context.Background(), "primary", ""); err != nil || string(got.Data) != text {
+			t.Fatalf("PRIMARY = %q, %v", got.Data, err)
+		}
+		if r := call(t, box, "computer_clipboard_set", map[string]any{}); r.state != agent.StateError {
+			t.Fatalf("set without text: %+v", r)
+		}
+	})
+
 	t.Run("host tools need the host environment", func(t *testing.T) {
 		e.e = tools.Environment{Plan: vmPlan(false, true)}
 		for _, n := range []string{"host_shell", "host_read_file", "host_write_file", "computer_copy_file"} {

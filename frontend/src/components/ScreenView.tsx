@@ -10,9 +10,11 @@ import { messageFor } from '../errors';
 import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
 import { formatCountdown } from '../settings/vmtext';
 import { KeyRow, touchDevice, useTouch } from './TouchInput';
+import { ClipboardDrawer, clipboardFromPaste, writeBrowserClipboard } from './ClipboardDrawer';
 import {
   buttonFor,
   channelUrl,
+  fitSize,
   idleSeconds,
   keyFor,
   refusalText,
@@ -20,6 +22,7 @@ import {
   toScreen,
   wheelClicks,
   type ChannelError,
+  type ClipboardMessage,
   type Lease,
   type ScreenStatus,
 } from '../screen';
@@ -81,6 +84,9 @@ export function ScreenView(props: ScreenViewProps) {
   const [busy, setBusy] = useState(false);
   const [text, setText] = useState('');
   const [frames, setFrames] = useState(0);
+  const [deskClip, setDeskClip] = useState<ClipboardMessage | null>(null);
+  const [fit, setFit] = useState(false);
+  const sink = useRef<HTMLTextAreaElement>(null);
   const propsRef = useRef(props);
   propsRef.current = props;
 
@@ -120,6 +126,13 @@ export function ScreenView(props: ScreenViewProps) {
         propsRef.current.onHandle?.({ channel: ch, agentId }, l);
       },
       onError: (e: ChannelError) => setNotice(refusalText(e, ch.status)),
+      onClipboard: (m) => {
+        // The desktop copied something while this person controls it: to the browser's
+        // clipboard when the browser lets us, and always into the clipboard drawer.
+        setDeskClip(m);
+        if (m.message) setNotice(m.message);
+        else void writeBrowserClipboard(m).catch(() => {});
+      },
       onConnection: (s, why) => {
         setConn(s);
         setConnWhy(why ?? '');
@@ -176,7 +189,7 @@ export function ScreenView(props: ScreenViewProps) {
         const r = await ch.takeOver();
         if (r.type === 'error') setNotice(refusalText(r, ch.status));
       }
-      canvas.current?.focus();
+      focusInput();
     } catch (err) {
       setNotice(messageFor(err));
     } finally {
@@ -201,6 +214,40 @@ export function ScreenView(props: ScreenViewProps) {
       void takeOver();
     }
   }, [props.autoTakeOver, running, conn, mine, control]);
+
+  // Keyboard input goes through a hidden text area over the screen: a canvas cannot host an
+  // input method, a text area can (IME composition, dead keys, mobile keyboards).
+  const focusInput = () => {
+    if (sink.current) sink.current.focus({ preventScroll: true });
+    else canvas.current?.focus();
+  };
+
+  // Resize to fit: while on, the desktop follows the size of the screen area (debounced).
+  useEffect(() => {
+    const el = stage.current;
+    if (!fit || !mine || !el) return;
+    let t: ReturnType<typeof setTimeout> | null = null;
+    let last = '';
+    const apply = () => {
+      const want = fitSize(el.clientWidth, el.clientHeight);
+      const key = `${want.width}x${want.height}`;
+      if (key === last || !chan.current) return;
+      last = key;
+      void chan.current.resize(want.width, want.height).then((r) => {
+        if (r.type === 'error') setNotice(refusalText(r as ChannelError, chan.current?.status ?? null));
+      });
+    };
+    apply();
+    const ro = new ResizeObserver(() => {
+      if (t) clearTimeout(t);
+      t = setTimeout(apply, 400);
+    });
+    ro.observe(el);
+    return () => {
+      ro.disconnect();
+      if (t) clearTimeout(t);
+    };
+  }, [fit, mine]);
 
   // Input: only while this connection holds the lease.
   const point = (e: MouseEvent) => {
@@ -230,10 +277,10 @@ export function ScreenView(props: ScreenViewProps) {
       if (variant === 'panel' && props.onPreviewClick) props.onPreviewClick();
       return;
     }
-    canvas.current?.focus();
     const p = point(e);
     if (!p) return;
     e.preventDefault();
+    focusInput();
     send({ action: 'mouse_down', x: p.x, y: p.y, button: buttonFor(e.button) });
   };
   const onMouseUp = (e: MouseEvent) => {
@@ -269,13 +316,58 @@ export function ScreenView(props: ScreenViewProps) {
     const dx = wheelClicks(e.deltaX, e.deltaMode);
     if (dy !== 0 || dx !== 0) send({ action: 'scroll', x: p.x, y: p.y, deltaY: dy, deltaX: dx });
   };
+  // ctrl+v: the browser's clipboard goes to the desktop first (the paste event below), then
+  // the keys; when the browser fires no paste event (nothing to paste), the keys go alone.
+  const pasteKeys = useRef<{ keys: string; timer: ReturnType<typeof setTimeout> } | null>(null);
   const onKeyDown = (e: KeyboardEvent) => {
     if (!mine) return;
     const k = keyFor(e);
-    if (!k) return;
+    if (!k) return; // composing (IME), dead keys, modifiers: the text area handles them
+    if ('keys' in k && /^(ctrl\+|super\+)(shift\+)?v$/.test(k.keys)) {
+      const keys = k.keys.replace(/^super\+/, 'ctrl+');
+      if (pasteKeys.current) clearTimeout(pasteKeys.current.timer);
+      pasteKeys.current = {
+        keys,
+        timer: setTimeout(() => {
+          pasteKeys.current = null;
+          send({ action: 'key', keys });
+        }, 250),
+      };
+      return; // no preventDefault: the browser fires paste
+    }
     e.preventDefault();
     if ('text' in k) send({ action: 'type', text: k.text });
     else send({ action: 'key', keys: k.keys });
+  };
+  const onPaste = (e: ClipboardEvent) => {
+    if (!mine) return;
+    e.preventDefault();
+    const pk = pasteKeys.current;
+    if (pk) clearTimeout(pk.timer);
+    pasteKeys.current = null;
+    void (async () => {
+      const c = await clipboardFromPaste(e.clipboardData);
+      if (c && 'tooLarge' in c) setNotice(c.tooLarge);
+      else if (c) {
+        const r = await chan.current?.setClipboard(c);
+        if (r?.type === 'error') setNotice(refusalText(r as ChannelError, chan.current?.status ?? null));
+      }
+      send({ action: 'key', keys: pk?.keys ?? 'ctrl+v' });
+    })();
+  };
+  // Committed text of an input method (compositionend) or of a plain insertion without a key
+  // (mobile keyboards, Input.insertText): typed into the desktop as it is, then cleared.
+  const flushSink = () => {
+    const el = sink.current;
+    if (!el || el.value === '') return;
+    const text = el.value;
+    el.value = '';
+    if (mine) send({ action: 'type', text });
+  };
+  const onSinkInput = (e: Event) => {
+    const ie = e as InputEvent;
+    if (ie.isComposing || ie.inputType === 'insertCompositionText') return;
+    flushSink();
   };
   const sendText = (e: Event) => {
     e.preventDefault();
@@ -366,6 +458,20 @@ export function ScreenView(props: ScreenViewProps) {
           onKeyDown={onKeyDown}
           onContextMenu={(e) => mine && e.preventDefault()}
         />
+        <textarea
+          ref={sink}
+          class="screen-ime"
+          data-testid="screen-ime"
+          aria-label="Keyboard input for the desktop"
+          autocapitalize="off"
+          autocomplete="off"
+          spellcheck={false}
+          tabIndex={-1}
+          onKeyDown={onKeyDown}
+          onPaste={onPaste}
+          onCompositionEnd={() => setTimeout(flushSink, 0)}
+          onInput={onSinkInput}
+        />
         <canvas
           ref={overlayCanvas}
           class="screen-pointer"
@@ -401,6 +507,12 @@ export function ScreenView(props: ScreenViewProps) {
         )}
       </div>
       <div class="screen-actions">
+        {mine && variant !== 'panel' && (
+          <label class="small fit-toggle" title="The desktop takes the size of this view (RandR); off keeps its size">
+            <input type="checkbox" data-action="fit" checked={fit} onChange={(e) => setFit(e.currentTarget.checked)} /> Fit to
+            window
+          </label>
+        )}
         {mine ? (
           <button class="btn small" type="button" data-action="hand-back" onClick={() => void handBack()} disabled={busy}>
             Hand back
@@ -428,6 +540,7 @@ export function ScreenView(props: ScreenViewProps) {
           {keyRow}
           {textEntry}
           {shortcutRow}
+          <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
           <p class="muted small">
             Click the screen, then type: keys and shortcuts go to the desktop. Use the box for longer or non-Latin text.
           </p>
@@ -444,6 +557,7 @@ export function ScreenView(props: ScreenViewProps) {
             <summary>Text</summary>
             {textEntry}
           </details>
+          <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
           <details>
             <summary>Scroll, touch and hand back</summary>
             <div class="shortcut-row">

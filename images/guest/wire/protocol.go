@@ -58,6 +58,8 @@ type Hello struct {
 	// Features lists optional operations the driver offers beyond its protocol version (e.g.
 	// FeatureTunnel); a client asks for one only when it is listed.
 	Features []string `json:"features,omitempty"`
+	// MaxScreen is the largest size resize accepts (FeatureResize).
+	MaxScreen *Size `json:"max_screen,omitempty"`
 }
 
 // CancelArgs asks the driver to cancel the request with ID (sent with envelope id 0).

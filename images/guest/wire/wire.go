@@ -46,6 +46,7 @@ func RelayCommand() []string { return []string{DriverPath, RelayFlag} }
 const (
 	EnvRunDir    = "CUBICLE_RUN_DIR"
 	EnvScreen    = "CUBICLE_SCREEN"
+	EnvScreenMax = "CUBICLE_SCREEN_MAX" // largest size a resize may ask for, WxH (default 2560x1600)
 	EnvDisplay   = "CUBICLE_DISPLAY"
 	EnvSession   = "CUBICLE_SESSION"
 	EnvWorkspace = "CUBICLE_WORKSPACE"

@@ -54,6 +54,12 @@ type Display struct {
 
 	changes changeLog // guarded by chMu: recent changes with their areas (settle waits read it)
 
+	clip      clipboard // the CLIPBOARD and PRIMARY selections (clipboard.go)
+	clipWatch bool      // selection changes come from XFIXES events
+
+	randrOnce sync.Once // RandR initialised on the first resize
+	randrErr  error
+
 	marker   xproto.Window // an unmapped window of ours: SyncEvents sends itself events to it
 	markMu   sync.Mutex    // guards markSent, markSeen, markWake
 	markSent uint32
@@ -104,6 +110,10 @@ func Open(display string) (*Display, error) {
 	if err := d.initMarker(scr); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("x11: display %s: %w", display, err)
+	}
+	if err := d.initClipboard(scr, xfixesOK); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("x11: display %s: clipboard: %w", display, err)
 	}
 	d.wg.Add(1)
 	go d.eventLoop()
@@ -232,6 +242,9 @@ func (d *Display) eventLoop() {
 		ev, xerr := d.conn.WaitForEvent()
 		if ev == nil && xerr == nil {
 			return // connection closed
+		}
+		if d.handleClipboardEvent(ev) {
+			continue
 		}
 		switch e := ev.(type) {
 		case damage.NotifyEvent:

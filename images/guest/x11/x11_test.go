@@ -115,6 +115,7 @@ func TestTypeAndKeys(t *testing.T) {
 		{"ascii", func() error { return d.Type("Hello, World!") }, "Hello, World!", 0},
 		{"chinese", func() error { return d.Type("hello 你好") }, "hello 你好", 0},
 		{"mixed twice", func() error { return d.Type("é你x你") }, "é你x你", 0},
+		{"every script", func() error { return d.Type("héllo 你好 日本語 한국어 😀 Ωß ñ") }, "héllo 你好 日本語 한국어 😀 Ωß ñ", 0},
 		{"combo", func() error { return d.Keys("ctrl+alt+t") }, "t", xproto.ModMaskControl | xproto.ModMask1},
 		{"ctrl+l", func() error { return d.Keys("ctrl+l") }, "l", xproto.ModMaskControl},
 	}
