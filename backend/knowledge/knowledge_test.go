@@ -18,7 +18,7 @@ import (
 	"cubicle/backend/store"
 )
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -26,13 +26,13 @@ var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 // fixture is a Service over a real store in a temporary directory, reopenable.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	path string
 	st   *store.Store
 	svc  *Service
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "cubicle.db")}
 	f.open()
 	t.Cleanup(f.close)
