@@ -30,6 +30,7 @@ import (
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
+	"cubicle/backend/knowledge"
 	"cubicle/backend/link"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver"
@@ -139,6 +140,8 @@ type Backend struct {
 	MCP    *mcpserver.Server
 	// MCPClient is the MCP servers agents use (Settings → Tools).
 	MCPClient *mcpclient.Service
+	// Knowledge is the knowledge base of past runs (recall_past_runs, "ask past runs").
+	Knowledge *knowledge.Service
 	// Bootstrap says whether the first start created the admin (and its generated password).
 	Bootstrap auth.BootstrapResult
 	// Setup is the first-run path (backend/setup); FirstStart says this start made the data
@@ -305,6 +308,7 @@ func (b *Backend) build() error {
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
+		Knowledge: b.Knowledge,
 	})
 	return err
 }
@@ -454,6 +458,9 @@ func (b *Backend) Close() error {
 		}
 		if eng := b.connectedEngine(); eng != nil {
 			errs = append(errs, eng.Close())
+		}
+		if b.Knowledge != nil {
+			errs = append(errs, b.Knowledge.Close()) // after the chat: no turn is indexed any more
 		}
 		errs = append(errs, b.Events.Close()) // after the VM manager: its last changes are published
 		errs = append(errs, b.Store.Close())

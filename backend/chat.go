@@ -18,6 +18,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/history"
 	"cubicle/backend/hostaccess"
+	"cubicle/backend/knowledge"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
@@ -75,7 +76,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	b.Security, err = security.New(security.Config{
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
 		LookupHome:    lookupHome,
-		LocalTools:    func() []string { return append(tools.Names(), agent.HelperTool) },
+		LocalTools:    func() []string { return append(tools.Names(), agent.HelperTool, knowledge.Tool) },
 		Place:         b.callPlace(home),
 		SandboxStatus: func() (string, string) { return string(b.sandbox.Kind()), b.sandbox.Problem() },
 		Logger:        b.log.With("svc", "security"),
@@ -118,8 +119,13 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		Desktops: mcpDesktops{b}, Logger: b.log.With("svc", "mcpclient")}); err != nil {
 		return err
 	}
+	// The knowledge base of past runs: every finished turn is indexed (Finished), agents search
+	// it with recall_past_runs; its embeddings key is sealed like model keys.
+	if b.Knowledge, err = knowledge.New(knowledge.Config{Store: b.Store, Key: key, Logger: b.log.With("svc", "knowledge")}); err != nil {
+		return err
+	}
 	b.Chat, err = agent.New(agent.Config{
-		Tools: toolboxes{box: box, mcp: b.MCPClient}, Models: b.Models.Resolve,
+		Tools: toolboxes{box: box, mcp: b.MCPClient, know: b.Knowledge}, Models: b.Models.Resolve, Finished: b.Knowledge.Record,
 		Guard:    turnGuard{gate: b.computers, sec: b.Security, mcp: b.MCPClient},
 		Recorder: history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), Sessions: b.Store,
 		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
@@ -180,17 +186,22 @@ func (g turnGuard) Confirmed(t agent.TurnInfo, r agent.ConfirmResult, reason str
 
 var _ agent.ConfirmRecorder = turnGuard{}
 
-// toolboxes are the runtime's tools: the app's own and the MCP servers' (mcp_*).
+// toolboxes are the runtime's tools: the app's own, the MCP servers' (mcp_*) and the
+// knowledge base's (recall_past_runs).
 type toolboxes struct {
-	box *tools.Box
-	mcp *mcpclient.Service
+	box  *tools.Box
+	mcp  *mcpclient.Service
+	know *knowledge.Service
 }
 
 func (t toolboxes) Tools(ctx context.Context, ti agent.TurnInfo) []agent.ToolSpec {
-	return append(t.box.Tools(ctx, ti), t.mcp.Tools(ctx, ti)...)
+	return append(append(t.box.Tools(ctx, ti), t.mcp.Tools(ctx, ti)...), t.know.Tools(ctx, ti)...)
 }
 
 func (t toolboxes) Call(ctx context.Context, ti agent.TurnInfo, c agent.ToolCall, out *agent.ToolOutput) string {
+	if knowledge.Owns(c.Name) {
+		return t.know.Call(ctx, ti, c, out)
+	}
 	if mcpclient.Owns(c.Name) {
 		return t.mcp.Call(ctx, ti, c, out)
 	}

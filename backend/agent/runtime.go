@@ -188,6 +188,9 @@ type Config struct {
 	// Helpers, when set, offers the main agent the task_helper tool: temporary task helpers
 	// (sub-agents) with their own task-isolated desktops (see helper.go).
 	Helpers *HelperConfig
+	// Finished, when set, is told what every turn did once it ended (after AGENT_END), from
+	// the turn's goroutine: it must not block (the knowledge base indexes it).
+	Finished func(Outcome)
 }
 
 // Runtime runs turns. It is safe for concurrent use.
@@ -429,6 +432,9 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	res.Result = &tr.reply
 	emit(res)
 	emit(newEvent(AgentEnd))
+	if r.cfg.Finished != nil {
+		r.cfg.Finished(r.outcome(s, tr, err, s.active.StartedAt))
+	}
 	return nil
 }
 

@@ -67,6 +67,9 @@ type Config struct {
 	Logger     *slog.Logger
 	Version    string
 
+	// Knowledge is the knowledge base of past runs; nil answers 503.
+	Knowledge Knowledge
+
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string
 	// TrustedOrigins are foreign page origins allowed to call the API with a bearer token
@@ -221,6 +224,11 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("PUT /api/app/admin/model", s.admin(s.putModel))
 	mux.Handle("POST /api/app/admin/model/test", s.admin(s.testModel))
 	mux.Handle("GET /api/app/admin/model/models", s.admin(s.listModels))
+	mux.Handle("GET /api/app/knowledge", s.authed(s.needKnowledge(s.knowledgeStats)))
+	mux.Handle("GET /api/app/knowledge/search", s.authed(s.needKnowledge(s.searchKnowledge)))
+	mux.Handle("DELETE /api/app/admin/knowledge", s.admin(s.needKnowledge(s.clearKnowledge)))
+	mux.Handle("GET /api/app/admin/knowledge/embeddings", s.admin(s.needKnowledge(s.getEmbeddings)))
+	mux.Handle("PUT /api/app/admin/knowledge/embeddings", s.admin(s.needKnowledge(s.putEmbeddings)))
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)

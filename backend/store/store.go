@@ -1,7 +1,7 @@
 // Package store is Cubicle's persistence: one bbolt file holding accounts, agents, node
 // settings, desktops, conversations and the tool history as JSON records, behind typed methods that hide bbolt from the rest of the backend.
 //
-// The bucket tree of the current schema (version 6):
+// The bucket tree of the current schema (version 7):
 //
 //	cubicle.db
 //	├── meta
@@ -33,6 +33,7 @@
 //	│   ├── "model"            → ModelSettings JSON (the API key sealed by package models)
 //	│   ├── "security"         → SecuritySettings JSON (Settings → Security)
 //	│   ├── "runner-channels"  → RunnerChannels JSON (the runners' update channels)
+//	│   ├── "embeddings"       → EmbeddingSettings JSON (the knowledge base's endpoint, key sealed)
 //	│   └── "api-tokens"       → []APIToken JSON (personal API tokens: hashes, never secrets)
 //	├── session_revocations
 //	│   └── <token nonce>      → expiry, unix seconds (a logged-out session token)
@@ -42,8 +43,10 @@
 //	│   └── <agent id or "">\x00<rule id>      → AllowRule JSON ("" = every agent)
 //	├── confirmations
 //	│   └── <time>\x00<id>                     → Confirmation JSON (who confirmed what, when)
-//	└── runners
-//	    └── <runner id>        → Runner JSON (an execution node: name, token hash, last hello)
+//	├── runners
+//	│   └── <runner id>        → Runner JSON (an execution node: name, token hash, last hello)
+//	└── knowledge
+//	    └── <account id>\x00<time>-<request id> → KnowledgeRun JSON (a finished turn's outcome)
 //
 // Schema history. Version 1 (the legacy layout) had meta, accounts, account_usernames and
 // agents; its agent records could say "computer": "hybrid", meaning a VM plus the host
@@ -51,7 +54,8 @@
 // (SPEC §1.11) and adds node_settings. Version 3 adds vm_images, vm_instances and vm_bindings (Local VM).
 // Version 4 adds chat_sessions, tool_runs and app_settings (the agent runtime). Version 5 adds
 // session_revocations, host_grants, allow_rules and confirmations (accounts and security).
-// Version 6 adds runners (execution nodes registered on a server).
+// Version 6 adds runners (execution nodes registered on a server). Version 7 adds knowledge
+// (the outcomes of past runs, package knowledge).
 //
 // Open brings an older file up to date: it first copies the file to "<path>.bak-v<old version>"
 // and then runs each migration (version N to N+1) in its own transaction, so a failure leaves

@@ -351,6 +351,59 @@ export interface ModelSettings {
   tested?: { at: string; ok: boolean; code?: string; problem?: string };
 }
 
+/** GET /api/app/knowledge: the caller's account's past runs and how they are retrieved. */
+export interface KnowledgeStats {
+  runs: number;
+  /** "hybrid": BM25 re-ranked by embeddings; "keyword": BM25 only (no embeddings endpoint). */
+  mode: 'hybrid' | 'keyword';
+}
+
+/** One past run a search found. */
+export interface KnowledgeHit {
+  id: string;
+  agentId?: string;
+  agentName?: string;
+  sessionId: string;
+  request: string;
+  /** The tools in order, a tool repeated in a row once. */
+  tools: string[];
+  toolCalls: number;
+  status: 'success' | 'failed' | 'stopped';
+  error?: string;
+  result?: string;
+  startedAt: string;
+  endedAt: string;
+  /** The run's agent chat in the UI (a hash route). */
+  link: string;
+  score: number;
+}
+
+/** GET /api/app/knowledge/search?q=: the caller's account's best matching past runs. */
+export interface KnowledgeResult {
+  query: string;
+  mode: 'hybrid' | 'keyword';
+  /** Why vectors were not used although configured (the endpoint failed). */
+  notice?: string;
+  hits: KnowledgeHit[];
+}
+
+/** GET/PUT /api/app/admin/knowledge/embeddings: the embeddings endpoint (never its key). */
+export interface EmbeddingsSettings {
+  baseUrl: string;
+  model: string;
+  hasApiKey: boolean;
+  allowPrivate: boolean;
+  configured: boolean;
+}
+
+/** The body of PUT /api/app/admin/knowledge/embeddings; apiKey omitted keeps, "" clears; an empty baseUrl turns vectors off. */
+export interface EmbeddingsUpdate {
+  baseUrl: string;
+  model: string;
+  apiKey?: string;
+  allowPrivate?: boolean;
+}
+
 /** The wire protocols a model base URL may speak. */
 export type Provider = 'openai-compatible' | 'anthropic' | 'openai-responses';
 
@@ -986,6 +1039,34 @@ export class Client {
   /** PUT /api/app/admin/model (admin only); the key is never sent back. */
   setModel(u: ModelUpdate): Promise<ModelSettings> {
     return this.request<ModelSettings>('PUT', '/api/app/admin/model', u);
+  }
+
+  /** GET /api/app/knowledge: how many past runs the caller's account has, and the retrieval mode. */
+  knowledgeStats(): Promise<KnowledgeStats> {
+    return this.request<KnowledgeStats>('GET', '/api/app/knowledge');
+  }
+
+  /** GET /api/app/knowledge/search: the caller's account's past runs best matching q ("ask past runs"). */
+  searchKnowledge(q: string, limit?: number): Promise<KnowledgeResult> {
+    const params = new URLSearchParams({ q });
+    if (limit !== undefined) params.set('limit', String(limit));
+    return this.request<KnowledgeResult>('GET', `/api/app/knowledge/search?${params.toString()}`);
+  }
+
+  /** DELETE /api/app/admin/knowledge (admin only): one account's past runs, or every account's without one. */
+  clearKnowledge(account?: string): Promise<{ removed: number; account: string }> {
+    const q = account === undefined ? '' : `?account=${encodeURIComponent(account)}`;
+    return this.request<{ removed: number; account: string }>('DELETE', `/api/app/admin/knowledge${q}`);
+  }
+
+  /** GET /api/app/admin/knowledge/embeddings (admin only). */
+  getEmbeddings(): Promise<EmbeddingsSettings> {
+    return this.request<EmbeddingsSettings>('GET', '/api/app/admin/knowledge/embeddings');
+  }
+
+  /** PUT /api/app/admin/knowledge/embeddings (admin only); the key is never sent back. */
+  setEmbeddings(u: EmbeddingsUpdate): Promise<EmbeddingsSettings> {
+    return this.request<EmbeddingsSettings>('PUT', '/api/app/admin/knowledge/embeddings', u);
   }
 
   /** GET /api/app/admin/runners (admin only). */

@@ -7,6 +7,7 @@ import { AgentSidebar } from '../components/AgentSidebar';
 import { ComputerPanel } from '../components/ComputerPanel';
 import { Conversation } from '../components/Conversation';
 import { DualDesktop, InteractiveDesktop, MobileComputer } from '../components/DesktopViews';
+import { PastRuns } from '../components/PastRuns';
 import { messageFor } from '../errors';
 import { useEvents, useTitle } from '../hooks';
 
@@ -52,6 +53,7 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
   const [drawerOpen, setDrawerOpen] = useState(false);
   const [mainView, setMainView] = useState<'chat' | 'desktop' | 'dual'>('chat');
   const [mobileOpen, setMobileOpen] = useState(false);
+  const [pastOpen, setPastOpen] = useState(false);
   const phone = usePhone();
   useTitle(agent?.name ?? 'Chat');
 
@@ -126,6 +128,17 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
             {agent?.name ?? (agentError ? 'Agent' : 'Loading…')}
           </h1>
           <button
+            id="past-runs-toggle"
+            class={`btn small${pastOpen ? ' primary' : ''}`}
+            type="button"
+            aria-expanded={pastOpen}
+            aria-controls="past-runs"
+            onClick={() => setPastOpen(!pastOpen)}
+            title="Search what your agents did before"
+          >
+            Past runs
+          </button>
+          <button
             id="computer-toggle"
             class={`btn small${panelOpen && !phone ? ' primary' : ''}`}
             type="button"
@@ -142,6 +155,7 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
             <span>Computer</span>
           </button>
         </header>
+        {pastOpen && <PastRuns client={client} onClose={() => setPastOpen(false)} />}
 
         {agentError ? (
           <div class="notice error chat-error" role="alert">

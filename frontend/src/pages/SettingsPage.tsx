@@ -9,6 +9,7 @@ import type { SettingsSection } from '../router';
 import { Forbidden } from '../settings/Forbidden';
 import { HostSettings } from '../settings/HostSettings';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
+import { KnowledgeSettings } from '../settings/KnowledgeSettings';
 import { ModelSettingsSection } from '../settings/ModelSettings';
 import { RunnersSettings } from '../settings/RunnersSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
@@ -60,7 +61,10 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
           ) : user.role !== 'admin' ? (
             <Forbidden />
           ) : section === 'model' ? (
-            <ModelSettingsSection client={client} />
+            <>
+              <ModelSettingsSection client={client} />
+              <KnowledgeSettings client={client} />
+            </>
           ) : section === 'users' ? (
             <UsersSettings client={client} user={user} />
           ) : section === 'security' ? (
