@@ -27,12 +27,12 @@ type Diff struct {
 
 // Diff compares the tree under dir with owner's snapshot id. A file whose size and
 // modification time equal the snapshot's is taken as equal; others are read and hashed.
-func (s *Store) Diff(ctx context.Context, owner, id, dir string) (Diff, error) {
+func (s *Store) Diff(ctx context.Context, owner, id, dir string, idBase int) (Diff, error) {
 	m, err := s.Manifest(owner, id)
 	if err != nil {
 		return Diff{}, err
 	}
-	cur, _, err := scan(ctx, dir)
+	cur, _, err := scan(ctx, dir, idBase)
 	if err != nil {
 		return Diff{}, fault.Unavailable("diff: the workspace cannot be read: %v", err)
 	}

@@ -23,7 +23,7 @@ const stagingMark = ".cubicle-restore-"
 // rename, and the old content removed. Whatever happens, target holds the old content or the
 // new one entirely. target's parent must be writable; nothing may hold target open as its
 // working directory or mount (the desktop must be stopped).
-func (s *Store) Replace(ctx context.Context, owner, id, target string) error {
+func (s *Store) Replace(ctx context.Context, owner, id, target string, idBase int) error {
 	m, err := s.Manifest(owner, id)
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func (s *Store) Replace(ctx context.Context, owner, id, target string) error {
 	}
 	CleanStale(target)
 	stage := target + stagingMark + newID(s.now())
-	if err := s.restoreManifest(ctx, m, stage); err != nil {
+	if err := s.restoreManifest(ctx, m, stage, idBase); err != nil {
 		_ = os.RemoveAll(stage)
 		return fmt.Errorf("restore snapshot %s: %w", id, err)
 	}
@@ -54,7 +54,7 @@ func (s *Store) Replace(ctx context.Context, owner, id, target string) error {
 
 // RestoreTo restores snapshot id of owner into dir, which must not exist or be empty (a
 // fork's new workspace).
-func (s *Store) RestoreTo(ctx context.Context, owner, id, dir string) error {
+func (s *Store) RestoreTo(ctx context.Context, owner, id, dir string, idBase int) error {
 	m, err := s.Manifest(owner, id)
 	if err != nil {
 		return err
@@ -69,7 +69,7 @@ func (s *Store) RestoreTo(ctx context.Context, owner, id, dir string) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	if err := s.restoreManifest(ctx, m, dir); err != nil {
+	if err := s.restoreManifest(ctx, m, dir, idBase); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", id, err)
 	}
 	return nil
@@ -90,7 +90,7 @@ func CleanStale(target string) {
 }
 
 // restoreManifest writes m's tree into dir (created here; it must not exist).
-func (s *Store) restoreManifest(ctx context.Context, m *Manifest, dir string) error {
+func (s *Store) restoreManifest(ctx context.Context, m *Manifest, dir string, idBase int) error {
 	if len(m.Entries) == 0 || m.Entries[0].Path != "" || m.Entries[0].Type != TypeDir {
 		return fmt.Errorf("%w: the manifest has no root", ErrCorrupt)
 	}
@@ -115,7 +115,7 @@ func (s *Store) restoreManifest(ctx context.Context, m *Manifest, dir string) er
 			if err := os.Symlink(e.Target, p); err != nil {
 				return err
 			}
-			if err := chown(p, e.UID, e.GID); err != nil {
+			if err := chown(p, toHost(e.UID, idBase), toHost(e.GID, idBase)); err != nil {
 				return err
 			}
 		case TypeFile:
@@ -130,7 +130,7 @@ func (s *Store) restoreManifest(ctx context.Context, m *Manifest, dir string) er
 			e := &m.Entries[files[j]]
 			p, _ := entryPath(dir, e.Path)
 			var err error
-			buf, err = s.restoreFile(p, e, buf)
+			buf, err = s.restoreFile(p, e, buf, idBase)
 			if err != nil {
 				return fmt.Errorf("%s: %w", e.Path, err)
 			}
@@ -147,7 +147,7 @@ func (s *Store) restoreManifest(ctx context.Context, m *Manifest, dir string) er
 			continue
 		}
 		p, _ := entryPath(dir, e.Path)
-		if err := setMeta(p, e); err != nil {
+		if err := setMeta(p, e, idBase); err != nil {
 			return err
 		}
 	}
@@ -166,7 +166,7 @@ func entryPath(dir, rel string) (string, error) {
 	return filepath.Join(dir, clean), nil
 }
 
-func (s *Store) restoreFile(p string, e *Entry, buf []byte) ([]byte, error) {
+func (s *Store) restoreFile(p string, e *Entry, buf []byte, idBase int) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return buf, err
@@ -193,12 +193,12 @@ func (s *Store) restoreFile(p string, e *Entry, buf []byte) ([]byte, error) {
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 || size != e.Size {
 		return buf, fmt.Errorf("%w: the restored content does not match the file's hash", ErrCorrupt)
 	}
-	return buf, setMeta(p, e)
+	return buf, setMeta(p, e, idBase)
 }
 
 // setMeta sets owner, mode (after the owner: chown clears setuid) and modification time.
-func setMeta(p string, e *Entry) error {
-	if err := chown(p, e.UID, e.GID); err != nil {
+func setMeta(p string, e *Entry, idBase int) error {
+	if err := chown(p, toHost(e.UID, idBase), toHost(e.GID, idBase)); err != nil {
 		return err
 	}
 	if err := os.Chmod(p, fileMode(e.Mode)); err != nil {

@@ -82,6 +82,11 @@ type Snapshot struct {
 	Kind      string    `json:"kind"`
 	SessionID string    `json:"sessionId,omitempty"`
 	TurnID    string    `json:"turnId,omitempty"`
+	// ReplyID is the chat message of the turn's reply (KindTurn): the chat offers "Restore the
+	// workspace to before this turn" on it, restoring Before.
+	ReplyID string `json:"replyId,omitempty"`
+	// Before is the snapshot of the workspace as the turn found it (KindTurn; "" unknown).
+	Before string `json:"before,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	// TreeSHA256 is the SHA-256 of the tree (see the package doc).
 	TreeSHA256 string `json:"treeSha256"`
@@ -349,4 +354,47 @@ func writeFileAtomic(path string, data []byte) error {
 		_ = os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// Copy makes snapshot id of owner a snapshot of toOwner too (a fork's starting point), under
+// a new id and with kind and name: the manifest is copied, the chunks are shared.
+func (s *Store) Copy(owner, id, toOwner, kind, name string) (Snapshot, error) {
+	if err := validID("agent", toOwner); err != nil {
+		return Snapshot{}, err
+	}
+	sn, err := s.Get(owner, id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	raw, err := os.ReadFile(filepath.Join(s.ownerDir(owner), id+".tree.zst"))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("copy snapshot %s: %w", id, err)
+	}
+	mu := s.ownerLock(toOwner)
+	mu.Lock()
+	defer mu.Unlock()
+	s.gc.RLock() // the chunks must not be collected between the read and the write
+	defer s.gc.RUnlock()
+	if _, err := s.Get(owner, id); err != nil {
+		return Snapshot{}, err
+	}
+	now := s.now().UTC()
+	cp := sn
+	cp.ID, cp.Owner, cp.Kind, cp.CreatedAt, cp.Parent = newID(now), toOwner, kind, now, ""
+	cp.SessionID, cp.TurnID, cp.ReplyID, cp.Before, cp.NewChunks, cp.NewBytes, cp.ReadBytes = "", "", "", "", 0, 0, 0
+	cp.Name = name
+	if cp.Name == "" {
+		cp.Name = defaultName(kind, now)
+	}
+	if err := os.MkdirAll(s.ownerDir(toOwner), 0o700); err != nil {
+		return Snapshot{}, fmt.Errorf("copy snapshot: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(s.ownerDir(toOwner), cp.ID+".tree.zst"), raw); err != nil {
+		return Snapshot{}, fmt.Errorf("copy snapshot: %w", err)
+	}
+	rec, _ := json.MarshalIndent(cp, "", "  ")
+	if err := writeFileAtomic(filepath.Join(s.ownerDir(toOwner), cp.ID+".json"), rec); err != nil {
+		return Snapshot{}, fmt.Errorf("copy snapshot: %w", err)
+	}
+	return cp, nil
 }

@@ -65,7 +65,7 @@ func TestSnapshotRestoreByteIdentical(t *testing.T) {
 	ctx := context.Background()
 	ws := filepath.Join(t.TempDir(), "ws")
 	makeTree(t, ws)
-	before, err := TreeSHA256(ctx, ws)
+	before, err := TreeSHA256(ctx, ws, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +87,10 @@ func TestSnapshotRestoreByteIdentical(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "run.sh"), 0o600)
 	os.Remove(filepath.Join(ws, "link"))
 	os.Symlink("elsewhere", filepath.Join(ws, "link"))
-	if h, _ := TreeSHA256(ctx, ws); h == before {
+	if h, _ := TreeSHA256(ctx, ws, 0); h == before {
 		t.Fatal("the wrecked tree hashes like the original")
 	}
-	d, err := s.Diff(ctx, "agent1", sn.ID, ws)
+	d, err := s.Diff(ctx, "agent1", sn.ID, ws, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ func TestSnapshotRestoreByteIdentical(t *testing.T) {
 		!slices.Contains(d.Changed, "run.sh") || !slices.Contains(d.Changed, "link") || d.ChangedCount != 3 {
 		t.Fatalf("diff: %+v", d)
 	}
-	if err := s.Replace(ctx, "agent1", sn.ID, ws); err != nil {
+	if err := s.Replace(ctx, "agent1", sn.ID, ws, 0); err != nil {
 		t.Fatal(err)
 	}
-	after, err := TreeSHA256(ctx, ws)
+	after, err := TreeSHA256(ctx, ws, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,19 +121,19 @@ func TestSnapshotRestoreByteIdentical(t *testing.T) {
 	if matches, _ := filepath.Glob(ws + stagingMark + "*"); len(matches) != 0 {
 		t.Fatalf("staging left: %v", matches)
 	}
-	d, err = s.Diff(ctx, "agent1", sn.ID, ws)
+	d, err = s.Diff(ctx, "agent1", sn.ID, ws, 0)
 	if err != nil || d.AddedCount+d.RemovedCount+d.ChangedCount != 0 {
 		t.Fatalf("diff after restore: %+v %v", d, err)
 	}
 	// A fork's restore into a new directory gives the same tree.
 	fork := filepath.Join(t.TempDir(), "fork")
-	if err := s.RestoreTo(ctx, "agent1", sn.ID, fork); err != nil {
+	if err := s.RestoreTo(ctx, "agent1", sn.ID, fork, 0); err != nil {
 		t.Fatal(err)
 	}
-	if h, _ := TreeSHA256(ctx, fork); h != before {
+	if h, _ := TreeSHA256(ctx, fork, 0); h != before {
 		t.Fatalf("fork tree %s, original %s", h, before)
 	}
-	if err := s.RestoreTo(ctx, "agent1", sn.ID, fork); !errors.Is(err, fault.ErrConflict) {
+	if err := s.RestoreTo(ctx, "agent1", sn.ID, fork, 0); !errors.Is(err, fault.ErrConflict) {
 		t.Fatalf("restore into a full dir: %v", err)
 	}
 }
@@ -212,13 +212,13 @@ func TestCorruptChunkDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(ws, "keep"), []byte("changed after the snapshot"), 0o644)
-	before, _ := TreeSHA256(ctx, ws)
-	err = s.Replace(ctx, "a", sn.ID, ws)
+	before, _ := TreeSHA256(ctx, ws, 0)
+	err = s.Replace(ctx, "a", sn.ID, ws, 0)
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("restore of a corrupt chunk: %v", err)
 	}
 	t.Logf("reported: %v", err)
-	if after, _ := TreeSHA256(ctx, ws); after != before {
+	if after, _ := TreeSHA256(ctx, ws, 0); after != before {
 		t.Fatal("a failed restore changed the workspace")
 	}
 	if err := s.Verify(ctx, "a", sn.ID); !errors.Is(err, ErrCorrupt) {
@@ -230,7 +230,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 		t.Fatalf("verify garbage: %v", err)
 	}
 	os.Remove(s.chunkPath(id))
-	if err := s.RestoreTo(ctx, "a", sn.ID, filepath.Join(t.TempDir(), "x")); !errors.Is(err, ErrCorrupt) {
+	if err := s.RestoreTo(ctx, "a", sn.ID, filepath.Join(t.TempDir(), "x"), 0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("restore of a missing chunk: %v", err)
 	}
 }

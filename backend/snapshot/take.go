@@ -26,6 +26,11 @@ type Options struct {
 	Kind      string // KindManual when ""
 	SessionID string
 	TurnID    string
+	ReplyID   string
+	Before    string
+	// IDBase is the host id of the desktop's user 0 when it has its own user namespace:
+	// owners are recorded relative to it, so a snapshot restores into another namespace.
+	IDBase int
 	// SkipUnchanged: when the tree equals the owner's newest snapshot's, take none and return
 	// that one (taken = false).
 	SkipUnchanged bool
@@ -99,7 +104,7 @@ func (s *Store) take(ctx context.Context, owner, dir string, o Options) (Snapsho
 			}
 		}
 	}
-	entries, skipped, err := scan(ctx, dir)
+	entries, skipped, err := scan(ctx, dir, o.IDBase)
 	if err != nil {
 		return Snapshot{}, false, fault.Unavailable("snapshot: the workspace cannot be read: %v", err)
 	}
@@ -148,6 +153,7 @@ func (s *Store) take(ctx context.Context, owner, dir string, o Options) (Snapsho
 	}
 	now := s.now().UTC()
 	sn := Snapshot{ID: newID(now), Owner: owner, Name: o.Name, Kind: o.Kind, SessionID: o.SessionID, TurnID: o.TurnID,
+		ReplyID: o.ReplyID, Before: o.Before,
 		CreatedAt: now, TreeSHA256: m.TreeSHA256, Skipped: skipped, NewChunks: stats.newChunks, NewBytes: stats.newBytes, ReadBytes: stats.read}
 	if parent != nil {
 		sn.Parent = parent.ID

@@ -87,7 +87,7 @@ func modeBits(m fs.FileMode) uint32 {
 
 // scan lists the tree under root (without reading file contents): entries in path order, the
 // root first, and how many were skipped (sockets, devices, FIFOs).
-func scan(ctx context.Context, root string) ([]Entry, int, error) {
+func scan(ctx context.Context, root string, idBase int) ([]Entry, int, error) {
 	st, err := os.Lstat(root)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan %s: %w", root, err)
@@ -117,6 +117,7 @@ func scan(ctx context.Context, root string) ([]Entry, int, error) {
 		}
 		e := Entry{Path: filepath.ToSlash(rel), Mode: modeBits(info.Mode())}
 		e.UID, e.GID, e.CTime, e.Ino = owner(info)
+		e.UID, e.GID = fromHost(e.UID, idBase), fromHost(e.GID, idBase)
 		switch {
 		case info.Mode().IsRegular():
 			e.Type, e.Size, e.MTime = TypeFile, info.Size(), info.ModTime().UnixNano()
@@ -145,16 +146,36 @@ func scan(ctx context.Context, root string) ([]Entry, int, error) {
 	return out, skipped, nil
 }
 
+// idRange is the size of a desktop's user namespace (vm's userNSSize).
+const idRange = 65536
+
+// fromHost makes a host id relative to a user namespace based at base (ids outside it stay).
+func fromHost(id, base int) int {
+	if base > 0 && id >= base && id < base+idRange {
+		return id - base
+	}
+	return id
+}
+
+// toHost is fromHost's inverse for ids inside the namespace.
+func toHost(id, base int) int {
+	if base > 0 && id >= 0 && id < idRange {
+		return id + base
+	}
+	return id
+}
+
 // sortEntries orders entries by path (the root, "", first). WalkDir's lexical order already
 // is, except that it compares names within a directory; a plain string order is canonical.
 func sortEntries(es []Entry) {
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Path < es[j].Path })
 }
 
-// TreeSHA256 hashes the tree under dir as a snapshot of it would (reading every file): tests
-// and tools compare a restored tree with the snapshot's TreeSHA256.
-func TreeSHA256(ctx context.Context, dir string) (string, error) {
-	es, _, err := scan(ctx, dir)
+// TreeSHA256 hashes the tree under dir as a snapshot of it would (reading every file; owners
+// relative to idBase, see Options.IDBase): tests and tools compare a restored tree with the
+// snapshot's TreeSHA256.
+func TreeSHA256(ctx context.Context, dir string, idBase int) (string, error) {
+	es, _, err := scan(ctx, dir, idBase)
 	if err != nil {
 		return "", err
 	}
