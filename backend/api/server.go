@@ -66,8 +66,8 @@ type Config struct {
 	MCPServers MCPServers
 	// Snapshots are agents' workspace snapshots; nil answers 503.
 	Snapshots Snapshots
-	Logger     *slog.Logger
-	Version    string
+	Logger    *slog.Logger
+	Version   string
 
 	// AllowedHosts are the host names (no port) requests may be addressed to.
 	AllowedHosts []string

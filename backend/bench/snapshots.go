@@ -140,9 +140,9 @@ func (r *runner) snapshots(ctx context.Context, _ *desktop) error {
 	}
 	mib := fmt.Sprintf("%d MiB", size>>20)
 	r.add(Row{ID: RowSnapshot1Pct, Title: "workspace snapshot after 1% changed (" + mib + ")", Unit: UnitMS, Better: "lower",
-		Ours: Side{Method: fmt.Sprintf("snapshot.Store.Take of a %s volume (%d files of 256 KiB, text-like) after 1%% of its files were rewritten", mib, files), Samples: snap},
+		Ours:     Side{Method: fmt.Sprintf("snapshot.Store.Take of a %s volume (%d files of 256 KiB, text-like) after 1%% of its files were rewritten", mib, files), Samples: snap},
 		PeerName: cli + " volume export", Peer: &Side{Method: cli + " volume export VOL --output FILE of the same volume (a whole tar each time)", Samples: export},
-		Note:     "target (1 GiB, full run): ≤ 2 s; a quick run measures 64 MiB"})
+		Note: "target (1 GiB, full run): ≤ 2 s; a quick run measures 64 MiB"})
 
 	// Restore: the newest snapshot over the volume (the content is swapped whole), next to
 	// importing the export into an emptied volume.
@@ -175,7 +175,7 @@ func (r *runner) snapshots(ctx context.Context, _ *desktop) error {
 	r.add(Row{ID: RowRestore1G, Title: "workspace restore (" + mib + ")", Unit: UnitMS, Better: "lower",
 		Ours:     Side{Method: "snapshot.Store.Replace: every chunk read, decompressed and hash-checked into a staging directory, swapped in with one rename", Samples: restore},
 		PeerName: cli + " volume import", Peer: &Side{Method: cli + " volume import of the export's tar into an empty volume", Samples: imp},
-		Note:     "target (1 GiB, full run): ≤ 10 s; page cache warm for both"})
+		Note: "target (1 GiB, full run): ≤ 10 s; page cache warm for both"})
 
 	// The store after many turns: 1% rewritten before each turn snapshot; the store keeps
 	// them all (the policy is set to keep every one).
@@ -203,7 +203,6 @@ func (r *runner) snapshots(ctx context.Context, _ *desktop) error {
 		Note: fmt.Sprintf("target (100 turns of 1 GiB, full run): ≤ 1.3 GiB; the workspace itself is %s", mib)})
 	return nil
 }
-
 
 // dirSize adds up the file sizes under dir.
 func dirSize(dir string) (int64, error) {

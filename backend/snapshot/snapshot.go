@@ -76,17 +76,17 @@ const (
 
 // Snapshot is a snapshot's record: what the lists show. Its manifest is read with Manifest.
 type Snapshot struct {
-	ID        string    `json:"id"`
-	Owner     string    `json:"agentId"`
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	SessionID string    `json:"sessionId,omitempty"`
-	TurnID    string    `json:"turnId,omitempty"`
+	ID        string `json:"id"`
+	Owner     string `json:"agentId"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	SessionID string `json:"sessionId,omitempty"`
+	TurnID    string `json:"turnId,omitempty"`
 	// ReplyID is the chat message of the turn's reply (KindTurn): the chat offers "Restore the
 	// workspace to before this turn" on it, restoring Before.
 	ReplyID string `json:"replyId,omitempty"`
 	// Before is the snapshot of the workspace as the turn found it (KindTurn; "" unknown).
-	Before string `json:"before,omitempty"`
+	Before    string    `json:"before,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	// TreeSHA256 is the SHA-256 of the tree (see the package doc).
 	TreeSHA256 string `json:"treeSha256"`
