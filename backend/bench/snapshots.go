@@ -41,13 +41,32 @@ func (r *runner) snapshotTurns() int {
 	return 100
 }
 
-// workspaceContent fills b with text-like pseudo-random bytes (16 symbols: about 2:1 under
-// zstd, as source code and logs are; random bytes would not compress at all).
+// workspaceContent fills b with text-like pseudo-random content: lines of words drawn from a
+// vocabulary of 4096 made-up words, as source code and logs repeat their identifiers (random
+// bytes would not compress at all, a repeated file would deduplicate too well).
 func workspaceContent(rng *rand.Rand, b []byte) {
-	const alphabet = "abcdefghij \n{}();"
-	rng.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%16]
+	const letters = "etaoinshrdlucmfwypvbgkqjxz_"
+	var vocab [4096][]byte
+	vr := rand.New(rand.NewSource(7)) // the same vocabulary every time
+	for i := range vocab {
+		w := make([]byte, 3+vr.Intn(8))
+		for j := range w {
+			w[j] = letters[vr.Intn(len(letters))]
+		}
+		vocab[i] = w
+	}
+	i := 0
+	for i < len(b) {
+		w := vocab[rng.Intn(len(vocab))]
+		i += copy(b[i:], w)
+		if i < len(b) {
+			if rng.Intn(8) == 0 {
+				b[i] = '\n'
+			} else {
+				b[i] = ' '
+			}
+			i++
+		}
 	}
 }
 

@@ -151,7 +151,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "owners"), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot store: %w", err)
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store: zstd: %w", err)
 	}

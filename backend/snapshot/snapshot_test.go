@@ -339,3 +339,43 @@ func TestBadIDsAndStaleStaging(t *testing.T) {
 		t.Fatalf("stale staging kept: %v", m)
 	}
 }
+
+func TestIDBaseAndCopy(t *testing.T) {
+	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+		if os.Getenv("CUBICLE_REQUIRE_ALL") == "1" {
+			t.Fatal("giving files to other owners needs root (CUBICLE_REQUIRE_ALL=1)")
+		}
+		t.Skip("giving files to other owners needs root")
+	}
+	s := testStore(t)
+	ctx := context.Background()
+	const base = 1 << 20 // a desktop's user namespace: container uid 1000 is host uid base+1000
+	ws := t.TempDir()
+	p := filepath.Join(ws, "f")
+	os.WriteFile(p, []byte("owned"), 0o640)
+	os.Lchown(p, base+1000, base+1000)
+	sn, _, err := s.Take(ctx, "a", ws, Options{IDBase: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := s.Manifest("a", sn.ID)
+	if e := m.Entries[1]; e.UID != 1000 || e.GID != 1000 {
+		t.Fatalf("owner recorded as %d:%d, want 1000:1000 (relative to the namespace)", e.UID, e.GID)
+	}
+	cp, err := s.Copy("a", sn.ID, "b", KindFork, "")
+	if err != nil || cp.TreeSHA256 != sn.TreeSHA256 || cp.Owner != "b" {
+		t.Fatalf("copy: %+v %v", cp, err)
+	}
+	// Into another namespace (another desktop): the same tree relative to its base.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := s.RestoreTo(ctx, "b", cp.ID, other, 2*base); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Lstat(filepath.Join(other, "f"))
+	if uid, _, _, _ := owner(st); uid != 2*base+1000 {
+		t.Fatalf("restored owner %d, want %d", uid, 2*base+1000)
+	}
+	if h, _ := TreeSHA256(ctx, other, 2*base); h != sn.TreeSHA256 {
+		t.Fatal("the tree in the other namespace differs")
+	}
+}
