@@ -169,6 +169,7 @@ type Backend struct {
 	bg          sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG      context.CancelFunc
 	stats       *statsSampler // desktops' CPU and memory for administrators (stats.go)
+	snaps       *snapshots    // agents' workspace snapshots (snapshots.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -254,7 +255,10 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
-	b.Profiles = profile.New(agentStore{b.Store, b.Events}, b.log.With("svc", "profile"))
+	if b.snaps, err = newSnapshots(b); err != nil {
+		return err
+	}
+	b.Profiles = profile.New(agentStore{b.Store, b.Events, b.snaps.forget}, b.log.With("svc", "profile"))
 	b.DeskEgress = deskegress.New(deskegress.Config{Logger: b.log.With("svc", "egress"), Lookup: b.cfg.EgressLookup, OnBlocked: b.egressBlocked})
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
@@ -304,7 +308,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -452,6 +456,9 @@ func (b *Backend) Close() error {
 		b.stats.close()
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
+		}
+		if b.snaps != nil {
+			errs = append(errs, b.snaps.close()) // after the VM manager: no workspace operation runs
 		}
 		if b.DeskEgress != nil {
 			errs = append(errs, b.DeskEgress.Close()) // after the VM manager: no desktop is started any more

@@ -107,6 +107,8 @@ func (b *Backend) nodeID() string {
 type agentStore struct {
 	*store.Store
 	bus *events.Bus
+	// deleted hears each deleted agent (its workspace snapshots go); nil: nobody.
+	deleted func(id string)
 }
 
 func (s agentStore) CreateAgent(a store.Agent) error {
@@ -134,6 +136,9 @@ func (s agentStore) DeleteAgent(id string) error {
 		return err
 	}
 	s.publish(a.ID, a.AccountID, events.AgentDeleted)
+	if s.deleted != nil {
+		s.deleted(id)
+	}
 	return nil
 }
 

@@ -128,7 +128,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		Tools: toolboxes{box: box, mcp: b.MCPClient, know: b.Knowledge}, Models: b.Models.Resolve, Finished: b.Knowledge.Record,
 		Guard:    turnGuard{gate: b.computers, sec: b.Security, mcp: b.MCPClient},
 		Recorder: history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), Sessions: b.Store,
-		Start: b.computers.Start, TurnStarted: b.computers.TurnStarted, TurnEnded: b.computers.TurnEnded,
+		Start: b.computers.Start, TurnStarted: b.turnStarted, TurnEnded: b.turnEnded,
 		Logger: b.log.With("svc", "agent"), System: systemPrompt,
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
 		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
@@ -290,3 +290,28 @@ func (h hostFiles) CheckPath(path string, write bool, home string) error {
 }
 
 var _ binding.Tasks = (*control.Manager)(nil)
+
+// turnStarted is agent.Config.TurnStarted: the computer's eager binding, then the workspace's
+// snapshot as the turn finds it (snapshots.go; never fails the turn).
+func (b *Backend) turnStarted(ctx context.Context, t agent.TurnInfo) error {
+	if err := b.computers.TurnStarted(ctx, t); err != nil {
+		return err
+	}
+	if b.snaps != nil {
+		b.snaps.turnStarted(ctx, t)
+	}
+	return nil
+}
+
+// turnEnded is agent.Config.TurnEnded: the desktop is released, then the workspace is
+// snapshotted when the turn changed it. The snapshot is taken before the turn's answer ends,
+// so a chat that reloads its snapshots after the turn finds it.
+func (b *Backend) turnEnded(t agent.TurnInfo) {
+	if b.snaps == nil {
+		b.computers.TurnEnded(t)
+		return
+	}
+	a, ok := b.snaps.usesWorkspace(context.Background(), t) // asked before the turn's plan is forgotten
+	b.computers.TurnEnded(t)
+	b.snaps.turnEnded(t, a, ok)
+}

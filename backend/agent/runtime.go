@@ -57,6 +57,8 @@ type TurnInfo struct {
 	Stopped bool
 	// Via names who made a direct call (DirectCall.Via, e.g. "MCP: laptop"); "" in a chat.
 	Via string
+	// ReplyID is the id of the turn's reply message in the chat ("" for a direct call).
+	ReplyID string
 }
 
 // Notice is something a turn announces as it starts: a CUSTOM event {name, value} right after
@@ -399,6 +401,7 @@ func (r *Runtime) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		notices, startErr = r.cfg.Start(ctx, tr.info)
 	}
 	tr.reply = Msg{ID: NewID(), Name: firstNonEmpty(t.AgentName, "agent"), Role: "assistant", Timestamp: time.Now().UTC()}
+	tr.info.ReplyID = tr.reply.ID
 	start := newEvent(AgentStart)
 	start.SessionID, start.ReplyID, start.Name, start.Role = t.SessionID, tr.reply.ID, tr.reply.Name, "assistant"
 	for _, n := range notices {

@@ -52,15 +52,45 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
+		// From forks an agent: the new agent's workspace starts as that snapshot (snapshots.go).
+		From *struct {
+			AgentID    string `json:"agentId"`
+			SnapshotID string `json:"snapshotId"`
+		} `json:"from"`
 	}
 	if err := decode(r, &body); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	a, err := s.cfg.Profiles.Create(principal(r).AccountID, body.Name)
+	p := principal(r)
+	if body.From != nil {
+		if s.cfg.Snapshots == nil {
+			writeError(w, r, s.log, fault.Unavailable("workspace snapshots are not available on this server: an agent cannot be forked"))
+			return
+		}
+		if body.From.AgentID == "" || body.From.SnapshotID == "" {
+			writeError(w, r, s.log, fault.Invalid(`a fork names its snapshot: {"from": {"agentId": "…", "snapshotId": "…"}}`))
+			return
+		}
+		if err := s.cfg.Snapshots.CheckFork(r.Context(), p.AccountID, body.From.AgentID, body.From.SnapshotID); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	a, err := s.cfg.Profiles.Create(p.AccountID, body.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
+	}
+	if body.From != nil {
+		if err := s.cfg.Snapshots.Fork(r.Context(), p.AccountID, body.From.AgentID, body.From.SnapshotID, a.ID); err != nil {
+			// Nothing half made: the new agent goes again.
+			if derr := s.cfg.Profiles.Delete(p.AccountID, a.ID); derr != nil {
+				s.log.Warn("forked agent not removed after its workspace failed", "agent", a.ID, "err", derr)
+			}
+			writeError(w, r, s.log, err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusCreated, agentOf(a))
 }

@@ -64,8 +64,10 @@ type Config struct {
 	MCP    http.Handler
 	// MCPServers are the MCP servers agents use; nil answers 503.
 	MCPServers MCPServers
-	Logger     *slog.Logger
-	Version    string
+	// Snapshots are agents' workspace snapshots; nil answers 503.
+	Snapshots Snapshots
+	Logger    *slog.Logger
+	Version   string
 
 	// Knowledge is the knowledge base of past runs; nil answers 503.
 	Knowledge Knowledge
@@ -234,6 +236,7 @@ func (s *Server) routes(mux *router) {
 	s.egressRoutes(mux)
 	s.tokenRoutes(mux)
 	s.mcpServerRoutes(mux)
+	s.snapshotRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

@@ -153,6 +153,8 @@ func TestQuickRun(t *testing.T) {
 		bench.RowAgentStepAnthropic: "OpenAI-compatible agent_step", bench.RowAgentStepResponses: "OpenAI-compatible agent_step",
 		// A host command in the host sandbox next to the same command without one.
 		bench.RowHostShellSandboxed: "host_shell",
+		// Workspace snapshots next to the engine's volume export and import of the same volume.
+		bench.RowSnapshot1Pct: "podman volume export", bench.RowRestore1G: "podman volume import",
 		// A real `cubicle serve` to its first /api/health answer, next to the same program
 		// with the engine off and node local direct (the floor of a start here).
 		bench.RowServerStart: "serve, engine off", bench.RowServerRestart: "serve, engine off",
@@ -166,7 +168,7 @@ func TestQuickRun(t *testing.T) {
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",
 	}
 	solo := []string{"cold_start", "restart", "stop", "live_pointer", "live_fps", "live_frame_size", "live_idle",
-		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss"}
+		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss", bench.RowSnapshotStore}
 	// Without a cluster the Kubernetes rows are listed without samples, saying why.
 	unmeasured := []string{bench.RowK8sColdStart, bench.RowK8sExec}
 	if want := len(peers) + len(solo) + len(unmeasured); len(got.Rows) != want {

@@ -7,6 +7,36 @@
 
 import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat';
 
+/** A workspace snapshot (GET /api/app/agents/:id/snapshots). */
+export interface WorkspaceSnapshot {
+  id: string;
+  agentId: string;
+  name: string;
+  /** "manual", "turn", "fork" or "before-restore". */
+  kind: string;
+  sessionId?: string;
+  turnId?: string;
+  /** The chat reply of the turn that ended with this snapshot. */
+  replyId?: string;
+  /** The snapshot of the workspace as that turn found it: restoring it undoes the turn. */
+  before?: string;
+  createdAt: string;
+  treeSha256: string;
+  files: number;
+  bytes: number;
+}
+
+/** What restoring a snapshot would change in the workspace. */
+export interface SnapshotDiff {
+  added: string[];
+  removed: string[];
+  changed: string[];
+  addedCount: number;
+  removedCount: number;
+  changedCount: number;
+  truncated: boolean;
+}
+
 /** A signed-in account. */
 export interface User {
   id: string;
@@ -906,6 +936,37 @@ export class Client {
   /** POST /api/app/agents. */
   createAgent(name: string): Promise<Agent> {
     return this.request<Agent>('POST', '/api/app/agents', { name });
+  }
+
+  /** POST /api/app/agents {name, from}: a new agent whose workspace starts as a snapshot (a fork). */
+  forkAgent(name: string, from: { agentId: string; snapshotId: string }): Promise<Agent> {
+    return this.request<Agent>('POST', '/api/app/agents', { name, from });
+  }
+
+  /** GET /api/app/agents/:id/snapshots: the agent's workspace snapshots, newest first. */
+  async listSnapshots(agentId: string): Promise<WorkspaceSnapshot[]> {
+    const res = await this.request<{ snapshots: WorkspaceSnapshot[] | null }>('GET', `${agentPath(agentId)}/snapshots`);
+    return res.snapshots ?? [];
+  }
+
+  /** POST /api/app/agents/:id/snapshots {name}. */
+  takeSnapshot(agentId: string, name = ''): Promise<WorkspaceSnapshot> {
+    return this.request<WorkspaceSnapshot>('POST', `${agentPath(agentId)}/snapshots`, { name });
+  }
+
+  /** GET /api/app/agents/:id/snapshots/:sid/diff: what restoring the snapshot would change. */
+  snapshotDiff(agentId: string, snapshotId: string): Promise<SnapshotDiff> {
+    return this.request<SnapshotDiff>('GET', `${agentPath(agentId)}/snapshots/${encodeURIComponent(snapshotId)}/diff`);
+  }
+
+  /** POST /api/app/agents/:id/snapshots/:sid/restore (the desktop is stopped around it). */
+  restoreSnapshot(agentId: string, snapshotId: string): Promise<{ restored: WorkspaceSnapshot; previous?: string }> {
+    return this.request('POST', `${agentPath(agentId)}/snapshots/${encodeURIComponent(snapshotId)}/restore`);
+  }
+
+  /** DELETE /api/app/agents/:id/snapshots/:sid. */
+  async deleteSnapshot(agentId: string, snapshotId: string): Promise<void> {
+    await this.request<void>('DELETE', `${agentPath(agentId)}/snapshots/${encodeURIComponent(snapshotId)}`);
   }
 
   /** GET /api/app/agents/:id. */

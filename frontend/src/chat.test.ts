@@ -231,6 +231,14 @@ describe('fromHistory', () => {
       { kind: 'text', text: 'failed' },
     ]);
     expect(fromHistory(null)).toEqual([]);
+    // The agent message carries the ids of the replies it shows (the chat's undo names one).
+    expect(msgs[1].replyIds).toEqual(['m2', 'm4']);
+    expect(msgs[0].replyIds).toBeUndefined();
+  });
+
+  it('keeps the reply id a streamed turn announces', () => {
+    const s = reduce(emptyChat, { type: 'AGENT_START', name: 'Bob', replyId: 'r1' });
+    expect(s.messages[s.messages.length - 1].replyIds).toEqual(['r1']);
   });
 
   it('shows a turn a restart interrupted as a warning, its cut-off tool as interrupted', () => {

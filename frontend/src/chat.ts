@@ -111,6 +111,8 @@ export interface ChatMessage {
   name: string;
   source?: string;
   blocks: Block[];
+  /** The server's ids of the replies shown in this message (a turn's reply: its undo snapshot names it). */
+  replyIds?: string[];
 }
 
 /** The chat's state: messages and whether a turn is running. */
@@ -248,7 +250,8 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
   switch (e.type) {
     case 'AGENT_START': {
       const [s2, m] = lastAssistant(s, e.source);
-      return replaceLast(s2, { ...m, name: e.name || m.name, source: e.source });
+      const replyIds = e.replyId ? [...(m.replyIds ?? []), e.replyId] : m.replyIds;
+      return replaceLast(s2, { ...m, name: e.name || m.name, source: e.source, replyIds });
     }
     case 'THINKING_BLOCK_START':
     case 'THINKING_BLOCK_DELTA':
@@ -459,9 +462,16 @@ export function fromHistory(history: Msg[] | null | undefined): ChatMessage[] {
     const isUser = msg.role === 'user' && !(msg.content ?? []).some((c) => c.type === 'tool_result');
     if (!isUser && out.length > 0 && out[out.length - 1].role === 'assistant') {
       out[out.length - 1].blocks.push(...blocks);
+      if (msg.id) out[out.length - 1].replyIds = [...(out[out.length - 1].replyIds ?? []), msg.id];
       continue;
     }
-    out.push({ id: msg.id || `h${mi}`, role: isUser ? 'user' : 'assistant', name: isUser ? 'You' : msg.name || 'Agent', blocks });
+    out.push({
+      id: msg.id || `h${mi}`,
+      role: isUser ? 'user' : 'assistant',
+      name: isUser ? 'You' : msg.name || 'Agent',
+      blocks,
+      ...(isUser || !msg.id ? {} : { replyIds: [msg.id] }),
+    });
   }
   return out;
 }

@@ -50,3 +50,14 @@ func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]s
 	}
 	return out, nil
 }
+
+// VolumePath returns the named volume's mount point on the engine's machine (fault.ErrNotFound
+// when the volume is absent). Workspace snapshots read and restore it there when the engine
+// runs on this machine.
+func (c *Client) VolumePath(ctx context.Context, name string) (string, error) {
+	v, err := c.api.VolumeInspect(ctx, name)
+	if err != nil {
+		return "", fail(fmt.Sprintf("inspect volume %q", name), err)
+	}
+	return v.Mountpoint, nil
+}

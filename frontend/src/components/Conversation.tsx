@@ -17,6 +17,7 @@ import {
 } from '../chat';
 import { messageFor } from '../errors';
 import { MessageList } from './MessageList';
+import { WorkspaceUndo } from './WorkspaceUndo';
 import { Timeline } from './Timeline';
 
 interface ConversationProps {
@@ -63,6 +64,26 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
   const seq = useRef(0);
   // Whether this agent's turns have no model (operator mode): the empty chat then says what works without one.
   const [operator, setOperator] = useState(false);
+  // Turns that can be undone: reply id → the snapshot of the workspace as the turn found it.
+  const [undo, setUndo] = useState<Map<string, string>>(new Map());
+  const [undoing, setUndoing] = useState('');
+  const [undoNote, setUndoNote] = useState('');
+  useEffect(() => {
+    if (chat.running) return;
+    let live = true;
+    client.listSnapshots(agentId).then(
+      (list) => {
+        if (!live) return;
+        const m = new Map<string, string>();
+        for (const s of list) if (s.replyId && s.before) m.set(s.replyId, s.before);
+        setUndo(m);
+      },
+      () => live && setUndo(new Map()), // no snapshots here (another computer, a runner): no undo
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, agentId, chat.running]);
   useEffect(() => {
     let live = true;
     client.getAgentModel(agentId).then(
@@ -258,7 +279,29 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
           onExample={(t) => setInput(t)}
           operator={operator}
           onOpenComputer={onOpenComputer}
+          undo={undo}
+          onUndo={(id) => {
+            setUndoNote('');
+            setUndoing(id);
+          }}
         />
+      )}
+      {undoing !== '' && (
+        <WorkspaceUndo
+          client={client}
+          agentId={agentId}
+          snapshotId={undoing}
+          onCancel={() => setUndoing('')}
+          onDone={(msg) => {
+            setUndoing('');
+            setUndoNote(msg);
+          }}
+        />
+      )}
+      {undoNote !== '' && (
+        <p class="block-notice ok small" id="undo-note" role="status">
+          {undoNote}
+        </p>
       )}
 
       <form class="composer" onSubmit={submit}>

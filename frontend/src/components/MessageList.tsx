@@ -14,6 +14,9 @@ interface MessageListProps {
   /** No model is set for this agent: the empty chat offers what works without one. */
   operator?: boolean;
   onOpenComputer?: () => void;
+  /** Reply id → the snapshot that undoes that turn (the workspace as the turn found it). */
+  undo?: Map<string, string>;
+  onUndo?: (snapshotId: string) => void;
 }
 
 const stateLabel: Record<string, string> = {
@@ -35,7 +38,7 @@ const stateTone: Record<string, string> = {
 };
 
 /** The scrolling message list. */
-export function MessageList({ agentName, state, loading, onAnswer, onExample, operator = false, onOpenComputer }: MessageListProps) {
+export function MessageList({ agentName, state, loading, onAnswer, onExample, operator = false, onOpenComputer, undo, onUndo }: MessageListProps) {
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   // Follow the stream while the reader is at the bottom.
@@ -105,6 +108,11 @@ export function MessageList({ agentName, state, loading, onAnswer, onExample, op
               <BlockView key={`${b.kind}-${b.id}`} block={b} onAnswer={onAnswer} />
             ))}
           </div>
+          {m.role === 'assistant' && undoOf(m.replyIds, undo) && !state.running && (
+            <button class="linklike small undo-turn" type="button" onClick={() => onUndo?.(undoOf(m.replyIds, undo))}>
+              Restore the workspace to before this turn
+            </button>
+          )}
         </article>
       ))}
       {state.running && (
@@ -250,4 +258,13 @@ function ConfirmCard({ block: b, onAnswer }: { block: Extract<Block, { kind: 'co
       )}
     </div>
   );
+}
+
+/** The snapshot that undoes the turn of a message's replies ("" when none). */
+function undoOf(replyIds: string[] | undefined, undo: Map<string, string> | undefined): string {
+  for (const id of replyIds ?? []) {
+    const s = undo?.get(id);
+    if (s) return s;
+  }
+  return '';
 }
