@@ -141,17 +141,17 @@ const (
 
 // ToolRun is one tool call in the execution history.
 type ToolRun struct {
-	ID           string    `json:"id"`
-	SessionID    string    `json:"sessionId"`
-	UserID       string    `json:"userId"`
-	TurnID       string    `json:"turnId"`
-	Step         int       `json:"step"`
-	Tool         string    `json:"tool"`
-	Source       string    `json:"source,omitempty"` // "main/<name>" for a task helper's call
-	InputSHA256  string    `json:"inputSha256"`
-	OutputSHA256 *string   `json:"outputSha256"` // null on failure
-	Status       string    `json:"status"`
-	DurationMs   int64     `json:"durationMs"`
+	ID           string  `json:"id"`
+	SessionID    string  `json:"sessionId"`
+	UserID       string  `json:"userId"`
+	TurnID       string  `json:"turnId"`
+	Step         int     `json:"step"`
+	Tool         string  `json:"tool"`
+	Source       string  `json:"source,omitempty"` // "main/<name>" for a task helper's call
+	InputSHA256  string  `json:"inputSha256"`
+	OutputSHA256 *string `json:"outputSha256"` // null on failure
+	Status       string  `json:"status"`
+	DurationMs   int64   `json:"durationMs"`
 	// MemoryBytes and CPUMillis are the peak resident memory and the CPU time of the command
 	// the call ran, measured where it ran (0: the tool ran no command, or it was not measured).
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
