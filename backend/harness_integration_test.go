@@ -65,17 +65,17 @@ func TestHarnessEvents(t *testing.T) {
 
 	seen := map[string]int{}
 	var mu sync.Mutex
-	var evs []agent.Event
+	var got []agent.Event
 	run := func(input string, external func(agent.Event)) []agent.Event {
 		t.Helper()
-		evs = nil
+		got = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		err := b.Chat.Run(ctx, agent.Turn{SessionID: "conf", UserID: admin.ID, AgentID: ag.ID, AgentName: "Ada", Input: input,
 			ClientTools: []string{agent.PickFileTool}}, func(e agent.Event) {
 			mu.Lock()
 			seen[e.Type]++
-			evs = append(evs, e)
+			got = append(got, e)
 			mu.Unlock()
 			if e.Type == agent.RequireExternalExec && external != nil {
 				go external(e)
@@ -84,7 +84,7 @@ func TestHarnessEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return evs
+		return got
 	}
 	runs := func() []store.ToolRun {
 		r, err := b.Store.ToolRuns(admin.ID, "conf")
