@@ -165,6 +165,12 @@ func (r *Runtime) await(ctx context.Context, s *session, tr *turnRun, c ToolCall
 	e := newEvent(RequireUserConfirm)
 	e.ToolCalls, e.Reason, e.Value = w.calls, reason, map[string]any{"deadline": deadline.UTC().Format(time.RFC3339)}
 	tr.emit(e)
+	// The caller (another agent, over MCP) waits while the person answers somewhere else.
+	hint := newEvent(HintBlock)
+	hint.ToolCallID = c.ID
+	hint.Delta = fmt.Sprintf("Waiting for the owner to confirm %s in Cubicle's chat %q (on any of their devices) until %s UTC.",
+		c.Name, s.title, deadline.UTC().Format("15:04:05"))
+	tr.emit(hint)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var why string

@@ -16,7 +16,9 @@ func (r *recRecorder) Begin(t agent.TurnInfo, c agent.ToolCall) string {
 	r.sources = append(r.sources, t.Source())
 	return "x"
 }
-func (r *recRecorder) End(string, string, []agent.ContentBlock, time.Duration) {}
+func (r *recRecorder) Running(string) {}
+
+func (r *recRecorder) End(string, agent.RunEnd) {}
 
 func directRuntime(t *testing.T) (*agent.Runtime, *tools, *askGuard, *recRecorder, *[]string) {
 	tb, g, rec := &tools{}, &askGuard{}, &recRecorder{}

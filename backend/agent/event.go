@@ -41,6 +41,21 @@ const (
 	Custom                  = "CUSTOM"
 )
 
+// Why a turn stopped (REQUEST_STOP.generateReason, the seed's enum). StopMiddleware is the
+// default: a stop asked for from outside the model loop that names no other reason.
+const (
+	// StopModel: the model ended its reply itself before finishing (its output limit or a
+	// content filter: finish reason "length" or "content_filter").
+	StopModel = "MODEL_STOP"
+	// StopPermission: the turn paused for a person's confirmation (REQUIRE_USER_CONFIRM);
+	// it resumes with the answer.
+	StopPermission = "PERMISSION_ASKING"
+	// StopUser: a person stopped the turn (POST /api/app/chat/stop).
+	StopUser = "USER_INTERRUPTED"
+	// StopMiddleware: the server stopped the turn (shutdown, an image being prepared).
+	StopMiddleware = "MIDDLEWARE_STOP_REQUESTED"
+)
+
 // Tool result states.
 const (
 	StateSuccess     = "success"
@@ -76,8 +91,10 @@ type Event struct {
 	ToolCalls      []ToolCall      `json:"toolCalls,omitempty"`
 	ConfirmResults []ConfirmResult `json:"confirmResults,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
-	GenerateReason *bool           `json:"generateReason,omitempty"`
-	Value          any             `json:"value,omitempty"`
+	// GenerateReason is why a REQUEST_STOP stopped the turn, one of the Stop* values (the
+	// seed's string enum; it was a boolean before, always false, which no client read).
+	GenerateReason string `json:"generateReason,omitempty"`
+	Value          any    `json:"value,omitempty"`
 }
 
 // Usage is what one model call cost.
@@ -91,7 +108,7 @@ type Usage struct {
 
 // ContentBlock is one piece of a message: text, an image (base64) or a tool call/result.
 type ContentBlock struct {
-	Type       string         `json:"type"` // "text", "image", "thinking", "tool_use", "tool_result"
+	Type       string         `json:"type"` // "text", "image", "thinking", "tool_use", "tool_result", "file"
 	Text       string         `json:"text,omitempty"`
 	MediaType  string         `json:"mediaType,omitempty"` // images: "image/png", "image/jpeg"
 	Data       string         `json:"data,omitempty"`      // images: base64
@@ -100,6 +117,9 @@ type ContentBlock struct {
 	Input      map[string]any `json:"input,omitempty"`
 	State      string         `json:"state,omitempty"`
 	Content    []ContentBlock `json:"content,omitempty"` // tool results
+	// Size is a file's size in bytes (type "file": a structured result a tool produced, shown
+	// to the person, never sent to the model).
+	Size int64 `json:"size,omitempty"`
 	// Meta is what a model adapter keeps with a block for its next call: the vendor's own
 	// form of a tool call, a thinking block's signature, safety checks a person acknowledged.
 	Meta map[string]any `json:"meta,omitempty"`

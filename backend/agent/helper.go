@@ -81,7 +81,7 @@ func (tr *turnRun) tools() []ToolSpec {
 		if tr.offersHelper() && tr.model != nil {
 			all = append(all, helperSpec)
 		}
-		return all
+		return append(all, tr.externalSpecs()...)
 	}
 	var out []ToolSpec
 	tr.offered = map[string]bool{}

@@ -67,10 +67,12 @@ func (r *recorder) Begin(t agent.TurnInfo, c agent.ToolCall) string {
 	return c.ID
 }
 
-func (r *recorder) End(id, state string, out []agent.ContentBlock, d time.Duration) {
+func (r *recorder) Running(string) {}
+
+func (r *recorder) End(id string, e agent.RunEnd) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ended = append(r.ended, id+":"+state)
+	r.ended = append(r.ended, id+":"+e.State)
 }
 
 type helperHarness struct {

@@ -10,7 +10,11 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -31,6 +35,10 @@ type Turn struct {
 	// ConfirmResults answers a paused confirmation; when nil, Input "yes"/"y"/"ok"/"approve"
 	// confirms every pending call and anything else denies them.
 	ConfirmResults []ConfirmResult
+	// ClientTools names the external tools (ExternalTools) the client of this turn can
+	// execute; the model is offered those. A client that names none (older clients) is
+	// offered none.
+	ClientTools []string
 }
 
 // ChatModel overrides model options for a turn.
@@ -81,11 +89,27 @@ func (t TurnInfo) Source() string {
 	return "main/" + t.Helper
 }
 
-// ToolOutput collects a tool's result and streams it as events.
+// ToolOutput collects a tool's result and streams it as events. Its methods are safe for
+// concurrent use (a tool may announce a hint from a timer while it waits).
 type ToolOutput struct {
+	mu     sync.Mutex // guards every field below and serialises emit
 	emit   func(Event)
 	callID string
 	blocks []ContentBlock
+	// started is called once when the tool starts its work (Started); the runtime marks the
+	// history's run RUNNING there.
+	started  func()
+	wasStart bool
+	usage    ToolUsage
+	timedOut bool
+}
+
+// ToolUsage is what the work of one tool call cost, as measured where it ran: the command's
+// process tree in the desktop (the driver's wait4 of the child it ran) or on the host. A
+// zero field was not measured.
+type ToolUsage struct {
+	CPU         time.Duration // user + system CPU time
+	MemoryBytes int64         // peak resident memory of the largest process
 }
 
 // NewToolOutput returns an output that streams the result of call callID through emit
@@ -95,13 +119,19 @@ func NewToolOutput(callID string, emit func(Event)) *ToolOutput {
 }
 
 // Blocks returns what was written so far.
-func (o *ToolOutput) Blocks() []ContentBlock { return o.blocks }
+func (o *ToolOutput) Blocks() []ContentBlock {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]ContentBlock(nil), o.blocks...)
+}
 
 // Text appends text to the result.
 func (o *ToolOutput) Text(s string) {
 	if s == "" {
 		return
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	e := newEvent(ToolResultTextDelta)
 	e.ToolCallID, e.Delta = o.callID, s
 	o.emit(e)
@@ -114,11 +144,92 @@ func (o *ToolOutput) Text(s string) {
 
 // Image appends an image (base64 data) to the result.
 func (o *ToolOutput) Image(mediaType, base64Data string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	b := ContentBlock{Type: "image", MediaType: mediaType, Data: base64Data}
 	e := newEvent(ToolResultDataDelta)
 	e.ToolCallID, e.Data = o.callID, &b
 	o.emit(e)
 	o.blocks = append(o.blocks, b)
+}
+
+// DataChunk is how much of a data block one DATA_BLOCK_DELTA carries (before base64).
+const DataChunk = 48 << 10
+
+// MaxDataBlock is the largest structured result a tool may hand to the person.
+const MaxDataBlock = 25 << 20
+
+// DataBlock hands a structured result the tool produced — a file, an image, a table — to the
+// person: DATA_BLOCK_START (its MIME type, name and size), DATA_BLOCK_DELTA (the content in
+// base64 pieces) and DATA_BLOCK_END (its SHA-256). The chat renders it and offers it for
+// download. It is kept in the tool's result as a "file" block, which is never sent to the
+// model: say in Text what the model should know of it.
+func (o *ToolOutput) DataBlock(mediaType, name string, data []byte) error {
+	if len(data) > MaxDataBlock {
+		return fmt.Errorf("%s is %d bytes; at most %d can be handed to the person", name, len(data), MaxDataBlock)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	id := NewID()
+	head := ContentBlock{Type: "file", MediaType: mediaType, Name: name, Size: int64(len(data))}
+	e := newEvent(DataBlockStart)
+	e.BlockID, e.ToolCallID, e.Data = id, o.callID, &head
+	o.emit(e)
+	for off := 0; off < len(data) || off == 0; off += DataChunk {
+		d := newEvent(DataBlockDelta)
+		d.BlockID, d.ToolCallID, d.Delta = id, o.callID, base64.StdEncoding.EncodeToString(data[off:min(off+DataChunk, len(data))])
+		o.emit(d)
+		if len(data) == 0 {
+			break
+		}
+	}
+	sum := sha256.Sum256(data)
+	end := newEvent(DataBlockEnd)
+	end.BlockID, end.ToolCallID = id, o.callID
+	end.Metadata = map[string]any{"sha256": hex.EncodeToString(sum[:]), "size": len(data)}
+	o.emit(end)
+	full := head
+	full.Data = base64.StdEncoding.EncodeToString(data)
+	o.blocks = append(o.blocks, full)
+	return nil
+}
+
+// Hint tells the person something while the tool waits (HINT_BLOCK): a desktop starting, a
+// file being asked for.
+func (o *ToolOutput) Hint(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := newEvent(HintBlock)
+	e.ToolCallID, e.Delta = o.callID, s
+	o.emit(e)
+}
+
+// Started says the tool's own work begins now: until then the call was queued (waiting for
+// its desktop to start, for the desktop's lease). The history shows it PENDING until then,
+// RUNNING from then on. Calling it again does nothing.
+func (o *ToolOutput) Started() {
+	o.mu.Lock()
+	f := o.started
+	first := !o.wasStart
+	o.wasStart = true
+	o.mu.Unlock()
+	if first && f != nil {
+		f()
+	}
+}
+
+// Measured records what the tool's work cost where it ran (the history keeps it).
+func (o *ToolOutput) Measured(u ToolUsage) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.usage = u
+}
+
+// TimedOut records that the call's deadline ended it (the history says TIMEOUT).
+func (o *ToolOutput) TimedOut() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.timedOut = true
 }
 
 // Toolbox runs tools. The runtime asks it which tools a turn may use and to run them.
@@ -155,10 +266,22 @@ type ConfirmRecorder interface {
 	Confirmed(t TurnInfo, r ConfirmResult, reason string)
 }
 
-// Recorder writes the execution history (SPEC §2.5). Begin returns an id End completes.
+// Recorder writes the execution history (SPEC §2.5). Begin records a call as PENDING (queued:
+// behind a person's confirmation, its desktop starting, the desktop's lease) and returns an
+// id; Running marks it started; End completes it. Implementations are safe for concurrent use.
 type Recorder interface {
 	Begin(t TurnInfo, call ToolCall) string
-	End(id string, state string, output []ContentBlock, elapsed time.Duration)
+	Running(id string)
+	End(id string, end RunEnd)
+}
+
+// RunEnd is how a recorded call ended.
+type RunEnd struct {
+	State    string // StateSuccess, StateError, …
+	Output   []ContentBlock
+	Elapsed  time.Duration // from Running (or Begin when it never ran) to the end
+	TimedOut bool          // its deadline ended it
+	Usage    ToolUsage     // measured where the work ran; zero when nothing was measured
 }
 
 // ErrNoModel is returned by a ModelResolver when no model is configured; the runtime then
@@ -215,11 +338,17 @@ type session struct {
 	runAgent string
 	// waiting is a direct call waiting for a person's answer (direct.go); guarded by stopMu.
 	waiting *waiter
-	loaded  bool // history was read from the store (or there was none)
-	agentID string
-	title   string
-	created time.Time
-	active  *store.ActiveTurn // the running turn, saved so a crash leaves a trace
+	// external are the external tool calls waiting for their client's result, by tool call
+	// id (external.go); guarded by stopMu.
+	external map[string]chan ExternalResult
+	// pendingRuns are the history ids of the calls in pending (recorded PENDING when the
+	// confirmation was asked), by tool call id; guarded by mu.
+	pendingRuns map[string]string
+	loaded      bool // history was read from the store (or there was none)
+	agentID     string
+	title       string
+	created     time.Time
+	active      *store.ActiveTurn // the running turn, saved so a crash leaves a trace
 }
 
 // New returns a Runtime.
@@ -253,8 +382,12 @@ func (r *Runtime) session(userID, sessionID string) *session {
 	return s
 }
 
-// errStopped is the cause of a turn cancelled by Stop.
-var errStopped = errors.New("stopped by request")
+// errStopped is the cause of a turn cancelled by Stop; errStoppedAll (which is errStopped
+// too) of one StopAll cancelled.
+var (
+	errStopped    = errors.New("stopped by request")
+	errStoppedAll = fmt.Errorf("%w of the server", errStopped)
+)
 
 // Stop asks the running turn of a conversation to stop; the conversation pauses and resumes
 // on its next input. It reports whether a turn was running.
@@ -301,7 +434,7 @@ func (r *Runtime) StopAll() int {
 	for _, s := range sessions {
 		s.stopMu.Lock()
 		if s.stop != nil {
-			s.stop(errStopped)
+			s.stop(errStoppedAll)
 			n++
 		}
 		s.stopMu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -197,6 +198,12 @@ func (tr *turnRun) callModel(model Model, req ModelRequest) (ModelReply, error) 
 	end.Usage = &u
 	tr.emit(end)
 	tr.addUsage(u)
+	if err == nil && len(reply.ToolCalls) == 0 && (reply.FinishReason == "length" || reply.FinishReason == "content_filter") {
+		// The model ended its reply before finishing it (its output limit, a filter).
+		e := newEvent(RequestStop)
+		e.Reason, e.GenerateReason = "the model stopped its reply ("+reply.FinishReason+")", StopModel
+		tr.emit(e)
+	}
 	if err != nil {
 		if cause := context.Cause(tr.ctx); errors.Is(cause, errStopped) {
 			tr.stopped()
@@ -225,7 +232,9 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 	denied := 0
 	for _, c := range calls {
 		d, reason := Allow, ""
-		if tr.rt.cfg.Guard != nil {
+		if tr.rt.cfg.Guard != nil && !tr.offersExternal(c.Name) {
+			// An external tool runs on the person's own client and does nothing without
+			// them (picking the file is their answer): the guard has nothing to judge.
 			d, reason = tr.rt.cfg.Guard.Check(tr.info, c)
 		}
 		if tr.helper && !tr.offered[c.Name] {
@@ -267,6 +276,17 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 	}
 	if len(ask) > 0 {
 		tr.s.pending = ask
+		if rec := tr.rt.cfg.Recorder; rec != nil {
+			// Queued behind the person's answer: PENDING in the history until it runs.
+			if tr.s.pendingRuns == nil {
+				tr.s.pendingRuns = map[string]string{}
+			}
+			for _, c := range ask {
+				tr.info.Step++
+				tr.s.pendingRuns[c.ID] = rec.Begin(tr.info, c)
+				tr.info.Step--
+			}
+		}
 		e := newEvent(RequireUserConfirm)
 		e.ToolCalls = ask
 		tr.emit(e)
@@ -280,6 +300,9 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 			why = " The model's provider asks for it:" + why
 		}
 		tr.text("Waiting for your confirmation before running " + names(ask) + "." + why)
+		stop := newEvent(RequestStop)
+		stop.Reason, stop.GenerateReason = "waiting for the person's confirmation", StopPermission
+		tr.emit(stop)
 		return true, nil
 	}
 	if denied == len(calls) {
@@ -329,10 +352,12 @@ func (tr *turnRun) resumeConfirm() error {
 			rec.Confirmed(tr.info, a, reason)
 		}
 		if !a.Confirmed {
+			tr.closePending(a.ToolCall)
 			results.Content = append(results.Content, tr.refuse(a.ToolCall, "The person declined this tool call."))
 			continue
 		}
 		if d == Deny {
+			tr.closePending(a.ToolCall)
 			results.Content = append(results.Content, tr.refuse(a.ToolCall, "Refused by the safety policy: "+reason))
 			continue
 		}
@@ -388,27 +413,61 @@ func (tr *turnRun) runCall(c ToolCall) ContentBlock {
 	start.ToolCallID, start.ToolCallName = c.ID, c.Name
 	tr.emit(start)
 	out := &ToolOutput{emit: tr.emit, callID: c.ID}
-	var rec string
-	if tr.rt.cfg.Recorder != nil {
-		rec = tr.rt.cfg.Recorder.Begin(tr.info, c)
+	rec := tr.rt.cfg.Recorder
+	var id string
+	if rec != nil {
+		// A call that waited for a confirmation was recorded PENDING when it was asked.
+		if id = tr.s.pendingRuns[c.ID]; id == "" {
+			id = rec.Begin(tr.info, c)
+		}
+		delete(tr.s.pendingRuns, c.ID)
 	}
 	began := time.Now()
+	var mu sync.Mutex // began is set from the tool's goroutine (Started) and read below
+	out.started = func() {
+		mu.Lock()
+		began = time.Now()
+		mu.Unlock()
+		if rec != nil {
+			rec.Running(id)
+		}
+	}
 	var state string
-	if c.Name == HelperTool && tr.offersHelper() {
+	switch {
+	case c.Name == HelperTool && tr.offersHelper():
+		out.Started()
 		state = tr.runHelper(c, out)
-	} else {
+	case tr.offersExternal(c.Name):
+		state = tr.runExternal(c, out)
+	default:
 		state = tr.rt.cfg.Tools.Call(tr.ctx, tr.info, c, out)
 	}
 	if errors.Is(context.Cause(tr.ctx), errStopped) && state != StateSuccess {
 		state = StateInterrupted
 	}
-	if tr.rt.cfg.Recorder != nil {
-		tr.rt.cfg.Recorder.End(rec, state, out.blocks, time.Since(began))
+	if rec != nil {
+		mu.Lock()
+		elapsed := time.Since(began)
+		mu.Unlock()
+		out.mu.Lock()
+		end := RunEnd{State: state, Output: out.blocks, Elapsed: elapsed, TimedOut: out.timedOut, Usage: out.usage}
+		out.mu.Unlock()
+		rec.End(id, end)
 	}
 	end := newEvent(ToolResultEnd)
 	end.ToolCallID, end.ToolCallName, end.State = c.ID, c.Name, state
 	tr.emit(end)
-	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: state, Content: out.blocks}
+	return ContentBlock{Type: "tool_result", ToolCallID: c.ID, Name: c.Name, State: state, Content: out.Blocks()}
+}
+
+// closePending ends the PENDING history run of a confirmation-waiting call that will not run
+// (declined, or denied when judged again).
+func (tr *turnRun) closePending(c ToolCall) {
+	id := tr.s.pendingRuns[c.ID]
+	delete(tr.s.pendingRuns, c.ID)
+	if id != "" && tr.rt.cfg.Recorder != nil {
+		tr.rt.cfg.Recorder.End(id, RunEnd{State: StateDenied})
+	}
 }
 
 // refuse emits a denied result for c without running it.
@@ -444,9 +503,11 @@ func (tr *turnRun) stopped() {
 		tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Stopped."})
 		return
 	}
-	gen := false
 	e := newEvent(RequestStop)
-	e.Reason, e.GenerateReason = "stopped by the person", &gen
+	e.Reason, e.GenerateReason = "stopped by the person", StopUser
+	if context.Cause(tr.ctx) == errStoppedAll {
+		e.Reason, e.GenerateReason = "stopped by the server", StopMiddleware
+	}
 	tr.emit(e)
 	tr.reply.Content = append(tr.reply.Content, ContentBlock{Type: "text", Text: "Stopped. Send a message to continue."})
 }

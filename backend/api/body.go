@@ -13,6 +13,18 @@ import (
 // maxBody is the largest request body the API reads (1 MiB); a larger one answers 413.
 const maxBody = 1 << 20
 
+// maxExternalBody is the largest body of POST /api/app/chat/external, which carries a file
+// the person picked (agent.MaxExternalFile, in base64).
+const maxExternalBody = 12 << 20
+
+// bodyLimit is the largest body the API reads for path.
+func bodyLimit(path string) int64 {
+	if path == externalPath {
+		return maxExternalBody
+	}
+	return maxBody
+}
+
 // jsonBodies checks the body of every state-changing request before any route sees it: at
 // most maxBody bytes (413 otherwise: see refuseLarge), one well-formed JSON object
 // with no trailing data and no key given twice in one object (400 otherwise). So a route that
@@ -33,16 +45,17 @@ func jsonBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.ContentLength > maxBody {
+		limit := bodyLimit(r.URL.Path)
+		if r.ContentLength > limit {
 			refuseLarge(w, r, r.ContentLength)
 			return
 		}
-		raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read to its end; send it again", Code: "invalid"})
 			return
 		}
-		if len(raw) > maxBody {
+		if int64(len(raw)) > limit {
 			refuseLarge(w, r, -1)
 			return
 		}

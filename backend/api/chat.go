@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -16,7 +17,13 @@ import (
 type Chat interface {
 	Run(ctx context.Context, t agent.Turn, emit func(agent.Event)) error
 	Stop(userID, sessionID string) bool
+	// ExternalResult hands a client's result to an external tool call waiting in the
+	// caller's conversation (fault.ErrNotFound when none waits there).
+	ExternalResult(userID, sessionID string, r agent.ExternalResult) error
 }
+
+// externalPath is the route a client posts an external tool's result to.
+const externalPath = "/api/app/chat/external"
 
 type chatBody struct {
 	SessionID      string                `json:"sessionId"`
@@ -25,6 +32,8 @@ type chatBody struct {
 	Input          string                `json:"input"`
 	ChatModel      *agent.ChatModel      `json:"chatModel,omitempty"`
 	ConfirmResults []agent.ConfirmResult `json:"confirmResults,omitempty"`
+	// ClientTools are the external tools this client can run (agent.ExternalTools).
+	ClientTools []string `json:"clientTools,omitempty"`
 }
 
 // chat streams one turn (SPEC §2.1): SSE for Accept: text/event-stream, otherwise a JSON
@@ -49,7 +58,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	turn := agent.Turn{SessionID: b.SessionID, UserID: p.AccountID, AgentID: b.AgentID, Input: b.Input,
-		ChatModel: b.ChatModel, ConfirmResults: b.ConfirmResults}
+		ChatModel: b.ChatModel, ConfirmResults: b.ConfirmResults, ClientTools: b.ClientTools}
 	if b.AgentID != "" {
 		a, err := s.cfg.Profiles.Get(p.AccountID, b.AgentID)
 		if err != nil {
@@ -124,6 +133,29 @@ func (s *Server) chatStop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"stopped": s.cfg.Chat.Stop(principal(r).AccountID, b.SessionID)})
 }
 
+// chatExternal takes an external tool's result from the client that ran it: {sessionId,
+// toolCallId, state, content, error}. Only a call waiting in the caller's own conversation
+// takes it (404 otherwise; the conversation is keyed by the caller's account).
+func (s *Server) chatExternal(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		SessionID string `json:"sessionId"`
+		agent.ExternalResult
+	}
+	if err := decode(r, &b); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if b.SessionID == "" || b.ToolCallID == "" {
+		writeError(w, r, s.log, fault.Invalid("sessionId and toolCallId are required"))
+		return
+	}
+	if err := s.cfg.Chat.ExternalResult(principal(r).AccountID, b.SessionID, b.ExternalResult); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"accepted": true})
+}
+
 func (s *Server) needChat(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Chat == nil || s.cfg.Chats == nil {
@@ -179,6 +211,29 @@ func (s *Server) chatHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, tl)
+}
+
+// chatHistoryExport answers the session's execution history as JSON Lines, one tool run per
+// line (a download: history-<id>.jsonl).
+func (s *Server) chatHistoryExport(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.cfg.Chats.ChatSession(principal(r).AccountID, id); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := history.Export(s.cfg.Chats, principal(r).AccountID, id, &buf); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/jsonl; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	if validSessionID(id) {
+		h.Set("Content-Disposition", `attachment; filename="history-`+id+`.jsonl"`)
+	}
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
 }
 
 func validSessionID(id string) bool {

@@ -3,12 +3,14 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,6 +145,158 @@ func TestChatSessionsAndHistory(t *testing.T) {
 	}
 	if rec := f.do(req{method: "POST", path: "/api/app/chat", body: `{"sessionId":"bad id/..","userId":"` + me.ID + `","input":"x"}`, cookie: f.admin}); rec.Code != 400 {
 		t.Fatalf("bad session id: %d", rec.Code)
+	}
+
+	// The export: JSON Lines, one run per line, the caller's runs only.
+	exp := func(cookie string) (int, []store.ToolRun, http.Header) {
+		rec := f.do(req{method: "GET", path: "/api/app/chat/sessions/s-1/history.jsonl", cookie: cookie})
+		var runs []store.ToolRun
+		for _, l := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
+			var r store.ToolRun
+			if rec.Code == 200 && json.Unmarshal([]byte(l), &r) == nil {
+				runs = append(runs, r)
+			}
+		}
+		return rec.Code, runs, rec.Header()
+	}
+	if code, runs, h := exp(f.admin); code != 200 || len(runs) != 2 || runs[0].Tool != "computer_shell" || runs[0].UserID != me.ID ||
+		h.Get("Content-Type") != "application/jsonl; charset=utf-8" || !strings.Contains(h.Get("Content-Disposition"), "history-s-1.jsonl") {
+		t.Fatalf("admin's export: %d %+v %v", code, runs, h)
+	}
+	if code, runs, _ := exp(f.user); code != 200 || len(runs) != 1 || runs[0].UserID != bob.ID {
+		t.Fatalf("bob's export of s-1: %d %+v", code, runs)
+	}
+	if rec := f.do(req{method: "GET", path: "/api/app/chat/sessions/nope/history.jsonl", cookie: f.admin}); rec.Code != 404 {
+		t.Fatalf("export of an unknown session: %d", rec.Code)
+	}
+	if rec := f.do(req{method: "GET", path: "/api/app/chat/sessions/s-1/history.jsonl"}); rec.Code != 401 {
+		t.Fatalf("export logged out: %d", rec.Code)
+	}
+}
+
+// pickModel asks for client_pick_file once, then answers with what the tool returned.
+type pickModel struct {
+	calls   int
+	offered []string // the tools of the last request
+}
+
+func (m *pickModel) Name() string { return "pick" }
+
+func (m *pickModel) Stream(ctx context.Context, req agent.ModelRequest, on func(agent.ModelDelta)) (agent.ModelReply, error) {
+	m.calls++
+	m.offered = nil
+	for _, t := range req.Tools {
+		m.offered = append(m.offered, t.Name)
+	}
+	if m.calls == 1 {
+		return agent.ModelReply{ToolCalls: []agent.ToolCall{{ID: "pick1", Name: agent.PickFileTool,
+			Input: map[string]any{"prompt": "the report", "timeout_seconds": float64(60)}}}}, nil
+	}
+	last := req.Messages[len(req.Messages)-1]
+	var said string
+	for _, b := range last.Content {
+		for _, c := range b.Content {
+			said += c.Text
+		}
+	}
+	on(agent.ModelDelta{Text: "got: " + said})
+	return agent.ModelReply{Text: "got: " + said}, nil
+}
+
+// TestChatExternal: a client that names client_pick_file in clientTools is offered it; the
+// turn waits for the result, which only the conversation's owner can post, well-formed.
+func TestChatExternal(t *testing.T) {
+	f := newFixture(t)
+	model := &pickModel{}
+	rt, err := agent.New(agent.Config{Tools: echoTools{}, Sessions: f.store, Recorder: history.New(f.store, nil),
+		Models: func(context.Context, string, *agent.ChatModel) (agent.Model, error) { return model, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.cfg.Chat, f.srv.cfg.Chats = rt, f.store
+	me := decodeBody[struct{ User userJSON }](t, f.do(req{method: "GET", path: "/api/auth/me", cookie: f.admin})).User
+
+	srv := httptest.NewServer(f.srv.Handler())
+	defer srv.Close()
+	body := `{"sessionId":"s-x","userId":"` + me.ID + `","input":"read my report","clientTools":["client_pick_file"]}`
+	hr, _ := http.NewRequest("POST", srv.URL+"/api/app/chat", strings.NewReader(body))
+	hr.Host = "127.0.0.1:8765"
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	hr.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.admin})
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	next := func() agent.Event {
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var e agent.Event
+				if err := json.Unmarshal([]byte(data), &e); err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+		}
+		t.Fatalf("stream ended: %v", sc.Err())
+		return agent.Event{}
+	}
+	for e := next(); e.Type != agent.RequireExternalExec; e = next() {
+		if e.Type == agent.AgentEnd {
+			t.Fatal("the turn ended without asking the client")
+		}
+	}
+	post := func(cookie, b string) int {
+		return f.do(req{method: "POST", path: "/api/app/chat/external", body: b, cookie: cookie}).Code
+	}
+	file := base64.StdEncoding.EncodeToString([]byte("a,b\n1,2\n"))
+	good := `{"sessionId":"s-x","toolCallId":"pick1","state":"success","content":[{"type":"file","name":"r.csv","mediaType":"text/csv","data":"` + file + `"}]}`
+	cases := []struct {
+		name, cookie, body string
+		code               int
+	}{
+		{"logged out", "", good, 401},
+		{"another account", f.user, good, 404},
+		{"no tool call id", f.admin, `{"sessionId":"s-x"}`, 400},
+		{"unknown state", f.admin, strings.Replace(good, `"success"`, `"maybe"`, 1), 400},
+		{"not base64", f.admin, strings.Replace(good, file, "%%%", 1), 400},
+		{"unknown call", f.admin, strings.Replace(good, "pick1", "pick9", 1), 404},
+		{"the owner", f.admin, good, 200},
+		{"twice", f.admin, good, 404},
+	}
+	for _, c := range cases {
+		if got := post(c.cookie, c.body); got != c.code {
+			t.Errorf("%s: %d, want %d", c.name, got, c.code)
+		}
+	}
+	var result agent.Event
+	var text string
+	for e := next(); e.Type != agent.AgentEnd; e = next() {
+		switch e.Type {
+		case agent.ExternalExecutionResult:
+			result = e
+		case agent.TextBlockDelta:
+			text += e.Delta
+		}
+	}
+	if result.State != agent.StateSuccess || result.Data == nil || result.Data.Name != "r.csv" || result.Data.Size != 8 {
+		t.Fatalf("EXTERNAL_EXECUTION_RESULT = %+v", result)
+	}
+	if !strings.Contains(text, "r.csv") || !strings.Contains(text, "1,2") {
+		t.Fatalf("the model got %q", text)
+	}
+	if !slices.Contains(model.offered, agent.PickFileTool) {
+		t.Fatalf("offered %v", model.offered)
+	}
+	// An old client (no clientTools) is not offered the tool.
+	model.calls = 1 // answer with text at once
+	f.do(req{method: "POST", path: "/api/app/chat", body: strings.Replace(strings.Replace(body, `,"clientTools":["client_pick_file"]`, "", 1), "s-x", "s-y", 1),
+		cookie: f.admin, header: map[string]string{"Accept": "application/json"}})
+	if slices.Contains(model.offered, agent.PickFileTool) {
+		t.Fatalf("a client that named no client tools was offered %v", model.offered)
 	}
 }
 

@@ -243,6 +243,8 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("GET /api/app/chat/sessions", s.authed(s.needChat(s.listChats)))
 	mux.Handle("GET /api/app/chat/sessions/{id}", s.authed(s.needChat(s.getChat)))
 	mux.Handle("GET /api/app/chat/sessions/{id}/history", s.authed(s.needChat(s.chatHistory)))
+	mux.Handle("GET /api/app/chat/sessions/{id}/history.jsonl", s.authed(s.needChat(s.chatHistoryExport)))
+	mux.Handle("POST "+externalPath, s.authed(s.needChat(s.chatExternal)))
 
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API route: " + r.Method + " " + r.URL.Path, Code: "not_found"})

@@ -1,14 +1,20 @@
 // Package history records every tool call an agent makes (SPEC §2.5): session, turn, step,
-// tool, SHA-256 of the input and of the output (null on failure), status (INTERRUPTED when a
-// person stopped it or the process ended under it, see store.InterruptRuns), duration, and the
-// process's CPU time and peak memory where measurable; and answers one query per session
-// with its timeline, durations and failure rate.
+// tool, SHA-256 of the input and of the output (null on failure), status — PENDING while the
+// call is queued (behind a person's confirmation, its desktop starting, the desktop's lease),
+// RUNNING, then SUCCESS, FAILED, TIMEOUT (its deadline ended it) or INTERRUPTED (a person
+// stopped it or the process ended under it, see store.InterruptRuns) — its duration, and the
+// CPU time and peak memory of the command it ran, measured where it ran (the driver's wait4 of
+// the child in the desktop, ProcessUsage on the host); tools that run no command leave them
+// out. It answers one query per session with its timeline, durations and failure rate, and
+// exports a session as JSON Lines.
 package history
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -32,12 +38,7 @@ type Recorder struct {
 	now func() time.Time
 
 	mu   sync.Mutex
-	open map[string]openRun // guarded by mu
-}
-
-type openRun struct {
-	run store.ToolRun
-	cpu time.Duration
+	open map[string]store.ToolRun // guarded by mu
 }
 
 // New returns a Recorder.
@@ -45,7 +46,7 @@ func New(st Store, log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{st: st, log: log, now: time.Now, open: map[string]openRun{}}
+	return &Recorder{st: st, log: log, now: time.Now, open: map[string]store.ToolRun{}}
 }
 
 func digest(v any) string {
@@ -54,47 +55,85 @@ func digest(v any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Begin implements agent.Recorder.
+func (r *Recorder) put(run store.ToolRun) {
+	if err := r.st.PutToolRun(run); err != nil {
+		r.log.Warn("record tool run", "tool", run.Tool, "err", err)
+	}
+}
+
+// Begin implements agent.Recorder: the call is PENDING until Running.
 func (r *Recorder) Begin(t agent.TurnInfo, call agent.ToolCall) string {
 	now := r.now().UTC()
 	run := store.ToolRun{ID: agent.NewID(), SessionID: t.SessionID, UserID: t.UserID, TurnID: t.TurnID, Step: t.Step,
-		Tool: call.Name, Source: t.Source(), InputSHA256: digest(call.Input), Status: store.RunRunning, CreatedAt: now, UpdatedAt: now}
-	if err := r.st.PutToolRun(run); err != nil {
-		r.log.Warn("record tool run", "tool", call.Name, "err", err)
-	}
+		Tool: call.Name, Source: t.Source(), InputSHA256: digest(call.Input), Status: store.RunPending, CreatedAt: now, UpdatedAt: now}
+	r.put(run)
 	r.mu.Lock()
-	r.open[run.ID] = openRun{run: run, cpu: cpuTime()}
+	r.open[run.ID] = run
 	r.mu.Unlock()
 	return run.ID
 }
 
-// End implements agent.Recorder.
-func (r *Recorder) End(id, state string, output []agent.ContentBlock, elapsed time.Duration) {
+// Running implements agent.Recorder.
+func (r *Recorder) Running(id string) {
 	r.mu.Lock()
-	o, ok := r.open[id]
+	run, ok := r.open[id]
+	if ok && run.Status == store.RunPending {
+		run.Status = store.RunRunning
+		run.StartedAt = r.now().UTC()
+		run.UpdatedAt = run.StartedAt
+		r.open[id] = run
+	}
+	r.mu.Unlock()
+	if ok {
+		r.put(run)
+	}
+}
+
+// End implements agent.Recorder.
+func (r *Recorder) End(id string, end agent.RunEnd) {
+	r.mu.Lock()
+	run, ok := r.open[id]
 	delete(r.open, id)
 	r.mu.Unlock()
 	if !ok {
 		return
 	}
-	run := o.run
 	run.UpdatedAt = r.now().UTC()
-	run.DurationMs = elapsed.Milliseconds()
-	run.CPUMillis = (cpuTime() - o.cpu).Milliseconds()
-	run.MemoryBytes = maxRSS()
-	switch state {
-	case agent.StateSuccess:
+	run.DurationMs = end.Elapsed.Milliseconds()
+	run.CPUMillis = end.Usage.CPU.Milliseconds()
+	run.MemoryBytes = end.Usage.MemoryBytes
+	switch {
+	case end.TimedOut:
+		run.Status = store.RunTimeout
+	case end.State == agent.StateSuccess:
 		run.Status = store.RunSuccess
-		d := digest(output)
+		d := digest(end.Output)
 		run.OutputSHA256 = &d
-	case agent.StateInterrupted:
+	case end.State == agent.StateInterrupted:
 		run.Status = store.RunInterrupted
 	default:
 		run.Status = store.RunFailed
 	}
-	if err := r.st.PutToolRun(run); err != nil {
-		r.log.Warn("record tool run", "tool", run.Tool, "err", err)
+	if end.State == agent.StateDenied {
+		run.Denied = true
 	}
+	r.put(run)
+}
+
+// Export writes userID's session sessionID as JSON Lines: one store.ToolRun per line, in the
+// order the runs began. It writes nothing for a session without runs.
+func Export(st Runs, userID, sessionID string, w io.Writer) error {
+	runs, err := st.ToolRuns(userID, sessionID)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w) // one value and a newline per Encode
+	for _, run := range runs {
+		if err := enc.Encode(run); err != nil {
+			return fmt.Errorf("history: export: %w", err)
+		}
+	}
+	return nil
 }
 
 // Timeline is a session's history with its totals.

@@ -126,8 +126,10 @@ func (s *Store) ChatSessionsWithActiveTurn() ([]ChatSession, error) {
 	return out, err
 }
 
-// Tool run statuses (SPEC §2.5). INTERRUPTED: the run did not finish — a person stopped
-// it, or the process that ran it ended (InterruptRuns at the next start).
+// Tool run statuses (SPEC §2.5). PENDING: asked for, not running yet (queued behind a
+// confirmation, its desktop starting, the lease). TIMEOUT: its deadline ended it.
+// INTERRUPTED: the run did not finish — a person stopped it, or the process that ran it ended
+// (InterruptRuns at the next start).
 const (
 	RunPending     = "PENDING"
 	RunRunning     = "RUNNING"
@@ -139,21 +141,28 @@ const (
 
 // ToolRun is one tool call in the execution history.
 type ToolRun struct {
-	ID           string    `json:"id"`
-	SessionID    string    `json:"sessionId"`
-	UserID       string    `json:"userId"`
-	TurnID       string    `json:"turnId"`
-	Step         int       `json:"step"`
-	Tool         string    `json:"tool"`
-	Source       string    `json:"source,omitempty"` // "main/<name>" for a task helper's call
-	InputSHA256  string    `json:"inputSha256"`
-	OutputSHA256 *string   `json:"outputSha256"` // null on failure
-	Status       string    `json:"status"`
-	DurationMs   int64     `json:"durationMs"`
-	MemoryBytes  int64     `json:"memoryBytes,omitempty"`
-	CPUMillis    int64     `json:"cpuMillis,omitempty"`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	ID           string  `json:"id"`
+	SessionID    string  `json:"sessionId"`
+	UserID       string  `json:"userId"`
+	TurnID       string  `json:"turnId"`
+	Step         int     `json:"step"`
+	Tool         string  `json:"tool"`
+	Source       string  `json:"source,omitempty"` // "main/<name>" for a task helper's call
+	InputSHA256  string  `json:"inputSha256"`
+	OutputSHA256 *string `json:"outputSha256"` // null on failure
+	Status       string  `json:"status"`
+	DurationMs   int64   `json:"durationMs"`
+	// MemoryBytes and CPUMillis are the peak resident memory and the CPU time of the command
+	// the call ran, measured where it ran (0: the tool ran no command, or it was not measured).
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CPUMillis   int64 `json:"cpuMillis,omitempty"`
+	// Denied: the call never ran — a person declined it, or the guard denied it when it was
+	// judged again after the wait (Status FAILED).
+	Denied    bool      `json:"denied,omitempty"`
+	CreatedAt time.Time `json:"createdAt"` // when it was asked for (PENDING from then)
+	// StartedAt is when it started running (zero while PENDING, and for a call that never ran).
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // runKey orders a session's runs by creation time.

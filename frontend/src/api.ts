@@ -719,7 +719,15 @@ export interface ToolRun {
   status: string;
   durationMs: number;
   createdAt: string;
+  /** When it started running (absent while PENDING and for a call that never ran). */
+  startedAt?: string;
+  inputSha256?: string;
   outputSha256: string | null;
+  /** Peak memory and CPU time of the command the call ran, where it ran. */
+  memoryBytes?: number;
+  cpuMillis?: number;
+  /** A person declined it (or the guard denied it after the wait). */
+  denied?: boolean;
 }
 
 /** GET /api/app/chat/sessions/:id/history. */
@@ -740,6 +748,17 @@ export interface ChatRequest {
   agentId: string;
   input: string;
   confirmResults?: ConfirmResult[];
+  /** The external tools this client runs (chat.ts clientTools). */
+  clientTools?: string[];
+}
+
+/** The body of POST /api/app/chat/external: a client tool's result. */
+export interface ExternalResult {
+  sessionId: string;
+  toolCallId: string;
+  state: 'success' | 'error' | 'denied';
+  content?: Array<{ type: 'file' | 'text'; name?: string; mediaType?: string; data?: string; text?: string }>;
+  error?: string;
 }
 
 /** The error classes the server puts in `code`. */
@@ -1394,6 +1413,33 @@ export class Client {
   /** GET /api/app/chat/sessions/:id/history: the execution timeline. */
   chatTimeline(id: string): Promise<Timeline> {
     return this.request<Timeline>('GET', `/api/app/chat/sessions/${encodeURIComponent(id)}/history`);
+  }
+
+  /** GET /api/app/chat/sessions/:id/history.jsonl: the execution history as JSON Lines. */
+  async historyExport(id: string): Promise<string> {
+    const headers: Record<string, string> = { Accept: 'application/jsonl' };
+    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+    let res: Response;
+    try {
+      res = await this.fetchImpl(`${this.baseUrl}/api/app/chat/sessions/${encodeURIComponent(id)}/history.jsonl`, {
+        headers,
+        credentials: this.usesToken ? 'omit' : 'same-origin',
+      });
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
+    }
+    if (!res.ok) {
+      const err = await errorFrom(res);
+      if (res.status === 401) this.onUnauthenticated?.();
+      throw err;
+    }
+    return res.text();
+  }
+
+  /** POST /api/app/chat/external: the result of a tool this client ran for the agent. */
+  chatExternal(body: ExternalResult): Promise<{ accepted: boolean }> {
+    return this.request<{ accepted: boolean }>('POST', '/api/app/chat/external', body);
   }
 
   /** POST /api/app/chat/stop. */

@@ -4,7 +4,10 @@ import {
   argsSummary,
   emptyChat,
   endTurn,
+  fromBase64,
   fromHistory,
+  parseTable,
+  toBase64,
   reduce,
   SSEParser,
   type Block,
@@ -116,6 +119,53 @@ describe('reduce', () => {
       'Stopped after 5 steps (the limit is 5).',
       'All tool calls were denied.',
     ]);
+  });
+
+  it('stop reasons: a string enum, a confirmation pause shows no stop, old booleans still work', () => {
+    const s = run([
+      { type: 'REQUEST_STOP', reason: 'waiting', generateReason: 'PERMISSION_ASKING' },
+      { type: 'REQUEST_STOP', reason: 'the model stopped its reply (length)', generateReason: 'MODEL_STOP' },
+      { type: 'REQUEST_STOP', reason: 'stopped by the person', generateReason: 'USER_INTERRUPTED' },
+      { type: 'REQUEST_STOP', reason: 'old server', generateReason: false },
+    ]);
+    expect(blocksOf(s).map((b) => (b.kind === 'notice' ? `${b.tone}:${b.text}` : ''))).toEqual([
+      'warn:The model ended its reply early: the model stopped its reply (length)',
+      'info:Stopped: stopped by the person',
+      'info:Stopped: old server',
+    ]);
+  });
+
+  it('data blocks: a file arrives in pieces, with its type and size', () => {
+    const s = run([
+      { type: 'DATA_BLOCK_START', blockId: 'd1', toolCallId: 't', data: { type: 'file', name: 'r.csv', mediaType: 'text/csv', size: 8 } },
+      { type: 'DATA_BLOCK_DELTA', blockId: 'd1', delta: btoa('a,b\n') },
+      { type: 'DATA_BLOCK_DELTA', blockId: 'd1', delta: btoa('1,2\n') },
+      { type: 'DATA_BLOCK_END', blockId: 'd1' },
+    ]);
+    const b = blocksOf(s)[0];
+    expect(b).toMatchObject({ kind: 'data', name: 'r.csv', mediaType: 'text/csv', size: 8, done: true });
+    if (b.kind !== 'data') throw new Error('not data');
+    expect(new TextDecoder().decode(fromBase64(b.data.slice(0, 8))) + new TextDecoder().decode(fromBase64(b.data.slice(8)))).toBe('a,b\n1,2\n');
+    expect(parseTable('a,b\n"x, y","say ""hi"""\n')).toEqual([
+      ['a', 'b'],
+      ['x, y', 'say "hi"'],
+    ]);
+  });
+
+  it('external execution: a card waits for the person, the result closes it', () => {
+    let s = run([
+      {
+        type: 'REQUIRE_EXTERNAL_EXECUTION',
+        toolCallId: 'p1',
+        toolCallName: 'client_pick_file',
+        toolCalls: [{ id: 'p1', name: 'client_pick_file', input: { prompt: 'the report', accept: '.csv' } }],
+        metadata: { deadline: '2026-12-02T15:00:00Z' },
+      },
+    ]);
+    expect(blocksOf(s)[0]).toMatchObject({ kind: 'external', id: 'p1', prompt: 'the report', accept: '.csv', state: 'waiting' });
+    s = reduce(s, { type: 'EXTERNAL_EXECUTION_RESULT', toolCallId: 'p1', state: 'error', reason: 'nobody answered within 5s' });
+    expect(blocksOf(s)[0]).toMatchObject({ kind: 'external', state: 'error', detail: 'nobody answered within 5s' });
+    expect(toBase64(new Uint8Array([0, 255, 1]))).toBe('AP8B');
   });
 
   it('endTurn marks cut-off tools interrupted and adds the error', () => {

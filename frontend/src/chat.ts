@@ -12,6 +12,8 @@ export interface ContentBlock {
   input?: Record<string, unknown>;
   state?: string;
   content?: ContentBlock[];
+  /** A file's size (type "file"). */
+  size?: number;
 }
 
 /** A saved or final message. */
@@ -61,9 +63,17 @@ export interface ChatEvent {
   toolCalls?: ToolCall[];
   confirmResults?: ConfirmResult[];
   reason?: string;
+  /**
+   * Why a REQUEST_STOP stopped the turn: MODEL_STOP, PERMISSION_ASKING, USER_INTERRUPTED,
+   * MIDDLEWARE_STOP_REQUESTED (older servers sent a boolean).
+   */
+  generateReason?: string | boolean;
   value?: unknown;
   metadata?: Record<string, unknown>;
 }
+
+/** The external tools this client runs (REQUIRE_EXTERNAL_EXECUTION); sent as clientTools. */
+export const clientTools = ['client_pick_file'];
 
 /** An image shown in a block. */
 export interface ImageData {
@@ -86,7 +96,38 @@ export type Block =
     }
   | { kind: 'confirm'; id: string; toolCalls: ToolCall[]; answered: 'allowed' | 'always' | 'denied' | '' }
   | { kind: 'notice'; id: string; tone: 'info' | 'warn' | 'error'; text: string }
+  | DataBlock
+  | ExternalBlock
   | HelperBlock;
+
+/**
+ * A structured result a tool produced (DATA_BLOCK_START/DELTA/END): a file, an image, a
+ * table, shown rendered and offered for download. data is base64, complete once done.
+ */
+export interface DataBlock {
+  kind: 'data';
+  id: string;
+  name: string;
+  mediaType: string;
+  size: number;
+  data: string;
+  done: boolean;
+}
+
+/**
+ * A tool this client runs for the agent (REQUIRE_EXTERNAL_EXECUTION), e.g. picking a file;
+ * state is waiting until the person answered, then the server's EXTERNAL_EXECUTION_RESULT.
+ */
+export interface ExternalBlock {
+  kind: 'external';
+  id: string; // the tool call id
+  name: string;
+  prompt: string;
+  accept: string;
+  deadline: string;
+  state: 'waiting' | 'sent' | 'success' | 'error' | 'denied' | 'interrupted';
+  detail: string;
+}
 
 /**
  * A temporary task helper's work (events with `source` "main/<name>"), grouped under the
@@ -346,6 +387,52 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
         })),
       };
     }
+    case 'DATA_BLOCK_START':
+    case 'DATA_BLOCK_DELTA':
+    case 'DATA_BLOCK_END': {
+      const id = e.blockId || 'data';
+      return updateBlock(
+        s,
+        'data',
+        id,
+        () => ({ kind: 'data', id, name: '', mediaType: '', size: 0, data: '', done: false }),
+        (b) => ({
+          ...b,
+          name: e.data?.name ?? b.name,
+          mediaType: e.data?.mediaType ?? b.mediaType,
+          size: e.data?.size ?? b.size,
+          data: e.type === 'DATA_BLOCK_DELTA' ? b.data + (e.delta ?? '') : b.data,
+          done: e.type === 'DATA_BLOCK_END',
+        }),
+      );
+    }
+    case 'REQUIRE_EXTERNAL_EXECUTION': {
+      const call = e.toolCalls?.[0];
+      const id = e.toolCallId || call?.id || 'external';
+      const input = call?.input ?? {};
+      const str = (v: unknown) => (typeof v === 'string' ? v : '');
+      return pushBlock(s, {
+        kind: 'external',
+        id,
+        name: e.toolCallName || call?.name || '',
+        prompt: str(input.prompt),
+        accept: str(input.accept),
+        deadline: str(e.metadata?.deadline),
+        state: 'waiting',
+        detail: '',
+      });
+    }
+    case 'EXTERNAL_EXECUTION_RESULT': {
+      const id = e.toolCallId || 'external';
+      const state = (['success', 'error', 'denied', 'interrupted'].includes(e.state ?? '') ? e.state : 'error') as ExternalBlock['state'];
+      return updateBlock(
+        s,
+        'external',
+        id,
+        () => ({ kind: 'external', id, name: e.toolCallName || '', prompt: '', accept: '', deadline: '', state, detail: '' }),
+        (b) => ({ ...b, state, detail: e.reason || (e.data?.name ? `${e.data.name} (${e.data.size ?? 0} bytes)` : '') }),
+      );
+    }
     case 'ALL_TOOLS_DENIED':
       return pushBlock(s, { kind: 'notice', id: e.id || 'denied', tone: 'warn', text: 'All tool calls were denied.' });
     case 'EXCEED_MAX_ITERS':
@@ -356,6 +443,11 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
         text: `Stopped after ${e.currentIter ?? e.maxIters ?? '?'} steps (the limit is ${e.maxIters ?? '?'}).`,
       });
     case 'REQUEST_STOP':
+      // A pause for a confirmation shows as its card, not as a stop.
+      if (e.generateReason === 'PERMISSION_ASKING') return s;
+      if (e.generateReason === 'MODEL_STOP') {
+        return pushBlock(s, { kind: 'notice', id: e.id || 'stop', tone: 'warn', text: `The model ended its reply early${e.reason ? `: ${e.reason}` : '.'}` });
+      }
       return pushBlock(s, {
         kind: 'notice',
         id: e.id || 'stop',
@@ -438,6 +530,11 @@ export function fromHistory(history: Msg[] | null | undefined): ChatMessage[] {
           break;
         }
         case 'tool_result': {
+          for (const [fi, f] of (c.content ?? []).entries()) {
+            if (f.type === 'file' && f.data) {
+              blocks.push({ kind: 'data', id: `${id}-f${fi}`, name: f.name ?? 'file', mediaType: f.mediaType ?? '', size: f.size ?? 0, data: f.data, done: true });
+            }
+          }
           const t = tools.get(c.toolCallId || '');
           const result = (c.content ?? [])
             .filter((x) => x.type === 'text')
@@ -484,6 +581,54 @@ export function prettyArgs(args: string): string {
   } catch {
     return args;
   }
+}
+
+/** The rows of a CSV or TSV text (quotes and doubled quotes understood); at most max rows. */
+export function parseTable(text: string, sep = ',', max = 200): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let cell = '';
+  let quoted = false;
+  for (let i = 0; i < text.length && rows.length < max; i++) {
+    const ch = text[i];
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') {
+        cell += '"';
+        i++;
+      } else if (ch === '"') quoted = false;
+      else cell += ch;
+    } else if (ch === '"' && cell === '') quoted = true;
+    else if (ch === sep) {
+      row.push(cell);
+      cell = '';
+    } else if (ch === '\n' || ch === '\r') {
+      if (ch === '\r' && text[i + 1] === '\n') i++;
+      row.push(cell);
+      rows.push(row);
+      row = [];
+      cell = '';
+    } else cell += ch;
+  }
+  if ((cell !== '' || row.length > 0) && rows.length < max) {
+    row.push(cell);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** Decodes base64 to bytes. */
+export function fromBase64(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** Encodes bytes as base64. */
+export function toBase64(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
 }
 
 /** A short form of a tool's arguments for the block header. */

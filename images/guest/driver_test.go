@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -482,6 +483,20 @@ func TestExec(t *testing.T) {
 			}
 			if r.Duration > 2*time.Second {
 				t.Errorf("took %v", r.Duration)
+			}
+		}},
+		{"what the command cost: its own peak memory and CPU", guest.ExecRequest{
+			// awk builds a string of 128 MiB, then prints its own high-water mark.
+			Shell: `awk 'BEGIN { s = "0123456789abcdef"; while (length(s) < 100000000) s = s s; while ((getline l < "/proc/self/status") > 0) if (l ~ /^VmHWM/) print l }'`}, func(t *testing.T, r guest.ExecResult) {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(string(r.Stdout)), "VmHWM: %d kB", &kib); err != nil {
+				t.Fatalf("stdout %q: %v", r.Stdout, err)
+			}
+			if hwm := kib << 10; hwm < 100e6 || r.MaxRSS < hwm || r.MaxRSS > hwm+hwm/10 {
+				t.Errorf("reported peak %d bytes; the shell's own high-water mark %d bytes (want within 10%%)", r.MaxRSS, hwm)
+			}
+			if r.CPUTime <= 0 || r.CPUTime > r.Duration*4 {
+				t.Errorf("CPU time %v for a %v command", r.CPUTime, r.Duration)
 			}
 		}},
 		{"background child does not hold the call", guest.ExecRequest{Shell: "sleep 5 & echo started"}, func(t *testing.T, r guest.ExecResult) {

@@ -146,6 +146,8 @@ func (e *execer) run(ctx context.Context, r wire.ExecRequest) (wire.ExecResult, 
 		return res, ctx.Err()
 	}
 	res.ExitCode = pr.exitCode()
+	res.CPUTime = time.Duration(pr.usage.Utime.Nano() + pr.usage.Stime.Nano())
+	res.MaxRSS = int64(pr.usage.Maxrss) * 1024 // KiB on Linux
 	res.Stdout, res.StdoutTruncated = stdout.buf, stdout.truncated
 	res.Stderr, res.StderrTruncated = stderr.buf, stderr.truncated
 	res.StdoutLen, res.StderrLen = len(res.Stdout), len(res.Stderr)

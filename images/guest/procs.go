@@ -34,6 +34,7 @@ type proc struct {
 	pid    int
 	done   chan struct{}
 	status syscall.WaitStatus // valid after done
+	usage  syscall.Rusage     // valid after done: the child's and its waited-for descendants'
 }
 
 func newProcs(global bool) *procs {
@@ -74,6 +75,9 @@ func (p *procs) start(cmd *exec.Cmd) (*proc, error) {
 		st, err := cmd.Process.Wait()
 		if err == nil {
 			pr.status = st.Sys().(syscall.WaitStatus)
+			if ru, ok := st.SysUsage().(*syscall.Rusage); ok && ru != nil {
+				pr.usage = *ru
+			}
 		}
 		close(pr.done)
 	}()
@@ -97,7 +101,8 @@ func (p *procs) reapLoop(sig chan os.Signal) {
 func (p *procs) reapAll() {
 	for {
 		var st syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, nil)
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, &ru)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
@@ -109,7 +114,7 @@ func (p *procs) reapAll() {
 		delete(p.waiting, pid)
 		p.mu.Unlock()
 		if pr != nil {
-			pr.status = st
+			pr.status, pr.usage = st, ru
 			pr.cmd.Process.Release()
 			close(pr.done)
 		}

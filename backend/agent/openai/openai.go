@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/agent/native"
 	"cubicle/backend/egress"
 	"cubicle/backend/fault"
 )
@@ -31,6 +32,12 @@ type Config struct {
 	// allowance); otherwise every connection to such an address is refused when it is dialled.
 	AllowPrivate bool
 	HTTP         *http.Client // nil: a client with no overall timeout (streams are long)
+	// Attempts bounds the tries of a call the endpoint refused for now (HTTP 429, 5xx) before
+	// anything streamed (default 4); RetryBase and RetryMax shape the backoff between them
+	// (default 1 s doubling, at most 30 s; the endpoint's retry-after wins, within RetryMax).
+	// The person sees each wait as a HINT_BLOCK.
+	Attempts            int
+	RetryBase, RetryMax time.Duration
 }
 
 // Bounds of one streamed reply: a hostile or broken endpoint cannot grow the server's memory
@@ -52,6 +59,15 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" || cfg.Model == "" {
 		return nil, fault.Invalid("the model needs a base URL and a model name (Settings → Models)")
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 4
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = time.Second
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 30 * time.Second
 	}
 	hc := cfg.HTTP
 	if hc == nil {
@@ -151,31 +167,77 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 		hr.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
 	}
 	start := time.Now()
-	resp, err := c.hc.Do(hr)
+	var resp *http.Response
+	err = native.Backoff(ctx, c.cfg.Attempts, c.cfg.RetryBase, c.cfg.RetryMax, func(err error) native.Retry {
+		var busy *busyError
+		if errors.As(err, &busy) {
+			return busy.retry
+		}
+		return native.Retry{}
+	}, func(h string) { onDelta(agent.ModelDelta{Hint: h}) }, func() error {
+		r := hr.Clone(ctx)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		var err error
+		resp, err = c.post(ctx, r)
+		return err
+	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return agent.ModelReply{}, ctx.Err()
+		var busy *busyError
+		if errors.As(err, &busy) {
+			return agent.ModelReply{}, busy.err
 		}
-		if errors.Is(err, fault.ErrForbidden) {
-			return agent.ModelReply{}, fault.Forbidden("the model at %s: %v", c.cfg.BaseURL, err)
-		}
-		return agent.ModelReply{}, fault.Unavailable("cannot reach the model at %s: %v", c.cfg.BaseURL, err)
+		return agent.ModelReply{}, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
-		class := fault.ErrUnavailable
-		switch resp.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			class = fault.ErrForbidden
-		case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity:
-			class = fault.ErrInvalid
-		}
-		return agent.ModelReply{}, fault.New(class, "the model %s answered HTTP %d: %s", c.cfg.Model, resp.StatusCode, strings.TrimSpace(string(msg)))
-	}
 	reply, err := readStream(io.LimitReader(resp.Body, MaxResponseBytes+1), onDelta)
 	reply.Usage.Time = time.Since(start).Seconds()
 	return reply, err
+}
+
+// busyError is an answer worth trying again (rate limited, overloaded, failing).
+type busyError struct {
+	err   error
+	retry native.Retry
+}
+
+func (e *busyError) Error() string { return e.err.Error() }
+
+// post sends one request; a non-200 answer is an error (a busyError when worth retrying).
+func (c *Client) post(ctx context.Context, hr *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, fault.ErrForbidden) {
+			return nil, fault.Forbidden("the model at %s: %v", c.cfg.BaseURL, err)
+		}
+		return nil, fault.Unavailable("cannot reach the model at %s: %v", c.cfg.BaseURL, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	class := fault.ErrUnavailable
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		class = fault.ErrForbidden
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity:
+		class = fault.ErrInvalid
+	}
+	err = fault.New(class, "the model %s answered HTTP %d: %s", c.cfg.Model, resp.StatusCode, strings.TrimSpace(string(msg)))
+	r := native.Retry{After: native.RetryAfter(resp.Header.Get)}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		r.OK, r.Why = true, "rate limited (HTTP 429)"
+	case resp.StatusCode >= 500:
+		r.OK, r.Why = true, fmt.Sprintf("failing (HTTP %d)", resp.StatusCode)
+	}
+	if r.OK {
+		return nil, &busyError{err: err, retry: r}
+	}
+	return nil, err
 }
 
 // Test makes one tiny request (a one-word prompt) and says what failed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
@@ -120,5 +122,52 @@ func TestNoRedirects(t *testing.T) {
 	}
 	if v := leaked.Load(); v != nil {
 		t.Fatalf("the key reached the redirect target: %v", v)
+	}
+}
+
+// TestRetriesRateLimit: a 429 (with retry-after) and a 503 before the stream starts are tried
+// again, each wait told to the person as a hint; a 400 is not retried.
+func TestRetriesRateLimit(t *testing.T) {
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		switch calls {
+		case 1:
+			w.Header().Set("Retry-After", "0.05")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case 2:
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+		}
+	}))
+	defer srv.Close()
+	c, err := New(Config{BaseURL: srv.URL, Model: "m", HTTP: srv.Client(), RetryBase: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hints []string
+	reply, err := c.Stream(context.Background(), agent.ModelRequest{}, func(d agent.ModelDelta) {
+		if d.Hint != "" {
+			hints = append(hints, d.Hint)
+		}
+	})
+	if err != nil || reply.Text != "ok" || calls != 3 {
+		t.Fatalf("reply %q, %v after %d calls", reply.Text, err, calls)
+	}
+	if len(hints) != 2 || !strings.Contains(hints[0], "rate limited (HTTP 429)") || !strings.Contains(hints[1], "HTTP 503") {
+		t.Fatalf("hints: %q", hints)
+	}
+	calls = 10
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		http.Error(w, "bad request", http.StatusBadRequest)
+	}))
+	defer bad.Close()
+	c, _ = New(Config{BaseURL: bad.URL, Model: "m", HTTP: bad.Client(), RetryBase: 10 * time.Millisecond})
+	calls = 0
+	if _, err := c.Stream(context.Background(), agent.ModelRequest{}, func(agent.ModelDelta) {}); err == nil || calls != 1 {
+		t.Fatalf("a 400: %v after %d calls", err, calls)
 	}
 }

@@ -45,13 +45,15 @@ var computerSpecs = []agent.ToolSpec{
 	spec("computer_shell", "Run a shell command inside the agent's isolated Linux desktop (user cua; default directory /home/cua/workspace).", shellParam),
 	spec("computer_read_file", "Read a file inside the agent's desktop.", pathParams),
 	spec("computer_write_file", "Write a file inside the agent's desktop (replaced atomically).", writeParam),
+	spec("computer_share_file", shareLead+" inside the agent's desktop.", shareParams),
 }
 
 func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environment, name string, a args, out *agent.ToolOutput) error {
-	pc, err := b.cfg.Desktops.Acquire(ctx, t)
+	pc, err := b.acquire(ctx, t, out)
 	if err != nil {
 		return fmt.Errorf("desktop: %w", err)
 	}
+	out.Started() // queued until here: the desktop starting, its lease
 	act := func(in guest.Input) error {
 		if err := pc.Input(ctx, in); err != nil {
 			return err
@@ -167,7 +169,25 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 		if err != nil {
 			return err
 		}
+		out.Measured(agent.ToolUsage{CPU: res.CPUTime, MemoryBytes: res.MaxRSS})
+		if res.TimedOut {
+			out.TimedOut()
+		}
 		return shellResult(out, res.ExitCode, res.Stdout, res.Stderr, res.StdoutTruncated || res.StderrTruncated, res.TimedOut)
+	case "computer_share_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		p = b.vmPath(env, p)
+		if err := b.checkPath(p, false); err != nil {
+			return err
+		}
+		data, err := pc.ReadFile(ctx, p, agent.MaxDataBlock)
+		if err != nil {
+			return err
+		}
+		return shareFile(out, p, a.str("name"), data)
 	case "computer_read_file":
 		p, err := a.need("path")
 		if err != nil {
@@ -218,6 +238,25 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 		return nil
 	}
 	return fault.Invalid("unknown tool %q", name)
+}
+
+// StartingHint is how long a computer tool waits for its desktop before it tells the person
+// the desktop is starting (HINT_BLOCK).
+const StartingHint = 1500 * time.Millisecond
+
+// acquire gets the turn's desktop; when that takes longer than StartingHint (the desktop is
+// being created or started, or repaired), the person is told so while they wait.
+func (b *Box) acquire(ctx context.Context, t agent.TurnInfo, out *agent.ToolOutput) (Computer, error) {
+	hinted := make(chan struct{})
+	timer := time.AfterFunc(StartingHint, func() {
+		defer close(hinted)
+		out.Hint("Starting the agent's desktop; the first start takes a few seconds.")
+	})
+	pc, err := b.cfg.Desktops.Acquire(ctx, t)
+	if !timer.Stop() {
+		<-hinted // the hint is out before anything the tool says next
+	}
+	return pc, err
 }
 
 func (b *Box) checkPath(p string, write bool) error {

@@ -16,6 +16,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
+	"cubicle/backend/history"
 	"cubicle/backend/sandbox"
 )
 
@@ -23,6 +24,7 @@ var hostSpecs = []agent.ToolSpec{
 	spec("host_shell", hostShellLead+" on the execution node's host, with the runner user's permissions (default directory: the profile's working directory, else the home directory).", shellParam),
 	spec("host_read_file", "Read a file on the execution node's host.", pathParams),
 	spec("host_write_file", "Write a file on the execution node's host (replaced atomically).", writeParam),
+	spec("host_share_file", shareLead+" on the execution node's host.", shareParams),
 	spec("computer_copy_file", "Copy a file between the host and the agent's desktop (binary safe, at most 25 MiB; an existing target is overwritten).",
 		`{"type":"object","properties":{"from":{"type":"string","enum":["host","vm"],"description":"where the source is"},"source":{"type":"string"},"target":{"type":"string"}},"required":["from","source","target"]}`),
 }
@@ -46,6 +48,8 @@ type ShellResult struct {
 	Refused []string
 	// Unsandboxed: the command ran without an OS sandbox (the node allows that).
 	Unsandboxed bool
+	// Usage is what the command's process tree cost (history.ProcessUsage).
+	Usage agent.ToolUsage
 }
 
 // LocalHost is the machine this process runs on.
@@ -147,7 +151,7 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	c.Stdout, c.Stderr = stdout, stderr
 	err = runTree(c)
 	res := ShellResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.cut || stderr.cut,
-		Unsandboxed: h.Sandbox != nil && !wrap.Sandboxed}
+		Unsandboxed: h.Sandbox != nil && !wrap.Sandboxed, Usage: history.ProcessUsage(c.ProcessState)}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
@@ -300,7 +304,27 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 			b.log.Warn("the host sandbox refused an access", "agent", t.AgentID, "refused", res.Refused)
 			out.Text("sandbox: " + strings.Join(res.Refused, "\nsandbox: ") + "\n")
 		}
+		out.Measured(res.Usage)
+		if res.TimedOut {
+			out.TimedOut()
+		}
 		return shellResult(out, res.ExitCode, res.Stdout, res.Stderr, res.Truncated, res.TimedOut)
+	case "host_share_file":
+		p, err := a.need("path")
+		if err != nil {
+			return err
+		}
+		if p, err = b.hostDir(ctx, env, p); err != nil {
+			return err
+		}
+		if err := b.checkHostPath(ctx, env, p, false); err != nil {
+			return err
+		}
+		data, err := b.host(env).ReadFile(ctx, p, agent.MaxDataBlock)
+		if err != nil {
+			return err
+		}
+		return shareFile(out, p, a.str("name"), data)
 	case "host_read_file":
 		p, err := a.need("path")
 		if err != nil {

@@ -232,6 +232,9 @@ func (b *Box) call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, out 
 	// A cloud_computer_* tool is its computer_* twin on the desktop the binding gives the
 	// agent, which is on the cloud node for a cloud computer.
 	name, _ := computer.VMTool(c.Name)
+	if !strings.HasPrefix(name, computer.PrefixVM) || name == computer.ToolCopy {
+		out.Started() // nothing to queue behind (computer tools start once they hold the desktop)
+	}
 	switch {
 	case name == computer.ToolCopy:
 		return b.copyFile(ctx, t, env, a, out)

@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Agent, ChatSessionInfo, Client } from '../api';
 import {
   addUserMessage,
+  clientTools,
   emptyChat,
   endTurn,
   fromHistory,
@@ -13,7 +14,9 @@ import {
   reduce,
   type ChatState,
   type ConfirmResult,
+  type ExternalBlock,
   type ToolCall,
+  toBase64,
 } from '../chat';
 import { messageFor } from '../errors';
 import { MessageList } from './MessageList';
@@ -151,7 +154,7 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
     let failure: string | undefined;
     try {
       await client.chat(
-        { sessionId, userId, agentId, input: text, confirmResults },
+        { sessionId, userId, agentId, input: text, confirmResults, clientTools },
         (e) => setChat((s) => reduce(s, e)),
         ac.signal,
       );
@@ -194,6 +197,54 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
       ...(how === 'always' ? { rules: ['exact'] } : {}),
     }));
     void send('', results);
+  };
+
+  // A tool the agent asked this client to run: the picked file (or none: declined) goes to the
+  // turn that waits for it; the stream then carries on.
+  const external = async (b: ExternalBlock, file: File | null) => {
+    if (file !== null && file.size > 8 << 20) throw new Error(`${file.name} is larger than 8 MiB; pick a smaller file.`);
+    const body =
+      file === null
+        ? { sessionId, toolCallId: b.id, state: 'denied' as const }
+        : {
+            sessionId,
+            toolCallId: b.id,
+            state: 'success' as const,
+            content: [
+              {
+                type: 'file' as const,
+                name: file.name,
+                mediaType: file.type || 'application/octet-stream',
+                data: toBase64(new Uint8Array(await file.arrayBuffer())),
+              },
+            ],
+          };
+    try {
+      await client.chatExternal(body);
+    } catch (err) {
+      throw new Error(messageFor(err));
+    }
+    setChat((s) => ({
+      ...s,
+      messages: s.messages.map((m) => ({
+        ...m,
+        blocks: m.blocks.map((x) => (x.kind === 'external' && x.id === b.id && x.state === 'waiting' ? { ...x, state: 'sent' as const } : x)),
+      })),
+    }));
+  };
+
+  const exportHistory = async () => {
+    try {
+      const text = await client.historyExport(sessionId);
+      const url = URL.createObjectURL(new Blob([text], { type: 'application/jsonl' }));
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = `history-${sessionId}.jsonl`;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (err) {
+      setSessionsError(messageFor(err));
+    }
   };
 
   const current = sessions?.find((s) => s.sessionId === sessionId);
@@ -265,6 +316,11 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
           >
             Timeline
           </button>
+          {view === 'timeline' && (
+            <button class="btn ghost small" type="button" id="history-export" title="Download this chat's execution history (JSON Lines)" onClick={() => void exportHistory()}>
+              Export
+            </button>
+          )}
         </div>
       </div>
 
@@ -276,6 +332,7 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
           state={chat}
           loading={loadingHistory}
           onAnswer={answer}
+          onExternal={external}
           onExample={(t) => setInput(t)}
           operator={operator}
           onOpenComputer={onOpenComputer}

@@ -2,14 +2,29 @@
 // result, screenshots, state badge), confirmation cards, notices, and the work of temporary
 // task helpers grouped under a "Helper: <name>" header.
 
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { argsSummary, prettyArgs, type Block, type ChatState, type HelperBlock, type ToolCall } from '../chat';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import {
+  argsSummary,
+  fromBase64,
+  parseTable,
+  prettyArgs,
+  type Block,
+  type ChatState,
+  type DataBlock,
+  type ExternalBlock,
+  type HelperBlock,
+  type ToolCall,
+} from '../chat';
+
+/** How the person answers a tool this client runs (client_pick_file): a file, or none. */
+export type ExternalAnswer = (block: ExternalBlock, file: File | null) => Promise<void>;
 
 interface MessageListProps {
   agentName: string;
   state: ChatState;
   loading: boolean;
   onAnswer: (calls: ToolCall[], how: 'once' | 'always' | 'deny') => void;
+  onExternal?: ExternalAnswer;
   onExample: (text: string) => void;
   /** No model is set for this agent: the empty chat offers what works without one. */
   operator?: boolean;
@@ -38,7 +53,7 @@ const stateTone: Record<string, string> = {
 };
 
 /** The scrolling message list. */
-export function MessageList({ agentName, state, loading, onAnswer, onExample, operator = false, onOpenComputer, undo, onUndo }: MessageListProps) {
+export function MessageList({ agentName, state, loading, onAnswer, onExternal, onExample, operator = false, onOpenComputer, undo, onUndo }: MessageListProps) {
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   // Follow the stream while the reader is at the bottom.
@@ -105,7 +120,7 @@ export function MessageList({ agentName, state, loading, onAnswer, onExample, op
           </header>
           <div class="msg-body">
             {m.blocks.map((b) => (
-              <BlockView key={`${b.kind}-${b.id}`} block={b} onAnswer={onAnswer} />
+              <BlockView key={`${b.kind}-${b.id}`} block={b} onAnswer={onAnswer} onExternal={onExternal} />
             ))}
           </div>
           {m.role === 'assistant' && undoOf(m.replyIds, undo) && !state.running && (
@@ -126,7 +141,7 @@ export function MessageList({ agentName, state, loading, onAnswer, onExample, op
   );
 }
 
-function BlockView({ block: b, onAnswer }: { block: Block; onAnswer: MessageListProps['onAnswer'] }) {
+function BlockView({ block: b, onAnswer, onExternal }: { block: Block; onAnswer: MessageListProps['onAnswer']; onExternal?: ExternalAnswer }) {
   switch (b.kind) {
     case 'text':
       return <div class="block-text">{b.text}</div>;
@@ -149,7 +164,139 @@ function BlockView({ block: b, onAnswer }: { block: Block; onAnswer: MessageList
       );
     case 'helper':
       return <HelperGroup block={b} onAnswer={onAnswer} />;
+    case 'data':
+      return <DataView block={b} />;
+    case 'external':
+      return <ExternalCard block={b} onExternal={onExternal} />;
   }
+}
+
+function size(n: number): string {
+  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MiB`;
+  if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${n} bytes`;
+}
+
+/** A file, image or table a tool handed to the person: rendered, with a download link. */
+function DataView({ block: b }: { block: DataBlock }) {
+  const url = useMemo(() => {
+    if (!b.done || typeof URL.createObjectURL !== 'function') return '';
+    return URL.createObjectURL(new Blob([fromBase64(b.data) as BlobPart], { type: b.mediaType || 'application/octet-stream' }));
+  }, [b.done, b.data, b.mediaType]);
+  useEffect(() => () => {
+    if (url !== '') URL.revokeObjectURL(url);
+  }, [url]);
+  const mt = b.mediaType.split(';')[0].trim();
+  const table = useMemo(() => {
+    if (!b.done || (mt !== 'text/csv' && mt !== 'text/tab-separated-values')) return null;
+    return parseTable(new TextDecoder().decode(fromBase64(b.data)), mt === 'text/csv' ? ',' : '\t');
+  }, [b.done, b.data, mt]);
+  return (
+    <figure class="block-data" data-name={b.name} data-media-type={mt} data-done={b.done ? 'true' : 'false'}>
+      {b.done && mt.startsWith('image/') && url !== '' && <img src={url} alt={b.name} />}
+      {table && table.length > 0 && (
+        <div class="data-table-wrap">
+          <table class="data-table">
+            <thead>
+              <tr>
+                {table[0].map((c, i) => (
+                  <th key={i}>{c}</th>
+                ))}
+              </tr>
+            </thead>
+            <tbody>
+              {table.slice(1).map((r, i) => (
+                <tr key={i}>
+                  {r.map((c, j) => (
+                    <td key={j}>{c}</td>
+                  ))}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <figcaption class="data-caption">
+        <span class="tool-name">{b.name || 'file'}</span>
+        <span class="muted small">
+          {mt || 'file'}, {size(b.size)}
+        </span>
+        {b.done && url !== '' ? (
+          <a class="btn small data-download" href={url} download={b.name || 'file'}>
+            Download
+          </a>
+        ) : (
+          <span class="muted small">receiving…</span>
+        )}
+      </figcaption>
+    </figure>
+  );
+}
+
+const externalVerdict: Record<string, string> = {
+  sent: 'Sent; the agent continues.',
+  success: 'The agent has the file.',
+  denied: 'You declined.',
+  error: 'Not answered',
+  interrupted: 'The turn was stopped.',
+};
+
+/** A tool the agent asks this client to run: pick a file from this machine, before a deadline. */
+function ExternalCard({ block: b, onExternal }: { block: ExternalBlock; onExternal?: ExternalAnswer }) {
+  const [file, setFile] = useState<File | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const answer = async (f: File | null) => {
+    if (!onExternal) return;
+    setBusy(true);
+    setError('');
+    try {
+      await onExternal(b, f);
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const deadline = b.deadline !== '' ? new Date(b.deadline).toLocaleTimeString() : '';
+  return (
+    <div class="external-card" role="group" aria-label="The agent asks for a file" data-state={b.state} data-tool={b.name}>
+      <p class="confirm-title">
+        <strong>The agent asks you for a file</strong>
+      </p>
+      {b.prompt !== '' && <p class="external-prompt">{b.prompt}</p>}
+      {b.state === 'waiting' ? (
+        <>
+          <input
+            type="file"
+            id={`external-file-${b.id}`}
+            class="external-file"
+            accept={b.accept || undefined}
+            onChange={(e) => setFile(e.currentTarget.files?.[0] ?? null)}
+          />
+          <div class="confirm-actions">
+            <button class="btn primary small external-send" type="button" disabled={busy || file === null || !onExternal} onClick={() => void answer(file)}>
+              Send file
+            </button>
+            <button class="btn small external-decline" type="button" disabled={busy || !onExternal} onClick={() => void answer(null)}>
+              Decline
+            </button>
+          </div>
+          {deadline !== '' && <p class="muted small">The agent waits until {deadline}.</p>}
+          {error !== '' && (
+            <p class="form-error small" role="alert">
+              {error}
+            </p>
+          )}
+        </>
+      ) : (
+        <p class="confirm-verdict small external-verdict">
+          {externalVerdict[b.state] ?? b.state}
+          {b.detail !== '' ? ` (${b.detail})` : ''}
+        </p>
+      )}
+    </div>
+  );
 }
 
 function HelperGroup({ block: b, onAnswer }: { block: HelperBlock; onAnswer: MessageListProps['onAnswer'] }) {

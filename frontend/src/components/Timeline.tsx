@@ -72,6 +72,11 @@ export function Timeline({ client, sessionId, running }: { client: Client; sessi
                 {r.source && <span class="muted small">{r.source}</span>}
                 <span class={`badge ${tone[r.status] ?? ''}`}>{r.status}</span>
                 <span class="muted small">{ms(r.durationMs)}</span>
+                {(r.memoryBytes ?? 0) > 0 && (
+                  <span class="muted small timeline-usage" title="Peak memory and CPU time of the command it ran">
+                    {((r.memoryBytes ?? 0) / (1 << 20)).toFixed(1)} MiB, CPU {ms(r.cpuMillis ?? 0)}
+                  </span>
+                )}
                 <span class="muted small timeline-time">{new Date(r.createdAt).toLocaleTimeString()}</span>
               </li>
             ))}

@@ -168,6 +168,11 @@ type ExecResult struct {
 	StderrTruncated bool          `json:"stderr_truncated"`
 	TimedOut        bool          `json:"timed_out"`
 	Duration        time.Duration `json:"duration"`
+	// CPUTime and MaxRSS are what the command cost, from the driver's wait4 of the child it
+	// ran: user+system CPU time of the child and of the descendants it waited for, and the
+	// peak resident memory in bytes of the largest of them. Older drivers send neither (0).
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MaxRSS  int64         `json:"max_rss,omitempty"`
 }
 
 // FileArgs are the arguments of the file operations.
