@@ -64,6 +64,8 @@ type Config struct {
 	MCP    http.Handler
 	// MCPServers are the MCP servers agents use; nil answers 503.
 	MCPServers MCPServers
+	// Recordings are the desktops' recordings (docs/recording.md); nil answers 503.
+	Recordings Recordings
 	Logger     *slog.Logger
 	Version    string
 
@@ -226,6 +228,7 @@ func (s *Server) routes(mux *router) {
 	s.egressRoutes(mux)
 	s.tokenRoutes(mux)
 	s.mcpServerRoutes(mux)
+	s.recordingRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

@@ -711,3 +711,12 @@ func marshalJSON(v any) []byte {
 	raw, _ := json.Marshal(v)
 	return raw
 }
+
+// Lookup returns recording id whatever its account (for administrators).
+func (s *Service) Lookup(id string) (Info, error) {
+	i, ok := s.cat.get(id)
+	if !ok || !validID(id) {
+		return Info{}, fault.NotFound("recording %q not found", id)
+	}
+	return i, nil
+}
