@@ -153,12 +153,27 @@ func (s *Server) getRecordingSettings(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putRecordingSettings(w http.ResponseWriter, r *http.Request) {
-	var body recording.Settings
+	// Only the fields sent change.
+	var body struct {
+		NeverRecord *[]string `json:"neverRecord"`
+		KeepDays    *int      `json:"keepDays"`
+		MaxBytes    *int64    `json:"maxBytes"`
+	}
 	if err := decode(r, &body); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	st, err := s.cfg.Recordings.SetSettings(body)
+	st := s.cfg.Recordings.Settings()
+	if body.NeverRecord != nil {
+		st.NeverRecord = *body.NeverRecord
+	}
+	if body.KeepDays != nil {
+		st.KeepDays = *body.KeepDays
+	}
+	if body.MaxBytes != nil {
+		st.MaxBytes = *body.MaxBytes
+	}
+	st, err := s.cfg.Recordings.SetSettings(st)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -30,26 +30,8 @@ func testLogger(t testing.TB) *slog.Logger {
 // of records (the first of each should be a keyframe).
 func fakeRecording(t *testing.T, dir, id string, info Info, segs [][]Record) {
 	t.Helper()
-	d := filepath.Join(dir, id)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	info.ID = id
-	for n, recs := range segs {
-		w, err := createSegment(filepath.Join(d, segName(n+1)), info.StartedAt, recs[0].At)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if err := w.write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := writeMeta(d, meta{Info: info}); err != nil {
+	if err := WriteRecording(dir, info, segs); err != nil {
 		t.Fatal(err)
 	}
 }

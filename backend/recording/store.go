@@ -165,16 +165,17 @@ func (c *catalog) load(id string) (*entry, error) {
 	m.ID = id
 	ms, notes := readMarkers(filepath.Join(d, markersFile))
 	m.Markers = ms
-	m.Notes = append(m.Notes, notes...)
+	addNotes(&m.Info, notes...)
 	if m.EndedAt.IsZero() || m.Live {
 		// Left open: the process ended without closing it. Its end is what its segments hold.
 		end, bytes, keys, snotes := scanSegments(d)
+		// Its metadata is older than its segments: what they hold counts.
 		m.Live = false
-		m.DurationMs = max(m.DurationMs, end.Milliseconds())
+		m.DurationMs = end.Milliseconds()
 		m.EndedAt = m.StartedAt.Add(time.Duration(m.DurationMs) * time.Millisecond)
 		m.Bytes, m.Keyframes = bytes+dirExtraBytes(d), keys
-		m.Notes = append(m.Notes, "the recording was not closed (the server stopped abruptly); it ends with the last moment written")
-		m.Notes = append(m.Notes, snotes...)
+		addNotes(&m.Info, "the recording was not closed (the server stopped abruptly); it ends with the last moment written")
+		addNotes(&m.Info, snotes...)
 		if err := writeMeta(d, m); err != nil {
 			c.log.Warn("close a recording left open", "recording", id, "err", err)
 		}
@@ -183,6 +184,15 @@ func (c *catalog) load(id string) (*entry, error) {
 		m.Markers = []Marker{}
 	}
 	return &entry{info: m.Info, shots: m.Shots}, nil
+}
+
+// addNotes adds the notes i does not have yet.
+func addNotes(i *Info, notes ...string) {
+	for _, n := range notes {
+		if !slices.Contains(i.Notes, n) {
+			i.Notes = append(i.Notes, n)
+		}
+	}
 }
 
 // scanSegments reads every segment of recording directory d to the end: the time of its
@@ -420,4 +430,46 @@ func (c *catalog) shot(id string, i int) (string, string, error) {
 	}
 	m := e.info.Markers[i]
 	return filepath.Join(c.dir, id, m.Shot), cmp.Or(m.ShotType, "image/png"), nil
+}
+
+// WriteRecording writes a finished recording into dir (a Service's Dir) as a recorder would:
+// one segment per element of segs, each starting with a keyframe. It imports recordings made
+// elsewhere, and tests use it. A Service opened on dir afterwards lists it.
+func WriteRecording(dir string, info Info, segs [][]Record) error {
+	if !validID(info.ID) {
+		return fault.Invalid("recording id %q: letters, digits and '-' only", info.ID)
+	}
+	d := filepath.Join(dir, info.ID)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return fmt.Errorf("recording: create %s: %w", d, err)
+	}
+	for n, recs := range segs {
+		if len(recs) == 0 {
+			continue
+		}
+		w, err := createSegment(filepath.Join(d, fmt.Sprintf("%s%06d", segPrefix, n+1)), info.StartedAt, recs[0].At)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := w.write(r); err != nil {
+				w.close()
+				return err
+			}
+			info.DurationMs = max(info.DurationMs, r.At.Milliseconds())
+			if r.Key() {
+				info.Keyframes++
+			}
+		}
+		info.Bytes += w.bytes
+		if err := w.close(); err != nil {
+			return err
+		}
+	}
+	for _, m := range info.Markers {
+		if err := appendMarker(d, m); err != nil {
+			return err
+		}
+	}
+	return writeMeta(d, meta{Info: info})
 }
