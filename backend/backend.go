@@ -136,7 +136,7 @@ type Backend struct {
 	// Recordings record every running desktop (backend/recording; recordings.go).
 	Recordings *recording.Service
 	Computer   *api.ComputerChannel
-	API          *api.Server
+	API        *api.Server
 	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
 	Tokens *apitoken.Service
 	MCP    *mcpserver.Server
