@@ -119,9 +119,11 @@ func desktopCPU(ctx context.Context, c *guest.Client) (time.Duration, error) {
 // recordingRows measures record_cpu, record_bytes_terminal, record_bytes_scroll and
 // replay_seek.
 func (r *runner) recordingRows(ctx context.Context, d *desktop) error {
-	rounds, window := 2, 6*time.Second
+	// Quick: one short window each (the first keyframe weighs more in it than in an hour);
+	// full: windows long enough for the keyframes every 10 s to count as they do.
+	rounds, window := 1, 5*time.Second
 	if !r.cfg.Quick {
-		rounds, window = 4, 15*time.Second
+		rounds, window = 3, 30*time.Second
 	}
 	rc, err := r.newRecorder(d)
 	if err != nil {
@@ -219,7 +221,7 @@ func (r *runner) recordingRows(ctx context.Context, d *desktop) error {
 	if seekFrom.ID == "" {
 		seekFrom = last
 	}
-	n := 20
+	n := 15
 	if !r.cfg.Quick {
 		n = 60
 	}
