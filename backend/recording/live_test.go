@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"io"
 	"log"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,4 +303,68 @@ func recordUntilKilled(t *testing.T, sock, dir string) {
 	s.StartDesktop(Desktop{ID: "desk-1", Node: "local", AccountID: "acc", AgentID: "a1"})
 	os.WriteFile(filepath.Join(dir, "recording"), nil, 0o600)
 	<-ctx.Done() // until killed
+}
+
+// BenchmarkReplaySeek records a real driver's 1280x800 screen (flat, with a 400x300 picture of
+// noise) while a clock-sized area
+// changes ten times a second (a terminal printing the time) and a band scrolls now and then,
+// reports the recording's size per hour (MB/h), and times seeks to random moments: the
+// keyframe before the moment and the updates up to it read and decoded, as the player draws
+// them (ns/op). The cubicle bench rows record_bytes_terminal and replay_seek measure the same
+// on a real desktop.
+func BenchmarkReplaySeek(b *testing.B) {
+	d := screentest.Start(b, 152, 1280, 800)
+	p := screentest.NewPainter(b, d)
+	hubs := screen.New(screen.Config{})
+	defer hubs.Close()
+	dir := b.TempDir()
+	s, err := New(Config{Dir: dir, Screens: hubs,
+		Link: func(context.Context, string) (screen.RegionSource, error) { return d.Client, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p.Fill(0, 0, 1280, 800)
+	p.Noise(700, 300, 400, 300) // a picture on the screen
+	s.StartDesktop(Desktop{ID: "desk-1", Node: "local", AccountID: "acc", AgentID: "a1"})
+	id := s.Recording("desk-1")
+	t0 := time.Now()
+	for i := 0; time.Since(t0) < 25*time.Second; i++ {
+		p.Fill(100+(i%8)*12, 100, 12, 16) // a few characters of a clock
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.StopDesktop("desk-1", "done")
+	info, _ := s.Get("acc", "a1", id)
+	var seek time.Duration
+	var drawn int
+	for b.Loop() {
+		st := time.Now()
+		r, err := s.Open(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs, err := r.Seek(time.Duration(rand.Int64N(info.DurationMs)) * time.Millisecond)
+		r.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		seek += time.Since(st)
+		drawn += len(recs)
+		var c screentest.Canvas
+		for _, rec := range recs {
+			if rec.Kind == KindUpdate {
+				u, err := screentest.ParseUpdate(rec.Data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Apply(u); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.ReportMetric(float64(info.Bytes)/1e6/(time.Duration(info.DurationMs)*time.Millisecond).Hours(), "MB/h")
+	b.ReportMetric(float64(info.Keyframes), "keyframes")
+	b.ReportMetric(float64(seek.Milliseconds())/float64(b.N), "seek-ms/op")
+	b.ReportMetric(float64(drawn)/float64(b.N), "records/op")
 }

@@ -132,7 +132,14 @@ export function Timeline({ client, sessionId, running, agentId }: { client: Clie
         </>
       )}
       {player && agentId && (
-        <ReplayPlayer client={client} agentId={agentId} recording={player.rec} from={player.from} onClose={() => setPlayer(null)} />
+        <ReplayPlayer
+          key={`${player.rec.id}@${player.from}`}
+          client={client}
+          agentId={agentId}
+          recording={player.rec}
+          from={player.from}
+          onClose={() => setPlayer(null)}
+        />
       )}
     </div>
   );
