@@ -538,6 +538,14 @@ func (w *writer) watch(ctx context.Context) error {
 func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 	now := time.Now()
 	at := now.Sub(w.ss.began)
+	if n := len(b.Updates); n > 0 {
+		// The moment the screen was captured, not when the batch reached the recorder (on a
+		// busy machine that is later): a replay at T shows the screen as it was at T.
+		if c := b.Updates[n-1].Captured; !c.IsZero() && c.Before(now) && c.After(w.ss.began) {
+			at = c.Sub(w.ss.began)
+		}
+	}
+	at = max(at, w.last) // records stay in order
 	if b.Cursor != nil {
 		w.cursor = cursorMessage(b.Cursor)
 		w.text(at, w.cursor)
