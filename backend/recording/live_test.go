@@ -148,7 +148,22 @@ func TestRecordAndReplayTheRealScreen(t *testing.T) {
 	for i := range 6 {
 		p.Fill((i%3)*200, (i/3)*150, 180, 140)
 		p.Noise(20, 320, 300, 60)
-		time.Sleep(600 * time.Millisecond) // settled, and recorded
+		// Wait until the shared stream has captured the change (on a loaded machine it lags
+		// the screen): from then on the screen stands still until the next change.
+		changed := time.Now()
+		for seen := false; !seen; {
+			select {
+			case <-live.Ready():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stream never showed the change")
+			}
+			if bt, ok := live.Take(); ok {
+				for _, u := range bt.Updates {
+					seen = seen || u.Captured.After(changed)
+				}
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
 		f, err := d.Client.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
 		if err != nil {
 			t.Fatal(err)
