@@ -37,6 +37,7 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
+	"cubicle/backend/recording"
 	"cubicle/backend/sandbox"
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
@@ -133,8 +134,10 @@ type Backend struct {
 	Housekeeping *housekeeping.Housekeeper
 	Nodes        *nodes.Hub // registered runners and their links
 	Screens      *screen.Hubs
-	Computer     *api.ComputerChannel
-	API          *api.Server
+	// Recordings record every running desktop (backend/recording; recordings.go).
+	Recordings *recording.Service
+	Computer   *api.ComputerChannel
+	API        *api.Server
 	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
 	Tokens *apitoken.Service
 	MCP    *mcpserver.Server
@@ -284,6 +287,9 @@ func (b *Backend) build() error {
 	}
 	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
 	b.Screens = screen.New(screen.Config{Observer: b.Control, Logger: b.log.With("svc", "screen")})
+	if err := b.buildRecordings(); err != nil {
+		return err
+	}
 	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
@@ -308,7 +314,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.Recordings, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -333,6 +339,9 @@ func (b *Backend) Start(ctx context.Context) error {
 		return err
 	}
 	if err := b.VMs.Start(ctx); err != nil {
+		return err
+	}
+	if err := b.Recordings.Start(ctx); err != nil {
 		return err
 	}
 	if b.local != nil {
@@ -433,6 +442,9 @@ func (b *Backend) Close() error {
 		}
 		if b.Nodes != nil {
 			errs = append(errs, b.Nodes.Close())
+		}
+		if b.Recordings != nil {
+			errs = append(errs, b.Recordings.Close()) // before the screens: its viewers close first
 		}
 		if b.Screens != nil {
 			errs = append(errs, b.Screens.Close())

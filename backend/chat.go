@@ -127,7 +127,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	b.Chat, err = agent.New(agent.Config{
 		Tools: toolboxes{box: box, mcp: b.MCPClient, know: b.Knowledge}, Models: b.Models.Resolve, Finished: b.Knowledge.Record,
 		Guard:    turnGuard{gate: b.computers, sec: b.Security, mcp: b.MCPClient},
-		Recorder: history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), Sessions: b.Store,
+		Recorder: recordedRuns{history.New(runStore{b.Store, b.Events}, b.log.With("svc", "history")), b}, Sessions: b.Store,
 		Start: b.computers.Start, TurnStarted: b.turnStarted, TurnEnded: b.turnEnded,
 		Logger: b.log.With("svc", "agent"), System: systemPrompt,
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.

@@ -66,8 +66,10 @@ type Config struct {
 	MCPServers MCPServers
 	// Snapshots are agents' workspace snapshots; nil answers 503.
 	Snapshots Snapshots
-	Logger    *slog.Logger
-	Version   string
+	// Recordings are the desktops' recordings (docs/recording.md); nil answers 503.
+	Recordings Recordings
+	Logger     *slog.Logger
+	Version    string
 
 	// Knowledge is the knowledge base of past runs; nil answers 503.
 	Knowledge Knowledge
@@ -237,6 +239,7 @@ func (s *Server) routes(mux *router) {
 	s.tokenRoutes(mux)
 	s.mcpServerRoutes(mux)
 	s.snapshotRoutes(mux)
+	s.recordingRoutes(mux)
 
 	mux.Handle("POST /api/app/chat", s.authed(s.needChat(s.chat)))
 	mux.Handle("POST /api/app/chat/stop", s.authed(s.needChat(s.chatStop)))

@@ -163,12 +163,15 @@ func TestQuickRun(t *testing.T) {
 		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
 		// A runner in another network namespace next to the local desktop.
 		bench.RowRunnerExec: "local desktop", bench.RowRunnerLiveInput: "local desktop",
+		// A recorded desktop next to the same desktop unrecorded.
+		bench.RowRecordCPU: "unrecorded",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",
 	}
 	solo := []string{"cold_start", "restart", "stop", "live_pointer", "live_fps", "live_frame_size", "live_idle",
-		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss", bench.RowSnapshotStore}
+		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss",
+		bench.RowRecordBytesTerminal, bench.RowRecordBytesScroll, bench.RowReplaySeek, bench.RowSnapshotStore}
 	// Without a cluster the Kubernetes rows are listed without samples, saying why.
 	unmeasured := []string{bench.RowK8sColdStart, bench.RowK8sExec}
 	if want := len(peers) + len(solo) + len(unmeasured); len(got.Rows) != want {

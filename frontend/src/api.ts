@@ -741,6 +741,47 @@ export interface Timeline {
   byTool: Array<{ tool: string; count: number; failed: number; durationMs: number; maxMs: number }> | null;
 }
 
+/** A moment of a recording worth jumping to (docs/recording.md). */
+export interface RecordingMarker {
+  /** ms since the recording started; for a tool call when its result came back. */
+  at: number;
+  kind: 'tool' | 'turn' | 'control' | 'desktop' | string;
+  label: string;
+  runId?: string;
+  agentId?: string;
+  tool?: string;
+  beganAt?: number;
+  /** The screenshot the agent received is kept (recordingScreenshot). */
+  screenshot?: boolean;
+}
+
+/** GET /api/app/agents/:id/recordings: a recording of the agent's desktop. */
+export interface Recording {
+  id: string;
+  desktopId: string;
+  node: string;
+  agentIds: string[];
+  startedAt: string;
+  endedAt?: string;
+  live: boolean;
+  durationMs: number;
+  bytes: number;
+  keyframes: number;
+  width?: number;
+  height?: number;
+  markers: RecordingMarker[];
+  notes?: string[];
+}
+
+/** GET/PUT /api/app/admin/recordings (admin only). */
+export interface RecordingSettings {
+  neverRecord: string[];
+  keepDays: number;
+  maxBytes: number;
+  count: number;
+  bytes: number;
+}
+
 /** The body of POST /api/app/chat. */
 export interface ChatRequest {
   sessionId: string;
@@ -1440,6 +1481,52 @@ export class Client {
   /** POST /api/app/chat/external: the result of a tool this client ran for the agent. */
   chatExternal(body: ExternalResult): Promise<{ accepted: boolean }> {
     return this.request<{ accepted: boolean }>('POST', '/api/app/chat/external', body);
+  }
+
+  /** GET /api/app/agents/:id/recordings: the recordings of the agent's desktop, newest first. */
+  recordings(agentId: string): Promise<Recording[]> {
+    return this.request<Recording[]>('GET', `/api/app/agents/${encodeURIComponent(agentId)}/recordings`);
+  }
+
+  /** GET /api/app/agents/:id/recordings/:rid. */
+  recording(agentId: string, rid: string): Promise<Recording> {
+    return this.request<Recording>('GET', `/api/app/agents/${encodeURIComponent(agentId)}/recordings/${encodeURIComponent(rid)}`);
+  }
+
+  /** DELETE /api/app/agents/:id/recordings/:rid (its owner, or an administrator). */
+  deleteRecording(agentId: string, rid: string): Promise<void> {
+    return this.request<void>('DELETE', `/api/app/agents/${encodeURIComponent(agentId)}/recordings/${encodeURIComponent(rid)}`);
+  }
+
+  /** GET …/recordings/:rid/markers/:n/screenshot: the screenshot the agent received at marker n. */
+  async recordingScreenshot(agentId: string, rid: string, n: number): Promise<Blob> {
+    const headers: Record<string, string> = {};
+    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+    const res = await this.fetchImpl(
+      `${this.baseUrl}/api/app/agents/${encodeURIComponent(agentId)}/recordings/${encodeURIComponent(rid)}/markers/${n}/screenshot`,
+      { headers, credentials: this.usesToken ? 'omit' : 'same-origin' },
+    );
+    if (!res.ok) throw await errorFrom(res);
+    return res.blob();
+  }
+
+  /** The websocket URL of a recording's replay (subprotocol cubicle.computer.v2). */
+  replayUrl(loc: { protocol: string; host: string }, agentId: string, rid: string, fromMs: number, speed: number): string {
+    let origin = `${loc.protocol === 'https:' ? 'wss:' : 'ws:'}//${loc.host}`;
+    if (this.baseUrl !== '') origin = this.baseUrl.replace(/^http/, 'ws');
+    const q = new URLSearchParams({ from: String(Math.max(0, Math.round(fromMs))), speed: String(speed) });
+    if (this.usesToken) q.set('access_token', this.token ?? '');
+    return `${origin}/api/app/agents/${encodeURIComponent(agentId)}/recordings/${encodeURIComponent(rid)}/replay?${q}`;
+  }
+
+  /** GET /api/app/admin/recordings (admin only). */
+  recordingSettings(): Promise<RecordingSettings> {
+    return this.request<RecordingSettings>('GET', '/api/app/admin/recordings');
+  }
+
+  /** PUT /api/app/admin/recordings (admin only): only the fields given change. */
+  putRecordingSettings(s: Partial<Pick<RecordingSettings, 'neverRecord' | 'keepDays' | 'maxBytes'>>): Promise<RecordingSettings> {
+    return this.request<RecordingSettings>('PUT', '/api/app/admin/recordings', s);
   }
 
   /** POST /api/app/chat/stop. */

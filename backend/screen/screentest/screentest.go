@@ -35,6 +35,8 @@ type Desktop struct {
 	Client *guest.Client
 	// Width and Height are the screen size.
 	Width, Height int
+	// Socket is the driver's socket (another process may connect to it too).
+	Socket string
 }
 
 var build struct {
@@ -96,7 +98,7 @@ func Start(t testing.TB, display, width, height int) *Desktop {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &Desktop{Display: name, Client: c, Width: width, Height: height}
+	return &Desktop{Display: name, Client: c, Width: width, Height: height, Socket: filepath.Join(run, "guest.sock")}
 }
 
 // Painter is a full-screen window that draws in reaction to input: a button press fills a

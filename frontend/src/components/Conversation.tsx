@@ -325,7 +325,7 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
       </div>
 
       {view === 'timeline' ? (
-        <Timeline client={client} sessionId={sessionId} running={chat.running} />
+        <Timeline client={client} sessionId={sessionId} running={chat.running} agentId={agentId} />
       ) : (
         <MessageList
           agentName={agent?.name ?? 'this agent'}

@@ -1,8 +1,10 @@
 // The execution timeline of a chat session (SPEC §2.5): every tool run with its step,
 // status and duration, the failure rate, and the totals per tool.
 
-import { ApiError, type Client } from '../api';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Client, type Recording } from '../api';
 import { useServerState } from '../hooks';
+import { ReplayPlayer } from './ReplayPlayer';
 
 const tone: Record<string, string> = {
   SUCCESS: 'ok',
@@ -21,11 +23,33 @@ function ms(n: number): string {
  * The timeline view. It follows the event stream: every tool run recorded or finished in this
  * session (timeline.entry) loads it again; nothing polls while the stream is up.
  */
-export function Timeline({ client, sessionId, running }: { client: Client; sessionId: string; running: boolean }) {
+export function Timeline({ client, sessionId, running, agentId }: { client: Client; sessionId: string; running: boolean; agentId?: string }) {
   const st = useServerState(() => client.chatTimeline(sessionId), [client, sessionId], {
     when: (e) => e.type === 'timeline.entry' && e.data.sessionId === sessionId,
     fallbackMs: running ? 5000 : 30_000,
   });
+  // The recordings of the agent's desktop: each tool run found in one can be replayed.
+  const [recs, setRecs] = useState<Recording[]>([]);
+  const [player, setPlayer] = useState<{ rec: Recording; from: number } | null>(null);
+  const runCount = st.data?.runs?.length ?? 0;
+  useEffect(() => {
+    if (!agentId) return;
+    let live = true;
+    client.recordings(agentId).then(
+      (r) => live && setRecs(r),
+      () => undefined, // no recordings (or none on this server): nothing to replay
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, agentId, runCount]);
+  const replayOf = (runId: string): { rec: Recording; from: number } | null => {
+    for (const rec of recs) {
+      const m = (rec.markers ?? []).find((m) => m.kind === 'tool' && m.runId === runId);
+      if (m) return { rec, from: m.at };
+    }
+    return null;
+  };
   const data = st.data;
   const empty = st.failure instanceof ApiError && st.failure.status === 404;
   const error = empty ? '' : st.error;
@@ -78,6 +102,11 @@ export function Timeline({ client, sessionId, running }: { client: Client; sessi
                   </span>
                 )}
                 <span class="muted small timeline-time">{new Date(r.createdAt).toLocaleTimeString()}</span>
+                {replayOf(r.id) && (
+                  <button type="button" class="btn small replay-from" data-run={r.id} onClick={() => setPlayer(replayOf(r.id))}>
+                    Replay from here
+                  </button>
+                )}
               </li>
             ))}
           </ol>
@@ -106,6 +135,16 @@ export function Timeline({ client, sessionId, running }: { client: Client; sessi
             </table>
           )}
         </>
+      )}
+      {player && agentId && (
+        <ReplayPlayer
+          key={`${player.rec.id}@${player.from}`}
+          client={client}
+          agentId={agentId}
+          recording={player.rec}
+          from={player.from}
+          onClose={() => setPlayer(null)}
+        />
       )}
     </div>
   );

@@ -14,6 +14,7 @@ import { useEvents, useServerState } from '../hooks';
 import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
 import { LeftoversCard } from './Leftovers';
+import { RecordingsCard } from './RecordingsCard';
 import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, prepareLine, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
@@ -156,6 +157,7 @@ export function LocalVMSettings({ client }: { client: Client }) {
           <ImageSourcesCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
           <PolicyCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
           <IdleCard client={client} status={shown} onChanged={onChanged} node={target} locked={lock} />
+          <RecordingsCard client={client} node={node} />
           <InstancesCard
             client={client}
             status={shown}

@@ -1,0 +1,730 @@
+// Package recording records agents' desktops and plays them back (issue 24,
+// docs/recording.md).
+//
+// A Service keeps one recording per running desktop. The recorder is one more viewer of the
+// desktop's shared region stream (screen.Hubs.WatchRegions): it adds no capture and no encode
+// of its own — it writes the computer channel's version 2 messages (region updates, cursor
+// and pointer) into segment files under the data directory, asks the hub for a keyframe at
+// least every KeyEvery while the screen changes (and on a resize), and flushes every
+// FlushEvery so that a kill -9 loses at most that much. Markers — tool calls with the
+// screenshot the agent received, turns, takeovers and hand-backs, desktop start and stop —
+// go to the recording of the desktop they concern. What a person types is never recorded as
+// keystrokes: the pixels are what the screen showed.
+//
+// Goroutines: the Service's follower (the event bus, settings, retention) and one per
+// recording being written, all owned by the Service: Close cancels them and waits.
+package recording
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cubicle/backend/events"
+	"cubicle/backend/fault"
+	"cubicle/backend/guest"
+	"cubicle/backend/screen"
+)
+
+// Screens is the part of the screen hubs the recorder uses; *screen.Hubs satisfies it.
+type Screens interface {
+	WatchRegions(desktopID string, src screen.RegionSource) (*screen.RegionViewer, error)
+}
+
+// Desktop names a running desktop.
+type Desktop struct {
+	ID, Node, AccountID, AgentID string
+}
+
+// Config configures a Service. Dir, Screens and Link are required.
+type Config struct {
+	// Dir holds the recordings (<data>/recordings) and the settings file.
+	Dir     string
+	Screens Screens
+	// Link returns the running desktop's driver connection: the same value the live view
+	// watches through (so that both share one region stream).
+	Link func(ctx context.Context, desktopID string) (screen.RegionSource, error)
+	// Running lists the desktops that run now (at Start and when a node is switched back on);
+	// nil: only desktops started later are recorded.
+	Running func(ctx context.Context) []Desktop
+	// Events is the event bus: desktop states start and stop recordings, control changes are
+	// markers. Without it nothing starts by itself (tests call StartDesktop).
+	Events interface {
+		Subscribe(o events.SubscribeOptions) *events.Subscription
+	}
+	Logger *slog.Logger
+	// KeyEvery is the longest stretch of changes between keyframes (default 10 s);
+	// FlushEvery how often written records reach the file (default 1 s); SegmentEvery how
+	// long a segment covers before the next keyframe starts a new one (default 60 s).
+	KeyEvery, FlushEvery, SegmentEvery time.Duration
+	// SweepEvery is how often retention runs (default 10 min).
+	SweepEvery time.Duration
+}
+
+// Service records desktops. Create it with New, Start it, Close it.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+	cat *catalog
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sub    *events.Subscription
+
+	mu       sync.Mutex
+	active   map[string]*session  // guarded by mu; desktop id → its recording being written
+	agentOn  map[string]string    // guarded by mu; agent id → the desktop it works on
+	pending  map[string]toolBegan // guarded by mu; run id → its start
+	settings Settings             // guarded by mu
+	closed   bool                 // guarded by mu
+}
+
+type toolBegan struct {
+	agent, tool, label string
+	at                 time.Time
+}
+
+// New opens the recordings under cfg.Dir (closing those a crash left open).
+func New(cfg Config) (*Service, error) {
+	if cfg.Dir == "" || cfg.Screens == nil || cfg.Link == nil {
+		return nil, errors.New("recording: Config.Dir, Screens and Link are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.KeyEvery <= 0 {
+		cfg.KeyEvery = 10 * time.Second
+	}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = time.Second
+	}
+	if cfg.SegmentEvery <= 0 {
+		cfg.SegmentEvery = time.Minute
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = 10 * time.Minute
+	}
+	cat, err := openCatalog(cfg.Dir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	st, err := loadSettings(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, log: cfg.Logger, cat: cat, ctx: ctx, cancel: cancel, active: map[string]*session{},
+		agentOn: map[string]string{}, pending: map[string]toolBegan{}, settings: st}, nil
+}
+
+// Start follows the event bus and records the desktops that run now.
+func (s *Service) Start(ctx context.Context) error {
+	if s.cfg.Events != nil {
+		s.sub = s.cfg.Events.Subscribe(events.SubscribeOptions{Types: []events.Type{events.DesktopState, events.ControlChanged}, Buffer: 1024})
+	}
+	s.wg.Add(1)
+	go s.follow()
+	s.startRunning(ctx)
+	return nil
+}
+
+// startRunning records every running desktop of a node that records.
+func (s *Service) startRunning(ctx context.Context) {
+	if s.cfg.Running == nil {
+		return
+	}
+	for _, d := range s.cfg.Running(ctx) {
+		s.StartDesktop(d)
+	}
+}
+
+// Close stops every recording (closing its files) and waits. Idempotent.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	sessions := make([]*session, 0, len(s.active))
+	for _, ss := range s.active {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	if s.sub != nil {
+		s.sub.Close()
+	}
+	s.cancel()
+	for _, ss := range sessions {
+		ss.stop("the server stopped")
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// follow is the Service's goroutine: desktop states start and stop recordings, control
+// changes become markers, and retention runs now and then.
+func (s *Service) follow() {
+	defer s.wg.Done()
+	sweep := time.NewTicker(s.cfg.SweepEvery)
+	defer sweep.Stop()
+	s.Sweep()
+	var in <-chan events.Event
+	if s.sub != nil {
+		in = s.sub.C()
+	}
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-sweep.C:
+			s.Sweep()
+		case e, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			switch d := e.Data.(type) {
+			case events.Desktop:
+				s.desktopEvent(d)
+			case events.Control:
+				s.controlEvent(d)
+			}
+		}
+	}
+}
+
+func (s *Service) desktopEvent(d events.Desktop) {
+	if d.AgentID != "" && d.InstanceID != "" && !d.Removed {
+		s.mu.Lock()
+		s.agentOn[d.AgentID] = d.InstanceID
+		s.mu.Unlock()
+	}
+	switch {
+	case d.State == "running" && !d.Removed:
+		s.StartDesktop(Desktop{ID: d.InstanceID, Node: d.NodeID, AccountID: d.AccountID, AgentID: d.AgentID})
+	case d.State == "paused", d.State == events.DesktopUnreachable:
+		// still running somewhere: the stream ends by itself if it must
+	default:
+		why := "the desktop stopped (" + d.State + ")"
+		if d.LastError != "" {
+			why = "the desktop failed: " + d.LastError
+		}
+		s.StopDesktop(d.InstanceID, why)
+	}
+}
+
+func (s *Service) controlEvent(c events.Control) {
+	var label, kind string
+	switch c.Kind {
+	case "task_started":
+		kind, label = MarkTurn, "turn started: "+c.Holder
+		if c.AgentID != "" {
+			s.mu.Lock()
+			s.agentOn[c.AgentID] = c.DesktopID
+			s.mu.Unlock()
+		}
+	case "task_ended":
+		kind, label = MarkTurn, "turn ended: "+c.Holder
+	case "taken":
+		kind, label = MarkControl, c.Holder+" took over"
+	case "handed_back":
+		kind, label = MarkControl, c.Holder+" handed back"
+	case "expired":
+		kind, label = MarkControl, c.Holder+"'s control expired"
+	case "revoked":
+		kind, label = MarkControl, c.Holder+"'s control was revoked"
+	default:
+		return
+	}
+	s.mark(c.DesktopID, Marker{Kind: kind, Label: label, AgentID: c.AgentID}, nil)
+}
+
+// StartDesktop starts recording desktop d unless it is recorded already or its node does
+// not record.
+func (s *Service) StartDesktop(d Desktop) {
+	if d.ID == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.active[d.ID] != nil || s.settings.off(d.Node) {
+		return
+	}
+	now := time.Now()
+	info := Info{ID: newID(now), DesktopID: d.ID, Node: d.Node, AccountID: d.AccountID, StartedAt: now.UTC()}
+	if d.AgentID != "" {
+		info.AgentIDs = []string{d.AgentID}
+		s.agentOn[d.AgentID] = d.ID
+	}
+	info.Markers = []Marker{{At: 0, Kind: MarkDesktop, Label: "desktop running"}}
+	_, dir, err := s.cat.create(info)
+	if err != nil {
+		s.log.Warn("a recording cannot start", "desktop", d.ID, "err", err)
+		return
+	}
+	if err := appendMarker(dir, info.Markers[0]); err != nil {
+		s.log.Warn("recording marker", "err", err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	ss := &session{s: s, id: info.ID, desktop: d.ID, dir: dir, began: now, cancel: cancel, done: make(chan struct{})}
+	s.active[d.ID] = ss
+	s.wg.Add(1)
+	go ss.run(ctx)
+	s.log.Debug("recording started", "desktop", d.ID, "recording", info.ID)
+}
+
+// StopDesktop ends desktop id's recording (why becomes its last marker) and waits for its
+// files to be closed.
+func (s *Service) StopDesktop(id, why string) {
+	s.mu.Lock()
+	ss := s.active[id]
+	s.mu.Unlock()
+	if ss != nil {
+		ss.stop(why)
+	}
+}
+
+// Recording returns the recording being written of desktop id ("" when none).
+func (s *Service) Recording(desktopID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.active[desktopID]; ss != nil {
+		return ss.id
+	}
+	return ""
+}
+
+// ToolBegan notes that agentID's tool call runID started (its marker comes when it ends).
+func (s *Service) ToolBegan(agentID, runID, tool, label string) {
+	if runID == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 10000 {
+		clear(s.pending) // calls that never ended; nothing should hold this many
+	}
+	s.pending[runID] = toolBegan{agent: agentID, tool: tool, label: label, at: time.Now()}
+}
+
+// ToolEnded marks the end of tool call runID on the desktop its agent works on, with the
+// screenshot the agent received (mediaType and base64 data; empty when none).
+func (s *Service) ToolEnded(runID, status, mediaType, b64 string) {
+	s.mu.Lock()
+	b, ok := s.pending[runID]
+	delete(s.pending, runID)
+	desk := s.agentOn[b.agent]
+	s.mu.Unlock()
+	if !ok || desk == "" {
+		return
+	}
+	label := b.label
+	if status != "" && status != "success" {
+		label += " (" + status + ")"
+	}
+	var shot []byte
+	if b64 != "" {
+		shot, _ = base64.StdEncoding.DecodeString(b64)
+	}
+	s.mark(desk, Marker{Kind: MarkTool, Label: label, RunID: runID, AgentID: b.agent, Tool: b.tool,
+		ShotType: mediaType}, &b.at, shot)
+}
+
+// mark adds m to the recording being written of desktop id; began, when set, is when the
+// marked action started; shot is a screenshot to keep with it.
+func (s *Service) mark(id string, m Marker, began *time.Time, shot ...[]byte) {
+	s.mu.Lock()
+	ss := s.active[id]
+	s.mu.Unlock()
+	if ss == nil {
+		return
+	}
+	now := time.Now()
+	m.At = now.Sub(ss.began).Milliseconds()
+	if began != nil {
+		m.BeganAt = max(began.Sub(ss.began).Milliseconds(), 0)
+	}
+	var img []byte
+	if len(shot) > 0 {
+		img = shot[0]
+	}
+	if len(img) > 0 {
+		ext := ".png"
+		if strings.Contains(m.ShotType, "jpeg") {
+			ext = ".jpg"
+		}
+		name := "shot-" + fmt.Sprint(now.UnixNano()) + ext
+		if err := os.WriteFile(filepath.Join(ss.dir, name), img, 0o600); err != nil {
+			s.log.Warn("keep the agent's screenshot with the recording", "err", err)
+		} else {
+			m.Shot, m.Screenshot = name, true
+			if m.ShotType == "" {
+				m.ShotType = "image/png"
+			}
+		}
+	}
+	if err := appendMarker(ss.dir, m); err != nil {
+		s.log.Warn("recording marker", "recording", ss.id, "err", err)
+		return
+	}
+	s.cat.update(ss.id, func(e *entry) {
+		e.info.Markers = append(e.info.Markers, m)
+		if m.AgentID != "" && !slices.Contains(e.info.AgentIDs, m.AgentID) {
+			e.info.AgentIDs = append(e.info.AgentIDs, m.AgentID)
+		}
+		if len(img) > 0 {
+			e.info.Bytes += int64(len(img))
+		}
+	})
+}
+
+// List returns accountID's recordings listed under agentID (every agent: ""), newest first.
+func (s *Service) List(accountID, agentID string) []Info {
+	return s.cat.list(func(i Info) bool {
+		return i.AccountID == accountID && (agentID == "" || slices.Contains(i.AgentIDs, agentID))
+	})
+}
+
+// Get returns recording id when it belongs to accountID and is listed under agentID; any
+// other is fault.ErrNotFound.
+func (s *Service) Get(accountID, agentID, id string) (Info, error) {
+	i, ok := s.cat.get(id)
+	if !ok || !validID(id) || i.AccountID != accountID || !slices.Contains(i.AgentIDs, agentID) {
+		return Info{}, fault.NotFound("recording %q not found", id)
+	}
+	return i, nil
+}
+
+// Delete removes recording id (checked with Get by the caller). A recording being written
+// is refused (fault.ErrConflict).
+func (s *Service) Delete(id string) error { return s.cat.remove(id) }
+
+// Screenshot returns the file and media type of the screenshot kept with marker i.
+func (s *Service) Screenshot(id string, i int) (string, string, error) { return s.cat.shot(id, i) }
+
+// session is one recording being written. Its goroutine (run) owns the segment writer.
+type session struct {
+	s       *Service
+	id      string
+	desktop string
+	dir     string
+	began   time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	once sync.Once
+	why  string // guarded by once: the last marker's label
+}
+
+func (ss *session) stop(why string) {
+	ss.once.Do(func() { ss.why = why })
+	ss.cancel()
+	<-ss.done
+}
+
+// run writes the recording until ctx ends: it watches the desktop's region stream (again,
+// after a pause, when the stream fails while the desktop runs) and writes what it sends.
+func (ss *session) run(ctx context.Context) {
+	s := ss.s
+	defer s.wg.Done()
+	defer close(ss.done)
+	w := &writer{ss: ss}
+	defer func() {
+		w.finish()
+		s.mu.Lock()
+		if s.active[ss.desktop] == ss {
+			delete(s.active, ss.desktop)
+		}
+		s.mu.Unlock()
+	}()
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.watch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, screen.ErrNoRegions) {
+			s.log.Info("this desktop's driver sends no region updates (an older image): it is not recorded", "desktop", ss.desktop)
+			w.note("the desktop's image is too old to be recorded")
+			<-ctx.Done()
+			return
+		}
+		s.log.Debug("recording: the screen stream ended; watching again", "desktop", ss.desktop, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// writer writes one recording's segments. Only its session's goroutine uses it.
+type writer struct {
+	ss      *session
+	seg     *segmentWriter
+	segN    int
+	bytes   int64 // of closed segments
+	keys    int   // of closed segments
+	lastKey time.Time
+	changed bool // updates written since the last keyframe
+	lossy   bool // refreshes were skipped since the last keyframe
+	w, h    int
+	cursor  []byte // the newest cursor and pointer messages (written again after a keyframe)
+	pointer []byte
+	last    time.Duration
+	metaAt  time.Time
+	notes   []string
+}
+
+func (w *writer) note(n string) {
+	w.notes = append(w.notes, n)
+}
+
+// watch is one region viewer's life: it writes what the viewer takes until the viewer or
+// ctx ends.
+func (w *writer) watch(ctx context.Context) error {
+	s := w.ss.s
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	src, err := s.cfg.Link(lctx, w.ss.desktop)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("recording: reach the desktop: %w", err)
+	}
+	v, err := s.cfg.Screens.WatchRegions(w.ss.desktop, src)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	// The recorder takes no lossless refreshes: while it alone watches the driver makes none
+	// (they are whole PNGs of what stopped changing), and what it keeps stays at the best
+	// JPEG level the live view starts at.
+	v.SetRefresh(false)
+	w.lastKey = time.Time{} // a new viewer starts from a keyframe
+	flush := time.NewTicker(s.cfg.FlushEvery)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-v.Done():
+			if b, ok := v.Take(); ok {
+				w.batch(v, b)
+			}
+			return v.Err()
+		case <-v.Ready():
+			if b, ok := v.Take(); ok {
+				w.batch(v, b)
+			}
+		case <-flush.C:
+			w.flush()
+			if w.changed && !w.lastKey.IsZero() && time.Since(w.lastKey) >= s.cfg.KeyEvery {
+				v.Refresh()
+			}
+		}
+	}
+}
+
+// batch writes what the viewer took.
+func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
+	now := time.Now()
+	at := now.Sub(w.ss.began)
+	if n := len(b.Updates); n > 0 {
+		// The moment the screen was captured, not when the batch reached the recorder (on a
+		// busy machine that is later): a replay at T shows the screen as it was at T.
+		if c := b.Updates[n-1].Captured; !c.IsZero() && c.Before(now) && c.After(w.ss.began) {
+			at = c.Sub(w.ss.began)
+		}
+	}
+	at = max(at, w.last) // records stay in order
+	if b.Cursor != nil {
+		w.cursor = cursorMessage(b.Cursor)
+		w.text(at, w.cursor)
+	}
+	if b.Pointer != nil {
+		w.pointer = pointerMessage(b.Pointer)
+		w.text(at, w.pointer)
+	}
+	us := b.Updates
+	if n := len(us); n > 0 {
+		us = slices.DeleteFunc(slices.Clone(us), func(u *guest.Update) bool { return u.Refresh && !u.Key })
+		w.lossy = w.lossy || len(us) < n
+	}
+	if len(us) == 0 {
+		return
+	}
+	key := us[0].Key
+	if !key && w.seg == nil {
+		return // nothing can be drawn before the first keyframe
+	}
+	if key {
+		w.lossy = false
+		if w.seg == nil || at-w.seg.start >= w.ss.s.cfg.SegmentEvery || w.seg.bytes > 32<<20 {
+			if err := w.rotate(at); err != nil {
+				w.ss.s.log.Warn("recording: new segment", "recording", w.ss.id, "err", err)
+				return
+			}
+		}
+	}
+	msg := encodeUpdates(us, 0, w.lossy)
+	var flags byte
+	if key {
+		flags = FlagKey
+	}
+	if err := w.write(Record{Kind: KindUpdate, Flags: flags, At: at, Data: msg}); err != nil {
+		return
+	}
+	if key {
+		w.lastKey, w.changed = now, false
+		// A seek starts at a keyframe: the pointer as it is goes right after it.
+		if w.cursor != nil {
+			w.text(at, w.cursor)
+		}
+		if w.pointer != nil {
+			w.text(at, w.pointer)
+		}
+	} else {
+		w.changed = true
+	}
+	if ww, hh := updateSize(msg); ww != w.w || hh != w.h {
+		if !key {
+			v.Refresh() // a new size: a keyframe, so that a seek finds one
+		}
+		w.w, w.h = ww, hh
+	}
+}
+
+func (w *writer) text(at time.Duration, msg []byte) {
+	if w.seg == nil {
+		return
+	}
+	w.write(Record{Kind: KindText, At: at, Data: msg})
+}
+
+func (w *writer) write(r Record) error {
+	if err := w.seg.write(r); err != nil {
+		w.ss.s.log.Warn("recording: write", "recording", w.ss.id, "err", err)
+		return err
+	}
+	w.last = r.At
+	return nil
+}
+
+// rotate closes the current segment and starts the next at at.
+func (w *writer) rotate(at time.Duration) error {
+	if w.seg != nil {
+		w.bytes += w.seg.bytes
+		w.keys += w.seg.keys
+		if err := w.seg.close(); err != nil {
+			w.ss.s.log.Warn("recording: close segment", "recording", w.ss.id, "err", err)
+		}
+		w.seg = nil
+	}
+	w.segN++
+	seg, err := createSegment(filepath.Join(w.ss.dir, fmt.Sprintf("%s%06d", segPrefix, w.segN)), w.ss.began, at)
+	if err != nil {
+		return err
+	}
+	w.seg = seg
+	w.saveMeta(false)
+	return nil
+}
+
+// flush makes what was written survive the process (and the machine).
+func (w *writer) flush() {
+	if w.seg != nil {
+		if err := w.seg.flush(true); err != nil {
+			w.ss.s.log.Warn("recording: flush", "recording", w.ss.id, "err", err)
+		}
+	}
+	if time.Since(w.metaAt) >= 10*time.Second {
+		w.saveMeta(false)
+	} else {
+		w.updateEntry(false)
+	}
+}
+
+// updateEntry refreshes the catalog's numbers of the recording.
+func (w *writer) updateEntry(ended bool) meta {
+	bytes, keys := w.bytes, w.keys
+	if w.seg != nil {
+		bytes += w.seg.bytes
+		keys += w.seg.keys
+	}
+	m, _ := w.ss.s.cat.update(w.ss.id, func(e *entry) {
+		shots := dirExtraBytes(w.ss.dir)
+		e.info.Bytes = bytes + shots
+		e.info.Keyframes = keys
+		e.info.DurationMs = max(e.info.DurationMs, w.last.Milliseconds())
+		e.info.Width, e.info.Height = w.w, w.h
+		for _, n := range w.notes {
+			if !slices.Contains(e.info.Notes, n) {
+				e.info.Notes = append(e.info.Notes, n)
+			}
+		}
+		if ended {
+			e.live, e.info.Live = false, false
+			e.info.DurationMs = max(e.info.DurationMs, time.Since(w.ss.began).Milliseconds())
+			e.info.EndedAt = w.ss.began.Add(time.Duration(e.info.DurationMs) * time.Millisecond).UTC()
+		}
+	})
+	return m
+}
+
+func (w *writer) saveMeta(ended bool) {
+	m := w.updateEntry(ended)
+	w.metaAt = time.Now()
+	if err := writeMeta(w.ss.dir, m); err != nil {
+		w.ss.s.log.Warn("recording: metadata", "recording", w.ss.id, "err", err)
+	}
+}
+
+// finish closes the recording: its last marker, its segment, its metadata.
+func (w *writer) finish() {
+	if w.ss.why != "" {
+		w.ss.s.markSession(w.ss, Marker{Kind: MarkDesktop, Label: w.ss.why})
+	}
+	if w.seg != nil {
+		w.bytes += w.seg.bytes
+		w.keys += w.seg.keys
+		if err := w.seg.close(); err != nil {
+			w.ss.s.log.Warn("recording: close segment", "recording", w.ss.id, "err", err)
+		}
+		w.seg = nil
+	}
+	w.saveMeta(true)
+	w.ss.s.log.Debug("recording ended", "recording", w.ss.id, "desktop", w.ss.desktop)
+}
+
+// markSession adds a marker to a session directly (its own goroutine, at its end).
+func (s *Service) markSession(ss *session, m Marker) {
+	m.At = time.Since(ss.began).Milliseconds()
+	if err := appendMarker(ss.dir, m); err != nil {
+		return
+	}
+	s.cat.update(ss.id, func(e *entry) { e.info.Markers = append(e.info.Markers, m) })
+}
+
+// marshalJSON is json.Marshal for the replay's messages.
+func marshalJSON(v any) []byte {
+	raw, _ := json.Marshal(v)
+	return raw
+}
+
+// Lookup returns recording id whatever its account (for administrators).
+func (s *Service) Lookup(id string) (Info, error) {
+	i, ok := s.cat.get(id)
+	if !ok || !validID(id) {
+		return Info{}, fault.NotFound("recording %q not found", id)
+	}
+	return i, nil
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { clock, markerAt, nextTool } from './components/ReplayPlayer';
+import type { RecordingMarker } from './api';
+
+const ms: RecordingMarker[] = [
+  { at: 0, kind: 'desktop', label: 'desktop running' },
+  { at: 1000, kind: 'tool', label: 'computer: screenshot', runId: 'r1' },
+  { at: 2000, kind: 'control', label: 'alice took over' },
+  { at: 5000, kind: 'tool', label: 'computer: click', runId: 'r2' },
+];
+
+describe('replay markers', () => {
+  it('shows the last tool call reached', () => {
+    expect(markerAt(ms, 500)).toBe(-1);
+    expect(markerAt(ms, 1000)).toBe(1);
+    expect(markerAt(ms, 4000)).toBe(1);
+    expect(markerAt(ms, 6000)).toBe(3);
+  });
+  it('jumps to the next tool call', () => {
+    expect(nextTool(ms, 0)).toBe(1);
+    expect(nextTool(ms, 1000)).toBe(3);
+    expect(nextTool(ms, 5000)).toBe(-1);
+  });
+  it('formats the clock', () => {
+    expect(clock(0)).toBe('0:00');
+    expect(clock(65_400)).toBe('1:05');
+    expect(clock(3_725_000)).toBe('1:02:05');
+  });
+});
