@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/knowledge"
 	"cubicle/backend/models"
 	"cubicle/backend/store"
+	"cubicle/internal/testenv"
 )
 
 // knowledgeEnv is the whole backend of `cubicle serve --engine none` on a real loopback
@@ -34,7 +35,7 @@ type knowledgeEnv struct {
 
 func (e *knowledgeEnv) start() {
 	t := e.t
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testenv.Logger(t, slog.LevelWarn)
 	b, err := New(Config{DataDir: e.dir, Engine: "none", AllowedHosts: []string{"127.0.0.1"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

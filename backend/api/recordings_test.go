@@ -15,6 +15,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/recording"
 	"cubicle/backend/screen"
+	"cubicle/internal/testenv"
 )
 
 // newRecordingFixture is the fixture with a real recording service on a temporary directory
@@ -25,7 +26,7 @@ func newRecordingFixture(t *testing.T) (f *fixture, bobAgent, adminAgent string)
 	var svc *recording.Service
 	f = newFixture(t, func(c *Config) {
 		var err error
-		svc, err = recording.New(recording.Config{Dir: dir, Screens: screen.New(screen.Config{}), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		svc, err = recording.New(recording.Config{Dir: dir, Screens: screen.New(screen.Config{}), Logger: testenv.Logger(t, slog.LevelInfo),
 			Link: func(context.Context, string) (screen.RegionSource, error) { return nil, fault.Unavailable("none") }})
 		if err != nil {
 			t.Fatal(err)

@@ -13,17 +13,11 @@ import (
 
 	"cubicle/backend/fault"
 	"cubicle/backend/screen"
+	"cubicle/internal/testenv"
 )
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(testenv.Writer(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // fakeRecording writes a recording directly: one segment per element of segs, each a list
