@@ -162,8 +162,8 @@ phase "web UI unit tests"
 (cd frontend && npm test --silent)
 
 phase "browser tests"
-# Each file starts its own server (own port, data dir, desktops): three files at a time.
-(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 node --test --test-concurrency=3 e2e/)
+# Each file starts its own server (own port, data dir, desktops): two files at a time.
+(cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 node --test --test-concurrency=2 e2e/)
 
 phase "the real-desktop browser flows again over the exec link (the desktop, the live screen v2)"
 (cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 CUBICLE_GUEST_LINK=exec \
