@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cubicle/backend"
+	"cubicle/backend/api"
 	"cubicle/backend/auth"
 	"cubicle/backend/store"
 	"cubicle/runner/wire"
@@ -532,7 +533,11 @@ func (e *attackEnv) attackBodies(t *testing.T, r route) {
 	path := r.fill(e.ownID(r, tok == e.admin))
 	// A 20 MB body on a few routes (reading and dropping it costs time under -race); on the
 	// others a body just over the limit takes the same path.
-	big := int64(maxBodyPlus)
+	// (A route with a larger limit of its own gets a body just over that.)
+	big, chunked := int64(maxBodyPlus), int64(2<<20)
+	if limit := api.BodyLimit(path); limit > maxBodyPlus-1 {
+		big, chunked = limit+1, limit+1<<20
+	}
 	if twentyMB[r.String()] {
 		big = 20 << 20
 	}
@@ -543,7 +548,7 @@ func (e *attackEnv) attackBodies(t *testing.T, r route) {
 		want []int
 	}{
 		{"oversized body", attack{bigBody: big}, []int{413}},
-		{"2 MiB chunked body", attack{chunked: 2 << 20}, []int{413}},
+		{"2 MiB chunked body", attack{chunked: chunked}, []int{413}},
 		{"truncated JSON", attack{body: `{"name":`}, []int{400}},
 		{"trailing data", attack{body: `{"name":"x"} {"name":"y"}`}, []int{400}},
 		{"trailing garbage", attack{body: `{"name":"x"}garbage`}, []int{400}},
