@@ -278,17 +278,8 @@ func (c *ComputerChannel) Close() error {
 // guard has already checked Host and Origin. A plain GET returns the status message as JSON.
 func (s *Server) computerRoute(ch *ComputerChannel) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := token(r)
-		if tok == "" && isUpgrade(r) {
-			tok = r.URL.Query().Get("access_token")
-		}
-		if tok == "" {
-			writeError(w, r, s.log, fault.New(fault.ErrUnauthenticated, "log in first"))
-			return
-		}
-		p, err := s.cfg.Auth.Authenticate(tok)
-		if err != nil {
-			writeError(w, r, s.log, err)
+		p, tok, ok := s.websocketCaller(w, r)
+		if !ok {
 			return
 		}
 		agentID := r.PathValue("id")

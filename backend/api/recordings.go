@@ -186,17 +186,8 @@ func (s *Server) putRecordingSettings(w http.ResponseWriter, r *http.Request) {
 // carrying the recording's messages as the live channel sends them, from ?from=MS at
 // ?speed=X, with "replay" position messages; the client sends seek, speed, pause and play.
 func (s *Server) replayRecording(w http.ResponseWriter, r *http.Request) {
-	tok := token(r)
-	if tok == "" && isUpgrade(r) {
-		tok = r.URL.Query().Get("access_token")
-	}
-	if tok == "" {
-		writeError(w, r, s.log, fault.New(fault.ErrUnauthenticated, "log in first"))
-		return
-	}
-	p, err := s.cfg.Auth.Authenticate(tok)
-	if err != nil {
-		writeError(w, r, s.log, err)
+	p, _, ok := s.websocketCaller(w, r)
+	if !ok {
 		return
 	}
 	rid := r.PathValue("rid")
@@ -205,7 +196,10 @@ func (s *Server) replayRecording(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	var from int64
+	var (
+		from int64
+		err  error
+	)
 	if v := q.Get("from"); v != "" {
 		if from, err = strconv.ParseInt(v, 10, 64); err != nil || from < 0 {
 			writeError(w, r, s.log, fault.Invalid("from is a time in the recording in milliseconds (0 or more)"))

@@ -54,6 +54,27 @@ func (s *Server) authed(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// websocketCaller is the caller of a websocket route: the session's token, or for an upgrade
+// (browsers cannot set headers on one) the access_token query parameter. It answers the
+// error itself and returns false when there is no valid one; tok is the token used, for a
+// connection that checks it again while it lasts.
+func (s *Server) websocketCaller(w http.ResponseWriter, r *http.Request) (p auth.Principal, tok string, ok bool) {
+	tok = token(r)
+	if tok == "" && isUpgrade(r) {
+		tok = r.URL.Query().Get("access_token")
+	}
+	if tok == "" {
+		writeError(w, r, s.log, fault.New(fault.ErrUnauthenticated, "log in first"))
+		return auth.Principal{}, "", false
+	}
+	p, err := s.cfg.Auth.Authenticate(tok)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return auth.Principal{}, "", false
+	}
+	return p, tok, true
+}
+
 // admin wraps h so that it runs only for an administrator.
 func (s *Server) admin(h http.HandlerFunc) http.Handler {
 	return s.authed(func(w http.ResponseWriter, r *http.Request) {
