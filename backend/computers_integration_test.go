@@ -18,6 +18,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/guest"
+	"cubicle/backend/knowledge"
 	"cubicle/backend/models"
 	"cubicle/backend/profile"
 	"cubicle/backend/store"
@@ -41,7 +42,9 @@ func offeredTools(t *testing.T, raw []byte) []string {
 	}
 	out := []string{}
 	for _, tl := range req.Tools {
-		if tl.Function.Name != "task_helper" {
+		// task_helper and recall_past_runs are offered whatever the computer; this file checks
+		// the computer's own tools.
+		if tl.Function.Name != "task_helper" && tl.Function.Name != knowledge.Tool {
 			out = append(out, tl.Function.Name)
 		}
 	}
@@ -56,7 +59,7 @@ func sorted(s ...string) []string {
 }
 
 var vmTools = []string{"computer_click", "computer_clipboard_get", "computer_clipboard_set", "computer_double_click", "computer_drag", "computer_key", "computer_move",
-	"computer_read_file", "computer_right_click", "computer_screenshot", "computer_scroll", "computer_shell",
+	"computer_read_file", "computer_right_click", "computer_screenshot", "computer_scroll", "computer_share_file", "computer_shell",
 	"computer_type", "computer_wait", "computer_write_file"}
 
 var browserTools = []string{"browser_click", "browser_navigate", "browser_press", "browser_read", "browser_screenshot",
@@ -219,7 +222,7 @@ func TestComputerTypesOnRealEngine(t *testing.T) {
 	t.Run("host", func(t *testing.T) {
 		a := mk("Hosty", "host", false)
 		offered, res, _ := probe(a, "host-1")
-		want := sorted("host_shell", "host_read_file", "host_write_file", "host_screenshot", "host_click", "host_type", "host_key", "host_scroll")
+		want := sorted("host_shell", "host_read_file", "host_write_file", "host_share_file", "host_screenshot", "host_click", "host_type", "host_key", "host_scroll")
 		if !slices.Equal(offered, want) {
 			t.Fatalf("offered %v, want %v", offered, want)
 		}
@@ -239,7 +242,7 @@ func TestComputerTypesOnRealEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 		offered, res, _ = probe(a, "host-2")
-		if !slices.Equal(offered, sorted("host_shell", "host_read_file", "host_write_file")) {
+		if !slices.Equal(offered, sorted("host_shell", "host_read_file", "host_write_file", "host_share_file")) {
 			t.Fatalf("offered without screen control: %v", offered)
 		}
 		expect("host without screen control", res, map[string]string{"hs": agent.StateSuccess, "hd": agent.StateDenied})
@@ -255,7 +258,7 @@ func TestComputerTypesOnRealEngine(t *testing.T) {
 	t.Run("vm with the host environment", func(t *testing.T) {
 		a := mk("Vicky", "vm", true)
 		offered, res, evs := probe(a, "vm-1")
-		want := sorted(append(append([]string{}, vmTools...), "host_shell", "host_read_file", "host_write_file", "computer_copy_file")...)
+		want := sorted(append(append([]string{}, vmTools...), "host_shell", "host_read_file", "host_write_file", "host_share_file", "computer_copy_file")...)
 		if !slices.Equal(offered, want) {
 			t.Fatalf("offered %v, want %v", offered, want)
 		}

@@ -207,10 +207,10 @@ func TestWorkspaceSnapshotsOnRealDesktop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.b.Auth.CreateAccount(ap, auth.NewAccount{Username: "stranger", Password: "Stranger-long-pass-1234"}); err != nil {
+	if _, err := e.b.Auth.CreateAccount(ap, auth.NewAccount{Username: "stranger", Password: "Outsider-long-pass-1234"}); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := e.b.Auth.Login("stranger", "Stranger-long-pass-1234", "test")
+	sp, err := e.b.Auth.Login("stranger", "Outsider-long-pass-1234", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

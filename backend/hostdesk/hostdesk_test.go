@@ -125,7 +125,7 @@ func TestHostDesktopOnRealX(t *testing.T) {
 	for _, s := range box.Tools(context.Background(), agent.TurnInfo{AgentID: "a"}) {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "host_shell,host_read_file,host_write_file,host_screenshot,host_click,host_type,host_key,host_scroll" {
+	if got := strings.Join(names, ","); got != "host_shell,host_read_file,host_write_file,host_share_file,host_screenshot,host_click,host_type,host_key,host_scroll" {
 		t.Fatalf("host computer offers %s", got)
 	}
 
