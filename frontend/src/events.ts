@@ -118,13 +118,10 @@ export class EventHub {
     if (this.stopped) return;
     const abort = new AbortController();
     this.abort = abort;
-    let why = '';
     let fatal = false;
     try {
       await this.source.events((m) => this.message(m), { lastEventId: this.lastId || undefined, signal: abort.signal });
-      why = 'the stream ended';
     } catch (err) {
-      why = err instanceof Error ? err.message : String(err);
       // Signed out, or the server has no stream: retrying soon does not help.
       if (err instanceof ApiError && (err.status === 401 || err.status === 403)) fatal = true;
     }
@@ -137,7 +134,6 @@ export class EventHub {
     }
     const wait = this.backoff;
     this.backoff = Math.min(this.opts.maxRetryMs, this.backoff * 2);
-    void why;
     this.timer = this.opts.setTimer(() => {
       this.timer = null;
       void this.connect();
