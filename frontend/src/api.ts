@@ -330,8 +330,8 @@ export interface StreamMessage {
   /** "<epoch>-<n>" on bus events; absent on stream.hello / stream.resync. */
   id?: string;
   time?: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  data?: any;
+  /** The payload; events.ts types it by the event's type (BusEvent). */
+  data?: unknown;
   epoch?: string;
   admin?: boolean;
 }
