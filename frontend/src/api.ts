@@ -282,15 +282,8 @@ export interface HostView {
 /** A desktop volume (work files or browser profile); sizeBytes is -1 when the engine could not measure it. */
 export type VolumeView = gen.VolumeView;
 
-/** GET /api/app/agents/:id/deletion: what deleting the agent concerns. */
-export interface AgentDeletion {
-  agentId: string;
-  desktops: InstanceView[];
-  shared?: InstanceView;
-  volumes: VolumeView[];
-  /** -1 when a size is unknown. */
-  sizeBytes: number;
-  sizeProblem?: string;
+/** GET /api/app/agents/:id/deletion: what deleting the agent concerns (sizeBytes -1: a size is unknown). */
+export interface AgentDeletion extends gen.AgentData {
   /** Why the agent cannot be deleted now. */
   busy?: string;
 }
