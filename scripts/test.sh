@@ -158,7 +158,11 @@ wait "$ports_pid" || ports_rc=$?
 cat test-artifacts/ports.log
 if [ "$ports_rc" != 0 ]; then echo "the ports failed (exit $ports_rc): see test-artifacts/ports.log"; exit 1; fi
 
-phase "web UI unit tests"
+phase "web UI: generated types, lint, unit tests"
+# frontend/src/gen is what tygo writes from the Go shapes (tygo.yaml); the lint is ESLint with
+# typescript-eslint (frontend/eslint.config.js)
+bash scripts/gen-types-check.sh
+(cd frontend && npm run --silent lint)
 (cd frontend && npm test --silent)
 
 phase "browser tests"

@@ -135,7 +135,7 @@ describe('real desktop flow', { skip: skip || false, timeout: 30 * 60_000 }, () 
     await page.waitForFunction((s) => Number(document.querySelector(s)?.dataset.frames) >= 1, sel, { timeout: 60_000 });
     // The first frames may show the desktop still starting (black): wait for a real screen.
     const deadline = Date.now() + 60_000;
-    let colours = 0;
+    let colours;
     while ((colours = await canvasColours(page, sel)) <= 3 && Date.now() < deadline) await page.waitForTimeout(500);
     assert.equal(colours > 3, true, `the live screen is not blank (${colours} colours)`);
     await screenshot(page, 'desktop-chat-panel');

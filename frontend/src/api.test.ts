@@ -667,7 +667,7 @@ describe('Client chat stream', () => {
     const f = fakeFetch(streamOf(['data: {"type":"AGENT_START"}\n\ndata: {"type":"TEXT_BLOCK', '_DELTA","delta":"你好"}\n\n', 'data: {"type":"AGENT_END"}\n\n']));
     const client = new Client({ fetch: f.fetch });
     const got: string[] = [];
-    await client.chat({ sessionId: 's1', userId: 'u1', agentId: 'a1', input: 'hi' }, (e) => got.push(e.type + (e.delta ?? '')));
+    await client.chat({ sessionId: 's1', userId: 'u1', agentId: 'a1', input: 'hi' }, (e) => got.push(e.type + (e.type === 'TEXT_BLOCK_DELTA' ? (e.delta ?? '') : '')));
     expect(got).toEqual(['AGENT_START', 'TEXT_BLOCK_DELTA你好', 'AGENT_END']);
     const [call] = f.calls;
     expect(call.url).toBe('/api/app/chat');

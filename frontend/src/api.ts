@@ -5,6 +5,7 @@
 // the HttpOnly session cookie; in the Wails window they go to the backend's loopback URL
 // with a per-launch bearer token and no cookies.
 
+import type * as gen from './gen/nodeapi';
 import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat';
 
 /** A workspace snapshot (GET /api/app/agents/:id/snapshots). */
@@ -109,13 +110,8 @@ export interface SecurityUpdate {
   desktopHostPorts?: number[];
 }
 
-/** A desktop egress policy (docs/egress.md): allow entries are host names, *.names, addresses or CIDRs. */
-export interface EgressPolicy {
-  mode: 'open' | 'allow-list' | 'closed' | string;
-  allow?: string[];
-  updatedBy?: string;
-  updatedAt?: string;
-}
+/** A desktop egress policy (docs/egress.md): allow entries are host names, *.names, addresses or CIDRs. Mode: open | allow-list | closed. */
+export type EgressPolicy = gen.EgressPolicy;
 
 /** A destination a desktop's egress policy refused (since the server started). */
 export interface EgressBlockedSummary {
@@ -283,24 +279,11 @@ export interface HostView {
   problem?: string;
 }
 
-/** A desktop volume (work files or browser profile). */
-export interface VolumeView {
-  name: string;
-  kind: string;
-  instanceId: string;
-  /** -1 when the engine could not measure it. */
-  sizeBytes: number;
-}
+/** A desktop volume (work files or browser profile); sizeBytes is -1 when the engine could not measure it. */
+export type VolumeView = gen.VolumeView;
 
-/** GET /api/app/agents/:id/deletion: what deleting the agent concerns. */
-export interface AgentDeletion {
-  agentId: string;
-  desktops: InstanceView[];
-  shared?: InstanceView;
-  volumes: VolumeView[];
-  /** -1 when a size is unknown. */
-  sizeBytes: number;
-  sizeProblem?: string;
+/** GET /api/app/agents/:id/deletion: what deleting the agent concerns (sizeBytes -1: a size is unknown). */
+export interface AgentDeletion extends gen.AgentData {
   /** Why the agent cannot be deleted now. */
   busy?: string;
 }
@@ -340,8 +323,8 @@ export interface StreamMessage {
   /** "<epoch>-<n>" on bus events; absent on stream.hello / stream.resync. */
   id?: string;
   time?: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  data?: any;
+  /** The payload; events.ts types it by the event's type (BusEvent). */
+  data?: unknown;
   epoch?: string;
   admin?: boolean;
 }
@@ -497,19 +480,8 @@ export interface AgentModel {
   };
 }
 
-/** Progress of one image preparation (backend/vm PrepareState). */
-export interface PrepareState {
-  imageKey: string;
-  running: boolean;
-  phase: string;
-  message: string;
-  percent: number;
-  startedAt: string;
-  finishedAt?: string;
-  error?: string;
-  /** An administrator cancelled it (phase is then "failed"). */
-  cancelled?: boolean;
-}
+/** Progress of one image preparation. */
+export type PrepareState = gen.PrepareState;
 
 /** The state of one first-run step (backend/setup). */
 export type SetupState = 'done' | 'needed' | 'working' | 'failed';
@@ -534,139 +506,48 @@ export interface SetupStatus {
   done: boolean;
 }
 
-/** One image key and its prepared record (backend/vm ImageView). */
-export interface ImageView {
-  imageKey: string;
-  prepared: boolean;
-  ref?: string;
-  imageId?: string;
-  driverVersion?: string;
-  preparedAt?: string;
-  prepare?: PrepareState;
-}
+/** One image key and its prepared record. */
+export type ImageView = gen.ImageView;
 
-/** A desktop (backend/vm InstanceView). */
-export interface InstanceView {
-  id: string;
-  nodeId?: string;
-  scope: string;
-  accountId?: string;
-  agentId?: string;
-  description: string;
-  /** The owning account's username. */
-  owner?: string;
-  /** The agents that use it. */
-  agents?: Array<{ id: string; name: string }>;
-  /** Its agent (or account) was deleted. */
-  orphaned?: boolean;
-  /** The record is gone (the answer to removing an orphaned or task desktop). */
-  removed?: boolean;
-  workspaceVolume?: string;
-  browserProfileVolume?: string;
-  name?: string;
-  fixed: boolean;
-  /** A temporary task helper's desktop: removed when its task ends; no actions. */
-  task?: boolean;
-  imageKey?: string;
-  imageRef?: string;
-  imagePending: boolean;
-  state: string;
-  container?: string;
-  busyBy?: string;
-  idleStopAt?: string;
-  idleStopInSeconds?: number;
-  startedAt?: string;
-  lastError?: string;
-  /** "on" when the desktop cannot reach this machine's services, else why not. */
-  hostWall?: string;
-  /** How the running desktop's driver is reached: "socket" or "exec". */
-  guestLink?: string;
-  /** "ok" while its driver answers; "unhealthy" when it cannot be reached (Start repairs it);
-   * "unreachable" while the engine does not answer (fail closed; lastError says why). */
-  health?: string;
-}
+/** A desktop. */
+export type InstanceView = gen.InstanceView;
 
 /** How new desktops' drivers are reached (CUBICLE_GUEST_LINK), and why. */
-export interface GuestLinkChoice {
-  mode: string;
-  transport: string;
-  fallback?: string;
-  mount: boolean;
-  reason: string;
-}
+export type GuestLinkChoice = gen.GuestLink;
 
 /** The node's policies. */
-export interface VMPolicy {
-  isolation: string;
-  maxInstances: number;
-  idleStopMinutes: number;
-}
+export type VMPolicy = gen.Policy;
 
 /** A base image pinned by digest (images.Pin). */
-export interface ImagePin {
-  image: string;
-  digest: string;
-}
+export type ImagePin = gen.Pin;
 
 /** Where an image source value comes from (backend/vm From*). */
 export type SourceOrigin = 'settings' | 'environment' | 'default';
 
-/** One base image's source (backend/vm SourceView). */
-export interface ImageSourceView {
-  /** In force. */
-  image: string;
-  digest: string;
+/** One base image's source; the origins narrowed to their values. */
+export interface ImageSourceView extends gen.SourceView {
   imageFrom: SourceOrigin;
   digestFrom: SourceOrigin;
-  /** What an admin saved; "" inherits. */
-  savedImage: string;
-  savedDigest: string;
-  /** What applies without the saved values (environment or built-in pin). */
-  inherited: ImagePin;
-  /** An invalid environment value. */
-  problem?: string;
 }
 
-/** The images' bases (backend/vm ImageSources). */
-export interface ImageSources {
+/** The images' bases. */
+export interface ImageSources extends gen.ImageSources {
   standard: ImageSourceView;
   cursor: ImageSourceView;
-  /** auto | pull | debootstrap (CUBICLE_BASE_SOURCE). */
-  baseSource: string;
 }
 
 /** PUT /api/app/admin/local-vm/image-sources: a part left out is unchanged, "" inherits. */
-export interface ImageSourcesUpdate {
-  standard?: ImagePin;
-  cursor?: ImagePin;
-}
+export type ImageSourcesUpdate = gen.ImageSourcesUpdate;
 
-/** GET /api/app/admin/local-vm. */
-export interface LocalVMStatus {
-  nodeId: string;
-  engine: { found: boolean; kind?: string; version?: string; socket?: string; rootless: boolean; arch?: string; problem?: string; unreachable?: string; connecting?: boolean };
-  compose: boolean;
+/** GET /api/app/admin/local-vm (Go encodes an empty list as null). */
+export interface LocalVMStatus extends Omit<gen.Status, 'images' | 'instances' | 'imageSources'> {
   images: ImageView[] | null;
-  preparing: boolean;
-  policy: VMPolicy;
-  imageSources?: ImageSources;
-  running: number;
   instances: InstanceView[] | null;
-  strays?: string[];
-  guestLink?: GuestLinkChoice;
+  imageSources: ImageSources;
 }
 
-/** A node's engine choice (store.EngineSettings): kind "" (find one), podman, docker, kubernetes or none. */
-export interface EngineSettings {
-  kind?: string;
-  kubeconfig?: string;
-  context?: string;
-  namespace?: string;
-  storageClass?: string;
-  volumeSize?: string;
-  registry?: string;
-  registryInsecure?: boolean;
-}
+/** A node's engine choice: kind "" (find one), podman, docker, kubernetes or none. */
+export type EngineSettings = gen.EngineSettings;
 
 /** GET /api/app/admin/local-vm/engine: the engine in force, the saved choice, what overrides it. */
 export interface EngineStatus {
@@ -681,13 +562,9 @@ export interface EngineStatus {
   imagesProblem?: string;
 }
 
-/** GET /api/app/agents/:id/local-vm. */
-export interface AgentVM {
-  agentId: string;
-  isolation: string;
-  desktop: InstanceView;
+/** GET /api/app/agents/:id/local-vm (Go encodes an empty list as null). */
+export interface AgentVM extends Omit<gen.AgentView, 'images'> {
   images: string[] | null;
-  desktops?: InstanceView[];
 }
 
 /** An instance action. */

@@ -101,7 +101,7 @@ describe('reduce', () => {
 
   it('uses the final result when no text was streamed, tolerates unknown types', () => {
     const s = run([
-      { type: 'SOMETHING_NEW' },
+      { type: 'SOMETHING_NEW' } as unknown as ChatEvent, // a newer server's type
       { type: 'CUSTOM', value: 1 },
       { type: 'AGENT_RESULT', result: { id: 'r', name: 'a', role: 'assistant', content: [{ type: 'text', text: 'Done.' }] } },
     ]);

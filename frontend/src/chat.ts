@@ -1,6 +1,8 @@
 // The chat's model: the server's event stream (SPEC §2.1) folded into messages made of
 // blocks. Pure functions only, so the folding is tested without a browser.
 
+import type { Usage } from './gen/agent';
+
 /** A content block of a saved message (backend/agent/event.go ContentBlock). */
 export interface ContentBlock {
   type: string; // text, image, thinking, tool_use, tool_result
@@ -41,16 +43,21 @@ export interface ConfirmResult {
   rules?: string[];
 }
 
-/** One event of the stream; fields by type, unknown ones tolerated. */
-export interface ChatEvent {
-  type: string;
+/**
+ * Every field a chat event may carry (backend/agent/event.go Event; src/gen/agent.ts is the
+ * generated reference). All are optional: the server omits empty ones and this client
+ * tolerates older servers.
+ */
+export interface ChatEventFields {
   id?: string;
   createdAt?: string;
   source?: string;
   sessionId?: string;
   replyId?: string;
+  metadata?: Record<string, unknown>;
   name?: string;
   role?: string;
+  usage?: Usage;
   blockId?: string;
   delta?: string;
   toolCallId?: string;
@@ -69,8 +76,42 @@ export interface ChatEvent {
    */
   generateReason?: string | boolean;
   value?: unknown;
-  metadata?: Record<string, unknown>;
 }
+
+/** The fields of every event type. */
+type Common = 'id' | 'createdAt' | 'source' | 'sessionId' | 'replyId' | 'metadata';
+/** Events of type(s) T with the fields K the server sets on them (backend/agent newEvent calls). */
+type Ev<T extends string, K extends keyof ChatEventFields = never> = { type: T } & Pick<ChatEventFields, Common | K>;
+
+/**
+ * One event of the stream (SPEC §2.1), a union discriminated by type: `switch (e.type)`
+ * narrows to the fields that type carries. Events of a type this client does not know are
+ * handed to reduce like the others and change nothing.
+ */
+export type ChatEvent =
+  | Ev<'AGENT_START', 'name' | 'role'>
+  | Ev<'MODEL_CALL_START'>
+  | Ev<'MODEL_CALL_END', 'usage'>
+  | Ev<'THINKING_BLOCK_START' | 'THINKING_BLOCK_DELTA' | 'THINKING_BLOCK_END', 'blockId' | 'delta'>
+  | Ev<'TEXT_BLOCK_START' | 'TEXT_BLOCK_DELTA' | 'TEXT_BLOCK_END', 'blockId' | 'delta'>
+  | Ev<'TOOL_CALL_START' | 'TOOL_CALL_DELTA' | 'TOOL_CALL_END', 'toolCallId' | 'toolCallName' | 'delta'>
+  | Ev<'TOOL_RESULT_START' | 'TOOL_RESULT_TEXT_DELTA' | 'TOOL_RESULT_DATA_DELTA' | 'TOOL_RESULT_END', 'toolCallId' | 'toolCallName' | 'delta' | 'data' | 'state'>
+  | Ev<'DATA_BLOCK_START' | 'DATA_BLOCK_DELTA' | 'DATA_BLOCK_END', 'blockId' | 'toolCallId' | 'data' | 'delta'>
+  | Ev<'AGENT_RESULT', 'result'>
+  | Ev<'AGENT_END'>
+  | Ev<'EXCEED_MAX_ITERS', 'maxIters' | 'currentIter'>
+  | Ev<'REQUIRE_USER_CONFIRM', 'toolCalls' | 'reason' | 'value'>
+  | Ev<'USER_CONFIRM_RESULT', 'confirmResults'>
+  | Ev<'ALL_TOOLS_DENIED', 'reason'>
+  | Ev<'REQUIRE_EXTERNAL_EXECUTION', 'toolCalls' | 'toolCallId' | 'toolCallName'>
+  | Ev<'EXTERNAL_EXECUTION_RESULT', 'toolCallId' | 'toolCallName' | 'state' | 'reason' | 'data'>
+  | Ev<'REQUEST_STOP', 'reason' | 'generateReason'>
+  | Ev<'SUBAGENT_EXPOSED', 'name' | 'role' | 'toolCallId'>
+  | Ev<'HINT_BLOCK', 'toolCallId' | 'delta'>
+  | Ev<'CUSTOM', 'name' | 'value'>;
+
+/** A chat event's type. */
+export type ChatEventType = ChatEvent['type'];
 
 /** The external tools this client runs (REQUIRE_EXTERNAL_EXECUTION); sent as clientTools. */
 export const clientTools = ['client_pick_file'];
@@ -248,6 +289,8 @@ const newTool = (id: string, name = ''): Extract<Block, { kind: 'tool' }> => ({
  */
 function reduceHelper(s: ChatState, e: ChatEvent): ChatState {
   const source = e.source ?? '';
+  // The event that opens a group names it, whatever its type (normally SUBAGENT_EXPOSED).
+  const f: ChatEventFields = e;
   const [s2, m] = lastAssistant(s);
   let i = -1;
   if (e.type !== 'SUBAGENT_EXPOSED') {
@@ -265,10 +308,10 @@ function reduceHelper(s: ChatState, e: ChatEvent): ChatState {
       : {
           kind: 'helper',
           id: e.id || `helper-${m.blocks.length}`,
-          name: e.name || source.slice(source.lastIndexOf('/') + 1) || 'helper',
+          name: f.name || source.slice(source.lastIndexOf('/') + 1) || 'helper',
           source,
-          task: typeof e.metadata?.task === 'string' ? e.metadata.task : '',
-          toolCallId: e.toolCallId ?? '',
+          task: typeof f.metadata?.task === 'string' ? f.metadata.task : '',
+          toolCallId: f.toolCallId ?? '',
           blocks: [],
           done: false,
         };

@@ -111,7 +111,7 @@ describe('EventHub', () => {
     const hub = new EventHub(src, { retryMs: 100, maxRetryMs: 250, setTimer: t.setTimer, clearTimer: t.clearTimer });
     const got: number[] = [];
     const states: boolean[] = [];
-    hub.subscribe((e: BusEvent) => got.push(e.data.n));
+    hub.subscribe((e: BusEvent) => got.push((e.data as unknown as { n: number }).n));
     hub.onState((up) => states.push(up));
     hub.start();
     hub.start(); // idempotent
@@ -138,7 +138,7 @@ describe('EventHub', () => {
     let resyncs = 0;
     const got: number[] = [];
     hub.onResync(() => resyncs++);
-    hub.subscribe((e) => got.push(e.data.n));
+    hub.subscribe((e) => got.push((e.data as unknown as { n: number }).n));
     hub.start();
     await tick();
     expect(resyncs).toBe(1);
@@ -167,7 +167,7 @@ describe('EventHub', () => {
     });
     const off = hub.subscribe(() => got.push(-1));
     off();
-    hub.subscribe((e) => got.push(e.data.n));
+    hub.subscribe((e) => got.push((e.data as unknown as { n: number }).n));
     hub.start();
     await tick();
     expect(got).toEqual([1, 2]);

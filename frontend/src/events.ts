@@ -6,15 +6,37 @@
 // says "resync" so that they read their state afresh.
 
 import { ApiError, type StreamMessage } from './api';
+import type * as ev from './gen/events';
 
-/** A bus event as the stream carries it. */
-export interface BusEvent {
-  id: string;
-  type: string;
-  time: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  data: any;
+/**
+ * The payload of each event type (backend/events: the names are events.go's Type constants,
+ * the payloads are generated from payloads.go into gen/events.ts).
+ */
+export interface BusPayloads {
+  'desktop.state': ev.Desktop;
+  'desktop.stats': ev.Stats;
+  'prepare.progress': ev.Prepare;
+  'images.changed': ev.Images;
+  'control.changed': ev.Control;
+  'timeline.entry': ev.Timeline;
+  'agent.changed': ev.Agent;
+  'node.changed': ev.Node;
+  'runner.status': ev.Runner;
+  'desktop.egress_blocked': ev.EgressBlocked;
+  'chat.confirm': ev.Confirm;
 }
+
+/** An event type the server sends. */
+export type BusEventType = keyof BusPayloads;
+
+/**
+ * A bus event as the stream carries it: a union discriminated by type, so `e.type === '…'`
+ * narrows data to that type's payload. A type this client does not know is handed on like the
+ * others and matches no branch.
+ */
+export type BusEvent = {
+  [T in BusEventType]: { id: string; type: T; time: string; data: BusPayloads[T] };
+}[BusEventType];
 
 /** What the hub needs of the API client. */
 export interface EventSource {
@@ -118,13 +140,10 @@ export class EventHub {
     if (this.stopped) return;
     const abort = new AbortController();
     this.abort = abort;
-    let why = '';
     let fatal = false;
     try {
       await this.source.events((m) => this.message(m), { lastEventId: this.lastId || undefined, signal: abort.signal });
-      why = 'the stream ended';
     } catch (err) {
-      why = err instanceof Error ? err.message : String(err);
       // Signed out, or the server has no stream: retrying soon does not help.
       if (err instanceof ApiError && (err.status === 401 || err.status === 403)) fatal = true;
     }
@@ -137,7 +156,6 @@ export class EventHub {
     }
     const wait = this.backoff;
     this.backoff = Math.min(this.opts.maxRetryMs, this.backoff * 2);
-    void why;
     this.timer = this.opts.setTimer(() => {
       this.timer = null;
       void this.connect();
@@ -156,7 +174,8 @@ export class EventHub {
     }
     if (!m.id) return;
     this.lastId = m.id;
-    const e: BusEvent = { id: m.id, type: m.type, time: m.time ?? '', data: m.data ?? {} };
+    // The server names each event's type and sends that type's payload (BusPayloads).
+    const e = { id: m.id, type: m.type, time: m.time ?? '', data: m.data ?? {} } as BusEvent;
     for (const fn of [...this.listeners]) {
       try {
         fn(e);

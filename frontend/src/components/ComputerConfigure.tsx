@@ -10,7 +10,7 @@ import { messageFor } from '../errors';
 import { allowHost, chooseComputer } from '../selection';
 import { imageLabel } from '../settings/vmtext';
 import { AgentMcpServers } from './AgentMcpServers';
-import { AgentModelSection } from './AgentModelSection';
+import { ModelSettingsForm } from './ModelSettingsForm';
 import { AgentRules } from './AgentRules';
 import { useAgentVM } from './DesktopActions';
 
@@ -98,7 +98,7 @@ export function ComputerConfigure({ client, agent, onAgent }: ComputerConfigureP
 
       {agent.computer === 'vm' && <ImageChoice client={client} agentId={agent.id} />}
       {agent.computer !== 'none' && agent.computer !== 'cloud' && <WorkSettings client={client} agent={agent} onAgent={onAgent} />}
-      <AgentModelSection client={client} agentId={agent.id} />
+      <ModelSettingsForm scope="agent" client={client} agentId={agent.id} />
       <AgentMcpServers client={client} agentId={agent.id} />
       <AgentRules client={client} agentId={agent.id} />
     </div>

@@ -222,7 +222,7 @@ export function Conversation({ client, agent, agentId, userId, onOpenComputer }:
     try {
       await client.chatExternal(body);
     } catch (err) {
-      throw new Error(messageFor(err));
+      throw new Error(messageFor(err), { cause: err });
     }
     setChat((s) => ({
       ...s,

@@ -10,7 +10,7 @@ import type { Client, ComputerType, SetupStatus, User } from '../api';
 import { messageFor } from '../errors';
 import { useEvents } from '../hooks';
 import { applyPrepare, currentStep, progressValue, stateLabels, stepKeys, stepsLeft, stepTitles, type StepKey } from '../setup';
-import { ModelSettingsSection } from '../settings/ModelSettings';
+import { ModelSettingsForm } from './ModelSettingsForm';
 
 interface SetupPanelProps {
   client: Client;
@@ -213,7 +213,7 @@ function StepBody({ k, client, st, busy, act, reload }: StepBodyProps) {
         </div>
       ) : null;
     case 'model':
-      return <ModelSettingsSection client={client} onChanged={reload} embedded />;
+      return <ModelSettingsForm scope="app" client={client} onChanged={reload} embedded />;
     case 'agents':
       return <FirstAgent client={client} onMade={reload} />;
   }

@@ -10,7 +10,7 @@ import { Forbidden } from '../settings/Forbidden';
 import { HostSettings } from '../settings/HostSettings';
 import { LocalVMSettings } from '../settings/LocalVMSettings';
 import { KnowledgeSettings } from '../settings/KnowledgeSettings';
-import { ModelSettingsSection } from '../settings/ModelSettings';
+import { ModelSettingsForm } from '../components/ModelSettingsForm';
 import { RunnersSettings } from '../settings/RunnersSettings';
 import { SecuritySettingsSection } from '../settings/SecuritySettings';
 import { ToolsSettings } from '../settings/ToolsSettings';
@@ -62,7 +62,7 @@ export function SettingsPage({ client, user, section }: SettingsPageProps) {
             <Forbidden />
           ) : section === 'model' ? (
             <>
-              <ModelSettingsSection client={client} />
+              <ModelSettingsForm scope="app" client={client} />
               <KnowledgeSettings client={client} />
             </>
           ) : section === 'users' ? (

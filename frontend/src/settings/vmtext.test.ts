@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, nodeQuery, type Runner } from '../api';
 import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, prepareLine, stateTone } from './vmtext';
+import type { BusEvent } from '../events';
 
 describe('vmtext', () => {
   it('idle presets are the spec list plus never', () => {
@@ -48,7 +49,7 @@ describe('uptime and sizes', () => {
 });
 
 describe('per node', () => {
-  const ev = (type: string, data: object) => ({ id: '1', type, time: '', data });
+  const ev = (type: string, data: object) => ({ id: '1', type, time: '', data }) as BusEvent;
   it('events concern the node they name; local events may name none', () => {
     expect(concernsStatus(ev('desktop.state', { nodeId: 'r-1', state: 'unreachable' }), 'r-1')).toBe(true);
     expect(concernsStatus(ev('desktop.state', { nodeId: 'r-1' }), 'local')).toBe(false);

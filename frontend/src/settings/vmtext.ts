@@ -85,7 +85,8 @@ export function bytes(n: number): string {
 
 /** Whether event e concerns node (events of the local node may name no node). */
 export function onNode(e: BusEvent, node: string): boolean {
-  return (e.data?.nodeId || 'local') === node;
+  // Most payloads name their node; those that do not (and events of older servers) are local.
+  return ((e.data as { nodeId?: string } | null)?.nodeId || 'local') === node;
 }
 
 /** Events after which the Local VM status of node is read again. */
