@@ -104,7 +104,13 @@ func TestStandardDesktopViewer(t *testing.T) {
 		}
 		file := "/home/cua/workspace/pasted.txt"
 		reader(t, file)
-		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "ctrl+shift+v Return"}); err != nil {
+		// A terminal's paste is asynchronous (it asks the selection's owner and writes what comes
+		// back), so Return goes once the pasted text is drawn.
+		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "ctrl+shift+v"}); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitSettled(ctx, guest.SettleOptions{Quiet: 500 * time.Millisecond, Max: 10 * time.Second})
+		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "Return"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := wait(t, file); got != text {
