@@ -104,7 +104,7 @@ func TestRefusedBeforeSent(t *testing.T) {
 	if _, err := r.Stats(ctx); !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), wire.CapStats) {
 		t.Errorf("stats: %v", err)
 	}
-	if _, err := r.SetIdlePolicy(ctx, "req-1", 3); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), wire.CapIdlePolicy) {
+	if _, err := r.SetIdlePolicy(ctx, "req-1", 3, nil); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), wire.CapIdlePolicy) {
 		t.Errorf("idle policy: %v", err)
 	}
 	mark := filepath.Join(t.TempDir(), "ran")
