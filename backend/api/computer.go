@@ -58,7 +58,8 @@ type Driver interface {
 }
 
 // Desktops finds agents' desktops for the computer channel. Desktop must only look: it never
-// creates or starts a machine and never touches the idle timer (viewing is not activity). An
+// creates or starts a machine and never touches the idle timer (viewing is not activity) —
+// except that it resumes a paused desktop, which the live view shows as it goes on. An
 // agent without a desktop is Desktop{State: "absent"}, not an error. Implementations are safe
 // for concurrent use; the VM manager provides the real one.
 type Desktops interface {

@@ -34,8 +34,8 @@ func (m *Manager) Pause(ctx context.Context, accountID, agentID string) (AgentVi
 	return m.pauseOrResume(ctx, accountID, agentID, ActionPause)
 }
 
-// Resume thaws agentID's paused desktop and checks that its driver answers. Resuming a
-// running desktop is no change; one that is neither paused nor running is fault.ErrConflict
+// Resume thaws agentID's paused desktop and checks that its driver answers; its idle period
+// goes on (see thaw). Resuming a running desktop is no change; one that is neither paused nor running is fault.ErrConflict
 // (start it instead). Like Act, it runs detached from ctx.
 func (m *Manager) Resume(ctx context.Context, accountID, agentID string) (AgentView, error) {
 	return m.pauseOrResume(ctx, accountID, agentID, ActionResume)
@@ -126,8 +126,11 @@ func (m *Manager) resumeLocked(ctx context.Context, in *store.VMInstance) error 
 }
 
 // thaw unpauses in's container (recorded paused by this process: same container, same
-// network namespace, so its wall stands) and records it running with a new idle period. A
-// container the engine no longer reports paused is recorded as the engine reports it.
+// network namespace, so its wall stands) and records it running. Its idle period goes on:
+// being resumed is not use (a live view resumes it too; SPEC §1.5: viewing is not activity),
+// so the idle stop comes when it was due and the pause is not repeated in this period; a
+// turn's task marks it busy, and its end starts a new period. A container the engine no
+// longer reports paused is recorded as the engine reports it.
 func (m *Manager) thaw(ctx context.Context, eng Engine, in *store.VMInstance) error {
 	err := eng.UnpauseContainer(ctx, in.ContainerID)
 	if errors.Is(err, fault.ErrConflict) {
@@ -150,8 +153,11 @@ func (m *Manager) thaw(ctx context.Context, eng Engine, in *store.VMInstance) er
 		m.syncAfter(ctx, in.ID, err)
 		return err
 	}
-	if kindOf(*in).idle {
-		m.armIdle(in.ID)
+	m.mu.Lock()
+	_, timed := m.idleSince[in.ID]
+	m.mu.Unlock()
+	if !timed && kindOf(*in).idle {
+		m.armIdle(in.ID) // none ran (paused outside Cubicle, or busy when paused)
 	}
 	m.log.Info("desktop resumed from pause", "instance", in.ID)
 	return m.setState(in, StateRunning, "")

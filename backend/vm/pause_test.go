@@ -46,8 +46,9 @@ func TestIdleNext(t *testing.T) {
 }
 
 // TestIdlePauseThenStop: with pauseAfterMinutes 2 and idleStopMinutes 5 an idle desktop is
-// paused after 2 minutes (its container frozen by the engine) and stopped after 5; a turn's
-// start in between resumes it and starts a new idle period.
+// paused after 2 minutes (its container frozen by the engine) and stopped after 5; a start
+// in between resumes it, and its idle period goes on (resuming is not use): it is not paused
+// again and stops when it was due.
 func TestIdlePauseThenStop(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
@@ -80,18 +81,28 @@ func TestIdlePauseThenStop(t *testing.T) {
 	f.clock.Advance(3 * time.Minute)
 	waitFor(t, "idle stop after 5 min", func() bool { return state() == StateStopped })
 
-	// A turn (binding → Act start) resumes a paused desktop, with a new idle period.
+	// A start (what a turn's binding does) resumes a paused desktop; the idle period goes on.
 	f.act("acc1", "g1", ActionStart)
 	f.clock.Advance(2 * time.Minute)
 	waitFor(t, "idle pause again", func() bool { return state() == StatePaused })
 	if v := f.act("acc1", "g1", ActionStart); v.Desktop.State != StateRunning || enginePaused() {
 		t.Fatalf("start of a paused desktop: %s (engine paused %v)", v.Desktop.State, enginePaused())
 	}
-	f.clock.Advance(time.Minute + 59*time.Second)
+	f.clock.Advance(2*time.Minute + 59*time.Second)
 	time.Sleep(20 * time.Millisecond)
 	if state() != StateRunning {
-		t.Fatalf("the resumed desktop's idle period did not start anew: %s", state())
+		t.Fatalf("the resumed desktop was paused or stopped again before its idle stop was due: %s", state())
 	}
+	f.clock.Advance(time.Second)
+	waitFor(t, "idle stop when it was due", func() bool { return state() == StateStopped })
+
+	// A task's end starts a new idle period, with its pause.
+	f.act("acc1", "g1", ActionStart)
+	f.m.MarkBusy(id, "agent Bot1's task")
+	f.m.MarkIdle(id)
+	f.clock.Advance(2 * time.Minute)
+	waitFor(t, "idle pause in the new period", func() bool { return state() == StatePaused })
+	f.act("acc1", "g1", ActionStart)
 
 	// A busy desktop is never paused.
 	f.m.MarkBusy(id, "agent Bot1's task")

@@ -600,6 +600,8 @@ export interface VMPolicy {
   isolation: string;
   maxInstances: number;
   idleStopMinutes: number;
+  /** An idle desktop is paused (memory kept, no CPU) this long before the idle stop; 0 = never. */
+  pauseAfterMinutes: number;
 }
 
 /** A base image pinned by digest (images.Pin). */
@@ -691,7 +693,7 @@ export interface AgentVM {
 }
 
 /** An instance action. */
-export type VMAction = 'create' | 'start' | 'stop' | 'recreate' | 'remove';
+export type VMAction = 'create' | 'start' | 'stop' | 'recreate' | 'remove' | 'pause' | 'resume';
 
 /** A chat session in the list. */
 export interface ChatSessionInfo {
@@ -1412,9 +1414,16 @@ export class Client {
     return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/policy${nodeQuery(node)}`, { isolation, maxInstances });
   }
 
-  /** PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). */
-  setIdlePolicy(requestId: string, idleStopMinutes: number, node?: string): Promise<VMPolicy> {
-    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/idle-policy${nodeQuery(node)}`, { requestId, idleStopMinutes });
+  /**
+   * PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). pauseAfterMinutes pauses an idle
+   * desktop first (0 = never; left out: unchanged).
+   */
+  setIdlePolicy(requestId: string, idleStopMinutes: number, node?: string, pauseAfterMinutes?: number): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/idle-policy${nodeQuery(node)}`, {
+      requestId,
+      idleStopMinutes,
+      ...(pauseAfterMinutes === undefined ? {} : { pauseAfterMinutes }),
+    });
   }
 
   /** GET /api/app/agents/:id/local-vm. */
@@ -1422,7 +1431,10 @@ export class Client {
     return this.request<AgentVM>('GET', `${agentPath(id)}/local-vm`);
   }
 
-  /** POST /api/app/agents/:id/local-vm/:action. */
+  /**
+   * POST /api/app/agents/:id/local-vm/:action: create, start, stop, recreate, remove; pause
+   * (a running desktop: memory kept, no CPU) and resume.
+   */
   agentVMAction(id: string, action: VMAction): Promise<AgentVM> {
     return this.request<AgentVM>('POST', `${agentPath(id)}/local-vm/${action}`);
   }
