@@ -133,6 +133,25 @@ func TestPauseResume(t *testing.T) {
 	}
 	_, err = f.m.Pause(ctx, "acc2", "g1")
 	wantClass(t, "another account's agent", err, fault.ErrNotFound)
+	// It holds its slot: with room for one desktop, another cannot start, and it is ready for
+	// a turn (which resumes it).
+	if _, err := f.m.SetPolicy(ctx, IsolationPerAgent, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.m.Act(ctx, "acc1", "g2", ActionCreate)
+	wantClass(t, "a second desktop beside a paused one", err, fault.ErrConflict, "Bot1")
+	// Ready for a turn even when the limit was lowered below what runs: it keeps its slot.
+	if _, err := f.m.SetPolicy(ctx, IsolationPerAgent, 2); err != nil {
+		t.Fatal(err)
+	}
+	f.act("acc1", "g2", ActionCreate)
+	if _, err := f.m.SetPolicy(ctx, IsolationPerAgent, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := f.m.VMReady(ctx, "acc1", "g1"); !ok {
+		t.Errorf("a paused desktop is not ready for a turn: %s", why)
+	}
+	f.act("acc1", "g2", ActionStop)
 
 	// Restart: the paused desktop is adopted as paused.
 	f.m.cfg.KeepRunningOnClose = true
