@@ -15,7 +15,7 @@ import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
 import { LeftoversCard } from './Leftovers';
 import { RecordingsCard } from './RecordingsCard';
-import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, pausePresets, prepareLine, stateTone } from './vmtext';
+import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, pausePresets, prepareLine, stateLabel, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
 
@@ -643,7 +643,7 @@ function InstancesCard({
                       {i.imagePending && <span class="muted small block">new image on recreate</span>}
                     </td>
                     <td>
-                      <span class={`badge ${stateTone(i.state)}`}>{i.state}</span>
+                      <span class={`badge ${stateTone(i.state)}`}>{stateLabel(i.state)}</span>
                       {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
                       {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>
