@@ -30,7 +30,7 @@ type Desktop struct {
 	// ID is the desktop (instance) id: the key of its control lease and its screen hub. ""
 	// when the agent has no desktop yet.
 	ID string
-	// State is the instance state: running, stopped, absent, creating, stopping, … .
+	// State is the instance state: running, paused, stopped, absent, creating, stopping, … .
 	State string
 	// Client is connected to the desktop's driver (a *guest.Client); a nil interface unless
 	// the desktop runs and its driver answers. The Desktops implementation owns it: the
