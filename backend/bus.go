@@ -59,7 +59,8 @@ func (b *Backend) imagesChanged() {
 // nodeChanged publishes a node's settings (vm.Config.OnSettings, host screen control).
 func (b *Backend) nodeChanged(ns store.NodeSettings) {
 	b.Events.Publish(events.NodeChanged, events.Everyone, events.Node{NodeID: ns.NodeID, Isolation: ns.Isolation,
-		MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes, HostScreenControl: ns.HostScreenControl})
+		MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes, PauseAfterMinutes: ns.PauseAfterMinutes,
+		HostScreenControl: ns.HostScreenControl})
 }
 
 // publishControl publishes a control change. Its audience is the account owning the desktop

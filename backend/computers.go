@@ -13,6 +13,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/store"
+	"cubicle/backend/vm"
 )
 
 // computers fixes each turn's computer (SPEC §1.6, §7): at the start of a turn it reads the
@@ -203,7 +204,7 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 	if usesVM(had) && !usesVM(has) {
 		if vms, err := c.b.place.forAgent(before); err != nil {
 			c.b.log.Warn("computer change: the agent's node", "agent", after.ID, "err", err)
-		} else if v, err := vms.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+		} else if v, err := vms.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && runsOrPaused(v.Desktop.State) {
 			c.b.place.note(vms, v.Desktop.ID)
 			c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 		}
@@ -211,7 +212,7 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 	if had == computer.Cloud && has != computer.Cloud {
 		// Its desktop on the cloud node stops; the choice of cloud node is forgotten.
 		if vms, err := c.b.place.forAgent(before); err == nil {
-			if v, err := vms.Agent(ctx, before.AccountID, before.ID); err == nil && v.Desktop.Scope == "agent" && v.Desktop.State == "running" {
+			if v, err := vms.Agent(ctx, before.AccountID, before.ID); err == nil && v.Desktop.Scope == "agent" && runsOrPaused(v.Desktop.State) {
 				c.b.place.note(vms, v.Desktop.ID)
 				c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 			}
@@ -219,11 +220,15 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 		c.b.place.forgetCloud(after.ID)
 	}
 	if usesBrowser(had) && !usesBrowser(has) {
-		if v, err := c.b.VMs.Browser(after.AccountID, after.ID); err == nil && v.State == "running" {
+		if v, err := c.b.VMs.Browser(after.AccountID, after.ID); err == nil && runsOrPaused(v.State) {
 			c.fence(v.ID, "the agent's browser authorisation was revoked (computer changed to "+string(has)+")")
 		}
 	}
 }
+
+// runsOrPaused: a desktop in state holds a container's processes (a paused one is frozen, and
+// would go on when resumed): what a revoked authorisation must stop.
+func runsOrPaused(state string) bool { return state == vm.StateRunning || state == vm.StatePaused }
 
 // Busy says why agentID's computer cannot change now: a running turn of the agent, or a task
 // or a person's control on its desktop or browser ("" when it can change).

@@ -403,7 +403,7 @@ http.server.HTTPServer(("127.0.0.1", 8765), H).serve_forever()
 	})
 
 	t.Run("stop and revoke fence the old desktop with Never auto-stop", func(t *testing.T) {
-		if _, err := b.VMs.SetIdlePolicy(ctx, "never-auto-stop", 0); err != nil {
+		if _, err := b.VMs.SetIdlePolicy(ctx, "never-auto-stop", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		a := mk("Fenced", "vm", false)

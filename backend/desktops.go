@@ -110,7 +110,8 @@ func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) 
 
 // Desktop implements api.Desktops: the screen the agent's computer panel shows, as it is —
 // the Local VM's desktop, the agent's browser, or the host's own screen (SPEC §7; for auto
-// what its latest turn chose) — never creating or starting anything.
+// what its latest turn chose) — never creating or starting anything; a paused desktop is
+// resumed (its programs go on where they were).
 func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
 	a, err := d.b.Store.Agent(agentID)
 	if err != nil || a.AccountID != accountID {
@@ -147,7 +148,18 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 		return api.Desktop{}, err
 	}
 	d.b.place.note(vms, v.Desktop.ID)
-	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt}
+	resumeErr := ""
+	if v.Desktop.State == vm.StatePaused {
+		// A live view resumes a paused desktop transparently (resuming is not use: its idle
+		// timer goes on, see vm.Manager.Resume).
+		if rv, err := vms.Resume(ctx, accountID, agentID); err == nil {
+			v = rv
+		} else {
+			resumeErr = "the desktop is paused and could not be resumed: " + err.Error()
+		}
+	}
+	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt,
+		Message: resumeErr}
 	if v.Desktop.State == "running" {
 		d.viewLinkOn(ctx, vms, &out)
 	}

@@ -240,6 +240,38 @@ func TestPushNotPollOnRealDesktop(t *testing.T) {
 	})
 }
 
+// TestLiveViewResumesPausedDesktop: a desktop paused through its route is resumed by the
+// live view — the computer channel shows it running and streams its frames, and the engine's
+// container runs again; pausing a stopped desktop is 409 saying to start it first.
+func TestLiveViewResumesPausedDesktop(t *testing.T) {
+	e := newRealEnv(t)
+	ctx := context.Background()
+	ag := e.agent("Sleeper")
+	desk := e.create(ag)
+	if out := e.must("POST", "/api/app/agents/"+ag+"/local-vm/pause", "", 200); !strings.Contains(out, `"state":"paused"`) {
+		t.Fatalf("pause: %s", out)
+	}
+	if st, err := e.b.engine.Client.InspectContainer(ctx, desk.Container); err != nil || !st.Paused {
+		t.Fatalf("the container after pause: paused=%v, %v", st.Paused, err)
+	}
+	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/api/app/agents/" + ag + "/computer"
+	c, _, err := screentest.Dial(t, u, http.Header{"Authorization": {"Bearer " + e.token}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status(time.Minute, func(st map[string]any) bool { return st["state"] == "running" && st["streaming"] == true })
+	if _, ok := c.FrameAfter(0, time.Minute); !ok {
+		t.Fatal("no frame of the resumed desktop")
+	}
+	if st, err := e.b.engine.Client.InspectContainer(ctx, desk.Container); err != nil || !st.Running || st.Paused {
+		t.Fatalf("the container after the live view: running=%v paused=%v, %v", st.Running, st.Paused, err)
+	}
+	e.must("POST", "/api/app/agents/"+ag+"/local-vm/stop", "", 200)
+	if code, out := e.call("POST", "/api/app/agents/"+ag+"/local-vm/pause", ""); code != 409 || !strings.Contains(out, "start it first") {
+		t.Fatalf("pause a stopped desktop: %d %s; want 409 saying to start it first", code, out)
+	}
+}
+
 // TestAdminStopsAndRemovesEveryDesktop: on the real engine an administrator stops and removes a
 // shared desktop (of another account), a helper's task desktop and an orphaned desktop (its
 // agent deleted) from the Desktops table's route.

@@ -66,7 +66,7 @@ func TestLocalNodeUpgradeBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := mustLocal(t, b)
-	if _, err := local.SetIdlePolicy(ctx, "upgrade-1", 17); err != nil {
+	if _, err := local.SetIdlePolicy(ctx, "upgrade-1", 17, nil); err != nil {
 		t.Fatal(err)
 	}
 	v, err := local.Act(ctx, admin.ID, ag.ID, vm.ActionCreate)

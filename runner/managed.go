@@ -51,7 +51,8 @@ func NewManaged(cfg ManagedConfig) (*Runner, error) {
 		log: cfg.Logger, nodeID: node, vms: cfg.VMs, busy: map[string]bool{}, managed: true, restart: make(chan struct{}),
 		hello: wire.Hello{Protocol: wire.Protocol, Version: cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
 			Name: "this computer", Engine: cfg.Engine, EngineError: cfg.EngineError,
-			Capabilities: append([]string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapNodeSettings, wire.CapStats}, cfg.Capabilities...)},
+			Capabilities: append([]string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapNodeSettings, wire.CapStats, wire.CapPause},
+				cfg.Capabilities...)},
 	}
 	return r, nil
 }

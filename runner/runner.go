@@ -213,7 +213,8 @@ func (r *Runner) buildVMs() error {
 	log := r.log.With("svc", "vm")
 	problem := "Local VM is turned off on this runner (engine \"none\")"
 	r.hello = wire.Hello{Protocol: wire.Protocol, Version: r.cfg.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents, wire.CapSelfUpdate, wire.CapNodeSettings, wire.CapStats}}
+		Name: r.cfg.Name, Capabilities: []string{wire.CapIdlePolicy, wire.CapGuestRelay, wire.CapEvents, wire.CapSelfUpdate, wire.CapNodeSettings, wire.CapStats,
+			wire.CapPause}}
 	if !r.cfg.NoHostTools {
 		r.hello.Capabilities = append(r.hello.Capabilities, wire.CapHostTools, wire.CapHostGuard, wire.CapHostSandbox)
 	}

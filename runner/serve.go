@@ -71,7 +71,7 @@ func (r *Runner) handlers() map[string]handler {
 		return r.vms.SetPolicy(ctx, a.Isolation, a.MaxInstances)
 	}))
 	add(wire.SetIdlePolicy.Spec, unary(wire.SetIdlePolicy, func(ctx context.Context, a wire.PolicyArgs) (nodeapi.NodeSettings, error) {
-		return r.vms.SetIdlePolicy(ctx, a.RequestID, a.Minutes)
+		return r.vms.SetIdlePolicy(ctx, a.RequestID, a.Minutes, a.PauseMinutes)
 	}))
 	add(wire.SetImageSources.Spec, unary(wire.SetImageSources, func(ctx context.Context, u nodeapi.ImageSourcesUpdate) (nodeapi.ImageSources, error) {
 		return r.vms.SetImageSources(ctx, u)
@@ -82,6 +82,12 @@ func (r *Runner) handlers() map[string]handler {
 	}))
 	add(wire.Act.Spec, agentOp(r, wire.Act, func(ctx context.Context, a wire.AgentArgs) (nodeapi.AgentView, error) {
 		return r.vms.Act(ctx, a.Agent.AccountID, a.Agent.ID, a.Action)
+	}))
+	add(wire.Pause.Spec, agentOp(r, wire.Pause, func(ctx context.Context, a wire.AgentArgs) (nodeapi.AgentView, error) {
+		return r.vms.Pause(ctx, a.Agent.AccountID, a.Agent.ID)
+	}))
+	add(wire.Resume.Spec, agentOp(r, wire.Resume, func(ctx context.Context, a wire.AgentArgs) (nodeapi.AgentView, error) {
+		return r.vms.Resume(ctx, a.Agent.AccountID, a.Agent.ID)
 	}))
 	add(wire.SetImage.Spec, agentOp(r, wire.SetImage, func(ctx context.Context, a wire.AgentArgs) (nodeapi.AgentView, error) {
 		return r.vms.SetImage(ctx, a.Agent.AccountID, a.Agent.ID, a.ImageKey)

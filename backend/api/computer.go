@@ -30,7 +30,7 @@ type Desktop struct {
 	// ID is the desktop (instance) id: the key of its control lease and its screen hub. ""
 	// when the agent has no desktop yet.
 	ID string
-	// State is the instance state: running, stopped, absent, creating, stopping, … .
+	// State is the instance state: running, paused, stopped, absent, creating, stopping, … .
 	State string
 	// Client is connected to the desktop's driver (a *guest.Client); a nil interface unless
 	// the desktop runs and its driver answers. The Desktops implementation owns it: the
@@ -58,7 +58,8 @@ type Driver interface {
 }
 
 // Desktops finds agents' desktops for the computer channel. Desktop must only look: it never
-// creates or starts a machine and never touches the idle timer (viewing is not activity). An
+// creates or starts a machine and never touches the idle timer (viewing is not activity) —
+// except that it resumes a paused desktop, which the live view shows as it goes on. An
 // agent without a desktop is Desktop{State: "absent"}, not an error. Implementations are safe
 // for concurrent use; the VM manager provides the real one.
 type Desktops interface {

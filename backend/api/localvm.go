@@ -141,35 +141,46 @@ func (s *Server) vmPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes})
+	writeJSON(w, http.StatusOK, policyOf(ns))
 }
 
+// policyOf is the policy part of node settings ns.
+func policyOf(ns nodeapi.NodeSettings) vm.Policy {
+	return vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes,
+		PauseAfterMinutes: ns.PauseAfterMinutes}
+}
+
+// vmIdlePolicy sets the node's idle policy: {"requestId", "idleStopMinutes", "pauseAfterMinutes"}
+// — an idle desktop is paused after pauseAfterMinutes (optional: absent keeps the current
+// value; 0 = never) and stopped after idleStopMinutes (0 = never).
 func (s *Server) vmIdlePolicy(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.vms(w, r)
 	if !ok {
 		return
 	}
 	var body struct {
-		RequestID       string `json:"requestId"`
-		IdleStopMinutes *int   `json:"idleStopMinutes"`
+		RequestID         string `json:"requestId"`
+		IdleStopMinutes   *int   `json:"idleStopMinutes"`
+		PauseAfterMinutes *int   `json:"pauseAfterMinutes"`
 	}
 	if err := decode(r, &body); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
 	if body.IdleStopMinutes == nil {
-		writeError(w, r, s.log, fault.Invalid(`send {"requestId": "…", "idleStopMinutes": 0..10080} (0 = never)`))
+		writeError(w, r, s.log, fault.Invalid(`send {"requestId": "…", "idleStopMinutes": 0..10080, "pauseAfterMinutes": 0..10080} `+
+			`(0 = never; pauseAfterMinutes is optional and must be less than idleStopMinutes)`))
 		return
 	}
 	if !s.requireCapability(w, r, wire.CapIdlePolicy, "the idle policy") {
 		return
 	}
-	ns, err := m.SetIdlePolicy(r.Context(), body.RequestID, *body.IdleStopMinutes)
+	ns, err := m.SetIdlePolicy(r.Context(), body.RequestID, *body.IdleStopMinutes, body.PauseAfterMinutes)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, vm.Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes})
+	writeJSON(w, http.StatusOK, policyOf(ns))
 }
 
 // vmImageSources saves the images' base sources: {"standard": {"image", "digest"},
@@ -226,12 +237,27 @@ func (s *Server) vmAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// vmAct runs a lifecycle action on the agent's desktop: create, start, stop, recreate,
+// remove (vm.Actions), or pause and resume (their own operations of the node contract: a
+// runner without them is refused by its capability).
 func (s *Server) vmAct(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.vms(w, r)
 	if !ok {
 		return
 	}
-	v, err := m.Act(r.Context(), principal(r).AccountID, r.PathValue("id"), r.PathValue("action"))
+	var (
+		v   vm.AgentView
+		err error
+	)
+	account, agent := principal(r).AccountID, r.PathValue("id")
+	switch action := r.PathValue("action"); action {
+	case vm.ActionPause:
+		v, err = m.Pause(r.Context(), account, agent)
+	case vm.ActionResume:
+		v, err = m.Resume(r.Context(), account, agent)
+	default:
+		v, err = m.Act(r.Context(), account, agent, action)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

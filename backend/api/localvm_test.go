@@ -68,7 +68,7 @@ func TestLocalVMAdminRoutes(t *testing.T) {
 		{"policy needs admin", req{method: "PUT", path: base + "/policy", cookie: f.user, body: `{"isolation":"shared","maxInstances":2}`}, 403, ""},
 		{"idle needs admin", req{method: "PUT", path: base + "/idle-policy", cookie: f.user, body: `{"requestId":"x","idleStopMinutes":1}`}, 403, ""},
 		{"status", req{method: "GET", path: base, cookie: f.admin}, 200, `"found":true`},
-		{"status shows defaults", req{method: "GET", path: base, cookie: f.admin}, 200, `"policy":{"isolation":"per-agent","maxInstances":2,"idleStopMinutes":5}`},
+		{"status shows defaults", req{method: "GET", path: base, cookie: f.admin}, 200, `"policy":{"isolation":"per-agent","maxInstances":2,"idleStopMinutes":5,"pauseAfterMinutes":0}`},
 		{"prepare unknown key", req{method: "POST", path: base + "/prepare", cookie: f.admin, body: `{"imageKey":"windows"}`}, 400, "invalid"},
 		{"prepare default key", req{method: "POST", path: base + "/prepare?wait=1", cookie: f.admin}, 200, `"imageKey":"standard"`},
 		{"prepare cursor starts", req{method: "POST", path: base + "/prepare", cookie: f.admin, body: `{"imageKey":"cursor"}`}, 202, `"imageKey":"cursor"`},
@@ -131,7 +131,7 @@ func TestLocalVMAgentRoutes(t *testing.T) {
 		{"another account's agent", req{method: "GET", path: path(admins, ""), cookie: f.user}, 404, ""},
 		{"another account's agent action", req{method: "POST", path: path(admins, "/create"), cookie: f.user}, 404, ""},
 		{"another account's agent image", req{method: "PUT", path: path(admins, "/image"), cookie: f.user, body: `{"imageKey":"standard"}`}, 404, ""},
-		{"unknown action", req{method: "POST", path: path(mine, "/reboot"), cookie: f.user}, 400, "create, start, stop, recreate, remove"},
+		{"unknown action", req{method: "POST", path: path(mine, "/reboot"), cookie: f.user}, 400, "create, start, stop, recreate, remove, pause, resume"},
 		{"image not prepared", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"cursor"}`}, 400, "not prepared"},
 		{"image id refused", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{"imageKey":"sha256:0123"}`}, 400, ""},
 		{"image empty", req{method: "PUT", path: path(mine, "/image"), cookie: f.user, body: `{}`}, 400, ""},
@@ -352,4 +352,96 @@ func TestDeleteDesktopData(t *testing.T) {
 	if rec := f.do(req{method: "DELETE", path: path, cookie: f.admin}); rec.Code != 404 {
 		t.Fatalf("twice: %d", rec.Code)
 	}
+}
+
+// TestLocalVMPauseRoutes: POST …/local-vm/pause freezes the agent's running desktop (the
+// engine's container is paused, the view says "paused"), …/resume and …/start thaw it; a
+// desktop that does not run, or is in use, is refused with 409 saying what to do.
+func TestLocalVMPauseRoutes(t *testing.T) {
+	f, m := newVMFixture(t)
+	mine := f.newAgent(f.user, "Bot1")
+	admins := f.newAgent(f.admin, "AdminBot")
+	path := func(id, rest string) string { return "/api/app/agents/" + id + "/local-vm" + rest }
+	if rec := f.do(req{method: "POST", path: "/api/app/admin/local-vm/prepare?wait=1", cookie: f.admin}); rec.Code != 200 {
+		t.Fatalf("prepare: %d %s", rec.Code, rec.Body)
+	}
+	enginePaused := func() bool {
+		t.Helper()
+		ag, err := f.store.Agent(mine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := m.Agent(context.Background(), ag.AccountID, mine)
+		if err != nil || v.Desktop.Container == "" {
+			return false
+		}
+		st, err := f.vmEngine.InspectContainer(context.Background(), v.Desktop.Container)
+		return err == nil && st.Paused
+	}
+	for _, tc := range []struct {
+		name   string
+		r      req
+		status int
+		has    string
+		paused bool // the engine's container afterwards
+	}{
+		{"pause needs login", req{method: "POST", path: path(mine, "/pause")}, 401, "", false},
+		{"another account's agent", req{method: "POST", path: path(admins, "/pause"), cookie: f.user}, 404, "not found", false},
+		{"cross-site", req{method: "POST", path: path(mine, "/pause"), cookie: f.user, header: map[string]string{"Origin": "http://evil.example"}}, 403, "", false},
+		{"pause without a desktop", req{method: "POST", path: path(mine, "/pause"), cookie: f.user}, 409, "only a running desktop can be paused; start it first", false},
+		{"resume without a desktop", req{method: "POST", path: path(mine, "/resume"), cookie: f.user}, 409, "start it instead", false},
+		{"create", req{method: "POST", path: path(mine, "/create"), cookie: f.user}, 200, `"state":"running"`, false},
+		{"pause", req{method: "POST", path: path(mine, "/pause"), cookie: f.user}, 200, `"state":"paused"`, true},
+		{"pause again is no change", req{method: "POST", path: path(mine, "/pause"), cookie: f.user}, 200, `"state":"paused"`, true},
+		{"view says paused", req{method: "GET", path: path(mine, ""), cookie: f.user}, 200, `"state":"paused"`, true},
+		{"resume", req{method: "POST", path: path(mine, "/resume"), cookie: f.user}, 200, `"state":"running"`, false},
+		{"resume a running desktop is no change", req{method: "POST", path: path(mine, "/resume"), cookie: f.user}, 200, `"state":"running"`, false},
+		{"pause before start", req{method: "POST", path: path(mine, "/pause"), cookie: f.user}, 200, `"state":"paused"`, true},
+		{"start resumes it", req{method: "POST", path: path(mine, "/start"), cookie: f.user}, 200, `"state":"running"`, false},
+		{"stop", req{method: "POST", path: path(mine, "/stop"), cookie: f.user}, 200, `"state":"stopped"`, false},
+		{"pause a stopped desktop", req{method: "POST", path: path(mine, "/pause"), cookie: f.user}, 409, "is stopped, not running: only a running desktop can be paused; start it first", false},
+		{"resume a stopped desktop", req{method: "POST", path: path(mine, "/resume"), cookie: f.user}, 409, "is stopped, not paused: start it instead", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do(tc.r)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.has) {
+				t.Fatalf("%s %s: %d %s; want %d with %q", tc.r.method, tc.r.path, rec.Code, rec.Body, tc.status, tc.has)
+			}
+			if got := enginePaused(); got != tc.paused {
+				t.Fatalf("the engine's container paused: %v, want %v", got, tc.paused)
+			}
+		})
+	}
+
+	t.Run("a desktop in use is not paused", func(t *testing.T) {
+		v := decodeBody[vm.AgentView](t, f.do(req{method: "POST", path: path(mine, "/start"), cookie: f.user}))
+		m.MarkBusy(v.Desktop.ID, "bob (control)")
+		defer m.MarkIdle(v.Desktop.ID)
+		rec := f.do(req{method: "POST", path: path(mine, "/pause"), cookie: f.user})
+		if rec.Code != 409 || !strings.Contains(rec.Body.String(), "bob (control)") || enginePaused() {
+			t.Fatalf("pause while controlled: %d %s (engine paused %v)", rec.Code, rec.Body, enginePaused())
+		}
+	})
+
+	t.Run("idle policy", func(t *testing.T) {
+		const p = "/api/app/admin/local-vm/idle-policy"
+		for _, tc := range []struct {
+			name, body string
+			status     int
+			has        string
+		}{
+			{"pause after the stop", `{"requestId":"p1","idleStopMinutes":10,"pauseAfterMinutes":10}`, 400, "must be less than idleStopMinutes"},
+			{"pause negative", `{"requestId":"p2","idleStopMinutes":10,"pauseAfterMinutes":-1}`, 400, "pauseAfterMinutes -1"},
+			{"pause not a number", `{"requestId":"p3","idleStopMinutes":10,"pauseAfterMinutes":"soon"}`, 400, ""},
+			{"pause then stop", `{"requestId":"p4","idleStopMinutes":30,"pauseAfterMinutes":3}`, 200, `"idleStopMinutes":30,"pauseAfterMinutes":3`},
+			{"old clients keep the pause", `{"requestId":"p5","idleStopMinutes":20}`, 200, `"idleStopMinutes":20,"pauseAfterMinutes":3`},
+			{"pause with never stop", `{"requestId":"p6","idleStopMinutes":0,"pauseAfterMinutes":5}`, 200, `"idleStopMinutes":0,"pauseAfterMinutes":5`},
+			{"never pause", `{"requestId":"p7","idleStopMinutes":5,"pauseAfterMinutes":0}`, 200, `"idleStopMinutes":5,"pauseAfterMinutes":0`},
+		} {
+			rec := f.do(req{method: "PUT", path: p, cookie: f.admin, body: tc.body})
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.has) {
+				t.Errorf("%s: %d %s; want %d with %q", tc.name, rec.Code, rec.Body, tc.status, tc.has)
+			}
+		}
+	})
 }

@@ -88,7 +88,7 @@ func (r *runner) startFleet(ctx context.Context, image, imageID string) error {
 		st.Close()
 		return err
 	}
-	if _, err := m.SetIdlePolicy(ctx, "bench", 0); err != nil {
+	if _, err := m.SetIdlePolicy(ctx, "bench", 0, nil); err != nil {
 		m.Close()
 		st.Close()
 		return err

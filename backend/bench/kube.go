@@ -109,7 +109,7 @@ func (r *runner) kube(ctx context.Context, _ *desktop) error {
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
-	if _, err := m.SetIdlePolicy(ctx, "bench", 0); err != nil {
+	if _, err := m.SetIdlePolicy(ctx, "bench", 0, nil); err != nil {
 		return err
 	}
 	if _, err := m.SetPolicy(ctx, "per-agent", 4); err != nil {

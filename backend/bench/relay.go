@@ -286,7 +286,7 @@ func (r *runner) startRelay(ctx context.Context) (*relayNode, error) {
 	if n.remote, err = n.hub.Node(n.node); err != nil {
 		return n, err
 	}
-	if _, err := n.remote.SetIdlePolicy(ctx, "bench", 0); err != nil {
+	if _, err := n.remote.SetIdlePolicy(ctx, "bench", 0, nil); err != nil {
 		return n, err
 	}
 	v, err := n.remote.Act(ctx, benchAccount, agentID, vm.ActionCreate)

@@ -115,6 +115,7 @@ type Node struct {
 	Isolation         string `json:"isolation"`
 	MaxInstances      int    `json:"maxInstances"`
 	IdleStopMinutes   int    `json:"idleStopMinutes"`
+	PauseAfterMinutes int    `json:"pauseAfterMinutes"`
 	HostScreenControl bool   `json:"hostScreenControl"`
 }
 

@@ -23,14 +23,18 @@ type Node interface {
 	Prepare(ctx context.Context, key string) (Image, error)
 	// SetPolicy sets the node's isolation policy and capacity.
 	SetPolicy(ctx context.Context, isolation string, maxInstances int) (NodeSettings, error)
-	// SetIdlePolicy sets the node's idle auto-stop (idempotent per requestID).
-	SetIdlePolicy(ctx context.Context, requestID string, minutes int) (NodeSettings, error)
+	// SetIdlePolicy sets the node's idle auto-stop (idempotent per requestID) and, unless
+	// pauseMinutes is nil (kept as it is), its idle pause (0 = never).
+	SetIdlePolicy(ctx context.Context, requestID string, minutes int, pauseMinutes *int) (NodeSettings, error)
 	// SetImageSources saves the images' base sources.
 	SetImageSources(ctx context.Context, u ImageSourcesUpdate) (ImageSources, error)
 	// Agent is the agent's desktop on the node.
 	Agent(ctx context.Context, accountID, agentID string) (AgentView, error)
 	// Act runs a lifecycle action (start, stop, recreate, …) on the agent's desktop.
 	Act(ctx context.Context, accountID, agentID, action string) (AgentView, error)
+	// Pause freezes the agent's running desktop (memory kept, no CPU); Resume thaws it.
+	Pause(ctx context.Context, accountID, agentID string) (AgentView, error)
+	Resume(ctx context.Context, accountID, agentID string) (AgentView, error)
 	// SetImage chooses the agent's desktop image.
 	SetImage(ctx context.Context, accountID, agentID, key string) (AgentView, error)
 	// ChooseDesktop chooses the agent's fixed desktop on a Compose node.

@@ -72,7 +72,7 @@ type InstanceView struct {
 	ImageKey      string    `json:"imageKey,omitempty"`
 	ImageRef      string    `json:"imageRef,omitempty"`
 	ImagePending  bool      `json:"imagePending"` // the chosen image differs from the container's: recreate to apply
-	State         string    `json:"state"`        // running, stopped, absent, creating, stopping, removing, missing; unreachable (views only)
+	State         string    `json:"state"`        // running, paused, stopped, absent, creating, stopping, removing, missing; unreachable (views only)
 	Container     string    `json:"container,omitempty"`
 	Workspace     string    `json:"workspaceVolume,omitempty"`
 	BrowserVolume string    `json:"browserProfileVolume,omitempty"`
@@ -106,6 +106,9 @@ type Policy struct {
 	Isolation       string `json:"isolation"`
 	MaxInstances    int    `json:"maxInstances"`
 	IdleStopMinutes int    `json:"idleStopMinutes"` // 0 = never
+	// PauseAfterMinutes: an idle desktop is paused (memory kept, no CPU) this long after it
+	// became idle, before IdleStopMinutes stops it; 0 = never.
+	PauseAfterMinutes int `json:"pauseAfterMinutes"`
 }
 
 // GuestLink is how a node's new desktops' drivers are reached, and why (CUBICLE_GUEST_LINK;

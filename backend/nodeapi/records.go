@@ -7,9 +7,11 @@ import "time"
 // stored settings' wire form: what crosses is listed here field by field, never the stored
 // record itself.
 type NodeSettings struct {
-	NodeID              string `json:"nodeId"`
-	IdleStopMinutes     int    `json:"idleStopMinutes"` // 0 = never
-	Isolation           string `json:"isolation"`       // "shared" | "per-agent"
+	NodeID          string `json:"nodeId"`
+	IdleStopMinutes int    `json:"idleStopMinutes"` // 0 = never
+	// PauseAfterMinutes pauses an idle desktop before its idle stop; 0 = never.
+	PauseAfterMinutes   int    `json:"pauseAfterMinutes,omitempty"`
+	Isolation           string `json:"isolation"` // "shared" | "per-agent"
 	MaxInstances        int    `json:"maxInstances"`
 	IdlePolicyRequestID string `json:"idlePolicyRequestId,omitempty"` // last applied requestId
 	// HostScreenControl lets "host" computers on this node see and control its screen.

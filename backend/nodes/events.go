@@ -155,7 +155,8 @@ func (h *Hub) follow(c *conn) {
 				h.max[c.node] = ns.MaxInstances
 				h.mu.Unlock()
 				h.publish(events.NodeChanged, events.Everyone, events.Node{NodeID: c.node, Isolation: ns.Isolation,
-					MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes, HostScreenControl: ns.HostScreenControl})
+					MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes, PauseAfterMinutes: ns.PauseAfterMinutes,
+					HostScreenControl: ns.HostScreenControl})
 				h.runnerEvent(c.node, events.RunnerConnected)
 			}
 		case wire.WatchPrepare:
@@ -216,7 +217,7 @@ func (h *Hub) reconcile(ctx context.Context, r *Remote, node string) {
 	}
 	h.publish(events.ImagesChanged, events.Everyone, events.Images{NodeID: node, Prepared: keys})
 	h.publish(events.NodeChanged, events.Everyone, events.Node{NodeID: node, Isolation: st.Policy.Isolation,
-		MaxInstances: st.Policy.MaxInstances, IdleStopMinutes: st.Policy.IdleStopMinutes})
+		MaxInstances: st.Policy.MaxInstances, IdleStopMinutes: st.Policy.IdleStopMinutes, PauseAfterMinutes: st.Policy.PauseAfterMinutes})
 	h.runnerEvent(node, events.RunnerConnected)
 }
 

@@ -104,8 +104,12 @@ func TestRefusedBeforeSent(t *testing.T) {
 	if _, err := r.Stats(ctx); !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), wire.CapStats) {
 		t.Errorf("stats: %v", err)
 	}
-	if _, err := r.SetIdlePolicy(ctx, "req-1", 3); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), wire.CapIdlePolicy) {
+	if _, err := r.SetIdlePolicy(ctx, "req-1", 3, nil); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), wire.CapIdlePolicy) {
 		t.Errorf("idle policy: %v", err)
+	}
+	five := 5
+	if _, err := r.SetIdlePolicy(ctx, "req-2", 30, &five); !errors.Is(err, fault.ErrConflict) || !strings.Contains(err.Error(), wire.CapPause) {
+		t.Errorf("idle policy with a pause: %v", err)
 	}
 	mark := filepath.Join(t.TempDir(), "ran")
 	if _, err := r.HostShell(ctx, wire.HostShellArgs{Command: "touch " + mark, TimeoutMS: 5000}); !errors.Is(err, fault.ErrConflict) ||
@@ -115,7 +119,7 @@ func TestRefusedBeforeSent(t *testing.T) {
 	if _, err := os.Stat(mark); err == nil {
 		t.Error("the refused host command ran")
 	}
-	for _, op := range []string{wire.OpStats, wire.OpSetIdlePolicy, wire.OpHostShell} {
+	for _, op := range []string{wire.OpStats, wire.OpSetIdlePolicy, wire.OpHostShell, wire.OpPause} {
 		if n := nodes.Sent(x.h, old.ID, op); n != 0 {
 			t.Errorf("%s was sent %d times", op, n)
 		}

@@ -165,9 +165,25 @@ func (r *Remote) SetPolicy(ctx context.Context, isolation string, maxInstances i
 }
 
 // SetIdlePolicy sets the node's idle policy; the runner must support it (wire.SetIdlePolicy
-// refuses an older one with fault.ErrConflict).
-func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (nodeapi.NodeSettings, error) {
-	return call(ctx, r, wire.SetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes})
+// refuses an older one with fault.ErrConflict), and an idle pause (pauseMinutes > 0) needs
+// wire.CapPause: a runner without it is refused before anything is sent, rather than
+// silently never pausing.
+func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes int, pauseMinutes *int) (nodeapi.NodeSettings, error) {
+	if pauseMinutes != nil {
+		c, err := r.live()
+		if err != nil {
+			return nodeapi.NodeSettings{}, err
+		}
+		spec := wire.Pause.Spec
+		spec.Lacks, spec.Fix = "cannot pause idle desktops", "update it to version {version}, or send pauseAfterMinutes 0"
+		if err := spec.Refuse(c.hello.Capabilities, c.name, r.id, c.hello.Version, r.h.cfg.Version); err != nil {
+			if *pauseMinutes > 0 {
+				return nodeapi.NodeSettings{}, err
+			}
+			pauseMinutes = nil // never pausing is what a runner without the pause does anyway
+		}
+	}
+	return call(ctx, r, wire.SetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes, PauseMinutes: pauseMinutes})
 }
 
 // SetImageSources sets the node's image sources.
@@ -201,6 +217,17 @@ func (r *Remote) Agent(ctx context.Context, accountID, agentID string) (vm.Agent
 // Act runs a lifecycle action on agentID's desktop on the node.
 func (r *Remote) Act(ctx context.Context, accountID, agentID, action string) (vm.AgentView, error) {
 	return r.agentCall(ctx, wire.Act, accountID, agentID, func(a *wire.AgentArgs) { a.Action = action })
+}
+
+// Pause freezes agentID's running desktop on the node (a runner without wire.CapPause is
+// refused with fault.ErrConflict before anything is sent).
+func (r *Remote) Pause(ctx context.Context, accountID, agentID string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.Pause, accountID, agentID, nil)
+}
+
+// Resume thaws agentID's paused desktop on the node (see Pause).
+func (r *Remote) Resume(ctx context.Context, accountID, agentID string) (vm.AgentView, error) {
+	return r.agentCall(ctx, wire.Resume, accountID, agentID, nil)
 }
 
 // SetImage chooses agentID's image on the node.

@@ -13,6 +13,7 @@ import (
 type NodeSettings struct {
 	NodeID              string `json:"nodeId"`
 	IdleStopMinutes     int    `json:"idleStopMinutes"`               // default 5; 0 = never
+	PauseAfterMinutes   int    `json:"pauseAfterMinutes,omitempty"`   // idle pause before the stop; 0 (default) = never
 	Isolation           string `json:"isolation"`                     // "shared" | "per-agent"; default "per-agent"
 	MaxInstances        int    `json:"maxInstances"`                  // 1..4, default 2
 	IdlePolicyRequestID string `json:"idlePolicyRequestId,omitempty"` // last applied requestId

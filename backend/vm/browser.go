@@ -140,8 +140,8 @@ func (m *Manager) VMReady(ctx context.Context, accountID, agentID string) (ok bo
 	if in.ImageKey != "" && !slices.Contains(keys, in.ImageKey) {
 		return false, fmt.Sprintf("the desktop's image %q is not prepared", in.ImageKey)
 	}
-	if in.State == StateRunning {
-		return true, ""
+	if in.State == StateRunning || in.State == StatePaused {
+		return true, "" // a paused desktop holds its slot and is resumed when used
 	}
 	m.mu.Lock()
 	preparing := m.preparing > 0

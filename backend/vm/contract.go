@@ -34,7 +34,7 @@ var _ nodeapi.Node = (*Manager)(nil)
 // NodeSettingsView is the stored settings ns as a node reports them.
 func NodeSettingsView(ns store.NodeSettings) nodeapi.NodeSettings {
 	v := nodeapi.NodeSettings{
-		NodeID: ns.NodeID, IdleStopMinutes: ns.IdleStopMinutes, Isolation: ns.Isolation, MaxInstances: ns.MaxInstances,
+		NodeID: ns.NodeID, IdleStopMinutes: ns.IdleStopMinutes, PauseAfterMinutes: ns.PauseAfterMinutes, Isolation: ns.Isolation, MaxInstances: ns.MaxInstances,
 		IdlePolicyRequestID: ns.IdlePolicyRequestID, HostScreenControl: ns.HostScreenControl, HostRequestID: ns.HostRequestID,
 		BaseImage: ns.BaseImage, BaseDigest: ns.BaseDigest, CursorBase: ns.CursorBase, CursorDigest: ns.CursorDigest,
 		Engine: nodeapi.EngineSettings{Kind: ns.Engine.Kind, Kubeconfig: ns.Engine.Kubeconfig, Context: ns.Engine.Context,

@@ -34,11 +34,13 @@ func (m *Manager) MarkIdle(instanceID string) {
 	}
 }
 
-// armIdle starts instanceID's idle timer now, unless someone uses it.
+// armIdle starts instanceID's idle timer now, unless someone uses it: a new idle period,
+// in which the idle policy may pause it again.
 func (m *Manager) armIdle(id string) {
 	m.mu.Lock()
 	if _, busy := m.busy[id]; !busy {
 		m.idleSince[id] = m.clock.Now()
+		delete(m.idlePaused, id)
 	}
 	m.mu.Unlock()
 	m.wakeLoop()
@@ -47,8 +49,41 @@ func (m *Manager) armIdle(id string) {
 func (m *Manager) clearIdle(id string) {
 	m.mu.Lock()
 	delete(m.idleSince, id)
+	delete(m.idlePaused, id)
 	m.mu.Unlock()
 	m.wakeLoop()
+}
+
+// idleStep is what the idle policy does next to an idle desktop.
+type idleStep int
+
+const (
+	idleWait  idleStep = iota // nothing is due yet
+	idlePause                 // pause it (memory kept, no CPU)
+	idleStop                  // stop it
+)
+
+// idleNext is the idle policy's decision for a desktop idle since since, at now: pause it
+// pauseMins after since (0 = never; only when that comes before the stop), stop it stopMins
+// after since (0 = never), a paused one (paused: by the policy or by hand) is not paused
+// again. next is when the following step falls due (zero: none will).
+func idleNext(since, now time.Time, pauseMins, stopMins int, unit time.Duration, paused bool) (step idleStep, next time.Time) {
+	var pauseAt, stopAt time.Time
+	if stopMins > 0 {
+		stopAt = since.Add(time.Duration(stopMins) * unit)
+	}
+	if pauseMins > 0 && !paused && (stopMins <= 0 || pauseMins < stopMins) {
+		pauseAt = since.Add(time.Duration(pauseMins) * unit)
+	}
+	switch {
+	case !stopAt.IsZero() && !stopAt.After(now):
+		return idleStop, time.Time{}
+	case !pauseAt.IsZero() && !pauseAt.After(now):
+		return idlePause, stopAt
+	case !pauseAt.IsZero():
+		return idleWait, pauseAt
+	}
+	return idleWait, stopAt
 }
 
 // idleDeadline returns when instanceID will be stopped for being idle; ok is false when no
@@ -61,33 +96,38 @@ func (m *Manager) idleDeadlineLocked(id string) (time.Time, bool) {
 	return since.Add(time.Duration(m.idleMins) * m.cfg.IdleUnit), true
 }
 
-// loop owns the idle timers: it sleeps until the earliest deadline (or a wake-up) and stops
-// the desktops whose deadline passed.
+// loop owns the idle timers: it sleeps until the earliest deadline (or a wake-up), pauses
+// the desktops whose pause is due and stops those whose stop is (idleNext).
 func (m *Manager) loop() {
 	defer m.wg.Done()
 	for {
 		m.mu.Lock()
 		now := m.clock.Now()
 		var next time.Time
-		var due []string
-		for id := range m.idleSince {
-			dl, ok := m.idleDeadlineLocked(id)
-			if !ok {
-				continue
-			}
-			if !dl.After(now) {
+		var due, pause []string
+		for id, since := range m.idleSince {
+			step, at := idleNext(since, now, m.pauseMins, m.idleMins, m.cfg.IdleUnit, m.idlePaused[id])
+			switch step {
+			case idleStop:
 				due = append(due, id)
 				delete(m.idleSince, id)
 				continue
+			case idlePause:
+				pause = append(pause, id)
+				m.idlePaused[id] = true
 			}
-			if next.IsZero() || dl.Before(next) {
-				next = dl
+			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
 			}
 		}
 		m.mu.Unlock()
 		for _, id := range due {
 			m.wg.Add(1)
 			go m.idleStop(id)
+		}
+		for _, id := range pause {
+			m.wg.Add(1)
+			go m.idlePauseOne(id)
 		}
 		var timer <-chan time.Time
 		stop := func() bool { return false }
@@ -128,6 +168,34 @@ func (m *Manager) idleStop(id string) {
 	m.log.Info("stopping idle desktop", "instance", id, "idleStopMinutes", m.idleMinutes())
 	if err := m.stopLocked(ctx, id, false); err != nil {
 		m.log.Error("idle stop", "instance", id, "err", err)
+	}
+}
+
+// idlePauseOne pauses an instance whose idle pause is due, unless it became busy or was
+// handed back (a new idle period) meanwhile. An engine that cannot pause (Kubernetes) leaves
+// it running until its idle stop.
+func (m *Manager) idlePauseOne(id string) {
+	defer m.wg.Done()
+	defer m.lock(id)()
+	if who, busy := m.busyWho(id); busy {
+		m.log.Info("idle pause skipped: desktop in use", "instance", id, "by", who)
+		return
+	}
+	m.mu.Lock()
+	still := m.idlePaused[id]
+	m.mu.Unlock()
+	if !still {
+		return
+	}
+	in, err := m.st.VMInstance(id)
+	if err != nil || in.State != StateRunning {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), time.Minute)
+	defer cancel()
+	m.log.Info("pausing idle desktop", "instance", id)
+	if err := m.pauseLocked(ctx, &in); err != nil {
+		m.log.Warn("idle pause (the desktop keeps running until its idle stop)", "instance", id, "err", err)
 	}
 }
 

@@ -95,16 +95,20 @@ func (m *Manager) Agent(ctx context.Context, accountID, agentID string) (AgentVi
 }
 
 // Act runs action on agentID's desktop: create and start make it run (creating the container
-// when there is none), stop stops it, recreate replaces the container (keeping the volumes)
-// and starts it, remove removes the container (keeping the volumes and the record). An unknown
-// action is fault.ErrInvalid.
+// when there is none, resuming a paused one), stop stops it, recreate replaces the container
+// (keeping the volumes) and starts it, remove removes the container (keeping the volumes and
+// the record); pause and resume are Pause and Resume. An unknown action is fault.ErrInvalid.
 //
 // The action runs detached from ctx (see detach): when ctx ends first, Act returns ctx's
 // error at once and the action completes or rolls back on its own; its outcome is in the
 // desktop's record either way.
 func (m *Manager) Act(ctx context.Context, accountID, agentID, action string) (AgentView, error) {
+	if action == ActionPause || action == ActionResume {
+		return m.pauseOrResume(ctx, accountID, agentID, action)
+	}
 	if !slices.Contains(Actions(), action) {
-		return AgentView{}, fault.Invalid("unknown local VM action %q: use one of %s", action, strings.Join(Actions(), ", "))
+		return AgentView{}, fault.Invalid("unknown local VM action %q: use one of %s, %s, %s", action, strings.Join(Actions(), ", "),
+			ActionPause, ActionResume)
 	}
 	in, ag, err := m.resolve(accountID, agentID)
 	if err != nil {

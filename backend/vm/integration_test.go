@@ -407,7 +407,7 @@ func TestRealLifecycle(t *testing.T) {
 	checkFiles("after a manager restart")
 
 	// Idle stop, with one "minute" shortened to a second.
-	if _, err := m.SetIdlePolicy(ctx, "idle-test", 2); err != nil {
+	if _, err := m.SetIdlePolicy(ctx, "idle-test", 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	m.MarkIdle(id)

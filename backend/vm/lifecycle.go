@@ -21,7 +21,9 @@ const (
 	StateCreating = "creating" // a slot is reserved and the container is being created
 	StateStarting = "starting" // a slot is reserved and an existing container is starting
 	StateRunning  = "running"
-	StatePaused   = "paused" // frozen by the engine (podman pause): still holds its slot
+	// StatePaused: frozen by the engine (Pause, the idle policy, or podman pause): memory
+	// kept, no CPU; it still holds its capacity slot (pause.go).
+	StatePaused   = "paused"
 	StateStopping = "stopping"
 	StateStopped  = "stopped"
 	StateRemoving = "removing"
@@ -111,6 +113,12 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	case replace:
 	case found && ctr.Running:
 		if err := m.adopt(ctx, in, ctr, k); err != nil {
+			return err
+		}
+		return m.linkOrRepair(ctx, eng, in)
+	case found && ctr.Paused && in.State == StatePaused && in.ContainerID == ctr.ID:
+		// Paused by Pause or the idle policy (or adopted paused): thawed, its wall stands.
+		if err := m.thaw(ctx, eng, in); err != nil {
 			return err
 		}
 		return m.linkOrRepair(ctx, eng, in)

@@ -83,36 +83,49 @@ func (m *Manager) refuseProtected(what string) error {
 	return nil
 }
 
-// SetIdlePolicy sets the node's idle auto-stop in minutes (0 = never, up to 10080). A repeated
-// requestId returns the current settings without changing anything, so a retried request is
-// harmless. Running idle timers take the new length at once.
-func (m *Manager) SetIdlePolicy(ctx context.Context, requestID string, minutes int) (nodeapi.NodeSettings, error) {
-	ns, err := m.setIdlePolicy(requestID, minutes)
+// SetIdlePolicy sets the node's idle auto-stop in minutes (0 = never, up to 10080) and,
+// unless pauseMinutes is nil (kept as it is), the idle pause: a desktop idle that long is
+// paused first (0 = never; it must come before the stop). A repeated requestId returns the
+// current settings without changing anything, so a retried request is harmless. Running idle
+// timers take the new lengths at once.
+func (m *Manager) SetIdlePolicy(ctx context.Context, requestID string, minutes int, pauseMinutes *int) (nodeapi.NodeSettings, error) {
+	ns, err := m.setIdlePolicy(requestID, minutes, pauseMinutes)
 	if err != nil {
 		return nodeapi.NodeSettings{}, err
 	}
 	return NodeSettingsView(ns), nil
 }
 
-func (m *Manager) setIdlePolicy(requestID string, minutes int) (store.NodeSettings, error) {
+func (m *Manager) setIdlePolicy(requestID string, minutes int, pauseMinutes *int) (store.NodeSettings, error) {
 	if requestID == "" {
 		return store.NodeSettings{}, fault.Invalid("requestId is required (any unique string; it makes the change idempotent)")
 	}
 	if minutes < 0 || minutes > MaxIdleStopMinutes {
 		return store.NodeSettings{}, fault.Invalid("idleStopMinutes %d: use 0 (never) to %d", minutes, MaxIdleStopMinutes)
 	}
+	if pauseMinutes != nil && (*pauseMinutes < 0 || *pauseMinutes > MaxIdleStopMinutes) {
+		return store.NodeSettings{}, fault.Invalid("pauseAfterMinutes %d: use 0 (never pause) to %d", *pauseMinutes, MaxIdleStopMinutes)
+	}
 	ns, err := m.st.UpdateNodeSettings(m.node, func(ns *store.NodeSettings) error {
 		if ns.IdlePolicyRequestID == requestID {
 			return nil
 		}
-		ns.IdleStopMinutes, ns.IdlePolicyRequestID = minutes, requestID
+		pause := ns.PauseAfterMinutes
+		if pauseMinutes != nil {
+			pause = *pauseMinutes
+		}
+		if pause > 0 && minutes > 0 && pause >= minutes {
+			return fault.Invalid("pauseAfterMinutes %d must be less than idleStopMinutes %d: an idle desktop is paused "+
+				"first and stopped later (or send pauseAfterMinutes 0 to never pause)", pause, minutes)
+		}
+		ns.IdleStopMinutes, ns.PauseAfterMinutes, ns.IdlePolicyRequestID = minutes, pause, requestID
 		return nil
 	})
 	if err != nil {
 		return store.NodeSettings{}, fmt.Errorf("save the idle policy: %w", err)
 	}
 	m.mu.Lock()
-	m.idleMins = ns.IdleStopMinutes
+	m.idleMins, m.pauseMins = ns.IdleStopMinutes, ns.PauseAfterMinutes
 	m.mu.Unlock()
 	m.wakeLoop()
 	m.settingsChanged(ns)

@@ -134,7 +134,19 @@ func (m *Manager) reconcileOne(ctx context.Context, in store.VMInstance, cs []en
 			}
 		}
 	}
-	return m.syncLocked(ctx, in.ID, keepError)
+	if err := m.syncLocked(ctx, in.ID, keepError); err != nil {
+		return err
+	}
+	if state == StatePaused && kindOf(in).idle {
+		// Paused before the restart (by Pause or the idle policy): kept paused, and its idle
+		// stop counts from now.
+		m.log.Info("adopted paused desktop", "instance", in.ID, "container", c.Name)
+		m.armIdle(in.ID)
+		m.mu.Lock()
+		m.idlePaused[in.ID] = true
+		m.mu.Unlock()
+	}
+	return nil
 }
 
 // makeRunDirKeepSocket makes sure a running desktop's run directory exists (it holds the live

@@ -40,7 +40,8 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	st := Status{NodeID: m.node, Compose: len(m.cfg.Compose) > 0,
-		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes}}
+		Policy: Policy{Isolation: ns.Isolation, MaxInstances: ns.MaxInstances, IdleStopMinutes: ns.IdleStopMinutes,
+			PauseAfterMinutes: ns.PauseAfterMinutes}}
 	st.Engine = m.engineView(ctx)
 	st.ImageSources = m.sourcesView(ns)
 	st.GuestLink = guestLinkView(m.links.Choice())

@@ -74,6 +74,10 @@ type Engine interface {
 	StartContainer(ctx context.Context, id string) error
 	// StopContainer stops a running or paused container.
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	// PauseContainer freezes a running container's processes (cgroup freezer: memory kept,
+	// no CPU); fault.ErrConflict when it does not run or the engine cannot pause (Kubernetes).
+	PauseContainer(ctx context.Context, id string) error
+	// UnpauseContainer thaws a paused container; fault.ErrConflict when it is not paused.
 	UnpauseContainer(ctx context.Context, id string) error
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
@@ -313,9 +317,13 @@ type Manager struct {
 	idleSince map[string]time.Time // running, idle instances → when they became idle
 	rebuild   map[string]bool      // instances to rebuild for a new working directory once idle
 	idleMins  int                  // the node's idleStopMinutes
-	preps     map[string]*prepJob  // image key → running or last finished preparation
-	preparing int                  // preparations running
-	strays    []string             // containers of this store that no record knows
+	pauseMins int                  // the node's pauseAfterMinutes (0 = never)
+	// idlePaused: idle instances the idle policy has paused, or tried to (a desktop is paused
+	// once per idle period; armIdle starts a new one).
+	idlePaused map[string]bool
+	preps      map[string]*prepJob // image key → running or last finished preparation
+	preparing  int                 // preparations running
+	strays     []string            // containers of this store that no record knows
 	// unreachable says why the engine stopped answering ("" while it answers): set by the
 	// watcher when the event stream cannot be re-opened or a resync fails, cleared when
 	// either succeeds (follow.go).
@@ -420,7 +428,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, st: cfg.Store, clock: cfg.Clock, node: cfg.NodeID, storeID: id.ID, ns: id.Namespace,
 		links: link.New(cfg.Link),
 		ctx:   ctx, cancel: cancel, wake: make(chan struct{}, 1), ops: opQueues{m: map[string]chan struct{}{}},
-		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{},
+		following: map[string]*follower{}, busy: map[string]string{}, idleSince: map[string]time.Time{}, idlePaused: map[string]bool{},
 		rebuild: map[string]bool{}, preps: map[string]*prepJob{}, connected: make(chan struct{}),
 	}
 	es := &engineSet{engine: cfg.Engine, problem: cfg.EngineProblem, images: cfg.Images, imagesProblem: cfg.ImagesProblem,
@@ -515,7 +523,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		return fmt.Errorf("vm: start: %w", err)
 	}
 	m.mu.Lock()
-	m.idleMins = ns.IdleStopMinutes
+	m.idleMins, m.pauseMins = ns.IdleStopMinutes, ns.PauseAfterMinutes
 	m.mu.Unlock()
 	if err := os.MkdirAll(m.runRoot(), 0o700); err != nil {
 		return fmt.Errorf("vm: start: create run directory: %w", err)

@@ -534,7 +534,7 @@ func TestIdleStop(t *testing.T) {
 		{"never", "r2", 0, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns, err := f.m.SetIdlePolicy(ctx, tc.req, tc.min)
+			ns, err := f.m.SetIdlePolicy(ctx, tc.req, tc.min, nil)
 			wantClass(t, "SetIdlePolicy", err, tc.err)
 			cur, _ := f.st.NodeSettings("local")
 			if cur.IdleStopMinutes != tc.want || (err == nil && ns.IdleStopMinutes != tc.want) {
@@ -553,7 +553,7 @@ func TestIdleStop(t *testing.T) {
 	// Switching back to a minute applies to a desktop that has been idle all along.
 	f.act("acc1", "g1", ActionStart)
 	f.clock.Advance(2 * time.Minute)
-	if _, err := f.m.SetIdlePolicy(ctx, "r3", 1); err != nil {
+	if _, err := f.m.SetIdlePolicy(ctx, "r3", 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "idle stop after the policy shortened", func() bool { return state() == StateStopped })

@@ -334,6 +334,23 @@ describe('Client routes', () => {
       result: { isolation: 'shared', maxInstances: 3, idleStopMinutes: 0 },
     },
     {
+      name: 'idle policy with a pause',
+      call: (c) => c.setIdlePolicy('req-2', 30, undefined, 5),
+      response: json(200, { isolation: 'shared', maxInstances: 3, idleStopMinutes: 30, pauseAfterMinutes: 5 }),
+      method: 'PUT',
+      path: '/api/app/admin/local-vm/idle-policy',
+      body: { requestId: 'req-2', idleStopMinutes: 30, pauseAfterMinutes: 5 },
+      result: { isolation: 'shared', maxInstances: 3, idleStopMinutes: 30, pauseAfterMinutes: 5 },
+    },
+    {
+      name: 'agent vm pause',
+      call: (c) => c.agentVMAction('a1', 'pause'),
+      response: json(200, { agentId: 'a1', desktop: { state: 'paused' } }),
+      method: 'POST',
+      path: '/api/app/agents/a1/local-vm/pause',
+      result: { agentId: 'a1', desktop: { state: 'paused' } },
+    },
+    {
       name: 'agent vm',
       call: (c) => c.agentVM('a/1'),
       response: json(200, { agentId: 'a/1' }),

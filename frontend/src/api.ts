@@ -568,7 +568,7 @@ export interface AgentVM extends Omit<gen.AgentView, 'images'> {
 }
 
 /** An instance action. */
-export type VMAction = 'create' | 'start' | 'stop' | 'recreate' | 'remove';
+export type VMAction = 'create' | 'start' | 'stop' | 'recreate' | 'remove' | 'pause' | 'resume';
 
 /** A chat session in the list. */
 export interface ChatSessionInfo {
@@ -1289,9 +1289,16 @@ export class Client {
     return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/policy${nodeQuery(node)}`, { isolation, maxInstances });
   }
 
-  /** PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). */
-  setIdlePolicy(requestId: string, idleStopMinutes: number, node?: string): Promise<VMPolicy> {
-    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/idle-policy${nodeQuery(node)}`, { requestId, idleStopMinutes });
+  /**
+   * PUT /api/app/admin/local-vm/idle-policy (0 minutes = never). pauseAfterMinutes pauses an idle
+   * desktop first (0 = never; left out: unchanged).
+   */
+  setIdlePolicy(requestId: string, idleStopMinutes: number, node?: string, pauseAfterMinutes?: number): Promise<VMPolicy> {
+    return this.request<VMPolicy>('PUT', `/api/app/admin/local-vm/idle-policy${nodeQuery(node)}`, {
+      requestId,
+      idleStopMinutes,
+      ...(pauseAfterMinutes === undefined ? {} : { pauseAfterMinutes }),
+    });
   }
 
   /** GET /api/app/agents/:id/local-vm. */
@@ -1299,7 +1306,10 @@ export class Client {
     return this.request<AgentVM>('GET', `${agentPath(id)}/local-vm`);
   }
 
-  /** POST /api/app/agents/:id/local-vm/:action. */
+  /**
+   * POST /api/app/agents/:id/local-vm/:action: create, start, stop, recreate, remove; pause
+   * (a running desktop: memory kept, no CPU) and resume.
+   */
   agentVMAction(id: string, action: VMAction): Promise<AgentVM> {
     return this.request<AgentVM>('POST', `${agentPath(id)}/local-vm/${action}`);
   }

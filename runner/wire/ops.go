@@ -148,9 +148,13 @@ var (
 	Act           = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpAct, Method: "Act"}}
 	SetImage      = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpSetImage, Method: "SetImage"}}
 	ChooseDesktop = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpChooseDesktop, Method: "ChooseDesktop"}}
-	VMReady       = Op[AgentArgs, ReadyResult]{Spec{Name: OpVMReady, Method: "VMReady"}}
-	AgentData     = Op[AgentArgs, nodeapi.AgentData]{Spec{Name: OpAgentData, Method: "AgentData"}}
-	ForgetAgent   = Op[AgentArgs, bool]{Spec{Name: OpForgetAgent, Method: "ForgetAgent"}}
+	Pause         = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpPause, Method: "Pause", Cap: CapPause,
+		Refusal: fault.ErrConflict, Lacks: "cannot pause desktops", Fix: "update it to version {version}, or stop the desktop instead"}}
+	Resume = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpResume, Method: "Resume", Cap: CapPause,
+		Refusal: fault.ErrConflict, Lacks: "cannot resume paused desktops", Fix: "update it to version {version}, or start the desktop instead"}}
+	VMReady     = Op[AgentArgs, ReadyResult]{Spec{Name: OpVMReady, Method: "VMReady"}}
+	AgentData   = Op[AgentArgs, nodeapi.AgentData]{Spec{Name: OpAgentData, Method: "AgentData"}}
+	ForgetAgent = Op[AgentArgs, bool]{Spec{Name: OpForgetAgent, Method: "ForgetAgent"}}
 
 	StopInstance = Op[InstanceArgs, bool]{Spec{Name: OpStopInstance, Method: "StopInstance"}}
 	DeleteData   = Op[InstanceArgs, bool]{Spec{Name: OpDeleteData, Method: "DeleteData"}}
@@ -194,4 +198,5 @@ var Ops = []Spec{
 	ForgetAgent.Spec, StopInstance.Spec, DeleteData.Spec, MarkBusy.Spec, MarkIdle.Spec, AdminAct.Spec,
 	Guest.Spec, Tunnel.Spec, Watch.Spec, SelfUpdate.Spec,
 	HostShell.Spec, HostReadFile.Spec, HostWriteFile.Spec, HostHome.Spec, HostInfoOp.Spec,
+	Pause.Spec, Resume.Spec,
 }

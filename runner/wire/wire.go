@@ -56,6 +56,9 @@ const (
 	// CapHostSandbox: the runner runs host tools in an OS sandbox under the policy the server
 	// sends (HostShellArgs.Sandbox, HostFileArgs.Sandbox) and reports its kind in HostInfo.
 	CapHostSandbox = "host-sandbox-v1"
+	// CapPause: the runner pauses and resumes desktops (OpPause, OpResume) and applies the
+	// idle policy's pause (PolicyArgs.PauseMinutes).
+	CapPause = "pause-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated
@@ -134,6 +137,8 @@ const (
 	OpTunnel          = "tunnel" // then the tunnel's bytes, raw, both ways
 	OpUpdate          = "update" // args Update; result UpdateResult, then the runner restarts
 	OpStats           = "stats"  // result []nodeapi.InstanceStats (capability CapStats)
+	OpPause           = "pause"  // args AgentArgs; result nodeapi.AgentView (capability CapPause)
+	OpResume          = "resume" // args AgentArgs; result nodeapi.AgentView (capability CapPause)
 )
 
 // Request opens a stream.
@@ -265,6 +270,8 @@ type PolicyArgs struct {
 	MaxInstances int    `json:"maxInstances,omitempty"`
 	RequestID    string `json:"requestId,omitempty"`
 	Minutes      int    `json:"minutes,omitempty"`
+	// PauseMinutes is the idle pause (nil: keep it; sent only to a runner with CapPause).
+	PauseMinutes *int `json:"pauseMinutes,omitempty"`
 }
 
 // InstanceArgs name a desktop of the runner (and, for a tunnel, the address inside it).

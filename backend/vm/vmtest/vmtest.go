@@ -303,6 +303,25 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 	return nil
 }
 
+// PauseContainer freezes a running container (fault.ErrConflict when it does not run).
+func (f *Engine) PauseContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.hit(ctx, "pause"); err != nil {
+		return err
+	}
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Running {
+		return fault.Conflict("container %s is %s, not running", id, c.State.Status)
+	}
+	c.State.Running, c.State.Paused, c.State.Status = false, true, "paused"
+	f.emit(c, engine.ActionPause)
+	return nil
+}
+
 // UnpauseContainer thaws a paused container (fault.ErrConflict when it is not paused).
 func (f *Engine) UnpauseContainer(ctx context.Context, id string) error {
 	f.mu.Lock()

@@ -1,6 +1,6 @@
 // An agent's Local VM desktop as the screen views act on it: its state (following the event
 // stream, never polled), and the actions next to the screen — Create (with the image to use),
-// Start, Open desktop, Stop, Recreate, Remove instance — or, with fixed Compose desktops, the
+// Start, Pause / Resume, Open desktop, Stop, Recreate, Remove instance — or, with fixed Compose desktops, the
 // desktop picker (SPEC §1.4, §1.6, §5). The server decides; the buttons only ask.
 
 import type { ComponentChildren } from 'preact';
@@ -9,7 +9,7 @@ import { ApiError, type AgentVM, type Client, type VMAction } from '../api';
 import { messageFor } from '../errors';
 import type { BusEvent } from '../events';
 import { useServerState, type ServerState } from '../hooks';
-import { imageLabel, stateTone } from '../settings/vmtext';
+import { imageLabel, stateLabel, stateTone } from '../settings/vmtext';
 
 /** The agent's desktop, loaded again whenever an event concerns it. */
 export function useAgentVM(client: Client, agentId: string): ServerState<AgentVM> {
@@ -61,7 +61,7 @@ export function DesktopState({ vm }: { vm: AgentVM | null }) {
   const state = vm && unreachable(vm) ? 'unreachable' : vm?.desktop.state || 'absent';
   return (
     <span class={`badge ${stateTone(state)}`} id="vm-state" data-state={state}>
-      {state === 'absent' ? 'no desktop' : state}
+      {stateLabel(state)}
     </span>
   );
 }
@@ -180,8 +180,14 @@ export function DesktopActions({ client, agentId, vm, onOpenDesktop, onOpenDual,
         )}
         {!fixed &&
           exists &&
+          state !== 'paused' &&
           (state !== 'running' || desk.health === 'unhealthy') &&
-          b('vm-start', state === 'paused' ? 'Resume' : state === 'running' ? 'Repair' : 'Start', 'Starting…', 'start', true)}
+          b('vm-start', state === 'running' ? 'Repair' : 'Start', 'Starting…', 'start', true)}
+        {!fixed && state === 'paused' && b('vm-resume', 'Resume', 'Resuming…', 'resume', true, 'Thaws the desktop: its programs go on where they were.')}
+        {!fixed &&
+          state === 'running' &&
+          !desk.busyBy &&
+          b('vm-pause', 'Pause', 'Pausing…', 'pause', false, 'Freezes the desktop: its memory is kept, it uses no CPU; using it resumes it.')}
         {state === 'running' && onOpenDesktop && (
           <button class="btn primary small" type="button" id="vm-open" onClick={onOpenDesktop}>
             Open desktop

@@ -8,7 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Client } from '../api';
 import { messageFor } from '../errors';
 import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
-import { formatCountdown } from '../settings/vmtext';
+import { formatCountdown, stateLabel, stateTone } from '../settings/vmtext';
 import { KeyRow, touchDevice, useTouch } from './TouchInput';
 import { ClipboardDrawer, clipboardFromPaste, writeBrowserClipboard } from './ClipboardDrawer';
 import {
@@ -405,8 +405,8 @@ export function ScreenView(props: ScreenViewProps) {
     badge = 'Offline';
     tone = 'fail';
   } else if (status) {
-    badge = status.state;
-    tone = running ? 'ok' : status.state === 'absent' || status.state === 'stopped' ? '' : 'pending';
+    badge = stateLabel(status.state);
+    tone = running ? 'ok' : status.state === 'absent' || status.state === 'stopped' ? '' : stateTone(status.state) || 'pending';
   }
   let who = '';
   if (control) {

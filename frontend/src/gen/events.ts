@@ -136,6 +136,7 @@ export interface Node {
   isolation: string;
   maxInstances: number /* int */;
   idleStopMinutes: number /* int */;
+  pauseAfterMinutes: number /* int */;
   hostScreenControl: boolean;
 }
 /**

@@ -94,7 +94,7 @@ export interface InstanceView {
   imageKey?: string;
   imageRef?: string;
   imagePending: boolean; // the chosen image differs from the container's: recreate to apply
-  state: string; // running, stopped, absent, creating, stopping, removing, missing; unreachable (views only)
+  state: string; // running, paused, stopped, absent, creating, stopping, removing, missing; unreachable (views only)
   container?: string;
   workspaceVolume?: string;
   browserProfileVolume?: string;
@@ -138,6 +138,11 @@ export interface Policy {
   isolation: string;
   maxInstances: number /* int */;
   idleStopMinutes: number /* int */; // 0 = never
+  /**
+   * PauseAfterMinutes: an idle desktop is paused (memory kept, no CPU) this long after it
+   * became idle, before IdleStopMinutes stops it; 0 = never.
+   */
+  pauseAfterMinutes: number /* int */;
 }
 /**
  * GuestLink is how a node's new desktops' drivers are reached, and why (CUBICLE_GUEST_LINK;
@@ -338,6 +343,10 @@ export interface VolumeView {
 export interface NodeSettings {
   nodeId: string;
   idleStopMinutes: number /* int */; // 0 = never
+  /**
+   * PauseAfterMinutes pauses an idle desktop before its idle stop; 0 = never.
+   */
+  pauseAfterMinutes?: number /* int */;
   isolation: string; // "shared" | "per-agent"
   maxInstances: number /* int */;
   idlePolicyRequestId?: string; // last applied requestId

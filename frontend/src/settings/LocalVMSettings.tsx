@@ -15,7 +15,7 @@ import { Forbidden } from './Forbidden';
 import { ImageSourcesCard } from './ImageSourcesCard';
 import { LeftoversCard } from './Leftovers';
 import { RecordingsCard } from './RecordingsCard';
-import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, prepareLine, stateTone } from './vmtext';
+import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, onNode, pausePresets, prepareLine, stateLabel, stateTone } from './vmtext';
 
 const statusText: Record<DoctorCheck['status'], string> = { ok: 'OK', warn: 'Warning', fail: 'Failed' };
 
@@ -453,28 +453,37 @@ function PolicyCard({ client, status, onChanged, node, locked }: CardProps) {
 
 function IdleCard({ client, status, onChanged, node, locked }: CardProps) {
   const current = status.policy.idleStopMinutes;
+  const currentPause = status.policy.pauseAfterMinutes ?? 0;
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const [shown, setShown] = useState(current);
+  const [pause, setPause] = useState(currentPause);
   useEffect(() => {
-    if (!busy) setShown(current);
-  }, [current]);
-  const save = async (minutes: number) => {
+    if (!busy) {
+      setShown(current);
+      setPause(currentPause);
+    }
+  }, [current, currentPause]);
+  const save = async (minutes: number, pauseMinutes?: number) => {
     setShown(minutes);
+    if (pauseMinutes !== undefined) setPause(pauseMinutes);
     setBusy(true);
     setError('');
     try {
-      const p = await client.setIdlePolicy(randomId(), minutes, node);
+      const p = await client.setIdlePolicy(randomId(), minutes, node, pauseMinutes);
       setShown(p.idleStopMinutes);
+      setPause(p.pauseAfterMinutes ?? 0);
       await onChanged();
     } catch (err) {
       setError(messageFor(err));
       setShown(current);
+      setPause(currentPause);
     } finally {
       setBusy(false);
     }
   };
   const known = idlePresets.some((p) => p.minutes === shown);
+  const knownPause = pausePresets.some((p) => p.minutes === pause);
   return (
     <div class="card" id="idle-card">
       <div class="card-head">
@@ -495,8 +504,30 @@ function IdleCard({ client, status, onChanged, node, locked }: CardProps) {
           {!known && <option value={String(shown)}>{shown} minutes</option>}
         </select>
       </label>
+      <label class="field inline">
+        <span>Pause an idle desktop after</span>
+        <select
+          id="idle-pause"
+          value={String(pause)}
+          disabled={busy || locked !== ''}
+          onChange={(e) => void save(shown, Number(e.currentTarget.value))}
+          title="A paused desktop keeps its memory and uses no CPU; a chat turn or opening it resumes it at once."
+        >
+          {pausePresets.map((p) => (
+            <option value={String(p.minutes)} key={p.minutes} disabled={p.minutes !== 0 && shown !== 0 && p.minutes >= shown}>
+              {p.label}
+            </option>
+          ))}
+          {!knownPause && <option value={String(pause)}>{pause} minutes</option>}
+        </select>
+      </label>
       <p class="muted small status-line" aria-live="polite" id="idle-status">
         {busy ? 'Saving…' : `Saved: ${shown === 0 ? 'never auto-stop' : `${shown} minute${shown === 1 ? '' : 's'}`}`}
+      </p>
+      <p class="muted small" id="idle-pause-status">
+        {pause === 0
+          ? 'Idle desktops are not paused before they stop.'
+          : `Idle desktops are paused after ${pause} minute${pause === 1 ? '' : 's'} (memory kept, no CPU); using one resumes it at once.`}
       </p>
       {error !== '' && (
         <p class="form-error" role="alert" id="idle-error">
@@ -612,7 +643,7 @@ function InstancesCard({
                       {i.imagePending && <span class="muted small block">new image on recreate</span>}
                     </td>
                     <td>
-                      <span class={`badge ${stateTone(i.state)}`}>{i.state}</span>
+                      <span class={`badge ${stateTone(i.state)}`}>{stateLabel(i.state)}</span>
                       {i.health === 'unhealthy' && <span class="badge fail">unhealthy</span>}
                       {i.guestLink && <span class="muted small block">{i.guestLink} link</span>}
                     </td>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, nodeQuery, type Runner } from '../api';
-import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, prepareLine, stateTone } from './vmtext';
+import { bytes, concernsStatus, formatCountdown, formatUptime, idlePresets, imageLabel, nodeLock, pausePresets, prepareLine, stateLabel, stateTone } from './vmtext';
 import type { BusEvent } from '../events';
 
 describe('vmtext', () => {
@@ -19,6 +19,12 @@ describe('vmtext', () => {
     expect(imageLabel('x')).toBe('x');
     expect([stateTone('running'), stateTone('creating'), stateTone('stopped'), stateTone('missing')]).toEqual(['ok', 'pending', '', 'fail']);
     expect([stateTone('paused'), stateTone('starting'), stateTone('unreachable')]).toEqual(['warn', 'pending', 'fail']);
+  });
+  it('state labels: paused has its own', () => {
+    expect([stateLabel('absent'), stateLabel('running'), stateLabel('paused')]).toEqual(['no desktop', 'running', 'paused (resumes when used)']);
+  });
+  it('pause presets end with never', () => {
+    expect(pausePresets.map((p) => p.minutes)).toEqual([1, 2, 5, 10, 30, 0]);
   });
   it.each([
     ['running with percent', { running: true, phase: 'image', percent: 42.4, message: 'STEP 3/9' }, 'Image 42% — STEP 3/9'],

@@ -17,6 +17,28 @@ export const idlePresets: ReadonlyArray<{ minutes: number; label: string }> = [
   { minutes: 0, label: 'Never auto-stop' },
 ];
 
+/** "Pause when idle" choices; 0 is "Never pause". Only those before the idle stop apply. */
+export const pausePresets: ReadonlyArray<{ minutes: number; label: string }> = [
+  { minutes: 1, label: '1 minute' },
+  { minutes: 2, label: '2 minutes' },
+  { minutes: 5, label: '5 minutes' },
+  { minutes: 10, label: '10 minutes' },
+  { minutes: 30, label: '30 minutes' },
+  { minutes: 0, label: 'Never pause' },
+];
+
+/** The words of a desktop state on its badge. */
+export function stateLabel(state: string): string {
+  switch (state) {
+    case 'absent':
+      return 'no desktop';
+    case 'paused':
+      return 'paused (resumes when used)';
+    default:
+      return state;
+  }
+}
+
 /** The display name of an image key. */
 export function imageLabel(key: string): string {
   if (key === 'standard') return 'Standard (XFCE desktop)';
