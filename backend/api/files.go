@@ -87,6 +87,11 @@ func (s *Server) withFiles(ch *ComputerChannel, h func(http.ResponseWriter, *htt
 			writeError(w, r, s.log, err)
 			return
 		}
+		if d.Kind != "" && d.Kind != "vm" {
+			// The host's own screen and the agent's browser have no workspace to fill.
+			writeError(w, r, s.log, fault.Conflict("files move in and out of an agent's desktop only, not its %s", d.Kind))
+			return
+		}
 		if d.State != "running" || d.Client == nil {
 			writeError(w, r, s.log, fault.Conflict("the agent's desktop is not running (it is %s); start it to move files", orUnknown(d.State)))
 			return

@@ -179,7 +179,8 @@ export function ScreenView(props: ScreenViewProps) {
   const uploads = useUploads(client, agentId);
   const [dropping, setDropping] = useState(false);
   // Files dropped on the screen go to the workspace, for the person in control of the full view.
-  const takesDrops = mine && variant !== 'panel';
+  const filesHere = !status?.kind || status.kind === 'vm'; // not the browser or the host screen
+  const takesDrops = mine && variant !== 'panel' && filesHere;
   const hasFiles = (e: DragEvent) => Array.from(e.dataTransfer?.types ?? []).includes('Files');
 
   const takeOver = async () => {
@@ -560,7 +561,7 @@ export function ScreenView(props: ScreenViewProps) {
           {textEntry}
           {shortcutRow}
           <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
-          <FilesDrawer client={client} agentId={agentId} uploads={uploads} />
+          {filesHere && <FilesDrawer client={client} agentId={agentId} uploads={uploads} />}
           <p class="muted small">
             Click the screen, then type: keys and shortcuts go to the desktop. Use the box for longer or non-Latin text.
           </p>
@@ -578,7 +579,7 @@ export function ScreenView(props: ScreenViewProps) {
             {textEntry}
           </details>
           <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
-          <FilesDrawer client={client} agentId={agentId} uploads={uploads} />
+          {filesHere && <FilesDrawer client={client} agentId={agentId} uploads={uploads} />}
           <details>
             <summary>Scroll, touch and hand back</summary>
             <div class="shortcut-row">
