@@ -39,7 +39,9 @@ func jsonBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == "/mcp" {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == "/mcp" ||
+			(uploadPath(r) && isOctets(r.Header.Get("Content-Type"))) {
+			// An upload chunk (files.go) is raw bytes the route reads with its own bound.
 			// /mcp reads its own JSON-RPC bodies, with its own bound (computer_write_file
 			// carries files of up to 25 MiB).
 			next.ServeHTTP(w, r)

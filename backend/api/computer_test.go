@@ -155,6 +155,7 @@ func newComputerEnvTTL(t testing.TB, f *computerServer, cfg ComputerConfig, ttl 
 	mux := http.NewServeMux()
 	// The route line server.go is to carry: mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer)).
 	mux.Handle("GET /api/app/agents/{id}/computer", f.srv.computerRoute(ch))
+	f.srv.fileRoutes(mux, ch)
 	e.ts = httptest.NewServer(newGuard([]string{"127.0.0.1", "localhost"}, []string{"wails://wails"}, securityHeaders(mux)))
 	t.Cleanup(func() {
 		e.ts.Close()

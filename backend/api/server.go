@@ -211,6 +211,7 @@ func (s *Server) routes(mux *router) {
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
 	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
 	s.computerRoutes(mux)
+	s.fileRoutes(mux, s.cfg.Computer)
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 	mux.Handle("POST /api/app/agents/{id}/model/test", s.authed(s.testModel))

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ApiError, Client, type Agent } from './api';
+import { OffsetMismatch } from './upload';
 
 interface Call {
   url: string;
@@ -701,5 +702,23 @@ describe('Client chat stream', () => {
       code: 'unavailable',
       message: 'chat is not available in this mode',
     });
+  });
+});
+
+describe('desktop file uploads', () => {
+  it('sends a chunk as raw bytes at its offset and reads a 409 as where to resume', async () => {
+    const f = fakeFetch(json(200, { path: 'a b.bin', offset: 3 }), json(409, { offset: 2, error: 'the desktop has 2 bytes', code: 'conflict' }), json(400, { error: 'leaves the workspace', code: 'invalid' }));
+    const t = new Client({ fetch: f.fetch, token: 'tok' }).uploads('ag/1');
+    await expect(t.put('a b.bin', 0, 6, new Blob(['abc']))).resolves.toEqual({ path: 'a b.bin', offset: 3 });
+    expect(f.calls[0].url).toBe('/api/app/agents/ag%2F1/files/upload?path=a+b.bin&offset=0&total=6');
+    expect(f.calls[0].init.method).toBe('PUT');
+    expect(headersOf(f.calls[0])['Content-Type']).toBe('application/octet-stream');
+    expect(headersOf(f.calls[0])['Authorization']).toBe('Bearer tok');
+    const mismatch = await t.put('a b.bin', 3, 6, new Blob(['def'])).catch((e: unknown) => e);
+    expect(mismatch).toBeInstanceOf(OffsetMismatch);
+    expect((mismatch as OffsetMismatch).offset).toBe(2);
+    const refused = await t.put('../x', 0, 1, new Blob(['x'])).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ApiError);
+    expect((refused as ApiError).status).toBe(400);
   });
 });

@@ -7,6 +7,7 @@
 
 import type * as gen from './gen/nodeapi';
 import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat';
+import { OffsetMismatch, type UploadState, type UploadTransport } from './upload';
 
 /** A workspace snapshot (GET /api/app/agents/:id/snapshots). */
 export interface WorkspaceSnapshot {
@@ -705,6 +706,25 @@ export class ApiError extends Error {
   }
 }
 
+/** A folder the downloads panel shows. */
+export type DesktopFolder = 'downloads' | 'workspace';
+
+/** One entry of a desktop folder. */
+export interface DesktopFile {
+  name: string;
+  size: number;
+  /** RFC 3339. */
+  modified: string;
+  dir?: boolean;
+}
+
+/** GET /api/app/agents/:id/files: newest first, at most 2000 entries. */
+export interface DesktopFileList {
+  dir: DesktopFolder;
+  files: DesktopFile[];
+  truncated?: boolean;
+}
+
 /** How the client reaches the backend. */
 export interface ClientOptions {
   /** Prefix for every path; empty means same origin (the web shell). */
@@ -1395,6 +1415,61 @@ export class Client {
     );
     if (!res.ok) throw await errorFrom(res);
     return res.blob();
+  }
+
+  /** GET /api/app/agents/:id/files?dir=: the top level of the desktop's workspace or ~/Downloads. */
+  desktopFiles(agentId: string, dir: DesktopFolder): Promise<DesktopFileList> {
+    return this.request<DesktopFileList>('GET', `/api/app/agents/${encodeURIComponent(agentId)}/files?dir=${dir}`);
+  }
+
+  /** The address of GET /api/app/agents/:id/files/download (works as a link with the session cookie). */
+  desktopFileUrl(agentId: string, dir: DesktopFolder, path: string): string {
+    const q = new URLSearchParams({ dir, path });
+    return `${this.baseUrl}/api/app/agents/${encodeURIComponent(agentId)}/files/download?${q}`;
+  }
+
+  /** GET …/files/download with the bearer token (the desktop shell, where a link carries no login). */
+  async desktopFileBlob(agentId: string, dir: DesktopFolder, path: string): Promise<Blob> {
+    const headers: Record<string, string> = {};
+    if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+    const res = await this.fetchImpl(this.desktopFileUrl(agentId, dir, path), { headers, credentials: this.usesToken ? 'omit' : 'same-origin' });
+    if (!res.ok) throw await errorFrom(res);
+    return res.blob();
+  }
+
+  /** The upload calls of one agent's desktop, for runUpload (upload.ts). */
+  uploads(agentId: string): UploadTransport {
+    const base = `/api/app/agents/${encodeURIComponent(agentId)}/files/upload`;
+    return {
+      status: (path) => this.request<UploadState>('GET', `${base}?${new URLSearchParams({ path })}`),
+      put: async (path, offset, total, data) => {
+        const headers: Record<string, string> = { Accept: 'application/json', 'Content-Type': 'application/octet-stream' };
+        if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
+        const q = new URLSearchParams({ path, offset: String(offset), total: String(total) });
+        let res: Response;
+        try {
+          res = await this.fetchImpl(`${this.baseUrl}${base}?${q}`, {
+            method: 'PUT',
+            headers,
+            body: data,
+            credentials: this.usesToken ? 'omit' : 'same-origin',
+          });
+        } catch (err) {
+          const why = err instanceof Error ? err.message : String(err);
+          throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
+        }
+        if (res.status === 409) {
+          const body = (await res.json().catch(() => ({}))) as { offset?: unknown; error?: unknown };
+          if (typeof body.offset === 'number') throw new OffsetMismatch(body.offset, String(body.error ?? 'offset mismatch'));
+          throw new ApiError(409, 'conflict', String(body.error ?? 'the upload was refused'));
+        }
+        if (!res.ok) {
+          if (res.status === 401) this.onUnauthenticated?.();
+          throw await errorFrom(res);
+        }
+        return (await res.json()) as UploadState;
+      },
+    };
   }
 
   /** The websocket URL of a recording's replay (subprotocol cubicle.computer.v2). */

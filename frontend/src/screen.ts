@@ -322,6 +322,8 @@ export interface ScreenStatus {
   agentId: string;
   desktopId?: string;
   state: string;
+  /** What the screen is: a desktop ('' or vm), the agent's browser, or the node's own screen. */
+  kind?: string;
   shared: boolean;
   streaming: boolean;
   message?: string;

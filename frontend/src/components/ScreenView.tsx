@@ -11,6 +11,7 @@ import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
 import { formatCountdown, stateLabel, stateTone } from '../settings/vmtext';
 import { KeyRow, touchDevice, useTouch } from './TouchInput';
 import { ClipboardDrawer, clipboardFromPaste, writeBrowserClipboard } from './ClipboardDrawer';
+import { FilesDrawer, useUploads } from './FilesDrawer';
 import {
   buttonFor,
   channelUrl,
@@ -175,6 +176,12 @@ export function ScreenView(props: ScreenViewProps) {
   const running = status?.state === 'running';
   const control = status?.control ?? null;
   const mine = lease !== null;
+  const uploads = useUploads(client, agentId);
+  const [dropping, setDropping] = useState(false);
+  // Files dropped on the screen go to the workspace, for the person in control of the full view.
+  const filesHere = !status?.kind || status.kind === 'vm'; // not the browser or the host screen
+  const takesDrops = mine && variant !== 'panel' && filesHere;
+  const hasFiles = (e: DragEvent) => Array.from(e.dataTransfer?.types ?? []).includes('Files');
 
   const takeOver = async () => {
     const ch = chan.current;
@@ -432,8 +439,21 @@ export function ScreenView(props: ScreenViewProps) {
         )}
       </div>
       <div
-        class={`screen-stage touch-${touch.mode}`}
+        class={`screen-stage touch-${touch.mode}${dropping ? ' dropping' : ''}`}
         ref={stage}
+        onDragOver={(e) => {
+          if (!takesDrops || !hasFiles(e)) return;
+          e.preventDefault();
+          if (e.dataTransfer) e.dataTransfer.dropEffect = 'copy';
+          setDropping(true);
+        }}
+        onDragLeave={() => setDropping(false)}
+        onDrop={(e) => {
+          setDropping(false);
+          if (!takesDrops || !hasFiles(e)) return;
+          e.preventDefault();
+          uploads.add(e.dataTransfer?.files ?? null);
+        }}
         onTouchStart={touch.handlers.onTouchStart}
         onTouchMove={touch.handlers.onTouchMove}
         onTouchEnd={touch.handlers.onTouchEnd}
@@ -541,6 +561,7 @@ export function ScreenView(props: ScreenViewProps) {
           {textEntry}
           {shortcutRow}
           <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
+          {filesHere && <FilesDrawer client={client} agentId={agentId} uploads={uploads} />}
           <p class="muted small">
             Click the screen, then type: keys and shortcuts go to the desktop. Use the box for longer or non-Latin text.
           </p>
@@ -558,6 +579,7 @@ export function ScreenView(props: ScreenViewProps) {
             {textEntry}
           </details>
           <ClipboardDrawer channel={chan.current} desktop={deskClip} onNotice={setNotice} />
+          {filesHere && <FilesDrawer client={client} agentId={agentId} uploads={uploads} />}
           <details>
             <summary>Scroll, touch and hand back</summary>
             <div class="shortcut-row">

@@ -1,0 +1,198 @@
+// The files drawer of the live screen: uploads into the agent's workspace (the Upload button,
+// or files dropped on the screen) in resumable chunks with progress, and the files of
+// ~/Downloads and the workspace's top level, each downloadable with one click. The list is
+// read when the drawer opens and on Refresh; it does not follow changes by itself.
+// Limits: 2 GiB per file either way (docs/spec.md, "Files in and out").
+
+import { useRef, useState } from 'preact/hooks';
+import type { Client, DesktopFile, DesktopFolder } from '../api';
+import { messageFor } from '../errors';
+import { runUpload, uploadRefusal } from '../upload';
+
+/** One upload of the drawer. */
+export interface UploadItem {
+  id: number;
+  name: string;
+  size: number;
+  sent: number;
+  state: 'waiting' | 'sending' | 'done' | 'failed';
+  error?: string;
+}
+
+const sizeText = (n: number) =>
+  n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(0)} KiB` : `${n} B`;
+
+/** useUploads runs the uploads of one agent's desktop one after another. */
+export function useUploads(client: Client, agentId: string) {
+  const [items, setItems] = useState<UploadItem[]>([]);
+  const queue = useRef<Array<{ id: number; file: File }>>([]);
+  const running = useRef(false);
+  const nextId = useRef(1);
+  const patch = (id: number, p: Partial<UploadItem>) => setItems((xs) => xs.map((x) => (x.id === id ? { ...x, ...p } : x)));
+
+  const pump = async () => {
+    if (running.current) return;
+    running.current = true;
+    try {
+      for (let job = queue.current.shift(); job; job = queue.current.shift()) {
+        const { id, file } = job;
+        patch(id, { state: 'sending' });
+        try {
+          await runUpload(client.uploads(agentId), file.name, file, { onProgress: (sent) => patch(id, { sent }) });
+          patch(id, { state: 'done', sent: file.size });
+        } catch (err) {
+          patch(id, { state: 'failed', error: messageFor(err) });
+        }
+      }
+    } finally {
+      running.current = false;
+    }
+  };
+
+  const add = (files: FileList | File[] | null) => {
+    const added: UploadItem[] = [];
+    for (const file of Array.from(files ?? [])) {
+      const id = nextId.current++;
+      const why = uploadRefusal(file.name, file.size);
+      added.push({ id, name: file.name, size: file.size, sent: 0, state: why ? 'failed' : 'waiting', error: why ?? undefined });
+      if (!why) queue.current.push({ id, file });
+    }
+    if (added.length === 0) return;
+    setItems((xs) => [...xs.filter((x) => x.state === 'sending' || x.state === 'waiting' || x.state === 'failed').slice(-20), ...added]);
+    void pump();
+  };
+  return { items, add };
+}
+
+interface Props {
+  client: Client;
+  agentId: string;
+  uploads: ReturnType<typeof useUploads>;
+}
+
+/** The drawer: Upload, the uploads' progress, and the downloads panel. */
+export function FilesDrawer({ client, agentId, uploads }: Props) {
+  const [dir, setDir] = useState<DesktopFolder>('downloads');
+  const [files, setFiles] = useState<DesktopFile[] | null>(null);
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const picker = useRef<HTMLInputElement>(null);
+
+  const refresh = async (d: DesktopFolder = dir) => {
+    setBusy(true);
+    setError('');
+    try {
+      const list = await client.desktopFiles(agentId, d);
+      setFiles(list.files.filter((f) => !f.dir));
+    } catch (err) {
+      setFiles(null);
+      setError(messageFor(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const download = (f: DesktopFile) => {
+    if (!client.usesToken) {
+      // The browser streams it to disk with the session cookie.
+      const a = document.createElement('a');
+      a.href = client.desktopFileUrl(agentId, dir, f.name);
+      a.download = f.name;
+      a.click();
+      return;
+    }
+    // The desktop shell logs in with a bearer token a link cannot carry: fetch, then save.
+    void client
+      .desktopFileBlob(agentId, dir, f.name)
+      .then((b) => {
+        const a = document.createElement('a');
+        a.href = URL.createObjectURL(b);
+        a.download = f.name;
+        a.click();
+        setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
+      })
+      .catch((err: unknown) => setError(messageFor(err)));
+  };
+
+  return (
+    <details class="files-drawer" data-testid="files-drawer" onToggle={(e) => e.currentTarget.open && void refresh()}>
+      <summary>Files</summary>
+      <div class="files-upload">
+        <input
+          ref={picker}
+          type="file"
+          multiple
+          hidden
+          data-testid="files-picker"
+          onChange={(e) => {
+            uploads.add(e.currentTarget.files);
+            e.currentTarget.value = '';
+          }}
+        />
+        <button class="btn small" type="button" data-action="files-upload" onClick={() => picker.current?.click()}>
+          Upload…
+        </button>
+        <span class="small muted">or drop files on the screen: they land in the workspace (at most 2 GiB each).</span>
+      </div>
+      {uploads.items.length > 0 && (
+        <ul class="files-progress" data-testid="files-progress">
+          {uploads.items.map((u) => (
+            <li key={u.id} data-state={u.state}>
+              <span class="files-name">{u.name}</span>{' '}
+              {u.state === 'failed' ? (
+                <span class="form-error small">{u.error}</span>
+              ) : (
+                <>
+                  <progress max={Math.max(1, u.size)} value={u.state === 'done' ? Math.max(1, u.size) : u.sent} />{' '}
+                  <span class="small muted">
+                    {u.state === 'done' ? `uploaded (${sizeText(u.size)})` : u.state === 'waiting' ? 'waiting' : `${sizeText(u.sent)} of ${sizeText(u.size)}`}
+                  </span>
+                </>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+      <div class="files-list-bar">
+        <select
+          aria-label="Folder"
+          value={dir}
+          onChange={(e) => {
+            const d = e.currentTarget.value as DesktopFolder;
+            setDir(d);
+            void refresh(d);
+          }}
+        >
+          <option value="downloads">Downloads</option>
+          <option value="workspace">Workspace</option>
+        </select>
+        <button class="btn ghost small" type="button" data-action="files-refresh" disabled={busy} onClick={() => void refresh()}>
+          Refresh
+        </button>
+      </div>
+      {error !== '' && (
+        <p class="form-error small" role="alert">
+          {error}
+        </p>
+      )}
+      {files && files.length === 0 && <p class="small muted">No files here.</p>}
+      {files && files.length > 0 && (
+        <table class="files-list small" data-testid="files-list">
+          <tbody>
+            {files.map((f) => (
+              <tr key={f.name}>
+                <td>
+                  <button class="btn ghost small files-name" type="button" title={`Download ${f.name}`} onClick={() => download(f)}>
+                    {f.name}
+                  </button>
+                </td>
+                <td class="muted">{sizeText(f.size)}</td>
+                <td class="muted">{new Date(f.modified).toLocaleString()}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </details>
+  );
+}
