@@ -293,6 +293,13 @@ func TestResize(t *testing.T) {
 		}
 		w, h := d2.Size()
 		img, _, err := d2.Capture(nil)
+		// The pointer (Xvfb starts it in the middle) keeps its relative place: X alone would
+		// clamp it to a shrunken screen's corner.
+		if p, perr := xproto.QueryPointer(d2.conn, d2.root).Reply(); perr != nil {
+			t.Errorf("query the pointer: %v", perr)
+		} else if absInt(int(p.RootX)-sz[0]/2) > 1 || absInt(int(p.RootY)-sz[1]/2) > 1 {
+			t.Errorf("after Resize(%v) the pointer is at %d,%d, want the middle %d,%d", sz, p.RootX, p.RootY, sz[0]/2, sz[1]/2)
+		}
 		d2.Close()
 		if err != nil || w != sz[0] || h != sz[1] || img.Bounds().Dx() != sz[0] || img.Bounds().Dy() != sz[1] {
 			t.Fatalf("after Resize(%v): size %dx%d, capture %v, %v", sz, w, h, img.Bounds(), err)
@@ -304,4 +311,11 @@ func TestResize(t *testing.T) {
 	if err := d.Resize(100, 100); err == nil {
 		t.Error("a size under the minimum was accepted")
 	}
+}
+
+func absInt(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

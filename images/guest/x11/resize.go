@@ -63,6 +63,11 @@ func (d *Display) Resize(w, h int) error {
 		return fmt.Errorf("x11: the X server has no RandR output to resize")
 	}
 	out, crtc := res.Outputs[0], res.Crtcs[0]
+	// Where the pointer is on the screen as it is: X clamps it into a smaller screen (to its
+	// corner, where the driver's first shrink from the start size would leave it); it is kept
+	// at the same relative place instead.
+	geo, gerr := xproto.GetGeometry(d.conn, xproto.Drawable(d.root)).Reply()
+	ptr, perr := xproto.QueryPointer(d.conn, d.root).Reply()
 	// A mode of that size: reuse one the server has, else create it.
 	var mode randr.Mode
 	for _, m := range res.Modes {
@@ -97,6 +102,13 @@ func (d *Display) Resize(w, h int) error {
 	if _, err := randr.SetCrtcConfig(d.conn, crtc, xproto.TimeCurrentTime, res.ConfigTimestamp, 0, 0, mode,
 		randr.RotationRotate0, []randr.Output{out}).Reply(); err != nil {
 		return fmt.Errorf("x11: set crtc to %dx%d: %w", w, h, err)
+	}
+	if gerr == nil && perr == nil && geo.Width > 0 && geo.Height > 0 {
+		x := int(ptr.RootX) * w / int(geo.Width)
+		y := int(ptr.RootY) * h / int(geo.Height)
+		if err := xproto.WarpPointerChecked(d.conn, xproto.WindowNone, d.root, 0, 0, 0, 0, int16(x), int16(y)).Check(); err != nil {
+			return fmt.Errorf("x11: keep the pointer in place: %w", err)
+		}
 	}
 	return nil
 }
