@@ -97,16 +97,14 @@ func (m *Manager) Agent(ctx context.Context, accountID, agentID string) (AgentVi
 // Act runs action on agentID's desktop: create and start make it run (creating the container
 // when there is none, resuming a paused one), stop stops it, recreate replaces the container
 // (keeping the volumes) and starts it, remove removes the container (keeping the volumes and
-// the record); pause and resume are Pause and Resume. An unknown action is fault.ErrInvalid.
+// the record), pause freezes it and resume thaws it (Pause, Resume). An unknown action is
+// fault.ErrInvalid.
 //
 // The action runs detached from ctx (see detach): when ctx ends first, Act returns ctx's
 // error at once and the action completes or rolls back on its own; its outcome is in the
 // desktop's record either way.
 func (m *Manager) Act(ctx context.Context, accountID, agentID, action string) (AgentView, error) {
-	if action == ActionPause || action == ActionResume {
-		return m.pauseOrResume(ctx, accountID, agentID, action)
-	}
-	if !slices.Contains(Actions(), action) {
+	if !slices.Contains(Actions(), action) && action != ActionPause && action != ActionResume {
 		return AgentView{}, fault.Invalid("unknown local VM action %q: use one of %s, %s, %s", action, strings.Join(Actions(), ", "),
 			ActionPause, ActionResume)
 	}
@@ -136,6 +134,13 @@ func (m *Manager) Act(ctx context.Context, accountID, agentID, action string) (A
 				return err
 			}
 			return m.bringUp(ctx, &in, kindDesktop, nil, true)
+		case ActionPause:
+			if err := m.refuseBusy(in, action); err != nil {
+				return err
+			}
+			return m.pauseLocked(ctx, &in)
+		case ActionResume:
+			return m.resumeLocked(ctx, &in)
 		default: // ActionRemove
 			if err := m.refuseBusy(in, action); err != nil {
 				return err
@@ -230,10 +235,12 @@ func (m *Manager) busyWho(id string) (string, bool) {
 
 func pastTense(action string) string {
 	switch action {
-	case ActionCreate, ActionRemove, ActionRecreate:
+	case ActionCreate, ActionRemove, ActionRecreate, ActionResume:
 		return action + "d"
 	case ActionStop:
 		return "stopped"
+	case ActionPause:
+		return "paused"
 	}
 	return action + "ed"
 }

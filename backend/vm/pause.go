@@ -31,48 +31,14 @@ const (
 // (a task, a person's control) too, and an engine that cannot pause (Kubernetes) answers
 // fault.ErrConflict. Like Act, it runs detached from ctx.
 func (m *Manager) Pause(ctx context.Context, accountID, agentID string) (AgentView, error) {
-	return m.pauseOrResume(ctx, accountID, agentID, ActionPause)
+	return m.Act(ctx, accountID, agentID, ActionPause)
 }
 
 // Resume thaws agentID's paused desktop and checks that its driver answers; its idle period
-// goes on (see thaw). Resuming a running desktop is no change; one that is neither paused nor running is fault.ErrConflict
-// (start it instead). Like Act, it runs detached from ctx.
+// goes on (see thaw). Resuming a running desktop is no change; one that is neither paused nor
+// running is fault.ErrConflict (start it instead). Like Act, it runs detached from ctx.
 func (m *Manager) Resume(ctx context.Context, accountID, agentID string) (AgentView, error) {
-	return m.pauseOrResume(ctx, accountID, agentID, ActionResume)
-}
-
-func (m *Manager) pauseOrResume(ctx context.Context, accountID, agentID, action string) (AgentView, error) {
-	in, ag, err := m.resolve(accountID, agentID)
-	if err != nil {
-		return AgentView{}, err
-	}
-	if in.Scope == scopeCompose {
-		return AgentView{}, fault.Conflict("desktop %q is a fixed desktop managed by Compose: it cannot be %sd from Cubicle",
-			in.Name, action)
-	}
-	err = m.detach(ctx, in.ID, action, func(ctx context.Context) error {
-		if cur, err := m.st.VMInstance(in.ID); err == nil {
-			in = cur
-		}
-		if action == ActionPause {
-			if err := m.refuseBusy(in, action); err != nil {
-				return err
-			}
-			return m.pauseLocked(ctx, &in)
-		}
-		return m.resumeLocked(ctx, &in)
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return AgentView{}, err
-		}
-		return AgentView{}, fmt.Errorf("%s desktop of agent %s: %w", action, ag.Name, err)
-	}
-	cur, err := m.st.VMInstance(in.ID)
-	if err != nil {
-		return AgentView{}, err
-	}
-	return m.agentView(ctx, cur, ag)
+	return m.Act(ctx, accountID, agentID, ActionResume)
 }
 
 // pauseLocked freezes running desktop in and records it paused. The instance's queue is held.
