@@ -1,7 +1,7 @@
 // The chat's model: the server's event stream (SPEC §2.1) folded into messages made of
 // blocks. Pure functions only, so the folding is tested without a browser.
 
-import type { Usage } from './gen/agent';
+import type { Event as GenEvent } from './gen/agent';
 
 /** A content block of a saved message (backend/agent/event.go ContentBlock). */
 export interface ContentBlock {
@@ -44,39 +44,25 @@ export interface ConfirmResult {
 }
 
 /**
- * Every field a chat event may carry (backend/agent/event.go Event; src/gen/agent.ts is the
- * generated reference). All are optional: the server omits empty ones and this client
- * tolerates older servers.
+ * Every field a chat event may carry: the generated backend/agent/event.go Event, every field
+ * optional (the server omits empty ones and this client tolerates older servers), with this
+ * client's own block and message types and the tolerances of older servers.
  */
-export interface ChatEventFields {
-  id?: string;
-  createdAt?: string;
-  source?: string;
-  sessionId?: string;
-  replyId?: string;
+export type ChatEventFields = Partial<
+  Omit<GenEvent, 'type' | 'metadata' | 'data' | 'result' | 'toolCalls' | 'confirmResults' | 'generateReason' | 'value'>
+> & {
   metadata?: Record<string, unknown>;
-  name?: string;
-  role?: string;
-  usage?: Usage;
-  blockId?: string;
-  delta?: string;
-  toolCallId?: string;
-  toolCallName?: string;
   data?: ContentBlock;
-  state?: string;
   result?: Msg;
-  maxIters?: number;
-  currentIter?: number;
   toolCalls?: ToolCall[];
   confirmResults?: ConfirmResult[];
-  reason?: string;
   /**
    * Why a REQUEST_STOP stopped the turn: MODEL_STOP, PERMISSION_ASKING, USER_INTERRUPTED,
    * MIDDLEWARE_STOP_REQUESTED (older servers sent a boolean).
    */
   generateReason?: string | boolean;
   value?: unknown;
-}
+};
 
 /** The fields of every event type. */
 type Common = 'id' | 'createdAt' | 'source' | 'sessionId' | 'replyId' | 'metadata';
