@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"cubicle/backend/fault"
@@ -55,7 +56,7 @@ func (m *Manager) pauseLocked(ctx context.Context, in *store.VMInstance) error {
 	if err != nil {
 		return err
 	}
-	if err := eng.PauseContainer(ctx, in.ContainerID); err != nil {
+	if err := pauseRetrying(ctx, eng, in.ContainerID, m.log); err != nil {
 		// The refusal is the answer, not the desktop's state: record what the engine reports.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -69,6 +70,35 @@ func (m *Manager) pauseLocked(ctx context.Context, in *store.VMInstance) error {
 	m.mu.Unlock()
 	m.log.Info("desktop paused", "instance", in.ID)
 	return m.setState(in, StatePaused, "")
+}
+
+// pauseTries is how often a pause the engine failed for a passing cause is tried, and
+// pauseBackoff the first wait between tries (doubled each time).
+const (
+	pauseTries   = 4
+	pauseBackoff = 250 * time.Millisecond
+)
+
+// pauseRetrying asks eng to pause container id, again when it fails for a passing cause. The
+// cgroup v1 freezer (runc) gives up on a container whose processes fork while it freezes them
+// — a desktop that is starting its session, on a busy machine — and thaws it again ("runc
+// pause … exit status 1", classed unavailable); a moment later the same freeze succeeds. A
+// refusal (not running, gone, an engine that cannot pause) is answered at once.
+func pauseRetrying(ctx context.Context, eng Engine, id string, log *slog.Logger) error {
+	wait := pauseBackoff
+	for try := 1; ; try++ {
+		err := eng.PauseContainer(ctx, id)
+		if err == nil || try == pauseTries || !errors.Is(err, fault.ErrUnavailable) {
+			return err
+		}
+		log.Warn("pausing a desktop failed; trying again", "container", id, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // resumeLocked thaws paused desktop in, records it running and checks its driver. The

@@ -123,6 +123,8 @@ func TestPauseResume(t *testing.T) {
 	_, err := f.m.Pause(ctx, "acc1", "g1")
 	wantClass(t, "pause with no desktop", err, fault.ErrConflict, "start it first")
 	v := f.act("acc1", "g1", ActionCreate)
+	// The freezer gave up once (runc on a busy machine): the pause is tried again.
+	f.eng.FailNext("pause", fault.Unavailable("`runc pause` failed: exit status 1"))
 	v, err = f.m.Pause(ctx, "acc1", "g1")
 	wantClass(t, "pause", err, nil)
 	if v.Desktop.State != StatePaused {
