@@ -115,18 +115,12 @@ func HashPassword(password string) (string, error) {
 	if len(password) > 72 {
 		return "", fault.Invalid("the password must have at most 72 bytes")
 	}
-	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	h, err := bcrypt.GenerateFromPassword([]byte(password), hashCost)
 	if err != nil {
 		return "", fmt.Errorf("hash password: %w", err)
 	}
 	return string(h), nil
 }
-
-// dummyHash is compared against when the username is unknown, so that a wrong username and a
-// wrong password take the same time. It is the bcrypt hash (bcrypt.DefaultCost) of a public
-// phrase, written out: computing it when the package loads cost every start of the program
-// a bcrypt run (a quarter second on a busy machine, issue 31). TestDummyHash checks it.
-var dummyHash = []byte("$2a$10$WKYsIop80.2I9bM/Zd21Kev.ZHRQwsebHfe6y5EiKhCGflYSAHycq")
 
 // Login checks a username and password from client (its network address, for the rate limit)
 // and returns a new session token. The attempt is counted against the account and the client

@@ -187,8 +187,15 @@ func TestLoadOrCreateKey(t *testing.T) {
 // hash at the cost real passwords get (so both take the same time) of its phrase.
 func TestDummyHash(t *testing.T) {
 	cost, err := bcrypt.Cost(dummyHash)
-	if err != nil || cost != bcrypt.DefaultCost {
-		t.Fatalf("dummy hash cost %d (%v), want %d", cost, err, bcrypt.DefaultCost)
+	if err != nil || cost != hashCost {
+		t.Fatalf("dummy hash cost %d (%v), want %d", cost, err, hashCost)
+	}
+	h, err := HashPassword("a password of ours")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost, err := bcrypt.Cost([]byte(h)); err != nil || cost != hashCost {
+		t.Fatalf("a new hash's cost %d (%v), want %d", cost, err, hashCost)
 	}
 	if err := bcrypt.CompareHashAndPassword(dummyHash, []byte("cubicle-timing-equaliser")); err != nil {
 		t.Fatalf("dummy hash is not of its phrase: %v", err)
