@@ -568,3 +568,81 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// TestOpeningAnAgentStartsItsDesktop: opening an agent (POST …/opened) starts its stopped
+// desktop on the real engine when its next turn would use one and a slot is free — never
+// taking the slot another desktop holds, never for an agent whose computer is the browser,
+// never creating a desktop the agent never had.
+func TestOpeningAnAgentStartsItsDesktop(t *testing.T) {
+	e := newRealEnv(t)
+	ctx := context.Background()
+	e.must("PUT", "/api/app/admin/local-vm/policy", `{"isolation":"per-agent","maxInstances":1}`, 200)
+	opened := func(agentID string) (res struct {
+		Started bool
+		State   string
+		Why     string
+	}) {
+		t.Helper()
+		if err := json.Unmarshal([]byte(e.must("POST", "/api/app/agents/"+agentID+"/opened", "", 200)), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	running := func(agentID string) bool {
+		t.Helper()
+		v, err := e.b.VMs.Agent(ctx, e.account, agentID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Desktop.ID != "" {
+			e.forgotten = append(e.forgotten, v.Desktop.ID)
+		}
+		if v.Desktop.State != vm.StateRunning {
+			return false
+		}
+		st, err := e.b.engine.Client.InspectContainer(ctx, v.Desktop.Container)
+		return err == nil && st.Running
+	}
+
+	first := e.agent("Early")
+	if r := opened(first); r.Started || r.State != vm.StateAbsent || !strings.Contains(r.Why, "no desktop yet") || running(first) {
+		t.Fatalf("opening an agent that never had a desktop: %+v; want nothing created", r)
+	}
+	e.create(first)
+	e.must("POST", "/api/app/agents/"+first+"/local-vm/stop", "", 200)
+	if r := opened(first); !r.Started || r.State != vm.StateRunning || !running(first) {
+		t.Fatalf("opening an agent whose desktop is stopped: %+v; want it started and running", r)
+	}
+	if r := opened(first); r.Started || !strings.Contains(r.Why, "running") {
+		t.Fatalf("opening it again: %+v; want nothing started (it runs)", r)
+	}
+
+	// The only slot is taken: neither an auto agent nor one set to its Local VM takes it.
+	second := e.agent("Late")
+	e.must("POST", "/api/app/agents/"+first+"/local-vm/stop", "", 200)
+	e.create(second)
+	e.must("POST", "/api/app/agents/"+second+"/local-vm/stop", "", 200)
+	e.must("POST", "/api/app/agents/"+first+"/local-vm/start", "", 200)
+	if r := opened(second); r.Started || running(second) {
+		t.Fatalf("opening an auto agent with every slot taken: %+v; want nothing started", r)
+	}
+	e.must("PUT", "/api/app/agents/"+second+"/computer-selection", `{"computer":"vm"}`, 200)
+	if r := opened(second); r.Started || !strings.Contains(r.Why, "slot") || running(second) {
+		t.Fatalf("opening a Local VM agent with every slot taken: %+v; want nothing started, saying the slots are in use", r)
+	}
+	if !running(first) {
+		t.Fatal("the first agent's desktop stopped when another agent was opened")
+	}
+
+	// A browser agent gets no desktop, even with a slot free.
+	e.must("POST", "/api/app/agents/"+first+"/local-vm/stop", "", 200)
+	e.must("PUT", "/api/app/agents/"+second+"/computer-selection", `{"computer":"browser"}`, 200)
+	if r := opened(second); r.Started || !strings.Contains(r.Why, "Browser") || running(second) {
+		t.Fatalf("opening a browser agent: %+v; want nothing started, saying it uses the browser", r)
+	}
+	// With the browser chosen again as Local VM, its stopped desktop starts when it is opened.
+	e.must("PUT", "/api/app/agents/"+second+"/computer-selection", `{"computer":"vm"}`, 200)
+	if r := opened(second); !r.Started || !running(second) {
+		t.Fatalf("opening a Local VM agent whose desktop is stopped, a slot free: %+v; want it started", r)
+	}
+}

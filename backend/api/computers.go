@@ -30,6 +30,17 @@ type Computers interface {
 	Host(ctx context.Context) (HostView, error)
 	// SetHostScreenControl turns "Host screen control" on or off (requestId makes it idempotent).
 	SetHostScreenControl(ctx context.Context, requestID string, on bool) (HostView, error)
+	// Anticipate starts the agent's desktop because a person opened the agent — when its next
+	// turn would use one and a capacity slot is free — and says what it did.
+	Anticipate(ctx context.Context, accountID, agentID string) (Anticipation, error)
+}
+
+// Anticipation is the answer of POST /api/app/agents/:id/opened: whether the desktop was
+// started, its state, and why not.
+type Anticipation struct {
+	Started bool   `json:"started"`
+	State   string `json:"state,omitempty"` // the desktop's state after it
+	Why     string `json:"why,omitempty"`   // why it was not started
 }
 
 // HostView is the execution node's host screen for Settings → Host and the computer panel.
@@ -47,6 +58,7 @@ func (s *Server) computerRoutes(mux *router) {
 	mux.Handle("PUT /api/app/agents/{id}/workdir", s.authed(s.putWorkDir))
 	mux.Handle("PUT /api/app/agents/{id}/lazy-init", s.authed(s.putLazyInit))
 	mux.Handle("GET /api/app/agents/{id}/computer-plan", s.authed(s.getComputerPlan))
+	mux.Handle("POST /api/app/agents/{id}/opened", s.authed(s.postOpened))
 	mux.Handle("GET /api/app/admin/host", s.admin(s.getHost))
 	mux.Handle("PUT /api/app/admin/host", s.admin(s.putHost))
 }
@@ -121,6 +133,21 @@ func (s *Server) getComputerPlan(w http.ResponseWriter, r *http.Request) {
 		body["last"] = last.Notice()
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// postOpened: a person opened the agent (its chat); its desktop starts if its next turn would
+// use one and a slot is free (anticipatory start). It answers when the start is done, so the
+// web client sends it without waiting for the answer.
+func (s *Server) postOpened(w http.ResponseWriter, r *http.Request) {
+	if !s.needComputers(w, r) {
+		return
+	}
+	res, err := s.cfg.Computers.Anticipate(r.Context(), principal(r).AccountID, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {

@@ -389,3 +389,7 @@ func (c *computersSpy) SetHostScreenControl(context.Context, string, bool) (Host
 	c.calls++
 	return HostView{}, nil
 }
+func (c *computersSpy) Anticipate(context.Context, string, string) (Anticipation, error) {
+	c.calls++
+	return Anticipation{}, nil
+}

@@ -13,9 +13,11 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { driverCall, driverTarget } from './guest.mjs';
-import { desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, screenshot, startServer, watchPage } from './harness.mjs';
+import { artifactsDir, desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -217,6 +219,44 @@ describe('live screen v2 on a real desktop', { skip: skip || false, timeout: 30 
     await screenshot(p, 'live-mobile-pointer');
     assert.deepEqual(phoneProblems, []);
     await phone.close();
+  });
+
+  // Anticipatory start (issue 25 item 2), row ready_on_open: from opening the chat of an agent
+  // whose desktop is stopped to its first frame in the computer panel, with nothing else done;
+  // next to it in the same run, what a person did before: open the chat (the server not told)
+  // and press Start at once. Written to test-artifacts/bench-browser.json.
+  test('opening the chat of a stopped desktop starts it (ready_on_open)', { timeout: 5 * 60_000 }, async (t) => {
+    const sel = '.screen-panel .screen-canvas';
+    const toFirstFrame = async (byHand) => {
+      await post(`/api/app/agents/${agent.id}/local-vm/stop`);
+      await page.goto('about:blank');
+      if (byHand) await page.route('**/opened', (r) => r.fulfill({ status: 200, contentType: 'application/json', body: '{"started":false}' }));
+      const t0 = Date.now();
+      await page.goto(`${server.url}/#/agents/${agent.id}`);
+      if (byHand) await page.click('#vm-start');
+      const toggle = page.locator('#computer-toggle');
+      if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+      await page.locator('#vm-state[data-state="running"]').waitFor({ timeout: 60_000 });
+      await page.waitForFunction((s) => Number(document.querySelector(s)?.dataset.frames) >= 1, sel, { timeout: 60_000 });
+      const ms = Date.now() - t0;
+      if (byHand) await page.unroute('**/opened');
+      return ms;
+    };
+    const ours = [];
+    const peer = [];
+    for (let i = 0; i < 2; i++) {
+      ours.push(await toFirstFrame(false));
+      peer.push(await toFirstFrame(true));
+    }
+    t.diagnostic(`ready_on_open: ${ours.join(', ')} ms; Start pressed on opening: ${peer.join(', ')} ms`);
+    mkdirSync(artifactsDir, { recursive: true });
+    writeFileSync(join(artifactsDir, process.env.CUBICLE_GUEST_LINK === 'exec' ? 'bench-browser-exec.json' : 'bench-browser.json'), JSON.stringify({
+      rows: [{
+        id: 'ready_on_open', title: 'opening the chat of an agent whose desktop is stopped → first frame in the computer panel',
+        unit: 'ms', better: 'lower', ours: { method: 'anticipatory start (POST …/opened when the chat opens)', samples: ours },
+        peer: { name: 'Start pressed on opening', method: 'the chat opened without telling the server, Start clicked at once', samples: peer },
+      }],
+    }, null, 2));
   });
 
   test('no page errors', () => {

@@ -179,6 +179,14 @@ describe('Client routes', () => {
       result: { agentId: 'a1', next: { computer: 'vm' } },
     },
     {
+      name: 'agent opened',
+      call: (c) => c.agentOpened('a1'),
+      response: json(200, { started: true, state: 'running' }),
+      method: 'POST',
+      path: '/api/app/agents/a1/opened',
+      result: { started: true, state: 'running' },
+    },
+    {
       name: 'host',
       call: (c) => c.host(),
       response: json(200, { nodeId: 'local', screenControl: false }),

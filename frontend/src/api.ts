@@ -263,6 +263,13 @@ export interface PlanNotice {
   cloudNode?: string;
 }
 
+/** The answer of POST /api/app/agents/:id/opened (backend/api Anticipation). */
+export interface Anticipation {
+  started: boolean;
+  state?: string;
+  why?: string;
+}
+
 /** GET /api/app/agents/:id/computer-plan. */
 export interface ComputerPlan {
   agentId: string;
@@ -962,6 +969,14 @@ export class Client {
   /** GET /api/app/agents/:id/computer-plan: the computer of the next and the latest turn. */
   computerPlan(id: string): Promise<ComputerPlan> {
     return this.request<ComputerPlan>('GET', `${agentPath(id)}/computer-plan`);
+  }
+
+  /**
+   * POST /api/app/agents/:id/opened: a person opened the agent; its desktop starts if its next
+   * turn would use one and a capacity slot is free (answers when that start is done).
+   */
+  agentOpened(id: string): Promise<Anticipation> {
+    return this.request<Anticipation>('POST', `${agentPath(id)}/opened`);
   }
 
   /** GET /api/app/admin/host (admin only). */

@@ -59,6 +59,10 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
 
   useEffect(() => {
     let live = true;
+    // Anticipatory start: the server starts the agent's desktop now if its next turn would use
+    // one and a slot is free, so it is usually ready by the first message. Not waited for; the
+    // desktop's state arrives through the event stream like any other change.
+    client.agentOpened(agentId).catch(() => undefined);
     client.getAgent(agentId).then(
       (a) => live && setAgent(a),
       (err) =>
