@@ -8,7 +8,8 @@
 //   - files: a 50 MiB upload through the Files drawer lands in the workspace with the same
 //     sha256; a file the desktop saved in ~/Downloads is listed and downloads with its bytes;
 //   - "Fit to window" at 1440×900 and, in the phone view, at 390×844: the desktop's screen
-//     (asked of its driver) takes the size of the view.
+//     (asked of its driver) takes the size of the view; the phone's soft keyboard takes an
+//     input method's committed text too.
 // What arrived is always checked inside the desktop, through its driver (exec, health).
 //
 // Like e2e/live.test.mjs it needs the container engine and the desktop image: it runs with
@@ -290,7 +291,7 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     await page.click('#desktop-close');
   });
 
-  test('fit to window on a phone at 390×844', { timeout: 2 * 60_000 }, async () => {
+  test('on a phone at 390×844: fit to window, and an input method on the soft keyboard', { timeout: 2 * 60_000 }, async () => {
     const phone = await browser.newContext({ viewport: phoneViewport, isMobile: true, hasTouch: true, storageState: await context.storageState() });
     try {
       const p = await phone.newPage();
@@ -310,6 +311,26 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
       await sleep(2000);
       assert.deepEqual(await screenSize(), want, 'the size holds');
       await screenshot(p, 'viewer-fit-phone');
+
+      // The phone's soft keyboard takes an input method's committed text too.
+      const committed = '手机输入';
+      const file = `${home}/workspace/ime-phone-${marker}.txt`;
+      await reader(file);
+      await p.locator(`${mv} [data-key="keyboard"]`).click();
+      const soft = p.locator(`${mv} .soft-keyboard`);
+      await soft.focus();
+      const cdp = await phone.newCDPSession(p);
+      for (const partial of ['s', 'sh', '手j', '手机', '手机s', '手机输']) {
+        await cdp.send('Input.imeSetComposition', { text: partial, selectionStart: partial.length, selectionEnd: partial.length });
+        await sleep(50);
+      }
+      await cdp.send('Input.insertText', { text: committed });
+      await p.waitForTimeout(500);
+      assert.equal(await soft.inputValue(), '', 'the soft keyboard is cleared after the commit');
+      await driverCall(driver, 'wait_settled', { quiet: 500e6, max: 10e9 }).catch(() => undefined);
+      await p.keyboard.press('Enter');
+      assert.equal(await waitFile(file), committed, 'the terminal received exactly the committed text');
+      await cdp.detach();
       await p.locator(`${mv} [data-action="hand-back"]`).click();
       await p.locator(`${mv} [data-action="take-over"]`).waitFor();
       assert.deepEqual(phoneProblems, []);
