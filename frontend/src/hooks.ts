@@ -158,3 +158,25 @@ export function useServerState<T>(load: () => Promise<T>, deps: unknown[], opts:
     },
   };
 }
+
+/**
+ * Listens for the DOM event type on the element in ref, calling the latest handler. For events
+ * Preact's on* props miss: Preact infers an event's DOM name from the element's on* property,
+ * and elements have no oncompositionend, so onCompositionEnd listens for "CompositionEnd",
+ * which never fires (an input method's committed text then stayed in the field, unsent).
+ */
+export function useDomEvent<K extends keyof HTMLElementEventMap>(
+  ref: { current: HTMLElement | null },
+  type: K,
+  handler: (e: HTMLElementEventMap[K]) => void,
+): void {
+  const latest = useRef(handler);
+  latest.current = handler;
+  useEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const on = (e: HTMLElementEventMap[K]) => latest.current(e);
+    el.addEventListener(type, on);
+    return () => el.removeEventListener(type, on);
+  }, [ref.current, type]);
+}

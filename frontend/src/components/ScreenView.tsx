@@ -7,6 +7,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Client } from '../api';
 import { messageFor } from '../errors';
+import { useDomEvent } from '../hooks';
 import { PointerOverlay, ScreenPainter, type Context2D } from '../painter';
 import { formatCountdown, stateLabel, stateTone } from '../settings/vmtext';
 import { KeyRow, touchDevice, useTouch } from './TouchInput';
@@ -371,6 +372,7 @@ export function ScreenView(props: ScreenViewProps) {
     el.value = '';
     if (mine) send({ action: 'type', text });
   };
+  useDomEvent(sink, 'compositionend', () => setTimeout(flushSink, 0));
   const onSinkInput = (e: Event) => {
     const ie = e as InputEvent;
     if (ie.isComposing || ie.inputType === 'insertCompositionText') return;
@@ -489,7 +491,6 @@ export function ScreenView(props: ScreenViewProps) {
           tabIndex={-1}
           onKeyDown={onKeyDown}
           onPaste={onPaste}
-          onCompositionEnd={() => setTimeout(flushSink, 0)}
           onInput={onSinkInput}
         />
         <canvas

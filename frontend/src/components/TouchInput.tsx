@@ -4,6 +4,7 @@
 
 import type { RefObject } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { useDomEvent } from '../hooks';
 import type { InputAction } from '../screen';
 import { fitRect, toScreen } from '../screen';
 import {
@@ -283,6 +284,12 @@ export function KeyRow({ send, mode, onMode, zoomed, onResetZoom }: KeyRowProps)
     }
     el.value = '';
   };
+  useDomEvent(soft, 'compositionend', () => {
+    const el = soft.current;
+    if (!el) return;
+    if (el.value !== '') send({ action: 'type', text: el.value });
+    el.value = '';
+  });
   const onKeyDown = (e: KeyboardEvent) => {
     // Keys that make no input event on the soft keyboard.
     const named: Record<string, string> = { Enter: 'Return', Backspace: 'BackSpace', Tab: 'Tab', Escape: 'Escape' };
@@ -333,11 +340,6 @@ export function KeyRow({ send, mode, onMode, zoomed, onResetZoom }: KeyRowProps)
         aria-label="Type on the desktop"
         onInput={onInput}
         onKeyDown={onKeyDown}
-        onCompositionEnd={(e) => {
-          const el = e.currentTarget as HTMLInputElement;
-          if (el.value !== '') send({ action: 'type', text: el.value });
-          el.value = '';
-        }}
       />
       <button
         type="button"
