@@ -86,8 +86,24 @@ func (r *runner) resume(ctx context.Context, d *desktop) error {
 		if err := r.settled(ctx, d); err != nil {
 			return err
 		}
-		if err := engineCLI("pause"); err != nil {
-			return err
+		// runc's cgroup v1 freezer gives up now and then on a busy machine ("unable to
+		// freeze"); like the product's pause (vm's pauseRetrying), try again after a moment.
+		wait := 250 * time.Millisecond
+		for try := 1; ; try++ {
+			err := engineCLI("pause")
+			if err == nil {
+				break
+			}
+			if try == 4 || ctx.Err() != nil {
+				return err
+			}
+			r.log.Warn("the engine's pause failed; trying again", "container", d.name, "try", try, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			wait *= 2
 		}
 		return r.frozen(ctx, d, vm.StatePaused)
 	}
