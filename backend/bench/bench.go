@@ -3,11 +3,12 @@
 //
 // A run prepares (or reuses) the standard desktop image, derives from it an image that also
 // holds the peer tools (scrot, ImageMagick, xdotool — see PeerPackages; kept for the next run),
-// and measures in containers of that image: cold start, restart and stop; a 1280x800
-// screenshot over the driver's bridge against scrot + convert; a click against forking
-// xdotool; an exec round trip against `podman exec`; an agent step (the agent tool's action
-// + settled screenshot) against action + a fixed 2 s sleep + screenshot; the live view over
-// the real computer websocket (input → changed frame and pointer move → pointer message,
+// and measures in containers of that image: cold start, restart and stop; the resume of a
+// paused desktop against the engine's unpause; a file upload through the app's route against
+// `podman cp`; a 1280x800 screenshot over the driver's bridge against scrot + convert; a
+// click against forking xdotool; an exec round trip against `podman exec`; an agent step
+// (the agent tool's action + settled screenshot) against action + a fixed 2 s sleep +
+// screenshot; the live view over the real computer websocket (input → changed frame and pointer move → pointer message,
 // sustained fps, idle bytes/s, bytes per second for a terminal printing the time and for a
 // scrolling browser next to the version 1 stream and to x11vnc, the frame rate behind a
 // 10 Mbit/s link); exec and live input through a `cubicle runner` in another network
@@ -68,13 +69,17 @@ type Counts struct {
 	PeerAgentSteps int           // the peer's agent steps (over 2 s each)
 	LiveInputs     int           // input → changed frame over the websocket
 	LiveWindow     time.Duration // how long fps and idle traffic are counted
+	Resumes        int           // resumes of a paused desktop, ours and the engine's unpause each
+	Uploads        int           // uploads of the upload row's file, ours and the engine's cp each
 }
 
 // QuickCounts finish a run in well under 2 minutes with a prepared image (CI).
-var QuickCounts = Counts{ColdStarts: 2, Fast: 40, Peer: 10, AgentSteps: 6, PeerAgentSteps: 3, LiveInputs: 10, LiveWindow: 4 * time.Second}
+var QuickCounts = Counts{ColdStarts: 2, Fast: 40, Peer: 10, AgentSteps: 6, PeerAgentSteps: 3, LiveInputs: 10, LiveWindow: 4 * time.Second,
+	Resumes: 5, Uploads: 3}
 
 // FullCounts give p95 values worth reading (a few minutes).
-var FullCounts = Counts{ColdStarts: 5, Fast: 200, Peer: 50, AgentSteps: 30, PeerAgentSteps: 10, LiveInputs: 50, LiveWindow: 10 * time.Second}
+var FullCounts = Counts{ColdStarts: 5, Fast: 200, Peer: 50, AgentSteps: 30, PeerAgentSteps: 10, LiveInputs: 50, LiveWindow: 10 * time.Second,
+	Resumes: 20, Uploads: 5}
 
 // Config configures a run. Engine and Images are required.
 type Config struct {
@@ -328,9 +333,11 @@ type step struct {
 func (r *runner) steps() []step {
 	return []step{
 		{"memory of the idle desktop", []string{"memory_desktop_pss", "memory_desktop_rss"}, r.memory},
+		{"resume of a paused desktop next to the engine's unpause", []string{RowResume}, r.resume},
 		{"screenshots", []string{"screenshot_jpeg", "screenshot_png"}, r.screenshots},
 		{"clicks", []string{"click"}, r.clicks},
 		{"exec round trips", []string{"exec"}, r.execs},
+		{"file upload through the app's route next to the engine's cp", []string{RowUploadThroughput}, r.uploads},
 		{"agent steps", []string{"agent_step"}, r.agentSteps},
 		{"MCP steps", []string{RowMCPStep}, r.mcpSteps},
 		{"agent steps through the native model adapters", []string{RowAgentStepAnthropic, RowAgentStepResponses}, r.nativeSteps},

@@ -165,6 +165,9 @@ func TestQuickRun(t *testing.T) {
 		bench.RowRunnerExec: "local desktop", bench.RowRunnerLiveInput: "local desktop",
 		// A recorded desktop next to the same desktop unrecorded.
 		bench.RowRecordCPU: "unrecorded",
+		// The product's resume of a paused desktop next to the engine's unpause; an upload
+		// through the app's route next to the engine's cp of the same file.
+		bench.RowResume: "podman unpause", bench.RowUploadThroughput: "podman cp",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",

@@ -39,6 +39,7 @@ type liveServer struct {
 	done  chan error
 	url   string // ws://127.0.0.1:PORT/api/app/agents/ID/computer
 	addr  string // 127.0.0.1:PORT
+	agent string // the agent whose desktop it serves (the routes' {id})
 	token string
 }
 
@@ -114,6 +115,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 	go func() { ls.done <- srv.Run(sctx, ln) }() // owned: close cancels it and waits
 	ls.url = fmt.Sprintf("ws://%s/api/app/agents/%s/computer", ln.Addr(), ag.ID)
 	ls.addr = ln.Addr().String()
+	ls.agent = ag.ID
 	return ls, nil
 }
 

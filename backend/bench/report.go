@@ -22,6 +22,8 @@ const (
 	UnitBPS = "B/s"
 	UnitMiB = "MiB"
 	UnitKiB = "KiB"
+	// UnitMBps is megabytes (10^6 bytes) per second.
+	UnitMBps = "MB/s"
 )
 
 // Summary condenses samples. Percentiles are nearest-rank: p50 of 1, 2, 3, 4 is 2, p95 of

@@ -259,3 +259,30 @@ func TestTargetAndSkipped(t *testing.T) {
 		t.Errorf("measured row in the JSON: %+v", row)
 	}
 }
+
+// TestRowIDs: row ids are unique (--only and the JSON find rows by them), and the rows
+// compared with a peer by issue keep their ids, next to their neighbours.
+func TestRowIDs(t *testing.T) {
+	ids := RowIDs()
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("row id %q twice in %v", id, ids)
+		}
+		seen[id] = true
+	}
+	index := func(id string) int {
+		for i, v := range ids {
+			if v == id {
+				return i
+			}
+		}
+		t.Fatalf("no row %q in %v", id, ids)
+		return -1
+	}
+	// The resume sits with the desktop's lifecycle and memory; the upload after the exec
+	// round trip whose path (the driver's exec) it takes.
+	if index(RowResume) != index("memory_desktop_rss")+1 || index(RowUploadThroughput) != index("exec")+1 {
+		t.Errorf("resume and upload_throughput out of place: %v", ids)
+	}
+}
