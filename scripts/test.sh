@@ -60,7 +60,7 @@ VM_TEST=$(awk '$1 == "cubicle/backend/vm" {print $2}' "$TB/plain.list")
 # it ends (its log per package is in test-artifacts/go-race/).
 phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
 # (the Kubernetes tests run below, with the cluster up only for them)
-testbin run -race -timeout 25m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
+testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
 race_pid=$!
 on_exit "kill $race_pid 2>/dev/null || true"
 plain_rc=0
