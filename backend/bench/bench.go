@@ -344,7 +344,7 @@ func (r *runner) steps() []step {
 		{"host_shell in the host sandbox", []string{RowHostShellSandboxed}, r.hostShell},
 		{"workspace snapshots next to volume export and import", []string{RowSnapshot1Pct, RowRestore1G, RowSnapshotStore}, r.snapshots},
 		{"live view", []string{"live_input", "live_pointer", "live_fps", "live_frame_size", "live_idle"}, r.liveView},
-		{"live view bytes (terminal, scrolling) next to x11vnc", []string{"live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
+		{"live view: first frame and bytes (terminal, scrolling) next to x11vnc", []string{RowLiveFirstFrame, "live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
 		{"live view through a 10 Mbit/s link", []string{"live_fps_throttled"}, r.liveThrottled},
 		{"recording (terminal, scrolling) and replay", []string{RowRecordCPU, RowRecordBytesTerminal, RowRecordBytesScroll, RowReplaySeek}, r.recordingRows},
 		{"the exec link", []string{"exec_link_exec", "exec_link_screenshot_jpeg", "exec_link_live_input"}, r.execLink},

@@ -158,7 +158,7 @@ func TestQuickRun(t *testing.T) {
 		// A real `cubicle serve` to its first /api/health answer, next to the same program
 		// with the engine off and node local direct (the floor of a start here).
 		bench.RowServerStart: "serve, engine off", bench.RowServerRestart: "serve, engine off",
-		"live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
+		bench.RowLiveFirstFrame: "x11vnc", "live_bytes_terminal": "x11vnc", "live_bytes_scroll": "x11vnc", "live_fps_throttled": "v1 frames",
 		// The exec link next to the socket link, in the same run.
 		"exec_link_exec": "podman exec", "exec_link_screenshot_jpeg": "socket link", "exec_link_live_input": "socket link",
 		// A runner in another network namespace next to the local desktop.
@@ -235,6 +235,15 @@ func TestQuickRun(t *testing.T) {
 		if row.Peer != nil || row.Ratio != nil {
 			t.Errorf("row %s has a peer, but nothing comparable runs in the same run", id)
 		}
+	}
+	// The rows with a target say how they stand against it; the upload is in MB/s.
+	for id, target := range map[string]string{bench.RowResume: "100", bench.RowLiveFirstFrame: "300"} {
+		if row := got.Row(id); row != nil && !regexp.MustCompile(`^target ≤ `+target+` ms p50: (met|missed)$`).MatchString(row.Target) {
+			t.Errorf("row %s: target %q", id, row.Target)
+		}
+	}
+	if row := got.Row(bench.RowUploadThroughput); row != nil && (row.Unit != bench.UnitMBps || row.Better != "higher") {
+		t.Errorf("upload row: unit %q, better %q", row.Unit, row.Better)
 	}
 	if row := got.Row("cold_start"); row != nil && row.Ours.Summary.N != bench.QuickCounts.ColdStarts {
 		t.Errorf("cold starts: %d samples, want %d", row.Ours.Summary.N, bench.QuickCounts.ColdStarts)

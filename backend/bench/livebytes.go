@@ -142,6 +142,9 @@ func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
 			return c.read.Load()
 		}, c.close, nil
 	}
+	if err := r.firstFrames(ctx, ls, dialVNC); err != nil {
+		return err
+	}
 	sides := []byteSide{{"ours", ws(true)}, {"v1", ws(false)}, {"x11vnc", rfb}}
 	rounds, window := 1, 3*time.Second
 	if !r.cfg.Quick {
@@ -186,6 +189,67 @@ func (r *runner) liveBytes(ctx context.Context, d *desktop) error {
 		return err
 	}
 	r.add(row("live_bytes_scroll", "live view: bytes per second, a browser scrolling a long page", "Chromium scrolls a long page of text and pictures continuously (4 px per animation frame)", got))
+	return nil
+}
+
+// RowLiveFirstFrame: a viewer connects → the whole screen drawn (issue 28: opening the panel
+// → first full frame, target LiveFirstFrameTarget p50).
+const (
+	RowLiveFirstFrame    = "live_first_frame"
+	LiveFirstFrameTarget = 300 * time.Millisecond
+)
+
+// firstFrames measures live_first_frame: a new version 2 viewer of the computer channel
+// (websocket, login, lease-free view) to its first whole-screen update (a keyframe), next to
+// a new RFB client of x11vnc on the same display to its first framebuffer update (the answer
+// to its non-incremental request for the whole screen), alternating, on an idle screen.
+func (r *runner) firstFrames(ctx context.Context, ls *liveServer, dialVNC func(context.Context) (net.Conn, error)) error {
+	n := max(r.cfg.Counts.LiveInputs/2, 3)
+	var ours, peer []float64
+	for i := -1; i < n; i++ { // one round unmeasured
+		start := time.Now()
+		c, err := dialLive(ctx, ls, dialOptions{v2: true})
+		if err != nil {
+			return err
+		}
+		f, err := c.frameAfter(ctx, 0, 15*time.Second)
+		c.close()
+		if err != nil {
+			return fmt.Errorf("a new viewer's first frame: %w", err)
+		}
+		if !f.key {
+			return fmt.Errorf("a new viewer's first update is not a whole-screen keyframe (%d bytes)", f.size)
+		}
+		o := ms(f.at.Sub(start))
+
+		start = time.Now()
+		v, err := dialRFB(ctx, dialVNC)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for v.updates.Load() == 0 {
+			if err := v.alive(); err != nil || time.Now().After(deadline) {
+				v.close()
+				return fmt.Errorf("x11vnc's first framebuffer update: %v (none within 15 s)", err)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		p := ms(time.Since(start))
+		v.close()
+		if i >= 0 {
+			ours, peer = append(ours, o), append(peer, p)
+		}
+	}
+	verdict := "met"
+	if Summarize(ours).P50 > ms(LiveFirstFrameTarget) {
+		verdict = "missed"
+	}
+	r.add(Row{ID: RowLiveFirstFrame, Title: "live view: a new viewer → the whole screen drawn", Unit: UnitMS, Better: "lower",
+		Ours:     Side{Method: "a new version 2 viewer (what the panel opens): websocket dial with the session token → the first whole-screen keyframe read by the client; idle screen", Samples: ours},
+		PeerName: "x11vnc", Peer: &Side{Method: "a new RFB client of x11vnc 0.9 on the same display (in the desktop, through a tunnel of the driver): TCP, RFB 3.8 handshake, noVNC's encodings, " +
+			"its request for the whole screen → the first framebuffer update read; alternating with ours", Samples: peer},
+		Target: fmt.Sprintf("target ≤ %.0f ms p50: %s", ms(LiveFirstFrameTarget), verdict)})
 	return nil
 }
 

@@ -148,8 +148,17 @@ func parseSize(s string) (int, int, bool) {
 	return w, h, true
 }
 
-// buildVersion is the module version or VCS revision the binary was built from.
+// driverVersion is set by scripts/lib.sh (-X): the last commit that changed a package the
+// driver is built from. Builds are made without Go's VCS stamp (-buildvcs=false), so the same
+// sources give the same binary in every commit, and the same desktop image.
+var driverVersion string
+
+// buildVersion is the driver's version: driverVersion, else the module version or VCS
+// revision the binary was built from.
 func buildVersion() string {
+	if driverVersion != "" {
+		return driverVersion
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "dev"
