@@ -12,9 +12,8 @@
 // profile, which the product keeps by design, SPEC §1.5) so runs leave nothing behind.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { desktopViewport, launchBrowser, logIn, missingPrerequisite, screenshot, startServer, watchPage } from './harness.mjs';
+import { desktopViewport, launchBrowser, logIn, missingPrerequisite, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -70,21 +69,7 @@ describe('real desktop flow', { skip: skip || false, timeout: 30 * 60_000 }, () 
   });
 
   after(async () => {
-    if (agent) {
-      await context.request
-        .post(`${server.url}/api/app/agents/${agent.id}/local-vm/remove`, { headers: { Origin: server.url } })
-        .catch(() => undefined);
-    }
-    for (const v of volumes) {
-      for (const engine of ['podman', 'docker']) {
-        try {
-          execFileSync(engine, ['volume', 'rm', v], { stdio: 'ignore', timeout: 30_000 });
-          break;
-        } catch {
-          // not this engine, or already gone
-        }
-      }
-    }
+    await removeDesktop(context, server, agent, volumes);
     await browser?.close();
     await server?.stop();
   });

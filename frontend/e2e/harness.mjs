@@ -7,7 +7,7 @@
 //   CUBICLE_REQUIRE_ALL=1  a missing binary or browser fails the test instead of skipping it
 //   CUBICLE_E2E_PORTS      port range to pick from, "FROM-TO" (default 18100-18199)
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -283,4 +283,26 @@ export async function openConfigure(page) {
   await details.waitFor();
   if ((await details.getAttribute('open')) === null) await details.locator('summary').click();
   await page.locator('#computer-selector').waitFor();
+}
+
+/**
+ * Removes agent's desktop through the server, then the volumes it kept (the product keeps an
+ * agent's workspace and browser profile by design, SPEC §1.5; a test leaves nothing behind).
+ */
+export async function removeDesktop(context, server, agent, volumes) {
+  if (agent) {
+    await context.request
+      .post(`${server.url}/api/app/agents/${agent.id}/local-vm/remove`, { headers: { Origin: server.url } })
+      .catch(() => undefined);
+  }
+  for (const v of volumes) {
+    for (const engine of ['podman', 'docker']) {
+      try {
+        execFileSync(engine, ['volume', 'rm', v], { stdio: 'ignore', timeout: 30_000 });
+        break;
+      } catch {
+        // not this engine, or already gone
+      }
+    }
+  }
 }

@@ -12,12 +12,11 @@
 // with CUBICLE_E2E_DESKTOP=1 and, under CUBICLE_REQUIRE_ALL=1, is never skipped silently.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { driverCall, driverTarget } from './guest.mjs';
-import { artifactsDir, desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, screenshot, startServer, watchPage } from './harness.mjs';
+import { artifactsDir, desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -112,19 +111,7 @@ describe('live screen v2 on a real desktop', { skip: skip || false, timeout: 30 
   });
 
   after(async () => {
-    if (agent) {
-      await context.request.post(`${server.url}/api/app/agents/${agent.id}/local-vm/remove`, { headers: { Origin: server.url } }).catch(() => undefined);
-    }
-    for (const v of volumes) {
-      for (const engine of ['podman', 'docker']) {
-        try {
-          execFileSync(engine, ['volume', 'rm', v], { stdio: 'ignore', timeout: 30_000 });
-          break;
-        } catch {
-          // not this engine, or already gone
-        }
-      }
-    }
+    await removeDesktop(context, server, agent, volumes);
     await browser?.close();
     await server?.stop();
   });

@@ -16,24 +16,13 @@
 // CUBICLE_E2E_DESKTOP=1 and, under CUBICLE_REQUIRE_ALL=1, is never skipped silently.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { driverCall, driverTarget } from './guest.mjs';
-import {
-  desktopViewport,
-  launchBrowser,
-  logIn,
-  missingPrerequisite,
-  phoneViewport,
-  screenshot,
-  serverTrouble,
-  startServer,
-  watchPage,
-} from './harness.mjs';
+import { desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, removeDesktop, screenshot, serverTrouble, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -131,19 +120,7 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
   });
 
   after(async () => {
-    if (agent) {
-      await context.request.post(`${server.url}/api/app/agents/${agent.id}/local-vm/remove`, { headers: { Origin: server.url } }).catch(() => undefined);
-    }
-    for (const v of volumes) {
-      for (const engine of ['podman', 'docker']) {
-        try {
-          execFileSync(engine, ['volume', 'rm', v], { stdio: 'ignore', timeout: 30_000 });
-          break;
-        } catch {
-          // not this engine, or already gone
-        }
-      }
-    }
+    await removeDesktop(context, server, agent, volumes);
     await browser?.close();
     await server?.stop();
     if (tmp) rmSync(tmp, { recursive: true, force: true });
