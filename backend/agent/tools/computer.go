@@ -85,6 +85,8 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 		if err != nil {
 			return err
 		}
+		toScreen := b.toScreen(ctx, pc)
+		x, y = toScreen(x, y)
 		action := map[string]string{"computer_click": "click", "computer_double_click": "double_click",
 			"computer_right_click": "right_click", "computer_move": "move"}[name]
 		return act(guest.Input{Action: action, X: x, Y: y})
@@ -98,12 +100,16 @@ func (b *Box) computerTool(ctx context.Context, t agent.TurnInfo, env Environmen
 		if !ok1 || !ok2 {
 			return fault.Invalid("arguments to_x and to_y are required")
 		}
+		toScreen := b.toScreen(ctx, pc)
+		x, y = toScreen(x, y)
+		tx, ty = toScreen(tx, ty)
 		return act(guest.Input{Action: "drag", X: x, Y: y, ToX: tx, ToY: ty})
 	case "computer_scroll":
 		x, y, err := a.xy()
 		if err != nil {
 			return err
 		}
+		x, y = b.toScreen(ctx, pc)(x, y)
 		dx, _ := a.int("dx")
 		dy, _ := a.int("dy")
 		if dx == 0 && dy == 0 {
@@ -246,6 +252,32 @@ const StartingHint = 1500 * time.Millisecond
 
 // acquire gets the turn's desktop; when that takes longer than StartingHint (the desktop is
 // being created or started, or repaired), the person is told so while they wait.
+// screenSizer tells the desktop's screen size now (*guest.Client does).
+type screenSizer interface {
+	Health(ctx context.Context) (guest.Health, error)
+}
+
+// toScreen maps a point of the screenshots these tools return (downscaled to
+// Settle.Screenshot.MaxWidth when the screen is wider, which a resized desktop can be) to the
+// desktop's screen: the centre of the screen area the screenshot's pixel shows, clamped to the
+// screen. A desktop whose size cannot be asked is taken to be unscaled.
+func (b *Box) toScreen(ctx context.Context, pc Computer) func(x, y int) (int, int) {
+	same := func(x, y int) (int, int) { return x, y }
+	mw := b.cfg.Settle.Screenshot.MaxWidth
+	hs, ok := pc.(screenSizer)
+	if mw <= 0 || !ok {
+		return same
+	}
+	h, err := hs.Health(ctx)
+	if err != nil || h.Screen.Width <= mw || h.Screen.Height <= 0 {
+		return same
+	}
+	w := h.Screen.Width
+	return func(x, y int) (int, int) {
+		return min((2*x+1)*w/(2*mw), w-1), min((2*y+1)*w/(2*mw), h.Screen.Height-1)
+	}
+}
+
 func (b *Box) acquire(ctx context.Context, t agent.TurnInfo, out *agent.ToolOutput) (Computer, error) {
 	hinted := make(chan struct{})
 	timer := time.AfterFunc(StartingHint, func() {

@@ -318,3 +318,44 @@ func TestMain(m *testing.M) {
 	guesttest.Cleanup()
 	os.Exit(code)
 }
+
+// screenPC is a Computer with a screen of a given size that records the input it gets.
+type screenPC struct {
+	tools.Computer
+	w, h int
+	in   []guest.Input
+}
+
+func (p *screenPC) Health(context.Context) (guest.Health, error) {
+	return guest.Health{Screen: guest.Size{Width: p.w, Height: p.h}}, nil
+}
+func (p *screenPC) Input(_ context.Context, in guest.Input) error {
+	p.in = append(p.in, in)
+	return nil
+}
+func (p *screenPC) WaitSettled(context.Context, guest.SettleOptions) (guest.Frame, error) {
+	return guest.Frame{Width: min(p.w, 1280), Format: "jpeg"}, nil
+}
+
+// TestPointerMapsScreenshotToScreen: screenshots of a screen wider than the tools' 1280 px are
+// downscaled, so the points a model names in them are mapped to the screen (the centre of
+// the area a screenshot pixel shows, clamped); a screen that fits is not touched.
+func TestPointerMapsScreenshotToScreen(t *testing.T) {
+	for _, c := range []struct {
+		w, h       int
+		x, y       float64
+		wantX, wnY int
+	}{{1920, 1080, 967, 485, 1451, 728}, {1920, 1080, 1279, 719, 1919, 1079}, {2560, 1600, 0, 0, 1, 1}, {1280, 800, 971, 541, 971, 541}, {1024, 768, 779, 520, 779, 520}} {
+		pc := &screenPC{w: c.w, h: c.h}
+		box, _ := tools.New(tools.Config{Desktops: fixedDesktops{c: pc}, Environments: &env{e: tools.Environment{Plan: vmPlan(false, true)}}})
+		for _, name := range []string{"computer_click", "computer_move", "computer_scroll", "computer_drag"} {
+			if r := call(t, box, name, map[string]any{"x": c.x, "y": c.y, "to_x": c.x, "to_y": c.y}); r.state != agent.StateSuccess {
+				t.Fatalf("%dx%d %s: %+v", c.w, c.h, name, r)
+			}
+			in := pc.in[len(pc.in)-1]
+			if in.X != c.wantX || in.Y != c.wnY || (name == "computer_drag" && (in.ToX != c.wantX || in.ToY != c.wnY)) {
+				t.Fatalf("%dx%d %s at %v,%v: the pointer went to %+v, want %d,%d", c.w, c.h, name, c.x, c.y, in, c.wantX, c.wnY)
+			}
+		}
+	}
+}
