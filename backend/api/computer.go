@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"cubicle/backend/auth"
+	"cubicle/backend/computerwire"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
@@ -536,7 +537,7 @@ func (k *computerConn) writeLoop() {
 		hdr       [frameHeaderLen]byte
 		flow      screen.Flow
 		noRegions Driver // the driver found too old for regions (frames instead)
-		scratch   []region
+		scratch   []computerwire.Region
 		held      = time.NewTimer(time.Hour) // while flow control holds updates back
 		heldOn    bool
 		// skippedRefresh: lossless refreshes were skipped for this viewer (its link was
@@ -757,6 +758,12 @@ func (k *computerConn) sessionEnded() bool {
 func (k *computerConn) writeJSON(v any) error {
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	return k.ws.WriteJSON(v)
+}
+
+// writeText sends a text message already encoded (computerwire's cursor and pointer).
+func (k *computerConn) writeText(msg []byte) error {
+	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
+	return k.ws.WriteMessage(websocket.TextMessage, msg)
 }
 
 // writeFrame sends one binary frame: the header (docs/computer-protocol.md) and the image.

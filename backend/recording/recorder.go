@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"cubicle/backend/computerwire"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
@@ -547,11 +548,11 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 	}
 	at = max(at, w.last) // records stay in order
 	if b.Cursor != nil {
-		w.cursor = cursorMessage(b.Cursor)
+		w.cursor = computerwire.Cursor(b.Cursor)
 		w.text(at, w.cursor)
 	}
 	if b.Pointer != nil {
-		w.pointer = pointerMessage(b.Pointer)
+		w.pointer = computerwire.Pointer(b.Pointer)
 		w.text(at, w.pointer)
 	}
 	us := b.Updates
@@ -575,7 +576,7 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 			}
 		}
 	}
-	msg := encodeUpdates(us, 0, w.lossy)
+	msg := computerwire.Update(us, 0, w.lossy)
 	var flags byte
 	if key {
 		flags = FlagKey
@@ -595,7 +596,7 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 	} else {
 		w.changed = true
 	}
-	if ww, hh := updateSize(msg); ww != w.w || hh != w.h {
+	if ww, hh := computerwire.Size(msg); ww != w.w || hh != w.h {
 		if !key {
 			v.Refresh() // a new size: a keyframe, so that a seek finds one
 		}
