@@ -3,6 +3,7 @@
 //   - the clipboard both ways: text in the browser's clipboard pasted (ctrl+shift+v in the
 //     view) into a desktop terminal, and text copied in a desktop terminal arriving in the
 //     browser's clipboard and the clipboard drawer;
+//   - German and French keys (ß, ü, AltGr characters, AZERTY's digit row) type what they say;
 //   - an input method: Chinese composed through CDP (Input.imeSetComposition, then
 //     Input.insertText) arrives in the desktop as exactly the committed text;
 //   - files: a 50 MiB upload through the Files drawer lands in the workspace with the same
@@ -206,6 +207,33 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     await driverCall(driver, 'wait_settled', { quiet: 500e6, max: 10e9 }).catch(() => undefined);
     await page.keyboard.press('Enter');
     assert.equal(await waitFile(file), committed, 'the terminal received exactly the committed text');
+    await cdp.detach();
+  });
+
+  test('German and French keys type what they say (ß, ü, AltGr+Q @, AltGr+E €, AZERTY é)', { timeout: 2 * 60_000 }, async () => {
+    // Key events as a German or French keyboard makes them (CDP: the layout's key, the
+    // physical code, AltGr as Windows reports it — Ctrl+Alt), through the view's key path.
+    const file = `${home}/workspace/layout-${marker}.txt`;
+    await reader(file);
+    await focusView();
+    const cdp = await context.newCDPSession(page);
+    const ALT = 1;
+    const CTRL = 2;
+    const keys = [
+      { key: 'ß', code: 'Minus', modifiers: 0 }, // DE
+      { key: 'ü', code: 'BracketLeft', modifiers: 0 }, // DE
+      { key: '@', code: 'KeyQ', modifiers: CTRL | ALT }, // DE AltGr+Q
+      { key: '€', code: 'KeyE', modifiers: CTRL | ALT }, // DE AltGr+E
+      { key: 'é', code: 'Digit2', modifiers: 0 }, // FR, the unshifted digit row
+    ];
+    for (const k of keys) {
+      await cdp.send('Input.dispatchKeyEvent', { type: 'keyDown', key: k.key, code: k.code, text: k.key, modifiers: k.modifiers });
+      await cdp.send('Input.dispatchKeyEvent', { type: 'keyUp', key: k.key, code: k.code, modifiers: k.modifiers });
+      await sleep(50);
+    }
+    await driverCall(driver, 'wait_settled', { quiet: 500e6, max: 10e9 }).catch(() => undefined);
+    await page.keyboard.press('Enter');
+    assert.equal(await waitFile(file), 'ßü@€é', 'the terminal received what the keys say');
     await cdp.detach();
   });
 

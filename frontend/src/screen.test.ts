@@ -63,6 +63,23 @@ describe('keyFor', () => {
     ['ctrl+minus', k('-', { ctrlKey: true }, 'Minus'), { keys: 'ctrl+minus' }],
     ['modifier alone', k('Control', { ctrlKey: true }), null],
     ['IME composition', keyFor({ key: 'Process', ctrlKey: false, altKey: false, shiftKey: false, metaKey: false }), null],
+    // Layouts (issue 28): what the person's keys say, not where a US keyboard has them.
+    ['US ctrl+z', k('z', { ctrlKey: true }, 'KeyZ'), { keys: 'ctrl+z' }],
+    ['DE (QWERTZ) ctrl+z is the key labelled Z (code KeyY)', k('z', { ctrlKey: true }, 'KeyY'), { keys: 'ctrl+z' }],
+    ['DE ctrl+y is the key labelled Y (code KeyZ)', k('y', { ctrlKey: true }, 'KeyZ'), { keys: 'ctrl+y' }],
+    ['DE ß typed', k('ß', {}, 'Minus'), { text: 'ß' }],
+    ['DE ü typed', k('ü', {}, 'BracketLeft'), { text: 'ü' }],
+    ['DE AltGr+Q types @ (Windows: ctrl+alt)', k('@', { ctrlKey: true, altKey: true }, 'KeyQ'), { text: '@' }],
+    ['DE AltGr+E types € (AltGraph state)', keyFor({ key: '€', code: 'KeyE', ctrlKey: false, altKey: false, shiftKey: false, metaKey: false, altGraph: true }), { text: '€' }],
+    ['FR (AZERTY) ctrl+a is the key labelled A (code KeyQ)', k('a', { ctrlKey: true }, 'KeyQ'), { keys: 'ctrl+a' }],
+    ['FR ctrl+w is the key labelled W (code KeyZ)', k('w', { ctrlKey: true }, 'KeyZ'), { keys: 'ctrl+w' }],
+    ['FR unshifted digit row types its character', k('é', {}, 'Digit2'), { text: 'é' }],
+    ['FR ctrl+1 on the & key is ctrl+1', k('&', { ctrlKey: true }, 'Digit1'), { keys: 'ctrl+1' }],
+    ['FR AltGr+0 types @', k('@', { ctrlKey: true, altKey: true }, 'Digit0'), { text: '@' }],
+    ['JP ctrl+c', k('c', { ctrlKey: true }, 'KeyC'), { keys: 'ctrl+c' }],
+    ['JP yen sign typed', k('¥', {}, 'IntlYen'), { text: '¥' }],
+    ['RU ctrl+c on the key labelled С stands for the US letter', k('с', { ctrlKey: true }, 'KeyC'), { keys: 'ctrl+c' }],
+    ['ctrl+alt+t stays a shortcut', k('t', { ctrlKey: true, altKey: true }, 'KeyT'), { keys: 'ctrl+alt+t' }],
   ])('%s', (_n, got, want) => {
     expect(got).toEqual(want);
   });

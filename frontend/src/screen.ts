@@ -265,16 +265,31 @@ export interface KeyLike {
   shiftKey: boolean;
   metaKey: boolean;
   isComposing?: boolean;
+  /** AltGr held (KeyboardEvent.getModifierState('AltGraph')). */
+  altGraph?: boolean;
 }
 
 /**
  * What a key press sends: {keys} for the `key` action (chords like "ctrl+alt+t"), {text}
  * for a printable character without modifiers (typed as-is, any language), or null for
  * keys that are only modifiers or unknown (and IME composition).
+ *
+ * Keyboard layouts: a character is the one the person's layout made (e.key), so German,
+ * French, Japanese and any other layout type what their keys say. A shortcut names the letter
+ * the layout puts on the key (Ctrl+Z on a German keyboard is the key labelled Z, whose
+ * physical code is KeyY; Ctrl+A on a French one is labelled A, code KeyQ); only when the
+ * layout's character is not a Latin letter or digit (Cyrillic, Greek, AZERTY's unshifted
+ * digit row, a macOS Option character) does the physical key's US letter stand in, as
+ * shortcuts expect. AltGr (reported as Ctrl+Alt on Windows) with a character types the
+ * character: it is how those layouts write @, €, { and |.
  */
 export function keyFor(e: KeyLike): { keys: string } | { text: string } | null {
   if (e.isComposing || e.key === 'Process' || e.key === 'Dead' || e.key === 'Unidentified') return null;
   if (['Control', 'Shift', 'Alt', 'Meta', 'AltGraph', 'OS'].includes(e.key)) return null;
+  const printable = [...e.key].length === 1 && e.key !== ' ';
+  if (printable && !e.metaKey && (e.altGraph || (e.ctrlKey && e.altKey && !/^[a-zA-Z0-9]$/.test(e.key)))) {
+    return { text: e.key };
+  }
   const mods: string[] = [];
   if (e.ctrlKey) mods.push('ctrl');
   if (e.altKey) mods.push('alt');
@@ -284,9 +299,10 @@ export function keyFor(e: KeyLike): { keys: string } | { text: string } | null {
   if (!name) {
     if ([...e.key].length !== 1) return null;
     if (mods.length === 0) return { text: e.key };
-    // With ctrl/alt the browser may report a changed key; use the letter of the key when known.
+    // The layout's letter or digit when it is one; else the physical key's (see above).
     let ch = e.key;
-    if (e.code && /^Key[A-Z]$/.test(e.code)) ch = e.code.slice(3).toLowerCase();
+    if (/^[a-zA-Z0-9]$/.test(ch)) ch = ch.toLowerCase();
+    else if (e.code && /^Key[A-Z]$/.test(e.code)) ch = e.code.slice(3).toLowerCase();
     else if (e.code && /^Digit[0-9]$/.test(e.code)) ch = e.code.slice(5);
     if (ch === '+') ch = 'plus';
     else if (ch === '-') ch = 'minus';

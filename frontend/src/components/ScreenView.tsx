@@ -329,7 +329,10 @@ export function ScreenView(props: ScreenViewProps) {
   const pasteKeys = useRef<{ keys: string; timer: ReturnType<typeof setTimeout> } | null>(null);
   const onKeyDown = (e: KeyboardEvent) => {
     if (!mine) return;
-    const k = keyFor(e);
+    const k = keyFor({
+      key: e.key, code: e.code, ctrlKey: e.ctrlKey, altKey: e.altKey, shiftKey: e.shiftKey, metaKey: e.metaKey,
+      isComposing: e.isComposing, altGraph: e.getModifierState?.('AltGraph'),
+    });
     if (!k) return; // composing (IME), dead keys, modifiers: the text area handles them
     if ('keys' in k && /^(ctrl\+|super\+)(shift\+)?v$/.test(k.keys)) {
       const keys = k.keys.replace(/^super\+/, 'ctrl+');
