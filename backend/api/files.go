@@ -64,6 +64,59 @@ func (s *Server) fileRoutes(mux interface {
 	mux.Handle("GET /api/app/agents/{id}/files/upload", s.authed(s.withFiles(ch, s.uploadStatus)))
 	mux.Handle("PUT /api/app/agents/{id}/files/upload", s.authed(s.withFiles(ch, s.uploadChunk)))
 	mux.Handle("GET /api/app/agents/{id}/files/download", s.authed(s.withFiles(ch, s.downloadFile)))
+	mux.Handle("GET /api/app/agents/{id}/files/changes", s.authed(s.withFiles(ch, s.filesChanges)))
+}
+
+// dirWatcher is a driver that can wait for a folder to change; *guest.Client is one.
+type dirWatcher interface {
+	WaitDir(ctx context.Context, path string, timeout time.Duration) (bool, error)
+}
+
+var _ dirWatcher = (*guest.Client)(nil)
+
+// Long polls of a folder: how long one waits by default and at most.
+const (
+	changesWait    = 25 * time.Second
+	changesMaxWait = 60 * time.Second
+)
+
+// filesChanges: GET …/files/changes?dir=downloads|workspace[&timeout=SECONDS] answers when
+// something in the folder changes ({"changed": true}) or when the time runs out (default 25
+// s, at most 60: {"changed": false}). The Files drawer follows the folder with it: inotify in
+// the desktop, nothing polled. A missing ~/Downloads is made first (browsers make it too).
+func (s *Server) filesChanges(w http.ResponseWriter, r *http.Request, d fileDriver) {
+	name, err := fileDir(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	timeout := changesWait
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || time.Duration(n)*time.Second > changesMaxWait {
+			writeError(w, r, s.log, fault.Invalid("?timeout=%q: a number of seconds from 1 to %d", v, int(changesMaxWait/time.Second)))
+			return
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+	wd, ok := d.(dirWatcher)
+	if !ok {
+		writeError(w, r, s.log, fault.Conflict("this desktop cannot follow a folder; refresh the list instead"))
+		return
+	}
+	path := strings.Replace(guestDir(name), "$HOME/", "~/", 1)
+	changed, err := wd.WaitDir(r.Context(), path, timeout)
+	if errors.Is(err, fault.ErrNotFound) && name == "downloads" {
+		res, merr := d.Exec(r.Context(), guest.ExecRequest{Shell: `mkdir -p "$HOME/Downloads"`, Timeout: 30 * time.Second})
+		if merr == nil && res.ExitCode == 0 {
+			changed, err = wd.WaitDir(r.Context(), path, timeout)
+		}
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"changed": changed})
 }
 
 // withFiles checks that the caller may control the agent's desktop (the live view's check:

@@ -188,6 +188,52 @@ func TestFilesUploadAndDownload(t *testing.T) {
 		}
 	})
 
+	t.Run("a folder is followed: the answer comes with a change", func(t *testing.T) {
+		if code, body, _ := filesCall(t, e, f.admin, "GET", agent, "/changes", url.Values{"dir": {"workspace"}, "timeout": {"1"}}, nil); code != 200 ||
+			string(body) != `{"changed":false}`+"\n" {
+			t.Fatalf("a quiet folder: %d %s, want changed false after 1 s", code, body)
+		}
+		type answer struct {
+			code int
+			body string
+		}
+		got := make(chan answer, 1)
+		go func() {
+			code, body, _ := filesCall(t, e, f.admin, "GET", agent, "/changes", url.Values{"dir": {"workspace"}, "timeout": {"20"}}, nil)
+			got <- answer{code, string(body)}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		select {
+		case a := <-got:
+			t.Fatalf("answered before anything changed: %+v", a)
+		default:
+		}
+		if code, body, _ := filesCall(t, e, f.admin, "PUT", agent, "/upload", upQuery("new.txt", 0, 3), []byte("new")); code != 200 {
+			t.Fatalf("upload: %d %s", code, body)
+		}
+		select {
+		case a := <-got:
+			if a.code != 200 || a.body != `{"changed":true}`+"\n" {
+				t.Fatalf("after an upload: %+v, want changed true", a)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer within 10 s of the change")
+		}
+		for _, tc := range []struct {
+			q    url.Values
+			tok  string
+			want int
+		}{
+			{url.Values{"dir": {"workspace"}, "timeout": {"61"}}, f.admin, 400},
+			{url.Values{"dir": {"workspace"}, "timeout": {"soon"}}, f.admin, 400},
+			{url.Values{"dir": {"etc"}}, f.admin, 400},
+			{url.Values{"dir": {"workspace"}, "timeout": {"1"}}, f.user, 404},
+		} {
+			if code, body, _ := filesCall(t, e, tc.tok, "GET", agent, "/changes", tc.q, nil); code != tc.want {
+				t.Errorf("changes %v: %d %s, want %d", tc.q, code, body, tc.want)
+			}
+		}
+	})
 	t.Run("list and download", func(t *testing.T) {
 		code, body, _ := filesCall(t, e, f.admin, "GET", agent, "", url.Values{"dir": {"workspace"}}, nil)
 		var list struct{ Files []FileEntry }

@@ -7,7 +7,8 @@
 //   - an input method: Chinese composed through CDP (Input.imeSetComposition, then
 //     Input.insertText) arrives in the desktop as exactly the committed text;
 //   - files: a 50 MiB upload through the Files drawer lands in the workspace with the same
-//     sha256; a file the desktop saved in ~/Downloads is listed and downloads with its bytes;
+//     sha256; a file the desktop saves in ~/Downloads appears in the open drawer by itself
+//     (it follows the folder) and downloads with its bytes;
 //   - "Fit to window" at 1440×900 and, in the phone view, at 390×844: the desktop's screen
 //     (asked of its driver) takes the size of the view; the phone's soft keyboard takes an
 //     input method's committed text too.
@@ -239,6 +240,8 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
 
   test('files: a 50 MiB upload lands in the workspace; a file in ~/Downloads downloads with its bytes', { timeout: 5 * 60_000 }, async () => {
     const drawer = page.locator(`${view} [data-testid="files-drawer"]`);
+    const follows = [];
+    page.on('request', (r) => r.url().includes('/files/changes?dir=downloads') && follows.push(r.url()));
     await drawer.locator('summary').click();
     const up = randomBytes(50 << 20);
     const upName = `upload-${marker}.bin`;
@@ -255,13 +258,17 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     const inside = (await sh(`sha256sum ${home}/workspace/${upName}`)).split(' ')[0];
     assert.equal(inside, sha256(up), 'the uploaded file in the desktop has the same sha256');
 
-    // A file the desktop saved in ~/Downloads.
-    const dlName = `saved-${marker}.bin`;
-    const saved = (await sh(`mkdir -p ${home}/Downloads && head -c 3000001 /dev/urandom > ${home}/Downloads/${dlName} && sha256sum ${home}/Downloads/${dlName}`)).split(' ')[0];
+    // A file the desktop saves in ~/Downloads while the drawer shows that folder appears by
+    // itself (the drawer follows the folder: no Refresh).
     await drawer.locator('select[aria-label="Folder"]').selectOption('downloads');
-    await drawer.locator('[data-action="files-refresh"]').click();
+    for (const deadline = Date.now() + 10_000; follows.length === 0; await sleep(100)) {
+      assert.ok(Date.now() < deadline, 'the open drawer does not follow ~/Downloads');
+    }
+    await sleep(1000); // the desktop's watch is set
+    const dlName = `saved-${marker}.bin`;
+    const saved = (await sh(`mkdir -p ${home}/Downloads && head -c 3000001 /dev/urandom > ${home}/Downloads/.${dlName} && mv ${home}/Downloads/.${dlName} ${home}/Downloads/${dlName} && sha256sum ${home}/Downloads/${dlName}`)).split(' ')[0];
     const item = drawer.locator('[data-testid="files-list"] button.files-name', { hasText: dlName });
-    await item.waitFor({ timeout: 20_000 });
+    await item.waitFor({ timeout: 15_000 });
     const [download] = await Promise.all([page.waitForEvent('download', { timeout: 60_000 }), item.click()]);
     assert.equal(download.suggestedFilename(), dlName);
     const got = readFileSync(await download.path());

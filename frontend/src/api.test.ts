@@ -179,6 +179,14 @@ describe('Client routes', () => {
       result: { agentId: 'a1', next: { computer: 'vm' } },
     },
     {
+      name: 'desktop folder changes',
+      call: (c) => c.desktopFilesChanged('a1', 'downloads', 25),
+      response: json(200, { changed: true }),
+      method: 'GET',
+      path: '/api/app/agents/a1/files/changes?dir=downloads&timeout=25',
+      result: true,
+    },
+    {
       name: 'agent opened',
       call: (c) => c.agentOpened('a1'),
       response: json(200, { started: true, state: 'running' }),

@@ -1437,6 +1437,16 @@ export class Client {
     return this.request<DesktopFileList>('GET', `/api/app/agents/${encodeURIComponent(agentId)}/files?dir=${dir}`);
   }
 
+  /**
+   * GET /api/app/agents/:id/files/changes?dir=: answers when something in the folder changes
+   * (true) or after timeout seconds (false): the Files drawer follows the folder with it.
+   */
+  desktopFilesChanged(agentId: string, dir: DesktopFolder, timeout: number, signal?: AbortSignal): Promise<boolean> {
+    return this.request<{ changed: boolean }>(
+      'GET', `/api/app/agents/${encodeURIComponent(agentId)}/files/changes?dir=${dir}&timeout=${timeout}`, undefined, { signal },
+    ).then((r) => r.changed);
+  }
+
   /** The address of GET /api/app/agents/:id/files/download (works as a link with the session cookie). */
   desktopFileUrl(agentId: string, dir: DesktopFolder, path: string): string {
     const q = new URLSearchParams({ dir, path });
@@ -1581,7 +1591,7 @@ export class Client {
     method: Method,
     path: string,
     body?: unknown,
-    opts: { redirectOn401?: boolean } = {},
+    opts: { redirectOn401?: boolean; signal?: AbortSignal } = {},
   ): Promise<T> {
     const headers: Record<string, string> = { Accept: 'application/json' };
     if (method !== 'GET') {
@@ -1596,6 +1606,7 @@ export class Client {
       headers,
       credentials: this.usesToken ? 'omit' : 'same-origin',
     };
+    if (opts.signal) init.signal = opts.signal;
     if (body !== undefined) {
       init.body = JSON.stringify(body);
     }

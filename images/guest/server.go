@@ -230,7 +230,7 @@ func (cn *conn) replyHello(id uint64, h wire.Hello, err error) {
 
 func (s *server) hello() wire.Hello {
 	h := wire.Hello{Protocol: wire.ProtocolVersion, Driver: s.version,
-		Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer, wire.FeatureClipboard}}
+		Features: []string{wire.FeatureTunnel, wire.FeatureRegions, wire.FeaturePointer, wire.FeatureClipboard, wire.FeatureWatch}}
 	if d, _, err := s.screen.get(expired); err == nil {
 		h.Screen.Width, h.Screen.Height = d.Size()
 		if mw, mh, err := d.SizeRange(); err == nil {
@@ -368,6 +368,13 @@ func (s *server) dispatch(ctx context.Context, cn *conn, op string, raw json.Raw
 		out := make([]byte, 0, len(res.Stdout)+len(res.Stderr))
 		out = append(append(out, res.Stdout...), res.Stderr...)
 		return res, out, nil
+	case wire.OpWaitDir:
+		var a wire.WaitDirArgs
+		if err := decode(raw, &a); err != nil {
+			return nil, nil, err
+		}
+		ch, err := s.files.waitDir(ctx, a)
+		return ch, nil, err
 	case wire.OpReadFile, wire.OpWriteFile, wire.OpStat, wire.OpListDir, wire.OpMkdir:
 		var a wire.FileArgs
 		if err := decode(raw, &a); err != nil {

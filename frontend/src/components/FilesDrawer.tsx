@@ -1,10 +1,13 @@
 // The files drawer of the live screen: uploads into the agent's workspace (the Upload button,
 // or files dropped on the screen) in resumable chunks with progress, and the files of
 // ~/Downloads and the workspace's top level, each downloadable with one click. The list is
-// read when the drawer opens and on Refresh; it does not follow changes by itself.
+// read when the drawer opens, on Refresh, and whenever the folder changes while the drawer is
+// open (a long poll the desktop answers from inotify; a desktop whose driver cannot watch
+// leaves Refresh to the person).
 // Limits: 2 GiB per file either way (docs/spec.md, "Files in and out").
 
-import { useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError } from '../api';
 import type { Client, DesktopFile, DesktopFolder } from '../api';
 import { messageFor } from '../errors';
 import { runUpload, uploadRefusal } from '../upload';
@@ -77,6 +80,8 @@ export function FilesDrawer({ client, agentId, uploads }: Props) {
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const picker = useRef<HTMLInputElement>(null);
+  const [open, setOpen] = useState(false);
+  const [following, setFollowing] = useState(true);
 
   const refresh = async (d: DesktopFolder = dir) => {
     setBusy(true);
@@ -91,6 +96,34 @@ export function FilesDrawer({ client, agentId, uploads }: Props) {
       setBusy(false);
     }
   };
+
+  // While open, the list follows the folder: each change the desktop reports reads it again.
+  useEffect(() => {
+    if (!open || !following) return;
+    const ac = new AbortController();
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    void (async () => {
+      while (!ac.signal.aborted) {
+        try {
+          const changed = await client.desktopFilesChanged(agentId, dir, 25, ac.signal);
+          if (ac.signal.aborted) return;
+          if (changed) {
+            await pause(300); // a save often writes, renames and touches in a burst
+            if (!ac.signal.aborted) await refresh(dir);
+          }
+        } catch (err) {
+          if (ac.signal.aborted) return;
+          if (err instanceof ApiError && (err.status === 409 || err.status === 404)) {
+            setFollowing(false); // an older driver, or the desktop went away: Refresh by hand
+            return;
+          }
+          await pause(5000);
+        }
+      }
+    })();
+    return () => ac.abort();
+    // (refresh reads the folder from its argument; the loop restarts when the folder changes)
+  }, [open, following, dir, agentId, client]);
 
   const download = (f: DesktopFile) => {
     if (!client.usesToken) {
@@ -115,7 +148,14 @@ export function FilesDrawer({ client, agentId, uploads }: Props) {
   };
 
   return (
-    <details class="files-drawer" data-testid="files-drawer" onToggle={(e) => e.currentTarget.open && void refresh()}>
+    <details class="files-drawer" data-testid="files-drawer" onToggle={(e) => {
+        const isOpen = e.currentTarget.open;
+        setOpen(isOpen);
+        if (isOpen) {
+          setFollowing(true);
+          void refresh();
+        }
+      }}>
       <summary>Files</summary>
       <div class="files-upload">
         <input
