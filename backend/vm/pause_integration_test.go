@@ -42,10 +42,13 @@ func TestRealPauseResume(t *testing.T) {
 		if err != nil {
 			t.Fatalf("look for pid %s: %v", pid, err)
 		}
-		return r.ExitCode == 0 && strings.HasPrefix(string(r.Stdout), "sleep 1000")
+		// (setsid may not have exec'd the sleep yet: its command line is then "setsid sleep 1000")
+		return r.ExitCode == 0 && strings.Contains(string(r.Stdout), "sleep 1000")
 	}
-	if !alive(c) {
-		t.Fatalf("sleep %s does not run", pid)
+	for deadline := time.Now().Add(10 * time.Second); !alive(c); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep %s does not run", pid)
+		}
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
