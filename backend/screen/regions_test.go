@@ -62,6 +62,13 @@ func TestRegionHub(t *testing.T) {
 	}
 	low.SetLevel(2)
 	k := takeUntil(t, low, 5*time.Second, func(b screen.Batch) bool { return len(b.Updates) > 0 })
+	if u := k.Updates[0]; u.Key && len(u.Qualities) == 1 && u.Qualities[0] == screen.Levels[0].Quality {
+		// The joining keyframe was asked before SetLevel ran (the hub's keyframe goroutine won
+		// the race on a busy machine): one asked now is at the viewer's level.
+		t.Logf("the joining keyframe came at the best level, before SetLevel: asking again")
+		low.Refresh()
+		k = takeUntil(t, low, 5*time.Second, func(b screen.Batch) bool { return len(b.Updates) > 0 && b.Updates[0].Key })
+	}
 	if !k.Updates[0].Key || len(k.Updates[0].Qualities) != 1 || k.Updates[0].Qualities[0] != screen.Levels[2].Quality {
 		t.Fatalf("joining viewer's first update: key %v qualities %v, want a keyframe at q%d", k.Updates[0].Key,
 			k.Updates[0].Qualities, screen.Levels[2].Quality)
