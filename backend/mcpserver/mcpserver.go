@@ -66,6 +66,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
+	images  splices
 }
 
 // New returns a Server.
@@ -89,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        40 << 20, // computer_write_file carries up to 25 MiB, base64
 	})
-	s.handler = auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	s.handler = auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.images.splice(h))
 	return s, nil
 }
 
@@ -235,7 +236,11 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if err != nil {
 			return errorResult("Error: " + err.Error()), nil
 		}
-		return result(blocks, state), nil
+		session := ""
+		if req.Session != nil {
+			session = req.Session.ID()
+		}
+		return s.result(blocks, state, session), nil
 	}
 }
 
@@ -261,14 +266,20 @@ func (s *Server) power(on bool) mcp.ToolHandler {
 	}
 }
 
-// result turns a tool's blocks into MCP content: text as text, images as images.
-func result(blocks []agent.ContentBlock, state string) *mcp.CallToolResult {
+// result turns a tool's blocks into MCP content: text as text, images as images. The images
+// of a call in an MCP session are spliced into its response (see splice.go).
+func (s *Server) result(blocks []agent.ContentBlock, state, session string) *mcp.CallToolResult {
 	out := &mcp.CallToolResult{Content: []mcp.Content{}, IsError: state != agent.StateSuccess}
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
 			out.Content = append(out.Content, &mcp.TextContent{Text: b.Text})
 		case "image":
+			if session != "" && !noSplice && base64Text(b.Data) {
+				out.Content = append(out.Content, &splicedImage{ImageContent: &mcp.ImageContent{MIMEType: b.MediaType},
+					ref: s.images.add(session, b.Data)})
+				continue
+			}
 			data, err := base64.StdEncoding.DecodeString(b.Data)
 			if err != nil {
 				continue
@@ -281,3 +292,27 @@ func result(blocks []agent.ContentBlock, state string) *mcp.CallToolResult {
 	}
 	return out
 }
+
+// base64Text reports whether data is standard base64 (padded), so it can stand in a JSON
+// string as it is.
+// noSplice turns splicing off (benchmarks compare).
+var noSplice = false
+
+func base64Text(data string) bool {
+	if len(data)%4 != 0 {
+		return false
+	}
+	for i := 0; i < len(data); i++ {
+		if !base64Chars[data[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var base64Chars = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") {
+		t[c] = true
+	}
+	return t
+}()
