@@ -214,8 +214,8 @@ func TestKubernetesRunner(t *testing.T) {
 			t.Errorf("screenshot %v, want 1280x800", sz)
 		}
 		t.Logf("screenshot %v (%d bytes) in %v", img.Bounds().Size(), len(f.Data), time.Since(start).Round(time.Millisecond))
-		r, err := g.Exec(lctx, guest.ExecRequest{Shell: "cat /etc/hostname; id -u"})
-		if err != nil || r.ExitCode != 0 || !strings.Contains(string(r.Stdout), desk.Container) || !strings.Contains(string(r.Stdout), "1000") {
+		r, err := g.Exec(lctx, guest.ExecRequest{Shell: "id -u"})
+		if err != nil || r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout)) != "1000" {
 			t.Errorf("exec in the pod through the runner: %+v, %v", r, err)
 		}
 	})
