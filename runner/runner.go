@@ -77,8 +77,8 @@ type Config struct {
 	// namespace, registry…; its Kind is ignored), as backend.Config.Kubernetes does for the
 	// server. The caller overlays the environment (backend.KubeEnv) on its flags.
 	Kubernetes store.EngineSettings
-	Version           string
-	Logger            *slog.Logger
+	Version    string
+	Logger     *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
 	// AutoUpdate: when the server's welcome names another version for this runner (its update
