@@ -17,6 +17,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
 	"cubicle/backend/nodes"
+	"cubicle/backend/store"
 	"cubicle/runner"
 	"cubicle/runner/wire"
 )
@@ -253,13 +254,24 @@ func (l *memListener) drop() {
 // Addr is the listener's address.
 func (l *memListener) Addr() net.Addr { return memAddr{} }
 
-// ConnectRunnerEngine connects a runner machine's container engine with the server's
-// discovery (ConnectEngine) for `cubicle runner` (runner.Config.ConnectEngine).
-func ConnectRunnerEngine(ctx context.Context, prefer string, mode link.Mode, log *slog.Logger) (runner.Engine, error) {
-	eng, err := ConnectEngine(ctx, prefer, log)
+// ConnectRunnerEngine connects the desktops' engine settings s choose with the server's
+// discovery (ConnectEngineWith) for `cubicle runner` (runner.Config.ConnectEngine). On
+// Kubernetes the desktops are the cluster's Pods, reached over the exec link, and their
+// images are built by the local engine (when one answers) and pushed to s.Registry.
+func ConnectRunnerEngine(ctx context.Context, s store.EngineSettings, mode link.Mode, log *slog.Logger) (runner.Engine, error) {
+	eng, err := ConnectEngineWith(ctx, s, log)
 	if err != nil {
 		return runner.Engine{}, err
 	}
-	return runner.Engine{Kind: string(eng.Endpoint.Kind), Client: eng.Client, MapsUsers: eng.MapsUsers(),
-		Link: GuestLinkChoice(ctx, mode, eng), Close: eng.Close}, nil
+	re := runner.Engine{Kind: string(eng.Endpoint.Kind), MapsUsers: eng.MapsUsers(), ImagesProblem: eng.ImagesProblem, Close: eng.Close}
+	if eng.Client != nil { // a nil EngineClient must stay a nil interface
+		re.Client = eng.Client
+	}
+	if eng.Kube != nil {
+		re.Desktops, re.Link = eng.Kube, kubeLinkChoice(mode, eng.Kube.Host())
+		re.Registry, re.RegistryInsecure = eng.Settings.Registry, eng.Settings.RegistryInsecure
+	} else {
+		re.Link = GuestLinkChoice(ctx, mode, eng)
+	}
+	return re, nil
 }

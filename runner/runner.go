@@ -69,11 +69,16 @@ type Config struct {
 	Token   string // the runner's token, as the server showed it once: "<node id>.<secret>"
 	Name    string // for people; "" = the host name
 	DataDir string
-	// Engine chooses the container engine ("" = $CUBICLE_ENGINE or auto-detect, "podman",
-	// "docker", "none"); GuestLink how drivers are reached ("" = $CUBICLE_GUEST_LINK or auto).
+	// Engine chooses the desktops' engine ("" = $CUBICLE_ENGINE or auto-detect, "podman",
+	// "docker", "kubernetes", "none"); GuestLink how drivers are reached ("" =
+	// $CUBICLE_GUEST_LINK or auto).
 	Engine, GuestLink string
-	Version           string
-	Logger            *slog.Logger
+	// Kubernetes holds the cluster's settings when Engine is "kubernetes" (kubeconfig,
+	// namespace, registry…; its Kind is ignored), as backend.Config.Kubernetes does for the
+	// server. The caller overlays the environment (backend.KubeEnv) on its flags.
+	Kubernetes store.EngineSettings
+	Version    string
+	Logger     *slog.Logger
 	// MaxBackoff caps the wait between connection attempts (default 30 s).
 	MaxBackoff time.Duration
 	// AutoUpdate: when the server's welcome names another version for this runner (its update
@@ -91,28 +96,41 @@ type Config struct {
 	// HostSandbox forces the host tools' sandbox (sandbox.Kind: bwrap, landlock, none; "" =
 	// $CUBICLE_HOST_SANDBOX, else the best this machine has).
 	HostSandbox string
-	// ConnectEngine connects the machine's container engine (prefer is Engine; mode the
-	// guest link's). The cubicle binary passes the backend's discovery
-	// (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
-	ConnectEngine func(ctx context.Context, prefer string, mode link.Mode, log *slog.Logger) (Engine, error)
+	// ConnectEngine connects the desktops' engine that s chooses (s is Kubernetes with Kind
+	// set to Engine; mode the guest link's). The cubicle binary passes the backend's
+	// discovery (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
+	ConnectEngine func(ctx context.Context, s store.EngineSettings, mode link.Mode, log *slog.Logger) (Engine, error)
 	// Dial, when set, replaces the network dial to Server (the managed local runner's
 	// in-memory connection); no proxy is used then.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Engine is the runner machine's connected container engine as the runner uses it.
+// Engine is the runner's connected engine as the runner uses it: where its desktops run
+// (Desktops, else Client) and the local engine that builds their images (Client).
 type Engine struct {
-	Kind      string // "podman", "docker"
-	Client    EngineClient
-	MapsUsers bool        // desktops get their own user namespace
-	Link      link.Choice // how desktops' drivers are reached
-	Close     func() error
+	Kind string // the desktops' engine: "podman", "docker", "kubernetes"
+	// Client is the local container engine: it builds the desktops' images and, unless
+	// Desktops is set, runs them. With Desktops set it may be nil (no local engine answers):
+	// desktops still run but images cannot be prepared here (ImagesProblem says why).
+	Client EngineClient
+	// Desktops, when set, is where desktops run instead of Client (a Kubernetes cluster):
+	// they are not on this machine, so no host wall applies to them.
+	Desktops vm.Engine
+	// Registry, when set, is where prepared images are pushed (images.Publisher, over plain
+	// HTTP with RegistryInsecure): Desktops pulls them from there by digest.
+	Registry         string
+	RegistryInsecure bool
+	ImagesProblem    string      // why images cannot be prepared ("" when they can)
+	MapsUsers        bool        // desktops get their own user namespace
+	Link             link.Choice // how desktops' drivers are reached
+	Close            func() error
 }
 
-// EngineClient runs desktops and builds their images.
+// EngineClient runs desktops and builds their images (and pushes them to a registry).
 type EngineClient interface {
 	vm.Engine
 	images.Engine
+	images.Pusher
 }
 
 // Runner is one execution node. Create it with New, Run it, Close it.
@@ -227,8 +245,10 @@ func (r *Runner) buildVMs() error {
 		if r.cfg.ConnectEngine == nil {
 			problem = "this runner was built without container engine support"
 		} else {
+			s := r.cfg.Kubernetes
+			s.Kind = r.cfg.Engine
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			eng, err := r.cfg.ConnectEngine(ctx, r.cfg.Engine, mode, log)
+			eng, err := r.cfg.ConnectEngine(ctx, s, mode, log)
 			cancel()
 			if err != nil {
 				problem = err.Error()
@@ -243,19 +263,36 @@ func (r *Runner) buildVMs() error {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind
 		cfg.Engine = r.engine.Client
-		cfg.Link.Choice = r.engine.Link
-		ib, err := images.New(images.Config{Engine: r.engine.Client, Logger: r.log.With("svc", "images"),
-			WorkDir: filepath.Join(r.cfg.DataDir, "images"), Pins: vm.PinSource(r.st, r.nodeID, os.Getenv)})
-		if err != nil {
-			log.Warn("image preparation unavailable", "err", err)
-		} else {
-			cfg.Images = ib
+		if r.engine.Desktops != nil {
+			// not on this machine: no host wall (on a cluster the egress is a NetworkPolicy)
+			cfg.Engine, cfg.HostWall = r.engine.Desktops, nil
 		}
+		cfg.Link.Choice = r.engine.Link
+		cfg.Images, cfg.ImagesProblem = r.imageBuilder(log)
 	} else {
 		r.hello.EngineError = problem
 	}
 	r.vms, err = vm.New(cfg)
 	return err
+}
+
+// imageBuilder is what prepares the desktops' images: built by the local engine, pushed to
+// the engine's registry when it has one; nil and why when images cannot be prepared here.
+func (r *Runner) imageBuilder(log *slog.Logger) (vm.ImageBuilder, string) {
+	e := r.engine
+	if e.Client == nil {
+		return nil, cmp.Or(e.ImagesProblem, "no local container engine builds images on this runner")
+	}
+	ib, err := images.New(images.Config{Engine: e.Client, Logger: r.log.With("svc", "images"),
+		WorkDir: filepath.Join(r.cfg.DataDir, "images"), Pins: vm.PinSource(r.st, r.nodeID, os.Getenv)})
+	if err != nil {
+		log.Warn("image preparation unavailable", "err", err)
+		return nil, "image preparation is unavailable on this runner: " + err.Error()
+	}
+	if e.Registry != "" {
+		return &images.Publisher{Builder: ib, Engine: e.Client, Registry: e.Registry, Insecure: e.RegistryInsecure}, ""
+	}
+	return ib, ""
 }
 
 // hostWall walls a started desktop off from the runner machine's own services, as the server

@@ -389,3 +389,34 @@ func TestImageListRealEngine(t *testing.T) {
 		}
 	}
 }
+
+// cubicle runner takes serve's engine flags and environment (issue 27 item 5): a cluster's
+// settings are checked before anything starts, the flags over CUBICLE_ENGINE/CUBICLE_KUBE*.
+func TestRunnerEngineFlags(t *testing.T) {
+	base := []string{"runner", "--server", "http://127.0.0.1:1", "--token", "r-1.secret", "--data-dir", t.TempDir()}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--engine", "kubernetes", "--namespace", "ns"}, nil, "no image registry"},
+		{[]string{"--engine", "kubernetes", "--registry", "cubicle"}, nil, "host must contain a dot or a port"},
+		{nil, map[string]string{"CUBICLE_ENGINE": "kubernetes", "CUBICLE_KUBECONFIG": "/nonexistent/kubeconfig", "CUBICLE_KUBE_REGISTRY": "127.0.0.1:5000"}, "/nonexistent/kubeconfig"},
+		{[]string{"--kubeconfig", "/nonexistent/flag-kubeconfig"}, map[string]string{"CUBICLE_ENGINE": "kubernetes", "CUBICLE_KUBECONFIG": "/nonexistent/env", "CUBICLE_KUBE_REGISTRY": "127.0.0.1:5000"}, "/nonexistent/flag-kubeconfig"},
+		{[]string{"--engine", "lxc"}, nil, "podman, docker, kubernetes or none"},
+	} {
+		e, _, errb := testEnv(tc.env)
+		if code := run(context.Background(), e, append(append([]string{}, base...), tc.args...)); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q, want 2 and %q", tc.args, tc.env, code, errb, tc.want)
+		}
+	}
+	e, out, _ := testEnv(nil)
+	if code := run(context.Background(), e, []string{"runner", "--help"}); code != 0 {
+		t.Fatalf("runner --help: exit %d", code)
+	}
+	for _, f := range []string{"--engine kubernetes", "-kubeconfig", "-namespace", "-registry", "-registry-insecure", "-storage-class", "kubernetes (the desktops are Pods"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("runner --help does not mention %q:\n%s", f, out)
+		}
+	}
+}

@@ -91,7 +91,7 @@ type Hello struct {
 	Version      string   `json:"version"`
 	OS           string   `json:"os"`
 	Arch         string   `json:"arch"`
-	Engine       string   `json:"engine"` // "podman", "docker", … or "" when the runner has none
+	Engine       string   `json:"engine"` // "podman", "docker", "kubernetes" or "" when the runner has none
 	EngineError  string   `json:"engineError,omitempty"`
 	Capabilities []string `json:"capabilities"`
 	MaxInstances int      `json:"maxInstances"`
