@@ -6,9 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -92,12 +90,6 @@ func BenchmarkClickCall(b *testing.B) {
 			benchClick(b)
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchClick(b *testing.B) {
