@@ -236,13 +236,24 @@ export function ScreenView(props: ScreenViewProps) {
     if (!fit || !mine || !el) return;
     let t: ReturnType<typeof setTimeout> | null = null;
     let last = '';
+    let retries = 0;
     const apply = () => {
       const want = fitSize(el.clientWidth, el.clientHeight);
       const key = `${want.width}x${want.height}`;
       if (key === last || !chan.current) return;
       last = key;
       void chan.current.resize(want.width, want.height).then((r) => {
-        if (r.type === 'error') setNotice(refusalText(r as ChannelError, chan.current?.status ?? null));
+        if (r.type !== 'error') return;
+        // Refused (e.g. just after a take-over, before the lease reached the server): the same
+        // size is asked again a moment later, a few times, before the refusal is shown.
+        if (last === key && retries < 3) {
+          retries++;
+          last = '';
+          if (t) clearTimeout(t);
+          t = setTimeout(apply, 1000);
+          return;
+        }
+        setNotice(refusalText(r as ChannelError, chan.current?.status ?? null));
       });
     };
     apply();
