@@ -17,8 +17,8 @@ const maxBody = 1 << 20
 // the person picked (agent.MaxExternalFile, in base64).
 const maxExternalBody = 12 << 20
 
-// bodyLimit is the largest body the API reads for path.
-func bodyLimit(path string) int64 {
+// BodyLimit is the largest request body the API reads for path (413 above it).
+func BodyLimit(path string) int64 {
 	if path == externalPath {
 		return maxExternalBody
 	}
@@ -47,7 +47,7 @@ func jsonBodies(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		limit := bodyLimit(r.URL.Path)
+		limit := BodyLimit(r.URL.Path)
 		if r.ContentLength > limit {
 			refuseLarge(w, r, r.ContentLength)
 			return

@@ -67,7 +67,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // decode reads a JSON body of at most 1 MiB into v. It reads the body to its end, which also
 // lifts the body's read deadline before a long answer.
 func decode(r *http.Request, v any) error {
-	body := http.MaxBytesReader(nil, r.Body, bodyLimit(r.URL.Path))
+	body := http.MaxBytesReader(nil, r.Body, BodyLimit(r.URL.Path))
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		return fault.Invalid("the request body is not valid JSON for this call: %v", err)

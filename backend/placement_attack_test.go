@@ -1,4 +1,4 @@
-package api_test
+package backend_test
 
 import (
 	"net/http"
