@@ -102,12 +102,25 @@ check_tests "$BACKEND_TEST" "$LINK_TESTS_BACKEND"
 check_tests "$VM_TEST" "$LINK_TESTS_VM"
 check_tests "$BACKEND_TEST" "$NODE_TESTS"
 
-phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec)"
-CUBICLE_GUEST_LINK=exec run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run "$LINK_TESTS_BACKEND" 2>&1 | tee test-artifacts/go-test-exec-link.log
-CUBICLE_GUEST_LINK=exec run_tests "$VM_TEST" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" 2>&1 | tee -a test-artifacts/go-test-exec-link.log
-
-phase "the local node's real-desktop Go tests again with the direct path (CUBICLE_LOCAL_NODE=direct)"
-CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run "$NODE_TESTS" 2>&1 | tee test-artifacts/go-test-local-direct.log
+# The three reruns are three binaries' runs, side by side (each mostly waits on its desktops):
+# the backend's link tests in front, the desktop lifecycle's link tests and then the direct
+# path behind them; each log is printed when its run ends.
+phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec), and with the direct path (CUBICLE_LOCAL_NODE=direct)"
+(
+  CUBICLE_GUEST_LINK=exec run_tests "$VM_TEST" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" >test-artifacts/go-test-exec-link-vm.log 2>&1
+  CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run "$NODE_TESTS" >test-artifacts/go-test-local-direct.log 2>&1
+) &
+behind_pid=$!
+on_exit "kill $behind_pid 2>/dev/null || true"
+front_rc=0
+CUBICLE_GUEST_LINK=exec run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run "$LINK_TESTS_BACKEND" >test-artifacts/go-test-exec-link.log 2>&1 || front_rc=$?
+behind_rc=0
+wait "$behind_pid" || behind_rc=$?
+for f in go-test-exec-link go-test-exec-link-vm go-test-local-direct; do echo "--- test-artifacts/$f.log:"; cat "test-artifacts/$f.log"; done
+if [ "$front_rc" != 0 ] || [ "$behind_rc" != 0 ]; then
+  echo "the exec-link and direct reruns failed: backend exit $front_rc, backend/vm and direct exit $behind_rc"
+  exit 1
+fi
 
 # The Kubernetes part (scripts/k8s): its binaries are built once per version into
 # /var/cache/cubicle-k8s (about 5.5 min cold on 2 cores) and reused; the desktop image is the

@@ -6,10 +6,12 @@
 // a binary is linked again only when something it contains changed.
 //
 //	testbin link [-race] PACKAGE…          prints "IMPORT-PATH BINARY" per package with tests
-//	testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] PACKAGE…
+//	testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] [-slowest N] PACKAGE…
 //
-// run prints "ok  PKG  TIME" for a package that passed and its whole output and "FAIL  PKG
-// TIME" for one that failed (each package's output is also in -logs DIR); it runs N binaries
+// run prints "ok  PKG  TIME" for a package that passed, and for one that failed the output of
+// its failed tests (and of the package itself) and "FAIL  PKG  TIME"; each package's whole
+// output (as go test -v) is in -logs DIR, with tests.tsv (each top-level test's time); the
+// slowest tests are printed at the end. It runs N binaries
 // at a time, the ones that took longest last time first, and exits 1 when any failed. A
 // package's binary runs in the package's directory with -test.count=1: results never come
 // from a cache.
@@ -63,7 +65,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testbin link [-race] PACKAGE… | testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] PACKAGE…")
+	fmt.Fprintln(os.Stderr, "usage: testbin link [-race] PACKAGE… | testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] [-slowest N] PACKAGE…")
 	os.Exit(2)
 }
 
@@ -253,7 +255,8 @@ func runCmd(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "each binary's -test.timeout")
 	run := fs.String("run", "", "-test.run")
 	skip := fs.String("skip", "", "-test.skip")
-	logs := fs.String("logs", "", "folder for each package's whole output")
+	logs := fs.String("logs", "", "folder for each package's whole output (and tests.tsv: each test's time)")
+	slowest := fs.Int("slowest", 10, "print the N slowest tests at the end (0: none)")
 	fs.Parse(args)
 	ps, err := plan(ctx, *race, fs.Args())
 	if err != nil {
@@ -275,8 +278,9 @@ func runCmd(ctx context.Context, args []string) error {
 	// longest first: the run ends when its longest binary does, so start that one early
 	slices.SortStableFunc(ps, func(a, b testPkg) int { return cmp.Compare(last[b.Path], last[a.Path]) })
 
-	var mu sync.Mutex // guards the output and took
+	var mu sync.Mutex // guards the output, took, tests and failed
 	took := map[string]float64{}
+	var tests []testTime
 	var failed []string
 	sem := make(chan struct{}, max(1, *lanes))
 	var wg sync.WaitGroup
@@ -286,20 +290,21 @@ func runCmd(ctx context.Context, args []string) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out, d, err := runOne(ctx, p, *timeout, *run, *skip)
+			r := runOne(ctx, p, *timeout, *run, *skip)
 			mu.Lock()
 			defer mu.Unlock()
-			took[p.Path] = d.Seconds()
+			took[p.Path] = r.took.Seconds()
+			tests = append(tests, r.tests...)
 			if *logs != "" {
-				os.WriteFile(filepath.Join(*logs, strings.ReplaceAll(p.Path, "/", "_")+".log"), out, 0o644)
+				os.WriteFile(filepath.Join(*logs, strings.ReplaceAll(p.Path, "/", "_")+".log"), r.log, 0o644)
 			}
-			if err != nil {
-				os.Stdout.Write(out)
-				fmt.Printf("FAIL\t%s\t%.1fs (%v)\n", p.Path, d.Seconds(), err)
+			if r.err != nil {
+				os.Stdout.Write(r.failLog)
+				fmt.Printf("FAIL\t%s\t%.1fs (%v)\n", p.Path, r.took.Seconds(), r.err)
 				failed = append(failed, p.Path)
 				return
 			}
-			fmt.Printf("ok  \t%s\t%.1fs\n", p.Path, d.Seconds())
+			fmt.Printf("ok  \t%s\t%.1fs\n", p.Path, r.took.Seconds())
 		}()
 	}
 	wg.Wait()
@@ -307,6 +312,20 @@ func runCmd(ctx context.Context, args []string) error {
 		last[k] = v
 	}
 	saveDurations(durFile, last)
+	slices.SortFunc(tests, func(a, b testTime) int { return cmp.Compare(b.Seconds, a.Seconds) })
+	if *logs != "" {
+		var b bytes.Buffer
+		for _, t := range tests {
+			fmt.Fprintf(&b, "%.1f\t%s\t%s\n", t.Seconds, t.Package, t.Test)
+		}
+		os.WriteFile(filepath.Join(*logs, "tests.tsv"), b.Bytes(), 0o644)
+	}
+	if n := min(*slowest, len(tests)); n > 0 {
+		fmt.Printf("the %d slowest tests:\n", n)
+		for _, t := range tests[:n] {
+			fmt.Printf("  %7.1fs  %s %s\n", t.Seconds, t.Package, t.Test)
+		}
+	}
 	if len(failed) > 0 {
 		slices.Sort(failed)
 		return fmt.Errorf("%d package(s) failed: %s", len(failed), strings.Join(failed, " "))
@@ -314,25 +333,104 @@ func runCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runOne runs one test binary in its package's directory, as go test does.
-func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip string) ([]byte, time.Duration, error) {
-	args := []string{"-test.paniconexit0", "-test.count=1", "-test.timeout=" + timeout.String()}
+// testTime is how long one top-level test took.
+type testTime struct {
+	Package, Test string
+	Seconds       float64
+}
+
+// result is one test binary's run: its whole output (as go test -v prints it), the output of
+// its failed tests and of the package itself (what a failure prints), each top-level test's
+// time, and the binary's own time and error.
+type result struct {
+	log, failLog []byte
+	tests        []testTime
+	took         time.Duration
+	err          error
+}
+
+// runOne runs one test binary in its package's directory, as go test -json does: the binary
+// writes test2json's framing (-test.v=test2json) into a pipe read by `go tool test2json`, so
+// each line of output is known to belong to its test. The binary stays this process's child
+// (the timeout's SIGQUIT reaches it, not the converter).
+func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip string) result {
+	args := []string{"-test.paniconexit0", "-test.count=1", "-test.v=test2json", "-test.timeout=" + timeout.String()}
 	if run != "" {
 		args = append(args, "-test.run="+run)
 	}
 	if skip != "" {
 		args = append(args, "-test.skip="+skip)
 	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return result{err: err}
+	}
+	var js bytes.Buffer
+	conv := exec.Command("go", "tool", "test2json", "-p", p.Path)
+	conv.Stdin, conv.Stdout, conv.Stderr = pr, &js, os.Stderr
+	if err := conv.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return result{err: fmt.Errorf("go tool test2json: %w", err)}
+	}
+	pr.Close()
 	cmd := exec.CommandContext(ctx, p.Bin, args...)
 	cmd.Dir = p.Dir
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) } // goroutine dump, as go test's timeout
 	cmd.WaitDelay = 10 * time.Second
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.Stdout, cmd.Stderr = pw, pw
 	t0 := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	d := time.Since(t0)
-	return buf.Bytes(), d, err
+	pw.Close()
+	if cerr := conv.Wait(); cerr != nil && err == nil {
+		err = fmt.Errorf("go tool test2json: %w", cerr)
+	}
+	r := parseEvents(p.Path, js.Bytes())
+	r.took, r.err = d, err
+	return r
+}
+
+// parseEvents reads test2json's events: the whole output; the output of the failed tests, of
+// the tests that never ended and of the package itself; and each top-level test's time.
+func parseEvents(pkg string, js []byte) result {
+	type event struct {
+		Action, Test, Output string
+		Elapsed              float64
+	}
+	var evs []event
+	failed, ended := map[string]bool{}, map[string]bool{}
+	var r result
+	for _, line := range bytes.Split(js, []byte("\n")) {
+		var e event
+		if len(line) == 0 || json.Unmarshal(line, &e) != nil {
+			continue
+		}
+		top, _, _ := strings.Cut(e.Test, "/")
+		switch e.Action {
+		case "output":
+			evs = append(evs, e)
+			r.log = append(r.log, e.Output...)
+		case "fail":
+			if e.Test != "" {
+				failed[top] = true
+			}
+		}
+		if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
+			ended[e.Test] = true
+		}
+		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
+			r.tests = append(r.tests, testTime{Package: pkg, Test: e.Test, Seconds: e.Elapsed})
+		}
+	}
+	for _, e := range evs {
+		top, _, _ := strings.Cut(e.Test, "/")
+		// a test that never ended was running when the binary died (a timeout's panic, a crash)
+		if e.Test == "" || failed[top] || !ended[top] {
+			r.failLog = append(r.failLog, e.Output...)
+		}
+	}
+	return r
 }
 
 func loadDurations(file string) map[string]float64 {
