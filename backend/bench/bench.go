@@ -306,12 +306,14 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 			continue
 		}
 		r.progress("measuring %s", st.what)
+		t0 := time.Now()
 		if err := st.run(ctx, d); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("bench: %s: %w", st.what, err)
 		}
+		r.progress("  (%s: %.1f s)", st.what, time.Since(t0).Seconds())
 	}
 	if len(r.cfg.Only) > 0 {
 		r.rep.Rows = slices.DeleteFunc(r.rep.Rows, func(row Row) bool { return !r.wanted(row.ID) })
