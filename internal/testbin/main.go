@@ -139,7 +139,7 @@ func plan(ctx context.Context, race bool, pkgs []string) ([]testPkg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("go env: %w", err)
 	}
-	env := strings.Join([]string{string(goenv), os.Getenv("GOFLAGS"), fmt.Sprint(race)}, "\x00")
+	env := strings.Join([]string{string(goenv), os.Getenv("GOFLAGS"), fmt.Sprint(race), linkFlags}, "\x00")
 	cache, err := cacheDir()
 	if err != nil {
 		return nil, err
@@ -175,6 +175,12 @@ func plan(ctx context.Context, race bool, pkgs []string) ([]testPkg, error) {
 	return res, nil
 }
 
+// linkFlags: test binaries are linked without DWARF (-w), which takes a third less time and
+// memory per link (measured on the api test binary: 58.6 s → 37.4 s under load). Stack traces,
+// a timeout's goroutine dump and runtime.Caller read the pclntab, which stays; only a debugger
+// needs DWARF (go test -c builds one with it).
+const linkFlags = "-w"
+
 // link links the binaries that are not in the cache yet, two at a time.
 func link(ctx context.Context, race bool, ps []testPkg) error {
 	var todo []testPkg
@@ -199,7 +205,7 @@ func link(ctx context.Context, race bool, ps []testPkg) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			tmp := p.Bin + fmt.Sprintf(".tmp%d", os.Getpid())
-			args := []string{"test", "-c", "-o", tmp}
+			args := []string{"test", "-c", "-ldflags=" + linkFlags, "-o", tmp}
 			if race {
 				args = append(args, "-race")
 			}
