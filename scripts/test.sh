@@ -142,7 +142,18 @@ fi
 # lock keeps two runs on one machine from sharing its fixed ports.
 # The ports (Windows and macOS builds, the Windows tests, app and installer under Wine) run
 # beside the Kubernetes part, which mostly waits on its cluster; their output is printed after.
-phase "Kubernetes test cluster: build check and bring-up (the ports' Wine part beside it)"
+# The web UI's checks (generated types, ESLint, vitest; about a minute of CPU) run beside it too.
+phase "Kubernetes test cluster: build check and bring-up (beside it: the ports' Wine part, the web UI's checks)"
+(
+  # frontend/src/gen is what tygo writes from the Go shapes (tygo.yaml); the lint is ESLint with
+  # typescript-eslint (frontend/eslint.config.js)
+  bash scripts/gen-types-check.sh
+  cd frontend
+  npm run --silent lint
+  npm test --silent
+) >test-artifacts/web-ui.log 2>&1 &
+webui_pid=$!
+on_exit "kill $webui_pid 2>/dev/null || true"
 (
   while [ ! -f test-artifacts/ports-build.rc ]; do sleep 2; done
   rc=$(cat test-artifacts/ports-build.rc)
@@ -161,9 +172,19 @@ set -a
 source <(bash scripts/k8s/cluster.sh env)
 set +a
 
-phase "Kubernetes: engine conformance and desktop tests"
-testbin run -timeout 20m -logs test-artifacts/go-k8s ./backend/engine/kubernetes/... 2>&1 | tee test-artifacts/go-test-k8s-engine.log
-run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run '^TestKubernetes' -test.skip 'TestKubernetesAPIServerDown' 2>&1 | tee test-artifacts/go-test-k8s.log
+phase "Kubernetes: engine conformance beside the desktop tests"
+testbin run -timeout 20m -logs test-artifacts/go-k8s ./backend/engine/kubernetes/... >test-artifacts/go-test-k8s-engine.log 2>&1 &
+k8s_engine_pid=$!
+on_exit "kill $k8s_engine_pid 2>/dev/null || true"
+k8s_rc=0
+run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run '^TestKubernetes' -test.skip 'TestKubernetesAPIServerDown' >test-artifacts/go-test-k8s.log 2>&1 || k8s_rc=$?
+k8s_engine_rc=0
+wait "$k8s_engine_pid" || k8s_engine_rc=$?
+cat test-artifacts/go-test-k8s-engine.log test-artifacts/go-test-k8s.log
+if [ "$k8s_rc" != 0 ] || [ "$k8s_engine_rc" != 0 ]; then
+  echo "the Kubernetes tests failed: engine conformance exit $k8s_engine_rc, desktop tests exit $k8s_rc"
+  exit 1
+fi
 # alone, after the others: it stops the cluster's API server under a running desktop
 CUBICLE_K8S_DISRUPT=1 run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run '^TestKubernetesAPIServerDown$' 2>&1 | tee test-artifacts/go-test-k8s-disrupt.log
 
@@ -191,12 +212,11 @@ wait "$ports_pid" || ports_rc=$?
 cat test-artifacts/ports-build.log test-artifacts/ports.log
 if [ "$ports_rc" != 0 ]; then echo "the ports failed (exit $ports_rc): see test-artifacts/ports.log"; exit 1; fi
 
-phase "web UI: generated types, lint, unit tests"
-# frontend/src/gen is what tygo writes from the Go shapes (tygo.yaml); the lint is ESLint with
-# typescript-eslint (frontend/eslint.config.js)
-bash scripts/gen-types-check.sh
-(cd frontend && npm run --silent lint)
-(cd frontend && npm test --silent)
+phase "web UI: generated types, lint, unit tests (started beside the Kubernetes part)"
+webui_rc=0
+wait "$webui_pid" || webui_rc=$?
+cat test-artifacts/web-ui.log
+if [ "$webui_rc" != 0 ]; then echo "the web UI's checks failed (exit $webui_rc): see test-artifacts/web-ui.log"; exit 1; fi
 
 phase "browser tests"
 # Each file starts its own server (own port, data dir, desktops): two files at a time.
