@@ -289,7 +289,10 @@ func buildCubicle(t *testing.T, v, path string) {
 	}
 	cmd := exec.Command("go", "build", "-ldflags", "-X cubicle/backend/cli.Version="+v, "-o", path, ".")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// The build's settings are the test binaries' own (GOFLAGS, cgo as the machine has it), so
+	// every package comes from Go's build cache and only the link runs; a released runner is
+	// built with CGO_ENABLED=0, which changes nothing of the self-update under test (and, on a
+	// fresh machine, would compile the whole tree once more).
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build cubicle %s: %v\n%s", v, err, out)
 	}
