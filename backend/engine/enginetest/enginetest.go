@@ -114,12 +114,7 @@ func RunCluster(t *testing.T, newEngine func(t *testing.T) Containers, c Cluster
 	s := &suite{e: newEngine(t), run: randomID(), image: c.Image, cluster: &c}
 	s.start(t)
 	t.Run("Info", s.testInfo)
-	t.Run("Lifecycle", s.testLifecycle)
-	t.Run("ExitsAtOnce", s.testExitsAtOnce)
-	t.Run("VolumePersists", s.testVolumePersists)
-	t.Run("ExecAttach", s.testExecAttach)
-	t.Run("Events", s.testEvents)
-	t.Run("Errors", s.testErrors)
+	s.containerTests(t)
 }
 
 // RunContainers runs the container part of the suite against an engine that has no image
@@ -136,10 +131,18 @@ func RunContainers(t *testing.T, newEngine func(t *testing.T) Containers, image 
 	s := &suite{e: newEngine(t), run: randomID(), image: image}
 	s.start(t)
 	t.Run("Info", s.testInfo)
+	s.containerTests(t)
+}
+
+// containerTests runs the container part: every engine's, with Resources where host
+// directories can be bind-mounted (not on a cluster).
+func (s *suite) containerTests(t *testing.T) {
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("ExitsAtOnce", s.testExitsAtOnce)
 	t.Run("VolumePersists", s.testVolumePersists)
-	t.Run("Resources", s.testResources)
+	if s.cluster == nil {
+		t.Run("Resources", s.testResources)
+	}
 	t.Run("ExecAttach", s.testExecAttach)
 	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)
@@ -184,13 +187,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Info", s.testInfo)
 	t.Run("Images", s.testImages)
 	t.Run("Build", s.testBuild)
-	t.Run("Lifecycle", s.testLifecycle)
-	t.Run("ExitsAtOnce", s.testExitsAtOnce)
-	t.Run("VolumePersists", s.testVolumePersists)
-	t.Run("Resources", s.testResources)
-	t.Run("ExecAttach", s.testExecAttach)
-	t.Run("Events", s.testEvents)
-	t.Run("Errors", s.testErrors)
+	s.containerTests(t)
 	t.Run("Registry", s.testRegistry)
 	t.Run("RegistryIndex", s.testRegistryIndex)
 }
