@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
+	"cubicle/internal/runnertest"
 	"cubicle/internal/testenv"
 	"cubicle/runner"
 )
@@ -66,31 +67,9 @@ func TestKubernetesRunner(t *testing.T) {
 
 	kube := store.EngineSettings{Kubeconfig: cl.Kubeconfig, Namespace: cl.Namespace, StorageClass: cl.StorageClass,
 		Registry: cl.Registry, RegistryInsecure: true}
-	r, err := runner.New(runner.Config{Server: srv.URL, Token: created.Token, DataDir: dir + "/runner", Engine: "kubernetes",
+	r := runnertest.Start(t, runner.Config{Server: srv.URL, Token: created.Token, DataDir: dir + "/runner", Engine: "kubernetes",
 		Kubernetes: kube, ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second,
 		Version: "9.9.9", Logger: log.With("side", "runner")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, rcancel := context.WithCancel(ctx)
-	rdone := make(chan struct{})
-	go func() {
-		defer close(rdone)
-		r.Run(rctx)
-	}()
-	closeRunner := func() {
-		rcancel()
-		<-rdone
-		if err := r.Close(); err != nil {
-			t.Errorf("close the runner: %v", err)
-		}
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			closeRunner()
-		}
-	})
 	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
 	if g := r.VMs().GuestLink(); g.Primary != "exec" || g.Mount {
 		t.Fatalf("the runner's guest link on a cluster = %+v, want exec without a mount", g)
@@ -238,8 +217,7 @@ func TestKubernetesRunner(t *testing.T) {
 	})
 
 	t.Run("no leftovers", func(t *testing.T) {
-		closeRunner()
-		stopped = true
+		r.Stop()
 		cl.Remove(t, sel) // the claims a removed desktop keeps (its workspace) until its data is deleted
 		kc := kubetest.Connect(t, cl, kubernetes.Options{})
 		cs, err := kc.ListContainers(ctx, sel)

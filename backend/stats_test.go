@@ -18,6 +18,7 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
+	"cubicle/internal/runnertest"
 	"cubicle/runner"
 	"cubicle/runner/wire"
 )
@@ -232,22 +233,8 @@ func TestStatsNodes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := runner.New(runner.Config{Server: ts.URL, Token: c.Token, DataDir: t.TempDir(), Engine: "none",
+				runnertest.Start(t, runner.Config{Server: ts.URL, Token: c.Token, DataDir: t.TempDir(), Engine: "none",
 					MaxBackoff: 200 * time.Millisecond, DropCapabilities: drop})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					r.Run(ctx)
-				}()
-				t.Cleanup(func() {
-					cancel()
-					<-done
-					r.Close()
-				})
 				deadline := time.Now().Add(30 * time.Second)
 				for !b.Nodes.Connected(c.ID) {
 					if time.Now().After(deadline) {

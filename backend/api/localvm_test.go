@@ -303,7 +303,7 @@ func TestAgentDeleteRoute(t *testing.T) {
 			t.Fatalf("the kept desktop: %+v", in)
 		}
 	}
-	vols := f.vmEngine.Volumes()
+	vols := f.vmEngine.VolumeNames()
 	for _, v := range []string{desk[keep].Workspace, desk[keep].BrowserVolume, desk[running].Workspace} {
 		if !slices.Contains(vols, v) {
 			t.Errorf("volume %s was deleted without being asked to", v)

@@ -118,7 +118,7 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	if _, ok := f.eng.ByName(shared.Container); ok {
 		t.Fatal("the shared desktop's container is still there")
 	}
-	if vols := f.eng.Volumes(); !slices.Contains(vols, shared.Workspace) || !slices.Contains(vols, shared.BrowserVolume) {
+	if vols := f.eng.VolumeNames(); !slices.Contains(vols, shared.Workspace) || !slices.Contains(vols, shared.BrowserVolume) {
 		t.Fatalf("the shared desktop's volumes are gone: %v", vols)
 	}
 
@@ -144,7 +144,7 @@ func TestAdminActReachesEveryDesktop(t *testing.T) {
 	if _, err := f.st.VMInstance(orphan.ID); !isNotFound(err) {
 		t.Fatalf("orphan record: %v", err)
 	}
-	if vols := f.eng.Volumes(); !slices.Contains(vols, orphan.Workspace) {
+	if vols := f.eng.VolumeNames(); !slices.Contains(vols, orphan.Workspace) {
 		t.Fatalf("the orphan's work files were deleted: %v", vols)
 	}
 	if last := seen.last(orphan.ID); !last.Removed || last.State != StateAbsent {
@@ -212,12 +212,12 @@ func TestForgetAgent(t *testing.T) {
 	if _, err := f.st.VMInstance(keep.ID); !isNotFound(err) {
 		t.Fatalf("g1's record: %v", err)
 	}
-	if vols := f.eng.Volumes(); !slices.Contains(vols, keep.Workspace) || !slices.Contains(vols, keep.BrowserVolume) {
+	if vols := f.eng.VolumeNames(); !slices.Contains(vols, keep.Workspace) || !slices.Contains(vols, keep.BrowserVolume) {
 		t.Fatalf("g1's data was deleted: %v", vols)
 	}
 	// With the data: the volumes go too.
 	wantClass(t, "remove with data", f.m.ForgetAgent(ctx, "acc1", "g2", true, true), nil)
-	if vols := f.eng.Volumes(); slices.Contains(vols, drop.Workspace) || slices.Contains(vols, drop.BrowserVolume) {
+	if vols := f.eng.VolumeNames(); slices.Contains(vols, drop.Workspace) || slices.Contains(vols, drop.BrowserVolume) {
 		t.Fatalf("g2's data is still there: %v", vols)
 	}
 	if got := f.eng.Running(); len(got) != 0 {

@@ -22,7 +22,7 @@ func TestTaskDesktops(t *testing.T) {
 	ctx := context.Background()
 	img := f.prepare("standard")
 	own := f.act("acc1", "g1", ActionCreate)
-	vols := f.eng.Volumes()
+	vols := f.eng.VolumeNames()
 	spec := TaskSpec{AccountID: "acc1", AgentID: "g1", SessionID: "s1", TaskID: "task-a", Helper: "researcher"}
 
 	id, err := f.m.CreateTask(ctx, spec)
@@ -80,7 +80,7 @@ func TestTaskDesktops(t *testing.T) {
 	if v, _ := f.m.Agent(ctx, "acc1", "g1"); v.Desktop.State != StateRunning || v.Desktop.Container != own.Desktop.Container {
 		t.Fatalf("the agent's desktop changed: %+v", v.Desktop)
 	}
-	if got := f.eng.Volumes(); !slices.Equal(got, vols) {
+	if got := f.eng.VolumeNames(); !slices.Equal(got, vols) {
 		t.Fatalf("volumes changed: %v → %v", vols, got)
 	}
 	wantClass(t, "remove again", f.m.RemoveTask(ctx, "task-a"), nil)

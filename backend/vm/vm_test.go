@@ -305,8 +305,8 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("after %s: volumes changed: %+v", st.action, v.Desktop)
 		}
 	}
-	if len(f.eng.Volumes()) != 2 {
-		t.Errorf("volumes %v: want exactly the workspace and browser profile, never removed", f.eng.Volumes())
+	if len(f.eng.VolumeNames()) != 2 {
+		t.Errorf("volumes %v: want exactly the workspace and browser profile, never removed", f.eng.VolumeNames())
 	}
 	for _, to := range f.eng.StopTimeouts() {
 		if to != 5*time.Second {

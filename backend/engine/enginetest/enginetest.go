@@ -1,7 +1,8 @@
 // Package enginetest is the conformance suite every container engine adapter must pass. It
-// runs against real engines only (Podman always in CI; Docker where a daemon answers) and
-// needs no registry: it imports a tiny root file system built on the fly from the host's
-// static busybox (Debian package busybox-static).
+// runs against real engines (Podman always in CI; Docker where a daemon answers; a cluster
+// through RunCluster) and against the fake engine of unit tests (vmtest.Engine, through
+// RunContainers), and needs no registry: it imports a tiny root file system built on the fly
+// from the host's static busybox (Debian package busybox-static).
 //
 // Every object the suite creates carries the labels cubicle.test=engine and
 // cubicle.test.run=<run id>, and the suite removes only objects with its own run id, so it
@@ -82,7 +83,7 @@ func Require(t testing.TB, msg string) {
 // suite is one run's shared state.
 type suite struct {
 	e      Containers
-	images Engine // e with its image store; nil for a cluster
+	images Engine // e with its image store; nil without one (RunCluster, RunContainers)
 	info   engine.Info
 	run    string            // run id
 	labels map[string]string // the labels of every object this run creates
@@ -113,9 +114,35 @@ func RunCluster(t *testing.T, newEngine func(t *testing.T) Containers, c Cluster
 	s := &suite{e: newEngine(t), run: randomID(), image: c.Image, cluster: &c}
 	s.start(t)
 	t.Run("Info", s.testInfo)
+	s.containerTests(t)
+}
+
+// RunContainers runs the container part of the suite against an engine that has no image
+// store of its own but otherwise promises what a local engine does — bind mounts of host
+// directories, pause, containers running as root, limits applied: the fake engine of unit
+// tests (vmtest.Engine), which holds itself to the real engines' behaviour this way. It runs
+// RunCluster's tests with the local engines' checks (pause, root, bind-mounted reports, the
+// process limits) and Resources; the image tests do not run, and image is any reference the
+// engine creates containers from.
+func RunContainers(t *testing.T, newEngine func(t *testing.T) Containers, image string) {
+	if image == "" {
+		t.Fatal("RunContainers needs the image its containers are created from")
+	}
+	s := &suite{e: newEngine(t), run: randomID(), image: image}
+	s.start(t)
+	t.Run("Info", s.testInfo)
+	s.containerTests(t)
+}
+
+// containerTests runs the container part: every engine's, with Resources where host
+// directories can be bind-mounted (not on a cluster).
+func (s *suite) containerTests(t *testing.T) {
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("ExitsAtOnce", s.testExitsAtOnce)
 	t.Run("VolumePersists", s.testVolumePersists)
+	if s.cluster == nil {
+		t.Run("Resources", s.testResources)
+	}
 	t.Run("ExecAttach", s.testExecAttach)
 	t.Run("Events", s.testEvents)
 	t.Run("Errors", s.testErrors)
@@ -160,13 +187,7 @@ func Run(t *testing.T, newEngine func(t *testing.T) Engine) {
 	t.Run("Info", s.testInfo)
 	t.Run("Images", s.testImages)
 	t.Run("Build", s.testBuild)
-	t.Run("Lifecycle", s.testLifecycle)
-	t.Run("ExitsAtOnce", s.testExitsAtOnce)
-	t.Run("VolumePersists", s.testVolumePersists)
-	t.Run("Resources", s.testResources)
-	t.Run("ExecAttach", s.testExecAttach)
-	t.Run("Events", s.testEvents)
-	t.Run("Errors", s.testErrors)
+	s.containerTests(t)
 	t.Run("Registry", s.testRegistry)
 	t.Run("RegistryIndex", s.testRegistryIndex)
 }

@@ -99,7 +99,8 @@ func (s socketTransport) Open(ctx context.Context, t link.Target) (net.Conn, err
 	return nil, fault.Unavailable("desktop driver: nothing answers at %s", t.Socket)
 }
 
-// ExecAttach runs the relay of a running container's driver; any other command is refused.
+// ExecAttach runs the relay of a running container's driver, or any other command of the
+// fake's set (proc.go); fault.ErrConflict when the container does not run (or is paused).
 func (f *Engine) ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,7 +113,7 @@ func (f *Engine) ExecAttach(ctx context.Context, id string, spec engine.ExecSpec
 		return nil, fault.Conflict("container %s is not running", id)
 	}
 	if !slices.Equal(spec.Command, wire.RelayCommand()) {
-		return nil, fault.Invalid("the fake engine only runs the driver's relay, not %q", spec.Command)
+		return f.execCommand(c, spec)
 	}
 	host, drv := net.Pipe()
 	c.conns = append(c.conns, drv)

@@ -1,8 +1,11 @@
 // Package vmtest holds in-memory stand-ins for the desktop manager's dependencies: a container
-// engine whose containers run fake drivers speaking the real protocol (driver.go), an image
-// builder, a manual clock and an activity hook. They let
-// tests of vm and of its consumers (the API) run the real manager logic without an engine.
-// Real-engine tests cover the same paths against Podman.
+// engine whose containers run fake drivers speaking the real protocol (driver.go) or the
+// commands they were created with (proc.go), an image builder, a manual clock and an
+// activity hook. They let tests of vm and of its consumers (the API) run the real manager
+// logic without an engine. The fake engine passes the engines' conformance suite
+// (enginetest.RunContainers, conformance_test.go), so what unit tests see of it — states,
+// error classes, events, a start that fails at once, volumes, exec sessions — is what real
+// engines do; real-engine tests cover the same paths against Podman.
 package vmtest
 
 import (
@@ -11,6 +14,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -18,15 +24,16 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
-	"cubicle/images"
 )
 
-// Engine is an in-memory container engine (it satisfies vm.Engine). Safe for concurrent use.
+// Engine is an in-memory container engine (it satisfies vm.Engine and the container part of
+// enginetest.Engine). Safe for concurrent use. Close removes the files its containers wrote.
 type Engine struct {
 	mu     sync.Mutex
 	seq    int
+	pids   int                   // the last process id given
 	ctrs   map[string]*Container // by id
-	vols   map[string]map[string]string
+	vols   map[string]engine.Volume
 	calls  []string
 	failOn map[string]error // method name → error to return once
 	// failAfter: method name → error to return once after doing what was asked (StopContainer
@@ -34,8 +41,11 @@ type Engine struct {
 	failAfter map[string]error
 	stopped   []time.Duration // timeouts of StopContainer calls
 	blank     bool            // the fake drivers' screens are one colour
-	subs      map[*io.PipeWriter]bool
+	subs      map[*subscriber]bool
 	block     map[string]chan struct{} // method name → gate the call waits on
+	// dir holds the containers' root directories and the volumes' files; made by the first
+	// process that runs (proc.go), removed by Close.
+	dir string
 }
 
 // Container is one container of the fake engine.
@@ -45,12 +55,53 @@ type Container struct {
 
 	driverDead bool       // KillDriver until the next start
 	conns      []net.Conn // the driver's open connections
+
+	root  string         // the directory standing for its root file system (proc.go)
+	pid1  *proc          // the Command's process while it runs; nil for the image's own (the fake driver)
+	execs map[*proc]bool // exec sessions running commands (not the driver's relay)
+	logs  *logTail       // the main process's output
 }
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
-	return &Engine{ctrs: map[string]*Container{}, vols: map[string]map[string]string{}, failOn: map[string]error{}, failAfter: map[string]error{},
-		subs: map[*io.PipeWriter]bool{}, block: map[string]chan struct{}{}}
+	return &Engine{ctrs: map[string]*Container{}, vols: map[string]engine.Volume{}, failOn: map[string]error{}, failAfter: map[string]error{},
+		subs: map[*subscriber]bool{}, block: map[string]chan struct{}{}}
+}
+
+// Close ends every process and event subscription and removes the engine's files.
+func (f *Engine) Close() error {
+	f.mu.Lock()
+	var procs []*proc
+	for _, c := range f.ctrs {
+		procs = append(procs, c.procs()...)
+		c.endDriver()
+	}
+	for s := range f.subs {
+		s.end(io.EOF)
+		delete(f.subs, s)
+	}
+	dir := f.dir
+	f.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+		<-p.done
+	}
+	if dir == "" {
+		return nil
+	}
+	return os.RemoveAll(dir)
+}
+
+// procs returns c's running processes; f.mu is held.
+func (c *Container) procs() []*proc {
+	var out []*proc
+	if c.pid1 != nil {
+		out = append(out, c.pid1)
+	}
+	for p := range c.execs {
+		out = append(out, p)
+	}
+	return out
 }
 
 // hit records a call of op and returns the error FailNext set for it. When Block set a gate
@@ -86,6 +137,64 @@ func (f *Engine) Block(op string, gate chan struct{}) {
 	f.block[op] = gate
 }
 
+// subscriber is one event subscription: events are written to its pipe in the order they
+// happened, by its own goroutine (a pipe write blocks until read; never under f.mu).
+type subscriber struct {
+	w     *io.PipeWriter
+	mu    sync.Mutex
+	queue [][]byte      // guarded by mu
+	more  chan struct{} // one slot: the queue has lines
+	done  chan struct{} // closed by end
+	once  sync.Once
+}
+
+func newSubscriber(w *io.PipeWriter) *subscriber {
+	s := &subscriber{w: w, more: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.loop() // owned: ends with end
+	return s
+}
+
+func (s *subscriber) push(line []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, line)
+	s.mu.Unlock()
+	select {
+	case s.more <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscriber) loop() {
+	for {
+		select {
+		case <-s.more:
+		case <-s.done:
+			return
+		}
+		for {
+			s.mu.Lock()
+			if len(s.queue) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			line := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			if _, err := s.w.Write(line); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// end closes the subscription's pipe with err (io.EOF: a plain close).
+func (s *subscriber) end(err error) {
+	s.once.Do(func() {
+		close(s.done)
+		s.w.CloseWithError(err)
+	})
+}
+
 // emit sends an event of c to every subscriber. f.mu is held.
 func (f *Engine) emit(c *Container, action string) {
 	attrs := map[string]string{"name": c.State.Name, "image": c.State.Image}
@@ -95,13 +204,13 @@ func (f *Engine) emit(c *Container, action string) {
 	line, _ := json.Marshal(map[string]any{"Type": "container", "Action": action, "id": c.State.ID,
 		"Actor": map[string]any{"ID": c.State.ID, "Attributes": attrs}, "timeNano": time.Now().UnixNano()})
 	line = append(line, '\n')
-	for w := range f.subs {
-		go w.Write(line) // a pipe write blocks until read; never under f.mu
+	for s := range f.subs {
+		s.push(line)
 	}
 }
 
 // Events subscribes to the fake engine's container events (the same JSON lines a real engine
-// sends, read by engine.NewEventStream).
+// sends, read by engine.NewEventStream), in the order they happened.
 func (f *Engine) Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -109,26 +218,31 @@ func (f *Engine) Events(ctx context.Context, labels map[string]string) (*engine.
 		return nil, err
 	}
 	r, w := io.Pipe()
-	f.subs[w] = true
-	go func() { // ends with the subscription
-		<-ctx.Done()
-		w.CloseWithError(ctx.Err())
-	}()
-	return engine.NewEventStream(&pipeReader{r: r, onClose: func() {
+	s := newSubscriber(w)
+	f.subs[s] = true
+	unsubscribe := func(err error) {
 		f.mu.Lock()
-		delete(f.subs, w)
+		delete(f.subs, s)
 		f.mu.Unlock()
-		w.Close()
-	}}, labels), nil
+		s.end(err)
+	}
+	go func() { // ends with the subscription
+		select {
+		case <-ctx.Done():
+			unsubscribe(ctx.Err())
+		case <-s.done:
+		}
+	}()
+	return engine.NewEventStream(&pipeReader{r: r, onClose: func() { unsubscribe(io.EOF) }}, labels), nil
 }
 
 // EndEvents ends every subscription as a restarting engine would.
 func (f *Engine) EndEvents() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for w := range f.subs {
-		w.CloseWithError(io.ErrUnexpectedEOF)
-		delete(f.subs, w)
+	for s := range f.subs {
+		s.end(io.ErrUnexpectedEOF)
+		delete(f.subs, s)
 	}
 }
 
@@ -173,13 +287,11 @@ func (f *Engine) Outside(name, action string, silent bool) error {
 	}
 	switch action {
 	case "stop", "kill":
-		c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
-		c.endDriver()
+		f.end(c, 137)
 		emit(action)
 		emit(engine.ActionDie)
 	case "remove":
-		c.State.Running, c.State.Paused = false, false
-		c.endDriver()
+		f.end(c, 137)
 		delete(f.ctrs, c.State.ID)
 		emit(engine.ActionDie)
 		emit(engine.ActionRemove)
@@ -191,7 +303,8 @@ func (f *Engine) Outside(name, action string, silent bool) error {
 		emit(engine.ActionUnpause)
 	case "start":
 		c.driverDead = false
-		c.State.Running, c.State.Paused, c.State.Status, c.State.StartedAt = true, false, "running", time.Now()
+		f.pids++
+		c.State.Running, c.State.Paused, c.State.Status, c.State.StartedAt, c.State.PID = true, false, "running", time.Now(), f.pids
 		emit(engine.ActionStart)
 	default:
 		return fault.Invalid("unknown outside action %q", action)
@@ -199,17 +312,29 @@ func (f *Engine) Outside(name, action string, silent bool) error {
 	return nil
 }
 
-// Info describes a fake Podman.
+// Info describes a fake Podman on this machine's architecture.
 func (f *Engine) Info(ctx context.Context) (engine.Info, error) {
-	return engine.Info{Kind: engine.Podman, Version: "fake", Socket: "unix:///fake", Arch: "amd64"}, nil
+	return engine.Info{Kind: engine.Podman, Version: "fake", APIVersion: "fake", Socket: "unix:///fake",
+		OS: "linux", Arch: runtime.GOARCH}, nil
 }
 
-// CreateContainer stores the spec; a taken name is fault.ErrExists, a missing volume an error.
+// CreateContainer stores the spec: a taken name is fault.ErrExists; no image, or a bind
+// mount target that is not absolute, fault.ErrInvalid; a volume that does not exist
+// fault.ErrNotFound (real engines would make it, without Cubicle's labels: the fake is
+// stricter, so that a caller that forgets EnsureVolume is caught).
 func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec) (engine.ContainerState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.hit(ctx, "create"); err != nil {
 		return engine.ContainerState{}, err
+	}
+	if spec.Image == "" {
+		return engine.ContainerState{}, fault.Invalid("create container %s: no image", spec.Name)
+	}
+	for _, m := range spec.Mounts {
+		if !path.IsAbs(m.Target) {
+			return engine.ContainerState{}, fault.Invalid("create container %s: mount target %q is not an absolute path", spec.Name, m.Target)
+		}
 	}
 	for _, c := range f.ctrs {
 		if c.Spec.Name == spec.Name {
@@ -218,13 +343,13 @@ func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec)
 	}
 	for _, v := range spec.Volumes {
 		if _, ok := f.vols[v.Name]; !ok {
-			return engine.ContainerState{}, fmt.Errorf("volume %s missing", v.Name)
+			return engine.ContainerState{}, fault.NotFound("volume %s missing", v.Name)
 		}
 	}
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
 	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: engine.ManagedLabels(spec.Labels), Status: "created"}
-	f.ctrs[id] = &Container{Spec: spec, State: st}
+	f.ctrs[id] = &Container{Spec: spec, State: st, execs: map[*proc]bool{}, logs: &logTail{}}
 	f.emit(f.ctrs[id], engine.ActionCreate)
 	return st, nil
 }
@@ -235,12 +360,14 @@ func (f *Engine) Add(name string, labels map[string]string, running bool, mounts
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("ctr%03d", f.seq)
-	status := "exited"
+	status, pid := "exited", 0
 	if running {
-		status = "running"
+		f.pids++
+		status, pid = "running", f.pids
 	}
-	f.ctrs[id] = &Container{Spec: engine.ContainerSpec{Name: name, Labels: labels, Mounts: mounts},
-		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running, Status: status}}
+	f.ctrs[id] = &Container{Spec: engine.ContainerSpec{Name: name, Image: "img", Labels: labels, Mounts: mounts},
+		State: engine.ContainerState{ID: id, Name: name, Image: "img", Labels: labels, Running: running, Status: status, PID: pid},
+		execs: map[*proc]bool{}, logs: &logTail{}}
 	return id
 }
 
@@ -256,29 +383,87 @@ func (f *Engine) find(id string) (*Container, error) {
 	return nil, fault.NotFound("no container %s", id)
 }
 
-// StartContainer marks the container running.
+// StartContainer starts the container's process: the fake driver, or its Command (proc.go).
+// A running container is left as it is; a paused one is fault.ErrConflict. A Command that
+// fails within engine.StartConfirm makes the start fail (fault.ErrUnavailable with its exit
+// code and last output), as on real engines.
 func (f *Engine) StartContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.hit(ctx, "start"); err != nil {
+		f.mu.Unlock()
 		return err
 	}
 	c, err := f.find(id)
 	if err != nil {
+		f.mu.Unlock()
 		return err
 	}
 	if c.State.Paused {
+		f.mu.Unlock()
 		return fault.Conflict("container %s is paused", id)
 	}
-	if !c.State.Running {
-		c.driverDead = false // a new PID 1
+	if c.State.Running {
+		f.mu.Unlock()
+		return nil
 	}
-	c.State.Running, c.State.Status, c.State.StartedAt = true, "running", time.Now()
+	c.driverDead = false // a new PID 1
+	command := len(c.Spec.Command) > 0
+	if command {
+		p, err := f.startProc(c, c.Spec.Command, nil, "", "/", nil, c.logs, c.logs, nil, func(p *proc) { f.mainEnded(c, p) })
+		if err != nil {
+			f.mu.Unlock()
+			return fault.Unavailable("start container %s: %v", id, err)
+		}
+		c.pid1 = p
+		c.State.PID = p.pid
+	} else {
+		f.pids++
+		c.State.PID = f.pids
+	}
+	c.State.Running, c.State.Status, c.State.StartedAt, c.State.ExitCode = true, "running", time.Now(), 0
 	f.emit(c, engine.ActionStart)
-	return nil
+	f.mu.Unlock()
+	if !command {
+		return nil // the fake driver runs until it is stopped
+	}
+	return engine.ConfirmStart(ctx, "start container "+id,
+		func(ctx context.Context) (engine.ContainerState, error) { return f.InspectContainer(ctx, c.State.ID) },
+		func(context.Context) string { return c.logs.last(engine.LogTail) })
 }
 
-// StopContainer marks it stopped and records the timeout.
+// mainEnded records the end of c's main process p (unless a stop or remove already did).
+func (f *Engine) mainEnded(c *Container, p *proc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.pid1 != p {
+		return
+	}
+	if f.end(c, p.code) {
+		f.emit(c, engine.ActionDie)
+	}
+}
+
+// end records that c's main process ended with code: its processes, exec sessions and driver
+// links end. It reports whether c ran (the caller sends the die event). f.mu is held.
+func (f *Engine) end(c *Container, code int) (was bool) {
+	was = c.State.Running || c.State.Paused
+	if c.pid1 != nil {
+		c.pid1.kill()
+		c.pid1 = nil
+	}
+	for p := range c.execs {
+		p.kill()
+	}
+	c.endDriver()
+	if was {
+		c.State.Running, c.State.Paused, c.State.Status, c.State.ExitCode, c.State.PID = false, false, "exited", code, 0
+	}
+	return was
+}
+
+// StopContainer stops a running or paused container and records the timeout. The fake
+// driver ends at once; a Command's process, which as PID 1 ignores SIGTERM, is killed when
+// the timeout (0: the spec's StopTimeout, else 10 s) has passed, or at once when paused.
 func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -290,10 +475,29 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 		return err
 	}
 	f.stopped = append(f.stopped, timeout)
-	was := c.State.Running || c.State.Paused
-	c.State.Running, c.State.Paused, c.State.Status = false, false, "exited"
-	c.endDriver()
-	if was {
+	if p := c.pid1; p != nil {
+		if c.State.Running {
+			if timeout <= 0 {
+				timeout = c.Spec.StopTimeout
+			}
+			if timeout <= 0 {
+				timeout = 10 * time.Second
+			}
+			f.mu.Unlock()
+			select {
+			case <-p.done:
+			case <-time.After(timeout):
+			case <-ctx.Done():
+			}
+			f.mu.Lock()
+		}
+		if c.pid1 == p && f.end(c, 137) {
+			f.emit(c, engine.ActionDie)
+		}
+		f.mu.Unlock()
+		<-p.done // killed: its files are closed when the stop returns
+		f.mu.Lock()
+	} else if f.end(c, 0) {
 		f.emit(c, engine.ActionDie)
 	}
 	if err, ok := f.failAfter["stop"]; ok {
@@ -303,7 +507,8 @@ func (f *Engine) StopContainer(ctx context.Context, id string, timeout time.Dura
 	return nil
 }
 
-// PauseContainer freezes a running container (fault.ErrConflict when it does not run).
+// PauseContainer freezes a running container (fault.ErrConflict when it does not run). A
+// Command's processes are not frozen (proc.go).
 func (f *Engine) PauseContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -341,7 +546,8 @@ func (f *Engine) UnpauseContainer(ctx context.Context, id string) error {
 	return nil
 }
 
-// RemoveContainer deletes it (running only with force).
+// RemoveContainer deletes it: a running or paused one only with force (it is killed first,
+// with its die event), else fault.ErrConflict.
 func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -352,16 +558,21 @@ func (f *Engine) RemoveContainer(ctx context.Context, id string, force bool) err
 	if err != nil {
 		return err
 	}
-	if c.State.Running && !force {
-		return fault.Conflict("running")
+	if (c.State.Running || c.State.Paused) && !force {
+		return fault.Conflict("container %s is %s: stop it first", id, c.State.Status)
 	}
-	c.endDriver()
+	if f.end(c, 137) {
+		f.emit(c, engine.ActionDie)
+	}
 	delete(f.ctrs, c.State.ID)
 	f.emit(c, engine.ActionRemove)
+	if c.root != "" {
+		os.RemoveAll(c.root)
+	}
 	return nil
 }
 
-// InspectContainer returns its state.
+// InspectContainer returns its state, with its bind mounts and volumes.
 func (f *Engine) InspectContainer(ctx context.Context, id string) (engine.ContainerState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -369,7 +580,10 @@ func (f *Engine) InspectContainer(ctx context.Context, id string) (engine.Contai
 	if err != nil {
 		return engine.ContainerState{}, err
 	}
-	return c.State, nil
+	st := c.State
+	st.Mounts = slices.Clone(c.Spec.Mounts)
+	st.Volumes = slices.Clone(c.Spec.Volumes)
+	return st, nil
 }
 
 // ListContainers returns the containers carrying all of labels.
@@ -386,12 +600,12 @@ func (f *Engine) ListContainers(ctx context.Context, labels map[string]string) (
 	return out, nil
 }
 
-// EnsureVolume creates a volume once.
+// EnsureVolume creates a volume once, with Cubicle's managed label.
 func (f *Engine) EnsureVolume(ctx context.Context, name string, labels map[string]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.vols[name]; !ok {
-		f.vols[name] = labels
+		f.vols[name] = engine.Volume{Name: name, Labels: engine.ManagedLabels(labels), CreatedAt: time.Now()}
 	}
 	return nil
 }
@@ -415,10 +629,39 @@ func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
 		}
 	}
 	delete(f.vols, name)
+	if f.dir != "" {
+		os.RemoveAll(f.volumeDir(name))
+	}
 	return nil
 }
 
-// VolumeSizes says every volume (of names; all when empty) holds VolumeSize bytes.
+// ListVolumes returns the names of the volumes carrying all of labels, sorted.
+func (f *Engine) ListVolumes(ctx context.Context, labels map[string]string) ([]string, error) {
+	vs, err := f.Volumes(ctx, labels)
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Name)
+	}
+	return out, err
+}
+
+// Volumes returns the volumes carrying all of labels, sorted by name.
+func (f *Engine) Volumes(ctx context.Context, labels map[string]string) ([]engine.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []engine.Volume
+	for _, v := range f.vols {
+		if engine.MatchLabels(v.Labels, labels) {
+			v.Labels = engine.ManagedLabels(v.Labels) // a copy
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// VolumeSizes says every volume (of names; all when empty) holds VolumeSize bytes plus
+// what its containers wrote into it.
 func (f *Engine) VolumeSizes(ctx context.Context, names []string) (map[string]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -426,16 +669,21 @@ func (f *Engine) VolumeSizes(ctx context.Context, names []string) (map[string]in
 	for v := range f.vols {
 		if len(names) == 0 || slices.Contains(names, v) {
 			out[v] = VolumeSize
+			if f.dir != "" {
+				if n, ok := engine.LocalDirSize(ctx, f.volumeDir(v)); ok {
+					out[v] += n
+				}
+			}
 		}
 	}
 	return out, nil
 }
 
-// VolumeSize is the size the fake engine reports for every volume.
+// VolumeSize is the size the fake engine reports for an empty volume.
 const VolumeSize = 5 << 20
 
-// ContainerStats reports fixed numbers for a running container (12.5 % CPU, 100 MiB of 3 GiB,
-// 42 processes); fault.ErrConflict when it does not run.
+// ContainerStats reports fixed numbers for a running container (12.5 % CPU, 100 MiB, 42
+// processes) and its memory limit (3 GiB without one); fault.ErrConflict when it does not run.
 func (f *Engine) ContainerStats(ctx context.Context, id string) (engine.Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -446,7 +694,11 @@ func (f *Engine) ContainerStats(ctx context.Context, id string) (engine.Stats, e
 	if !c.State.Running {
 		return engine.Stats{}, fault.Conflict("container %s does not run", id)
 	}
-	return engine.Stats{CPUPercent: 12.5, MemoryBytes: 100 << 20, MemoryLimit: 3 << 30, PIDs: 42}, nil
+	limit := uint64(3 << 30)
+	if m := c.Spec.Limits.MemoryBytes; m > 0 {
+		limit = uint64(m)
+	}
+	return engine.Stats{CPUPercent: 12.5, MemoryBytes: 100 << 20, MemoryLimit: limit, PIDs: 42}, nil
 }
 
 // Running returns the names of the running containers, sorted.
@@ -474,166 +726,6 @@ func (f *Engine) ByName(name string) (*Container, bool) {
 		}
 	}
 	return nil, false
-}
-
-// Builder is an image builder (vm.ImageBuilder) that "builds" instantly, or blocks until its
-// gate is closed, or fails with a set error.
-type Builder struct {
-	mu    sync.Mutex
-	calls int
-	gate  chan struct{} // nil: no wait
-	err   error
-}
-
-// SetGate makes later Ensure calls wait until gate is closed (nil: no wait).
-func (b *Builder) SetGate(gate chan struct{}) { b.mu.Lock(); b.gate = gate; b.mu.Unlock() }
-
-// SetErr makes later Ensure calls fail with err (nil: succeed).
-func (b *Builder) SetErr(err error) { b.mu.Lock(); b.err = err; b.mu.Unlock() }
-
-// Calls returns how many times Ensure was called.
-func (b *Builder) Calls() int { b.mu.Lock(); defer b.mu.Unlock(); return b.calls }
-
-// Ensure reports progress and returns localhost/cubicle-desktop:<key>-abc.
-func (b *Builder) Ensure(ctx context.Context, key images.Key, progress func(images.Progress)) (images.Result, error) {
-	b.mu.Lock()
-	b.calls++
-	gate, err := b.gate, b.err
-	b.mu.Unlock()
-	progress(images.Progress{Step: "build 1/2", Line: "RUN apt-get install", Percent: 50})
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return images.Result{}, ctx.Err()
-		}
-	}
-	if err != nil {
-		return images.Result{}, err
-	}
-	progress(images.Progress{Step: "done", Percent: 100})
-	return images.Result{Key: key, Ref: "localhost/cubicle-desktop:" + string(key) + "-abc", ImageID: "sha256:img-" + string(key),
-		RecipeHash: "abc123", Reused: false}, nil
-}
-
-// Clock is a manual vm.Clock: timers fire when Advance passes their deadline.
-type Clock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*timer
-}
-
-type timer struct {
-	at      time.Time
-	c       chan time.Time
-	stopped bool
-}
-
-// NewClock returns a clock at 2026-01-01 09:00 UTC.
-func NewClock() *Clock { return &Clock{now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// NewTimer returns a timer that fires when Advance reaches now+d (at once when d ≤ 0).
-func (c *Clock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &timer{at: c.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.c <- c.now
-		t.stopped = true
-	} else {
-		c.timers = append(c.timers, t)
-	}
-	return t.c, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock forward and fires the timers that are due.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if t.stopped {
-			continue
-		}
-		if !t.at.After(c.now) {
-			t.stopped = true
-			t.c <- c.now
-			continue
-		}
-		keep = append(keep, t)
-	}
-	c.timers = keep
-}
-
-// Activity is a vm.Activity whose busy set the test controls.
-type Activity struct {
-	mu       sync.Mutex
-	busy     map[string]string
-	stopAlls int
-	revoked  []string
-}
-
-// Revoke ends whoever uses id (the busy mark) and records the call.
-func (a *Activity) Revoke(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.revoked = append(a.revoked, id)
-	delete(a.busy, id)
-}
-
-// Revoked returns the ids Revoke was called with, in order.
-func (a *Activity) Revoked() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.revoked...)
-}
-
-// SetBusy marks id as used by who ("" clears it).
-func (a *Activity) SetBusy(id, who string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.busy == nil {
-		a.busy = map[string]string{}
-	}
-	if who == "" {
-		delete(a.busy, id)
-	} else {
-		a.busy[id] = who
-	}
-}
-
-// StopAlls returns how many times StopAll was called.
-func (a *Activity) StopAlls() int { a.mu.Lock(); defer a.mu.Unlock(); return a.stopAlls }
-
-// Busy reports who SetBusy said uses id.
-func (a *Activity) Busy(id string) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	who, ok := a.busy[id]
-	return who, ok
-}
-
-// StopAll counts the call and clears the busy set.
-func (a *Activity) StopAll(ctx context.Context, reason string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.stopAlls++
-	a.busy = map[string]string{}
-	return nil
 }
 
 // FailNext makes the next call of op ("create", "start", "stop", "remove") fail with err.
@@ -666,8 +758,8 @@ func (f *Engine) StopTimeouts() []time.Duration {
 	return append([]time.Duration(nil), f.stopped...)
 }
 
-// Volumes returns the names of the volumes.
-func (f *Engine) Volumes() []string {
+// VolumeNames returns the names of the volumes, sorted.
+func (f *Engine) VolumeNames() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
