@@ -155,18 +155,21 @@ func (h *RegionHub) ended() bool {
 // add registers a viewer; it gets the stream's first update, or asks for a keyframe.
 func (h *RegionHub) add() *RegionViewer {
 	v := &RegionViewer{hub: h, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	// Once v is in h.viewers the hub's goroutines write its fields (under v.mu): what add
+	// needs of them afterwards is read here, while h.mu keeps them out.
 	h.mu.Lock()
 	h.viewers[v] = struct{}{}
+	v.mu.Lock() // h.mu, then v.mu: the order pointers and run take them in
 	v.cursor, v.pointer = h.cursor, h.pointer
-	if h.seq != 0 {
-		v.awaitKey = true
-	}
+	v.awaitKey = h.seq != 0
+	awaitKey, pointed := v.awaitKey, v.cursor != nil || v.pointer != nil
+	v.mu.Unlock()
 	h.mu.Unlock()
 	h.refreshWanted() // it starts at the best level
-	if v.awaitKey {
+	if awaitKey {
 		h.askKey()
 	}
-	if v.cursor != nil || v.pointer != nil {
+	if pointed {
 		v.signal()
 	}
 	return v
