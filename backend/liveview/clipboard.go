@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func clipContent(c guest.Clipboard) clipboardJSON {
 }
 
 // desktopOp performs clipboard_set, clipboard_get and resize for the lease holder.
-func (k *computerConn) desktopOp(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
+func (k *conn) desktopOp(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
 	if d.ID == "" || d.State != "running" || d.Client == nil {
 		return notRunning()
 	}
@@ -134,7 +134,7 @@ func (k *computerConn) desktopOp(m *clientMsg, d Desktop, refused func(error) an
 // controlling reports whether this connection holds control of desktop id: its person, through
 // this agent, with the lease granted on this connection (another window of the same person only
 // watches).
-func (k *computerConn) controlling(id string) bool {
+func (k *conn) controlling(id string) bool {
 	h, ok := k.ch.cfg.Control.Holder(id)
 	k.mu.Lock()
 	ver := k.leaseVer
@@ -146,7 +146,7 @@ func (k *computerConn) controlling(id string) bool {
 // watchClipboard sends the desktop's clipboard to the client whenever another program of the
 // desktop copies something while this person holds control. The driver reports changes as
 // they happen (XFIXES selection events); nothing is polled. It ends with the connection.
-func (k *computerConn) watchClipboard() {
+func (k *conn) watchClipboard() {
 	var (
 		client clipboardDriver
 		after  uint64

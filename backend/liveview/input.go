@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"cubicle/backend/control"
+	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 )
 
@@ -13,11 +14,11 @@ import (
 // (checked against the control lease before they reach the driver) and refresh requests.
 
 // handle acts on one client message and returns the reply (nil for none).
-func (k *computerConn) handle(m *clientMsg) any {
+func (k *conn) handle(m *clientMsg) any {
 	d := k.current()
 	person := control.Person{AccountID: k.p.AccountID, Username: k.p.Username, AgentID: k.agentID}
 	refused := func(err error) any {
-		_, word := status(err)
+		word := fault.Code(err)
 		reason := string(control.ReasonOf(err))
 		if reason == "" {
 			reason = word // e.g. "invalid" for an input the driver refused
@@ -114,7 +115,7 @@ func (k *computerConn) handle(m *clientMsg) any {
 
 // input checks one input against the lease and the frames this connection was sent, then
 // performs it.
-func (k *computerConn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
+func (k *conn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
 	if d.ID == "" || d.State != "running" || d.Client == nil {
 		return notRunning()
 	}
