@@ -72,7 +72,8 @@ func TestFilesUploadAndDownload(t *testing.T) {
 	d := screentest.Start(t, 137, 320, 200)
 	e := newLiveEnv(t)
 	f := e.f
-	agent := e.agent(t, e.adminID, "files")
+	agent := f.newAgent(f.admin, "files")
+	host, stopped := f.newAgent(f.admin, "host screen"), f.newAgent(f.admin, "stopped")
 	e.desktops.set(agent, liveview.Desktop{ID: "desk-files", State: "running", Client: d.Client})
 	wsRes, err := d.Client.Exec(context.Background(), guest.ExecRequest{Shell: "pwd -P"})
 	if err != nil {
@@ -275,12 +276,10 @@ func TestFilesUploadAndDownload(t *testing.T) {
 		if code, body, _ := filesCall(t, e, f.user, "GET", agent, "", url.Values{"dir": {"workspace"}}, nil); code != 404 {
 			t.Errorf("a member lists another's files: %d %s", code, body)
 		}
-		host := e.agent(t, e.adminID, "host screen")
 		e.desktops.set(host, liveview.Desktop{ID: "host", Kind: "host", State: "running", Client: d.Client})
 		if code, body, _ := filesCall(t, e, f.admin, "GET", host, "", url.Values{"dir": {"workspace"}}, nil); code != http.StatusConflict {
 			t.Errorf("files of the host's screen: %d %s, want 409", code, body)
 		}
-		stopped := e.agent(t, e.adminID, "stopped")
 		e.desktops.set(stopped, liveview.Desktop{ID: "desk-stopped", State: "stopped"})
 		if code, body, _ := filesCall(t, e, f.admin, "PUT", stopped, "/upload", upQuery("a.txt", 0, 3), []byte("abc")); code != http.StatusConflict {
 			t.Errorf("upload to a stopped desktop: %d %s, want 409", code, body)

@@ -39,13 +39,12 @@ func (a *agentDesktops) Desktop(_ context.Context, _, agentID string) (liveview.
 	return liveview.Desktop{State: "absent"}, nil
 }
 
-// liveEnv is the whole API handler, with a real live view over fake desktops, on a real
-// httptest server.
+// liveEnv is the computer route and the file routes behind the guard, with a real live view
+// over fake desktops, on a real httptest server.
 type liveEnv struct {
 	f        *fixture
 	ts       *httptest.Server
 	desktops *agentDesktops
-	adminID  string
 }
 
 func newLiveEnv(t *testing.T) *liveEnv {
@@ -62,32 +61,22 @@ func newLiveEnv(t *testing.T) *liveEnv {
 		t.Fatal(err)
 	}
 	e.f = newFixture(t, func(c *Config) { c.LiveView = ch })
-	e.ts = httptest.NewServer(e.f.srv.Handler())
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/app/agents/{id}/computer", e.f.srv.computerRoute)
+	e.f.srv.fileRoutes(mux)
+	e.ts = httptest.NewServer(newGuard([]string{"127.0.0.1", "localhost"}, []string{"wails://wails"}, securityHeaders(mux)))
 	t.Cleanup(func() {
 		e.ts.Close()
 		ch.Close()
 		hubs.Close()
 		ctl.Close()
 	})
-	p, err := e.f.auth.Authenticate(e.f.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.adminID = p.AccountID
 	return e
 }
 
-func (e *liveEnv) agent(t *testing.T, account, name string) string {
-	t.Helper()
-	a, err := e.f.srv.cfg.Profiles.Create(account, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.ID
-}
-
+// url is the computer route of agentID as a websocket URL.
 func (e *liveEnv) url(agentID string) string {
-	return "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/api/app/agents/" + agentID + "/computer"
+	return strings.Replace(e.ts.URL, "http://", "ws://", 1) + "/api/app/agents/" + agentID + "/computer"
 }
 
 func authHeader(token string) http.Header {
@@ -97,8 +86,8 @@ func authHeader(token string) http.Header {
 func TestComputerUpgradeRefusals(t *testing.T) {
 	e := newLiveEnv(t)
 	f := e.f
-	own := e.agent(t, e.adminID, "mine")
-	bobs := e.agent(t, "user1", "bobs")
+	own := f.newAgent(f.admin, "mine")
+	bobs := f.newAgent(f.user, "bobs")
 	tests := []struct {
 		name   string
 		url    string

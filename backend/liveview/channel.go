@@ -15,18 +15,15 @@ package liveview
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
-	"cubicle/backend/computerwire"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
@@ -527,154 +524,65 @@ func (k *conn) status() (Status, string) {
 }
 
 // writeLoop does every write: status, replies, frames or updates, pointer messages, pings.
-// It watches the desktop's screen while the desktop runs: as frames (version 1), or as
-// region updates under flow control (version 2; frames again when the desktop's driver is
-// too old for regions).
+// It watches the desktop's screen while the desktop runs (stream.go): as frames (version 1),
+// or as region updates under flow control (version 2; frames again when the desktop's driver
+// is too old for regions).
 func (k *conn) writeLoop() {
 	cfg := k.ch.cfg
 	ping := time.NewTicker(cfg.PingInterval)
 	defer ping.Stop()
 	var (
-		viewer    *screen.Viewer       // version 1 frames
-		rviewer   *screen.RegionViewer // version 2 regions
-		watching  Desktop              // the desktop watched
-		lastSent  string               // key of the last status sent
-		hdr       [frameHeaderLen]byte
-		flow      screen.Flow
-		noRegions Driver // the driver found too old for regions (frames instead)
-		scratch   []computerwire.Region
-		held      = time.NewTimer(time.Hour) // while flow control holds updates back
-		heldOn    bool
-		// skippedRefresh: lossless refreshes were skipped for this viewer (its link was
-		// behind); its picture is not exact until a keyframe.
-		skippedRefresh bool
-		askedKey       bool // a keyframe was asked for to end skippedRefresh
-		refreshing     bool // the viewer takes lossless refreshes (screen.RegionViewer.SetRefresh)
+		st        stream  // the screen watched, while one is
+		watching  Desktop // the desktop watched
+		lastSent  string  // key of the last status sent
+		noRegions Driver  // the driver found too old for regions (frames instead)
 		// A stream that failed while its desktop runs is retried after a backoff (1 s doubling
 		// to 30 s, reset by what it sends): the desktop's state has not changed, so no event comes.
 		retry   <-chan time.Time
 		backoff = time.Second
 	)
-	held.Stop()
-	defer held.Stop()
 	stopWatching := func() {
-		if viewer != nil {
-			viewer.Close()
-			viewer = nil
-		}
-		if rviewer != nil {
-			rviewer.Close()
-			rviewer = nil
-			k.mu.Lock()
-			k.rviewer = nil
-			k.mu.Unlock()
+		if st != nil {
+			st.close()
+			st = nil
 		}
 	}
 	defer stopWatching()
 	// update (re)starts or stops watching to match the resolved desktop, then sends status if
-	// it changed. A viewer whose stream failed is only replaced by a later update(true).
+	// it changed. A stream that failed is only replaced by a later update(true).
 	update := func(retry bool) error {
 		d := k.current()
 		want := d.ID != "" && d.State == "running" && d.Client != nil
-		if (viewer != nil || rviewer != nil) && (!want || d.ID != watching.ID || d.Client != watching.Client) {
+		if st != nil && (!want || d.ID != watching.ID || d.Client != watching.Client) {
 			stopWatching()
 		}
-		if want && viewer == nil && rviewer == nil && retry {
-			var err error
-			rs, regions := d.Client.(screen.RegionSource)
-			if hc, ok := d.Client.(interface{ Hello() guest.Hello }); ok && !slices.Contains(hc.Hello().Features, guest.FeatureRegions) {
-				regions = false // a driver from before region streams
-			}
-			if k.v2 && regions && d.Client != noRegions {
-				var v *screen.RegionViewer
-				if v, err = cfg.Screens.WatchRegions(d.ID, rs); err == nil {
-					rviewer, watching, flow, refreshing = v, d, screen.Flow{}, true
-					k.mu.Lock()
-					k.rviewer = v
-					k.mu.Unlock()
-				}
-			} else {
-				var v *screen.Viewer
-				if v, err = cfg.Screens.Watch(d.ID, d.Client); err == nil {
-					viewer, watching = v, d
-				}
+		if want && st == nil && retry {
+			s, err := k.watch(d, noRegions)
+			if err == nil {
+				st, watching = s, d
 			}
 			k.mu.Lock()
 			k.streamErr = err
 			k.mu.Unlock()
 		}
-		st, key := k.status()
+		msg, key := k.status()
 		if key == lastSent {
 			return nil
 		}
 		lastSent = key
-		st.ServerTime = time.Now().UTC()
-		return k.writeJSON(st)
-	}
-	// sendRegions writes what the region viewer holds, unless flow control says to wait.
-	sendRegions := func() error {
-		now := time.Now()
-		_, waiting := rviewer.Pending()
-		if waiting > 0 && !flow.Allow(now, unacked(k.ws.NetConn())) {
-			if !heldOn {
-				held.Reset(10 * time.Millisecond)
-				heldOn = true
-			}
-			// Updates wait (and merge); pointer messages are tiny and go anyway.
-			b, ok := rviewer.TakePointer()
-			if ok {
-				_, err := k.writeBatch(b, &scratch, skippedRefresh)
-				return err
-			}
-			return nil
-		}
-		b, ok := rviewer.Take()
-		if !ok {
-			return nil
-		}
-		// A viewer whose link is behind, or was lately, skips lossless refreshes: they only
-		// repeat, exactly, pixels it has at its JPEG quality (its picture stays whole), and
-		// on a slow link a refresh of a photo costs seconds. It tells the hub, so that the
-		// driver makes none while no viewer takes them (issue 31 item 4). Once the link
-		// keeps up at the best quality again, a keyframe brings the refreshes back.
-		calm := flow.Calm(now)
-		if calm != refreshing {
-			refreshing = calm
-			rviewer.SetRefresh(calm)
-		}
-		if !calm {
-			if n := len(b.Updates); n > 0 {
-				b.Updates = slices.DeleteFunc(b.Updates, func(u *guest.Update) bool { return u.Refresh && !u.Key })
-				skippedRefresh = skippedRefresh || len(b.Updates) < n
-			}
-		} else if skippedRefresh && !askedKey && !heldOn {
-			askedKey = true
-			rviewer.Refresh()
-		}
-		if len(b.Updates) > 0 && b.Updates[0].Key {
-			skippedRefresh, askedKey = false, false
-		}
-		n, err := k.writeBatch(b, &scratch, skippedRefresh)
-		if err == nil && n > 0 {
-			flow.Wrote(time.Now(), n, time.Since(now), len(b.Updates))
-			if lv := flow.Level(); lv != rviewer.Level() {
-				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
-					"quality", screen.Levels[lv].Quality, "scale", screen.Levels[lv].Scale, "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
-				rviewer.SetLevel(lv)
-			}
-		}
-		return err
+		msg.ServerTime = time.Now().UTC()
+		return k.writeJSON(msg)
 	}
 	if err := update(true); err != nil {
 		return
 	}
 	for {
-		var ready, ended <-chan struct{}
-		switch {
-		case viewer != nil:
-			ready, ended = viewer.Ready(), viewer.Done()
-		case rviewer != nil:
-			ready, ended = rviewer.Ready(), rviewer.Done()
+		var (
+			ready, ended <-chan struct{}
+			held         <-chan time.Time
+		)
+		if st != nil {
+			ready, ended, held = st.ready(), st.done(), st.held()
 		}
 		var err error
 		select {
@@ -685,29 +593,14 @@ func (k *conn) writeLoop() {
 		case m := <-k.replies:
 			err = k.writeJSON(m)
 		case <-ready:
-			if viewer != nil {
-				if f, ok := viewer.Take(); ok {
-					err = k.writeFrame(&hdr, f)
-					backoff = time.Second
-				}
-			} else if rviewer != nil {
-				err = sendRegions()
-				backoff = time.Second
-			}
-		case <-held.C:
-			heldOn = false
-			if rviewer != nil {
-				err = sendRegions()
-			}
+			err = st.send()
+			backoff = time.Second
+		case <-held:
+			err = st.resume()
 		case <-ended:
-			var verr error
-			if viewer != nil {
-				verr = viewer.Err()
-			} else {
-				verr = rviewer.Err()
-				if errors.Is(verr, screen.ErrNoRegions) {
-					noRegions, verr = watching.Client, nil // watch frames instead, at once
-				}
+			verr := st.err()
+			if errors.Is(verr, screen.ErrNoRegions) {
+				noRegions, verr = watching.Client, nil // watch frames instead, at once
 			}
 			k.mu.Lock()
 			k.streamErr = verr
@@ -769,34 +662,6 @@ func (k *conn) writeJSON(v any) error {
 func (k *conn) writeText(msg []byte) error {
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	return k.ws.WriteMessage(websocket.TextMessage, msg)
-}
-
-// writeFrame sends one binary frame: the header (docs/computer-protocol.md) and the image.
-func (k *conn) writeFrame(hdr *[frameHeaderLen]byte, f guest.Frame) error {
-	enc := byte(frameJPEG)
-	if f.Format == "png" {
-		enc = framePNG
-	}
-	copy(hdr[0:4], frameMagic)
-	hdr[4], hdr[5], hdr[6], hdr[7] = frameVersion, frameHeaderLen, enc, 0
-	binary.BigEndian.PutUint64(hdr[8:], f.ID)
-	binary.BigEndian.PutUint32(hdr[16:], uint32(f.Width))
-	binary.BigEndian.PutUint32(hdr[20:], uint32(f.Height))
-	// The frame counts as sent before its bytes can reach the client: a client that answers
-	// at once must not race this bookkeeping (a failed write ends the connection anyway).
-	k.sent(f.ID)
-	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
-	w, err := k.ws.NextWriter(websocket.BinaryMessage)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	if _, err := w.Write(f.Data); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // sent records frame id as sent on this connection (input may name it from now on).

@@ -238,7 +238,6 @@ func wantReply(t *testing.T, r map[string]any, typ, reason string) {
 	}
 }
 
-
 func TestComputerChannelWithRealDriver(t *testing.T) {
 	d := screentest.Start(t, 82, 640, 400)
 	painter := screentest.NewPainter(t, d)
