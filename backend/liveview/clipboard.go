@@ -68,19 +68,8 @@ func clipContent(c guest.Clipboard) clipboardJSON {
 
 // desktopOp performs clipboard_set, clipboard_get and resize for the lease holder.
 func (k *conn) desktopOp(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
-	if d.ID == "" || d.State != "running" || d.Client == nil {
-		return notRunning()
-	}
-	k.mu.Lock()
-	newest := k.lastFrame
-	k.mu.Unlock()
-	if m.FrameID > newest {
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
-			Message: "the message names a screen frame this connection was never sent; aim at a frame you received"}
-	}
-	if err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
-		Token: m.Token, Version: m.Version, FrameID: m.FrameID}); err != nil {
-		return refused(err)
+	if r := k.checkLease(m, d, "the message", refused, notRunning); r != nil {
+		return r
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, 30*time.Second)
 	defer cancel()

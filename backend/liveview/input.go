@@ -116,24 +116,12 @@ func (k *conn) handle(m *clientMsg) any {
 // input checks one input against the lease and the frames this connection was sent, then
 // performs it.
 func (k *conn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
-	if d.ID == "" || d.State != "running" || d.Client == nil {
-		return notRunning()
-	}
-	k.mu.Lock()
-	newest := k.lastFrame
-	k.mu.Unlock()
-	if m.FrameID > newest {
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
-			Message: "input names a screen frame this connection was never sent; aim at a frame you received"}
-	}
-	err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
-		Token: m.Token, Version: m.Version, FrameID: m.FrameID})
-	if err != nil {
-		return refused(err)
+	if r := k.checkLease(m, d, "input", refused, notRunning); r != nil {
+		return r
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, 10*time.Second)
 	defer cancel()
-	err = d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
+	err := d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
 		Button: m.Button, DeltaX: m.DeltaX, DeltaY: m.DeltaY, Keys: m.Keys, Text: m.Text})
 	if err != nil {
 		return refused(err)
@@ -142,4 +130,25 @@ func (k *conn) input(m *clientMsg, d Desktop, refused func(error) any, notRunnin
 		return nil
 	}
 	return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
+}
+
+// checkLease lets m through (nil) only when d runs, m carries this connection's control
+// lease and names a frame this connection was sent; otherwise it returns the refusal. Input,
+// clipboard and resize messages all pass it; what names the message in the refusal.
+func (k *conn) checkLease(m *clientMsg, d Desktop, what string, refused func(error) any, notRunning func() any) any {
+	if d.ID == "" || d.State != "running" || d.Client == nil {
+		return notRunning()
+	}
+	k.mu.Lock()
+	newest := k.lastFrame
+	k.mu.Unlock()
+	if m.FrameID > newest {
+		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
+			Message: what + " names a screen frame this connection was never sent; aim at a frame you received"}
+	}
+	if err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
+		Token: m.Token, Version: m.Version, FrameID: m.FrameID}); err != nil {
+		return refused(err)
+	}
+	return nil
 }
