@@ -287,7 +287,8 @@ type Caller struct {
 	// AgentID is the agent whose desktop the connection shows; the front has checked that
 	// it is the caller's.
 	AgentID string
-	// Owns returns nil when the caller owns agentID (switch names the agent it leaves).
+	// Owns returns nil when the caller owns agentID (switch names the agent it leaves);
+	// required: nil refuses every switch from another agent.
 	Owns func(agentID string) error
 	// Valid returns nil while the session holds and the agent is still the caller's; nil
 	// means the connection is never checked again. Logging out, a password change,
@@ -350,7 +351,7 @@ func (c *Channel) Serve(w http.ResponseWriter, r *http.Request, who Caller) erro
 }
 
 func (c *Channel) newConn(who Caller) *conn {
-	return &conn{ch: c, p: who, agentID: who.AgentID, owns: who.Owns, valid: who.Valid,
+	return &conn{ch: c, p: who, agentID: who.AgentID,
 		poke: make(chan struct{}, 1), look: make(chan struct{}, 1), replies: make(chan any, 32)}
 }
 
@@ -359,11 +360,9 @@ func (c *Channel) newConn(who Caller) *conn {
 type conn struct {
 	ch      *Channel
 	ws      *websocket.Conn
-	p       Caller
-	agentID string
-	owns    func(agentID string) error // nil when the caller owns that agent
-	v2      bool                       // the client speaks version 2 (regions, pointer)
-	valid   func() error               // nil while the session and the agent are still the caller's
+	p       Caller // who opened it: their checks are p.Owns and p.Valid
+	agentID string // p.AgentID
+	v2      bool   // the client speaks version 2 (regions, pointer)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -639,10 +638,10 @@ func (k *conn) writeLoop() {
 
 // sessionEnded checks the connection's session; when it ended, it says why and closes.
 func (k *conn) sessionEnded() bool {
-	if k.valid == nil {
+	if k.p.Valid == nil {
 		return false
 	}
-	err := k.valid()
+	err := k.p.Valid()
 	if err == nil {
 		return false
 	}

@@ -77,7 +77,10 @@ func (k *conn) handle(m *clientMsg) any {
 		}
 		from := ""
 		if m.FromAgentID != "" {
-			if err := k.owns(m.FromAgentID); err != nil {
+			if k.p.Owns == nil {
+				return refused(fault.Forbidden("switching from another agent is not offered here"))
+			}
+			if err := k.p.Owns(m.FromAgentID); err != nil {
 				return refused(err)
 			}
 			ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
