@@ -32,6 +32,7 @@ import (
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/knowledge"
 	"cubicle/backend/link"
+	"cubicle/backend/liveview"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver"
 	"cubicle/backend/models"
@@ -136,7 +137,7 @@ type Backend struct {
 	Screens      *screen.Hubs
 	// Recordings record every running desktop (backend/recording; recordings.go).
 	Recordings *recording.Service
-	Computer   *api.ComputerChannel
+	LiveView   *liveview.Channel // the computer channel (the live view)
 	API        *api.Server
 	// Tokens are the personal API tokens; MCP serves the agents' computers over MCP (/mcp).
 	Tokens *apitoken.Service
@@ -290,7 +291,7 @@ func (b *Backend) build() error {
 	if err := b.buildRecordings(); err != nil {
 		return err
 	}
-	b.Computer, err = api.NewComputerChannel(api.ComputerConfig{Desktops: dk, Control: b.Control, Screens: b.Screens,
+	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: b.Control, Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err
@@ -313,7 +314,7 @@ func (b *Backend) build() error {
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
-		Chat: b.Chat, Chats: b.Store, Models: b.Models, Computer: b.Computer, Computers: b.computers, Engines: b,
+		Chat: b.Chat, Chats: b.Store, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.Recordings, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
@@ -434,8 +435,8 @@ func (b *Backend) Close() error {
 		if b.Chat != nil {
 			b.Chat.StopAll()
 		}
-		if b.Computer != nil {
-			errs = append(errs, b.Computer.Close())
+		if b.LiveView != nil {
+			errs = append(errs, b.LiveView.Close())
 		}
 		if b.local != nil {
 			errs = append(errs, b.local.stop())

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"cubicle/backend/api"
 	"cubicle/backend/binding"
 	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/hostdesk"
+	"cubicle/backend/liveview"
 	"cubicle/backend/vm"
 )
 
@@ -108,14 +108,14 @@ func (d desktops) EnsureBrowser(ctx context.Context, accountID, agentID string) 
 	return d.bound(ctx, id)
 }
 
-// Desktop implements api.Desktops: the screen the agent's computer panel shows, as it is —
+// Desktop implements liveview.Desktops: the screen the agent's computer panel shows, as it is —
 // the Local VM's desktop, the agent's browser, or the host's own screen (SPEC §7; for auto
 // what its latest turn chose) — never creating or starting anything; a paused desktop is
 // resumed (its programs go on where they were).
-func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (liveview.Desktop, error) {
 	a, err := d.b.Store.Agent(agentID)
 	if err != nil || a.AccountID != accountID {
-		return api.Desktop{}, fault.NotFound("agent %q not found", agentID)
+		return liveview.Desktop{}, fault.NotFound("agent %q not found", agentID)
 	}
 	kind, _ := computer.Parse(a.Computer)
 	if kind == computer.Auto {
@@ -130,22 +130,22 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 	case computer.Browser:
 		return d.browserDesktop(ctx, accountID, agentID)
 	case computer.None:
-		return api.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
+		return liveview.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
 	}
 	vms, err := d.b.place.forAgent(a) // a cloud computer's desktop is on its cloud node
 	if err != nil {
 		if kind == computer.Cloud {
-			return api.Desktop{State: "absent", Message: err.Error()}, nil
+			return liveview.Desktop{State: "absent", Message: err.Error()}, nil
 		}
-		return api.Desktop{}, err
+		return liveview.Desktop{}, err
 	}
 	v, err := vms.Agent(ctx, accountID, agentID)
 	if err != nil {
 		if errors.Is(err, fault.ErrUnavailable) && vms.NodeID() != "local" {
 			// Fail closed: a runner that cannot be reached shows its desktop as unreachable.
-			return api.Desktop{State: "unreachable", Message: err.Error()}, nil
+			return liveview.Desktop{State: "unreachable", Message: err.Error()}, nil
 		}
-		return api.Desktop{}, err
+		return liveview.Desktop{}, err
 	}
 	d.b.place.note(vms, v.Desktop.ID)
 	resumeErr := ""
@@ -158,7 +158,7 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 			resumeErr = "the desktop is paused and could not be resumed: " + err.Error()
 		}
 	}
-	out := api.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt,
+	out := liveview.Desktop{ID: v.Desktop.ID, State: v.Desktop.State, Shared: v.Desktop.Scope == "shared", IdleStopAt: v.Desktop.IdleStopAt,
 		Message: resumeErr}
 	if v.Desktop.State == "running" {
 		d.viewLinkOn(ctx, vms, &out)
@@ -168,10 +168,10 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (api.D
 
 // viewLink puts running desktop out's shared link into out (or says why there is none). A
 // viewer never repairs a desktop: Start does.
-func (d desktops) viewLink(ctx context.Context, out *api.Desktop) { d.viewLinkOn(ctx, d.vms, out) }
+func (d desktops) viewLink(ctx context.Context, out *liveview.Desktop) { d.viewLinkOn(ctx, d.vms, out) }
 
 // viewLinkOn is viewLink for a desktop of node vms.
-func (d desktops) viewLinkOn(ctx context.Context, vms nodeVMs, out *api.Desktop) {
+func (d desktops) viewLinkOn(ctx context.Context, vms nodeVMs, out *liveview.Desktop) {
 	lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
 	defer cancel()
 	c, err := vms.Link(lctx, out.ID)
@@ -229,8 +229,8 @@ func (b *Backend) controlChanged(c control.Change) {
 				defer b.bg.Done()
 				b.nodeControlChanged(vms, c)
 			}()
-			if b.Computer != nil {
-				b.Computer.ControlChanged(c)
+			if b.LiveView != nil {
+				b.LiveView.ControlChanged(c)
 			}
 			return
 		}
@@ -274,19 +274,19 @@ func (b *Backend) nodeControlChanged(vms nodeVMs, c control.Change) {
 }
 
 var (
-	_ binding.VMs  = desktops{}
-	_ api.Desktops = desktops{}
-	_ api.Driver   = hostDriver{}
-	_ vm.Activity  = activity{}
+	_ binding.VMs       = desktops{}
+	_ liveview.Desktops = desktops{}
+	_ liveview.Driver   = hostDriver{}
+	_ vm.Activity       = activity{}
 )
 
 // browserDesktop is the agent's browser as the panel sees it.
-func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string) (liveview.Desktop, error) {
 	v, err := d.vms.Browser(accountID, agentID)
 	if err != nil {
-		return api.Desktop{}, err
+		return liveview.Desktop{}, err
 	}
-	out := api.Desktop{ID: v.ID, State: v.State, IdleStopAt: v.IdleStopAt, Kind: "browser"}
+	out := liveview.Desktop{ID: v.ID, State: v.State, IdleStopAt: v.IdleStopAt, Kind: "browser"}
 	if v.State == "absent" {
 		out.ID = ""
 		out.Message = "the agent's browser starts with its first browser tool call"
@@ -299,12 +299,12 @@ func (d desktops) browserDesktop(ctx context.Context, accountID, agentID string)
 
 // hostDesktop is the execution node's own screen: shown only when the admin enabled "Host
 // screen control" and the OS allows it; otherwise the message says what is missing.
-func (d desktops) hostDesktop() (api.Desktop, error) {
+func (d desktops) hostDesktop() (liveview.Desktop, error) {
 	node := d.vms.NodeID()
-	out := api.Desktop{ID: hostDesktopID(node), Kind: "host", State: "unavailable"}
+	out := liveview.Desktop{ID: hostDesktopID(node), Kind: "host", State: "unavailable"}
 	ns, err := d.b.Store.NodeSettings(node)
 	if err != nil {
-		return api.Desktop{}, err
+		return liveview.Desktop{}, err
 	}
 	if !ns.HostScreenControl {
 		out.Message = "\"Host screen control\" is off for this execution node: an admin turns it on in Settings → Host. " +
@@ -329,9 +329,9 @@ func (h hostDriver) Frames(ctx context.Context, o guest.StreamOptions) (guest.Fr
 
 func (h hostDriver) Input(ctx context.Context, in guest.Input) error { return h.d.Input(ctx, 0, in) }
 
-// AgentDesktop is the screen agentID's computer panel shows, as api.Desktops gives it to the
+// AgentDesktop is the screen agentID's computer panel shows, as liveview.Desktops gives it to the
 // computer channel (never starting anything): on a runner whose link is down its state is
 // "unreachable".
-func (b *Backend) AgentDesktop(ctx context.Context, accountID, agentID string) (api.Desktop, error) {
+func (b *Backend) AgentDesktop(ctx context.Context, accountID, agentID string) (liveview.Desktop, error) {
 	return desktops{b: b, vms: b.VMs}.Desktop(ctx, accountID, agentID)
 }

@@ -9,27 +9,27 @@ import (
 	"cubicle/backend/fault"
 )
 
-// status maps an error class to its HTTP status. It is the only place that does.
+// status maps an error class to its HTTP status and its code word (fault.Code). It is the
+// only place that maps a class to a status.
 func status(err error) (int, string) {
+	word := fault.Code(err)
 	switch fault.Class(err) {
 	case fault.ErrNotFound:
-		return http.StatusNotFound, "not_found"
-	case fault.ErrExists:
-		return http.StatusConflict, "exists"
-	case fault.ErrConflict:
-		return http.StatusConflict, "conflict"
+		return http.StatusNotFound, word
+	case fault.ErrExists, fault.ErrConflict:
+		return http.StatusConflict, word
 	case fault.ErrInvalid:
-		return http.StatusBadRequest, "invalid"
+		return http.StatusBadRequest, word
 	case fault.ErrForbidden:
-		return http.StatusForbidden, "forbidden"
+		return http.StatusForbidden, word
 	case fault.ErrUnauthenticated:
-		return http.StatusUnauthorized, "unauthenticated"
+		return http.StatusUnauthorized, word
 	case fault.ErrUnavailable:
-		return http.StatusServiceUnavailable, "unavailable"
+		return http.StatusServiceUnavailable, word
 	case fault.ErrTooMany:
-		return http.StatusTooManyRequests, "rate_limited"
+		return http.StatusTooManyRequests, word
 	}
-	return http.StatusInternalServerError, "internal"
+	return http.StatusInternalServerError, word
 }
 
 // errorBody is the JSON every failed call returns.

@@ -56,15 +56,16 @@ func uploadPath(r *http.Request) bool {
 	return ok && id != "" && tail == "files/upload"
 }
 
-// fileRoutes registers the routes on mux, with ch finding the desktops (nil answers 503).
+// fileRoutes registers the routes on mux; the live view finds the desktops (without one the
+// routes answer 503).
 func (s *Server) fileRoutes(mux interface {
 	Handle(string, http.Handler)
-}, ch *ComputerChannel) {
-	mux.Handle("GET /api/app/agents/{id}/files", s.authed(s.withFiles(ch, s.listFiles)))
-	mux.Handle("GET /api/app/agents/{id}/files/upload", s.authed(s.withFiles(ch, s.uploadStatus)))
-	mux.Handle("PUT /api/app/agents/{id}/files/upload", s.authed(s.withFiles(ch, s.uploadChunk)))
-	mux.Handle("GET /api/app/agents/{id}/files/download", s.authed(s.withFiles(ch, s.downloadFile)))
-	mux.Handle("GET /api/app/agents/{id}/files/changes", s.authed(s.withFiles(ch, s.filesChanges)))
+}) {
+	mux.Handle("GET /api/app/agents/{id}/files", s.authed(s.withFiles(s.listFiles)))
+	mux.Handle("GET /api/app/agents/{id}/files/upload", s.authed(s.withFiles(s.uploadStatus)))
+	mux.Handle("PUT /api/app/agents/{id}/files/upload", s.authed(s.withFiles(s.uploadChunk)))
+	mux.Handle("GET /api/app/agents/{id}/files/download", s.authed(s.withFiles(s.downloadFile)))
+	mux.Handle("GET /api/app/agents/{id}/files/changes", s.authed(s.withFiles(s.filesChanges)))
 }
 
 // dirWatcher is a driver that can wait for a folder to change; *guest.Client is one.
@@ -121,7 +122,7 @@ func (s *Server) filesChanges(w http.ResponseWriter, r *http.Request, d fileDriv
 
 // withFiles checks that the caller may control the agent's desktop (the live view's check:
 // the agent is the caller's) and that the desktop runs, then calls h with its driver.
-func (s *Server) withFiles(ch *ComputerChannel, h func(http.ResponseWriter, *http.Request, fileDriver)) http.HandlerFunc {
+func (s *Server) withFiles(h func(http.ResponseWriter, *http.Request, fileDriver)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := principal(r)
 		agentID := r.PathValue("id")
@@ -129,12 +130,12 @@ func (s *Server) withFiles(ch *ComputerChannel, h func(http.ResponseWriter, *htt
 			writeError(w, r, s.log, err)
 			return
 		}
-		if ch == nil {
+		if s.cfg.LiveView == nil {
 			writeError(w, r, s.log, fault.Unavailable("the computer channel is not available on this server"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		d, err := ch.cfg.Desktops.Desktop(ctx, p.AccountID, agentID)
+		d, err := s.cfg.LiveView.Desktop(ctx, p.AccountID, agentID)
 		cancel()
 		if err != nil {
 			writeError(w, r, s.log, err)

@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"cubicle/backend/guest"
+	"cubicle/backend/liveview"
 	"cubicle/backend/screen/screentest"
 )
 
 // filesCall sends one request to the file routes and returns the status and body.
-func filesCall(t *testing.T, e *computerEnv, token, method, agent, route string, q url.Values, body []byte) (int, []byte, http.Header) {
+func filesCall(t *testing.T, e *liveEnv, token, method, agent, route string, q url.Values, body []byte) (int, []byte, http.Header) {
 	t.Helper()
 	u := e.ts.URL + "/api/app/agents/" + agent + "/files" + route + "?" + q.Encode()
 	var rd io.Reader
@@ -69,10 +70,11 @@ func guestSHA256(t *testing.T, c *guest.Client, path string) string {
 // member who does not own the agent gets nothing, and the download returns the same bytes.
 func TestFilesUploadAndDownload(t *testing.T) {
 	d := screentest.Start(t, 137, 320, 200)
-	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
-	agent := e.agent(t, e.adminID, "files")
-	e.desktops.set(agent, Desktop{ID: "desk-files", State: "running", Client: d.Client})
+	e := newLiveEnv(t)
+	f := e.f
+	agent := f.newAgent(f.admin, "files")
+	host, stopped := f.newAgent(f.admin, "host screen"), f.newAgent(f.admin, "stopped")
+	e.desktops.set(agent, liveview.Desktop{ID: "desk-files", State: "running", Client: d.Client})
 	wsRes, err := d.Client.Exec(context.Background(), guest.ExecRequest{Shell: "pwd -P"})
 	if err != nil {
 		t.Fatal(err)
@@ -274,13 +276,11 @@ func TestFilesUploadAndDownload(t *testing.T) {
 		if code, body, _ := filesCall(t, e, f.user, "GET", agent, "", url.Values{"dir": {"workspace"}}, nil); code != 404 {
 			t.Errorf("a member lists another's files: %d %s", code, body)
 		}
-		host := e.agent(t, e.adminID, "host screen")
-		e.desktops.set(host, Desktop{ID: "host", Kind: "host", State: "running", Client: d.Client})
+		e.desktops.set(host, liveview.Desktop{ID: "host", Kind: "host", State: "running", Client: d.Client})
 		if code, body, _ := filesCall(t, e, f.admin, "GET", host, "", url.Values{"dir": {"workspace"}}, nil); code != http.StatusConflict {
 			t.Errorf("files of the host's screen: %d %s, want 409", code, body)
 		}
-		stopped := e.agent(t, e.adminID, "stopped")
-		e.desktops.set(stopped, Desktop{ID: "desk-stopped", State: "stopped"})
+		e.desktops.set(stopped, liveview.Desktop{ID: "desk-stopped", State: "stopped"})
 		if code, body, _ := filesCall(t, e, f.admin, "PUT", stopped, "/upload", upQuery("a.txt", 0, 3), []byte("abc")); code != http.StatusConflict {
 			t.Errorf("upload to a stopped desktop: %d %s, want 409", code, body)
 		}

@@ -13,7 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"cubicle/backend/auth"
+	"cubicle/backend/computerwire"
 	"cubicle/backend/fault"
+	"cubicle/backend/liveview"
 	"cubicle/backend/recording"
 )
 
@@ -218,17 +220,17 @@ func (s *Server) replayRecording(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !isUpgrade(r) {
-		writeError(w, r, s.log, fault.Invalid("the replay is a websocket: open it with the subprotocol %s", subprotocolV2))
+		writeError(w, r, s.log, fault.Invalid("the replay is a websocket: open it with the subprotocol %s", computerwire.Subprotocol))
 		return
 	}
-	up := websocket.Upgrader{HandshakeTimeout: 10 * time.Second, Subprotocols: []string{subprotocolV2},
+	up := websocket.Upgrader{HandshakeTimeout: 10 * time.Second, Subprotocols: []string{computerwire.Subprotocol},
 		CheckOrigin: func(*http.Request) bool { return true }} // the guard has checked the origin
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
 	}
 	defer ws.Close()
-	ws.SetReadLimit(computerReadLimit)
+	ws.SetReadLimit(liveview.ReadLimit)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	ctrl := make(chan recording.Control, 16)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"cubicle/backend/computerwire"
 	"cubicle/backend/fault"
 	"cubicle/backend/recording"
 	"cubicle/backend/screen"
@@ -123,13 +124,13 @@ func TestRecordingReplayStream(t *testing.T) {
 	defer ts.Close()
 	u := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/app/agents/" + bobAgent + "/recordings/rec-bob/replay?from=1000&speed=8&access_token=" + f.user
 	h := http.Header{"Host": {"127.0.0.1"}}
-	d := websocket.Dialer{Subprotocols: []string{subprotocolV2}, HandshakeTimeout: 5 * time.Second}
+	d := websocket.Dialer{Subprotocols: []string{computerwire.Subprotocol}, HandshakeTimeout: 5 * time.Second}
 	ws, resp, err := d.Dial(strings.Replace(u, ts.Listener.Addr().String(), "127.0.0.1:"+port(ts.URL), 1), h)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
 	defer ws.Close()
-	if ws.Subprotocol() != subprotocolV2 {
+	if ws.Subprotocol() != computerwire.Subprotocol {
 		t.Errorf("subprotocol %q", ws.Subprotocol())
 	}
 	ws.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -48,7 +48,7 @@ type Config struct {
 	Chat       Chat                                    // nil: the chat routes answer 503
 	Chats      ChatStore                               // saved conversations and tool history
 	Models     Models                                  // chat model settings; nil answers 503
-	Computer   *ComputerChannel                        // the live screen channel; nil answers 503
+	LiveView   LiveView                                // the live screen channel (liveview); nil answers 503
 	Computers  Computers                               // agents' computer settings; nil answers 503
 	Placement  Placement                               // routes Local VM calls to nodes; nil: VMs only
 	Runners    Runners                                 // execution nodes; nil answers 503
@@ -209,9 +209,9 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("GET /api/app/agents/{id}/deletion", s.authed(s.agentDeletion))
 	mux.Handle("PUT /api/app/agents/{id}/computer-selection", s.authed(s.selectComputer))
 	// The channel checks the login itself: it also accepts ?access_token= on upgrades.
-	mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer))
+	mux.HandleFunc("GET /api/app/agents/{id}/computer", s.computerRoute)
 	s.computerRoutes(mux)
-	s.fileRoutes(mux, s.cfg.Computer)
+	s.fileRoutes(mux)
 	mux.Handle("GET /api/app/agents/{id}/model", s.authed(s.getAgentModel))
 	mux.Handle("PUT /api/app/agents/{id}/model", s.authed(s.putAgentModel))
 	mux.Handle("POST /api/app/agents/{id}/model/test", s.authed(s.testModel))

@@ -131,8 +131,8 @@ func (s *Server) updateUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if s.cfg.Computer != nil && (a.Disabled || body.Password != nil) {
-		s.cfg.Computer.Reauthenticate()
+	if s.cfg.LiveView != nil && (a.Disabled || body.Password != nil) {
+		s.cfg.LiveView.Reauthenticate()
 	}
 	writeJSON(w, http.StatusOK, s.accountOf(a))
 }
@@ -167,8 +167,8 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if s.cfg.Computer != nil {
-		s.cfg.Computer.Reauthenticate()
+	if s.cfg.LiveView != nil {
+		s.cfg.LiveView.Reauthenticate()
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -22,6 +22,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/liveview"
 	"cubicle/backend/profile"
 	"cubicle/backend/screen"
 	"cubicle/backend/store"
@@ -34,7 +35,7 @@ type liveServer struct {
 	st    *store.Store
 	ctl   *control.Manager
 	hubs  *screen.Hubs
-	ch    *api.ComputerChannel
+	ch    *liveview.Channel
 	stop  context.CancelFunc
 	done  chan error
 	url   string // ws://127.0.0.1:PORT/api/app/agents/ID/computer
@@ -43,14 +44,14 @@ type liveServer struct {
 	token string
 }
 
-// liveDesktops serves the benchmark's one desktop to the computer channel (api.Desktops).
+// liveDesktops serves the benchmark's one desktop to the computer channel (liveview.Desktops).
 type liveDesktops struct {
 	id string
 	c  *guest.Client
 }
 
-func (l liveDesktops) Desktop(context.Context, string, string) (api.Desktop, error) {
-	return api.Desktop{ID: l.id, State: "running", Client: l.c}, nil
+func (l liveDesktops) Desktop(context.Context, string, string) (liveview.Desktop, error) {
+	return liveview.Desktop{ID: l.id, State: "running", Client: l.c}, nil
 }
 
 // startLive starts the server for d, whose driver it reaches through client, with its store
@@ -86,7 +87,7 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 	if err != nil {
 		return nil, err
 	}
-	var chp atomic.Pointer[api.ComputerChannel]
+	var chp atomic.Pointer[liveview.Channel]
 	ls.ctl = control.New(control.Config{Logger: r.log, LeaseTTL: 30 * time.Minute, OnChange: func(c control.Change) {
 		if ch := chp.Load(); ch != nil {
 			ch.ControlChanged(c)
@@ -96,12 +97,12 @@ func (r *runner) startLive(ctx context.Context, d *desktop, client *guest.Client
 		return nil, err
 	}
 	ls.hubs = screen.New(screen.Config{Observer: ls.ctl, Logger: r.log})
-	if ls.ch, err = api.NewComputerChannel(api.ComputerConfig{Desktops: liveDesktops{id: "bench-" + d.name, c: client},
+	if ls.ch, err = liveview.New(liveview.Config{Desktops: liveDesktops{id: "bench-" + d.name, c: client},
 		Control: ls.ctl, Screens: ls.hubs, Logger: r.log}); err != nil {
 		return nil, err
 	}
 	chp.Store(ls.ch)
-	srv, err := api.New(api.Config{Auth: as, Accounts: ls.st, Profiles: profiles, Computer: ls.ch, Logger: r.log, Version: r.cfg.Version,
+	srv, err := api.New(api.Config{Auth: as, Accounts: ls.st, Profiles: profiles, LiveView: ls.ch, Logger: r.log, Version: r.cfg.Version,
 		AllowedHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		return nil, err

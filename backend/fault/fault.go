@@ -73,3 +73,29 @@ func Class(err error) error {
 	}
 	return nil
 }
+
+// Code is err's class as the word clients see in an error's "code" (the HTTP API's error
+// JSON, the computer channel's error messages): not_found, exists, conflict, invalid,
+// forbidden, unauthenticated, unavailable, rate_limited, or internal for an error of no
+// class.
+func Code(err error) string {
+	switch Class(err) {
+	case ErrNotFound:
+		return "not_found"
+	case ErrExists:
+		return "exists"
+	case ErrConflict:
+		return "conflict"
+	case ErrInvalid:
+		return "invalid"
+	case ErrForbidden:
+		return "forbidden"
+	case ErrUnauthenticated:
+		return "unauthenticated"
+	case ErrUnavailable:
+		return "unavailable"
+	case ErrTooMany:
+		return "rate_limited"
+	}
+	return "internal"
+}

@@ -28,3 +28,27 @@ func TestClass(t *testing.T) {
 		t.Fatalf("message = %q", got)
 	}
 }
+
+func TestCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{errors.New("x"), "internal"},
+		{fmt.Errorf("op: %w", NotFound("gone")), "not_found"},
+		{Exists("twice"), "exists"},
+		{Conflict("busy"), "conflict"},
+		{Invalid("bad"), "invalid"},
+		{Forbidden("no"), "forbidden"},
+		{ErrUnauthenticated, "unauthenticated"},
+		{Unavailable("down"), "unavailable"},
+		{ErrTooMany, "rate_limited"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := Code(tt.err); got != tt.want {
+				t.Fatalf("Code(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,5 +1,5 @@
 // The computer channel's client side (WS /api/app/agents/:id/computer; the wire contract is
-// backend/api/computer.go, computer_v2.go and docs/computer-protocol.md): binary frames
+// backend/liveview/channel.go, v2.go and docs/computer-protocol.md): binary frames
 // (version 1) and region updates (version 2), status, lease and pointer messages, mapping
 // pointer positions on the canvas to screen pixels, and keyboard events to the driver's key
 // names. The parsing and mapping are pure and unit tested; painter.ts draws.

@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestComputerClipboardAndResize(t *testing.T) {
 	d := screentest.Start(t, 88, 800, 600)
 	sel := screentest.NewSelections(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
+	e := newComputerEnv(t, f, Config{})
 	agent := e.agent(t, e.adminID, "clip")
 	e.desktops.set(agent, Desktop{ID: "desk-clip", State: "running", Client: d.Client})
 	c := screentest.DialV2(t, e.url(agent), authHeader(f.admin))

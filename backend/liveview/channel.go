@@ -1,30 +1,35 @@
-package api
+// Package liveview serves the live view of agents' desktops: the computer channel, WS
+// /api/app/agents/{id}/computer (SPEC §1.11, DESIGN data flows 3–4) — the live screen of the
+// agent's desktop and the controlled input path (take over, hand back, input, clipboard,
+// resize). docs/computer-protocol.md is the wire contract; keep both in step.
+//
+// The HTTP front (package api) authenticates the caller, checks the Host and Origin and that
+// the agent is the caller's, then hands the request to Channel.Serve with a Caller; this
+// package knows nothing of sessions or routes. The screens come from screen.Hubs (one driver
+// stream per desktop, shared by every viewer), the leases from control.
+//
+// Goroutines: the Channel owns one goroutine that follows the event bus; each connection runs
+// on its handler's goroutine (reading client messages) with a writer and a clipboard watcher
+// it owns. Close ends them all and waits.
+package liveview
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
-	"cubicle/backend/auth"
-	"cubicle/backend/computerwire"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/screen"
 )
-
-// This file serves the computer channel, WS /api/app/agents/{id}/computer (SPEC §1.11,
-// DESIGN data flows 3–4): the live screen of the agent's desktop and the controlled input
-// path. docs/computer-protocol.md is the wire contract; keep both in step.
 
 // Desktop is an agent's desktop as the computer channel sees it.
 type Desktop struct {
@@ -85,8 +90,8 @@ var (
 	_ screen.Observer     = (*control.Manager)(nil)
 )
 
-// ComputerConfig configures a ComputerChannel. Desktops, Control and Screens are required.
-type ComputerConfig struct {
+// Config configures a Channel. Desktops, Control and Screens are required.
+type Config struct {
 	Desktops Desktops
 	Control  Controls
 	Screens  *screen.Hubs
@@ -113,9 +118,9 @@ var channelEvents = []events.Type{events.DesktopState, events.ControlChanged, ev
 
 // Limits of the channel.
 const (
-	// computerReadLimit caps one client message: a clipboard_set of the largest clipboard
+	// ReadLimit caps one client message: a clipboard_set of the largest clipboard
 	// (10 MiB, base64) and its JSON.
-	computerReadLimit = (guest.MaxClipboard/3+1)*4 + 64<<10
+	ReadLimit = (guest.MaxClipboard/3+1)*4 + 64<<10
 	// frameHeaderLen is the length of a binary frame's header.
 	frameHeaderLen = 24
 	// frameMagic starts every binary frame.
@@ -137,10 +142,10 @@ const (
 	reasonBadMessage   = "bad_message"
 )
 
-// ComputerChannel serves the computer websockets. Create it with NewComputerChannel; Close
-// it after the HTTP server has stopped accepting requests.
-type ComputerChannel struct {
-	cfg      ComputerConfig
+// Channel serves the computer websockets. Create it with New; Close it after the HTTP server
+// has stopped accepting requests.
+type Channel struct {
+	cfg      Config
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 	wg       sync.WaitGroup // one per open connection
@@ -149,14 +154,14 @@ type ComputerChannel struct {
 	follows chan struct{}        // closed when the follower goroutine has ended
 
 	mu     sync.Mutex
-	conns  map[*computerConn]struct{} // guarded by mu
-	closed bool                       // guarded by mu
+	conns  map[*conn]struct{} // guarded by mu
+	closed bool               // guarded by mu
 }
 
-// NewComputerChannel checks cfg and returns a channel.
-func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
+// New checks cfg and returns a channel.
+func New(cfg Config) (*Channel, error) {
 	if cfg.Desktops == nil || cfg.Control == nil || cfg.Screens == nil {
-		return nil, errors.New("api: ComputerConfig.Desktops, Control and Screens are required")
+		return nil, errors.New("liveview: Config.Desktops, Control and Screens are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -167,7 +172,7 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
-	c := &ComputerChannel{cfg: cfg, log: cfg.Logger, conns: map[*computerConn]struct{}{}, follows: make(chan struct{})}
+	c := &Channel{cfg: cfg, log: cfg.Logger, conns: map[*conn]struct{}{}, follows: make(chan struct{})}
 	c.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4 << 10,
@@ -189,7 +194,7 @@ func NewComputerChannel(cfg ComputerConfig) (*ComputerChannel, error) {
 // follow is the channel's one goroutine reading the bus: each event wakes the connections it
 // concerns (a lost event wakes them all). It ends when the subscription closes (Close, or the
 // bus closing).
-func (c *ComputerChannel) follow() {
+func (c *Channel) follow() {
 	defer close(c.follows)
 	for e := range c.sub.C() {
 		if c.sub.Lagged() {
@@ -198,19 +203,19 @@ func (c *ComputerChannel) follow() {
 		}
 		switch d := e.Data.(type) {
 		case events.Desktop:
-			c.each(func(k *computerConn) {
+			c.each(func(k *conn) {
 				if k.desktopID() == d.InstanceID || (d.AccountID != "" && k.p.AccountID == d.AccountID) {
 					k.refresh()
 				}
 			})
 		case events.Control:
-			c.each(func(k *computerConn) {
+			c.each(func(k *conn) {
 				if k.desktopID() == d.DesktopID {
 					k.wake()
 				}
 			})
 		case events.Agent:
-			c.each(func(k *computerConn) {
+			c.each(func(k *conn) {
 				if k.agentID == d.AgentID {
 					k.refresh()
 				}
@@ -221,7 +226,7 @@ func (c *ComputerChannel) follow() {
 	}
 }
 
-func (c *ComputerChannel) each(fn func(k *computerConn)) {
+func (c *Channel) each(fn func(k *conn)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.conns {
@@ -232,7 +237,7 @@ func (c *ComputerChannel) each(fn func(k *computerConn)) {
 // ControlChanged makes every connection watching ch.DesktopID send fresh status. With a bus
 // the channel hears control changes from it; without one, call this from
 // control.Config.OnChange.
-func (c *ComputerChannel) ControlChanged(ch control.Change) {
+func (c *Channel) ControlChanged(ch control.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.conns {
@@ -244,10 +249,10 @@ func (c *ComputerChannel) ControlChanged(ch control.Change) {
 
 // Reauthenticate makes every connection check its session now (an account was disabled or
 // deleted, or its password changed); connections whose session ended are closed.
-func (c *ComputerChannel) Reauthenticate() { c.Refresh() }
+func (c *Channel) Reauthenticate() { c.Refresh() }
 
 // Refresh makes every connection look at its desktop's state now.
-func (c *ComputerChannel) Refresh() {
+func (c *Channel) Refresh() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.conns {
@@ -257,7 +262,7 @@ func (c *ComputerChannel) Refresh() {
 
 // Close closes every connection (with "going away") and waits for their goroutines; new
 // upgrades are refused. It is idempotent.
-func (c *ComputerChannel) Close() error {
+func (c *Channel) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	for k := range c.conns {
@@ -274,63 +279,55 @@ func (c *ComputerChannel) Close() error {
 	return nil
 }
 
-// computerRoute serves WS/GET /api/app/agents/{id}/computer with ch (nil answers 503). It
-// authenticates itself so that, on the websocket upgrade only, an ?access_token= query
-// parameter may carry the session token (a browser cannot set headers on a websocket); the
-// guard has already checked Host and Origin. A plain GET returns the status message as JSON.
-func (s *Server) computerRoute(ch *ComputerChannel) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, tok, ok := s.websocketCaller(w, r)
-		if !ok {
-			return
-		}
-		agentID := r.PathValue("id")
-		if _, err := s.cfg.Profiles.Get(p.AccountID, agentID); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
-		if ch == nil {
-			writeError(w, r, s.log, fault.Unavailable("the computer channel is not available on this server"))
-			return
-		}
-		owns := func(agent string) error {
-			_, err := s.cfg.Profiles.Get(p.AccountID, agent)
-			return err
-		}
-		// The session is checked again while the channel is open: logging out, a password
-		// change, disabling or deleting the account ends it.
-		valid := func() error {
-			if _, err := s.cfg.Auth.Authenticate(tok); err != nil {
-				return err
-			}
-			return owns(agentID)
-		}
-		ch.serve(w, r, p, agentID, owns, valid)
-	})
+// Caller is who opens a connection, for which agent, as the HTTP front authenticated them.
+// Owns and Valid are the front's checks, asked again while the connection lasts.
+type Caller struct {
+	AccountID string
+	Username  string
+	// AgentID is the agent whose desktop the connection shows; the front has checked that
+	// it is the caller's.
+	AgentID string
+	// Owns returns nil when the caller owns agentID (switch names the agent it leaves);
+	// required: nil refuses every switch from another agent.
+	Owns func(agentID string) error
+	// Valid returns nil while the session holds and the agent is still the caller's; nil
+	// means the connection is never checked again. Logging out, a password change,
+	// disabling or deleting the account ends the connection.
+	Valid func() error
 }
 
-// serve runs one connection (or answers a plain GET with the status).
-func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.Principal, agentID string, owns func(string) error, valid func() error) {
-	k := &computerConn{ch: c, p: p, agentID: agentID, owns: owns, valid: valid,
-		poke: make(chan struct{}, 1), look: make(chan struct{}, 1), replies: make(chan any, 32)}
+// Desktop is the desktop the live view shows for agentID (Config.Desktops: it never starts
+// one). The file routes use it to reach the same desktop.
+func (c *Channel) Desktop(ctx context.Context, accountID, agentID string) (Desktop, error) {
+	return c.cfg.Desktops.Desktop(ctx, accountID, agentID)
+}
+
+// Status is the status message for who (a plain GET of the route answers it as JSON).
+func (c *Channel) Status(ctx context.Context, who Caller) Status {
+	k := c.newConn(who)
+	k.resolve(ctx)
+	st, _ := k.status()
+	return st
+}
+
+// Serve upgrades r to a websocket and serves the connection until it ends. When the channel
+// takes no connections (Close was called) it answers nothing and returns an error of class
+// unavailable, for the front to answer; otherwise it has answered (a failed upgrade is
+// answered by the upgrader) and returns nil.
+func (c *Channel) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
+	k := c.newConn(who)
 	k.resolve(r.Context())
-	if !isUpgrade(r) {
-		st, _ := k.status()
-		writeJSON(w, http.StatusOK, st)
-		return
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		writeError(w, r, c.log, fault.Unavailable("the server is shutting down"))
-		return
+		return fault.Unavailable("the server is shutting down")
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
 	ws, err := c.upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		return // the upgrader has answered
+		return nil // the upgrader has answered
 	}
 	k.ws = ws
 	k.v2 = ws.Subprotocol() == subprotocolV2
@@ -344,24 +341,28 @@ func (c *ComputerChannel) serve(w http.ResponseWriter, r *http.Request, p auth.P
 	if closed {
 		k.cancel()
 	}
-	c.log.Info("computer channel opened", "agent", agentID, "user", p.Username, "desktop", k.desktopID(), "v2", k.v2)
+	c.log.Info("computer channel opened", "agent", who.AgentID, "user", who.Username, "desktop", k.desktopID(), "v2", k.v2)
 	k.run()
 	c.mu.Lock()
 	delete(c.conns, k)
 	c.mu.Unlock()
-	c.log.Info("computer channel closed", "agent", agentID, "user", p.Username)
+	c.log.Info("computer channel closed", "agent", who.AgentID, "user", who.Username)
+	return nil
 }
 
-// computerConn is one websocket. The handler goroutine reads and acts on client messages;
+func (c *Channel) newConn(who Caller) *conn {
+	return &conn{ch: c, p: who, agentID: who.AgentID,
+		poke: make(chan struct{}, 1), look: make(chan struct{}, 1), replies: make(chan any, 32)}
+}
+
+// conn is one websocket. The handler goroutine reads and acts on client messages;
 // one writer goroutine, owned by run, does every write.
-type computerConn struct {
-	ch      *ComputerChannel
+type conn struct {
+	ch      *Channel
 	ws      *websocket.Conn
-	p       auth.Principal
-	agentID string
-	owns    func(agentID string) error // nil when the caller owns that agent
-	v2      bool                       // the client speaks version 2 (regions, pointer)
-	valid   func() error               // nil while the session and the agent are still the caller's
+	p       Caller // who opened it: their checks are p.Owns and p.Valid
+	agentID string // p.AgentID
+	v2      bool   // the client speaks version 2 (regions, pointer)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -380,34 +381,34 @@ type computerConn struct {
 	leaseVer  uint64               // guarded by mu; version of the last lease granted through this connection
 }
 
-func (k *computerConn) wake() {
+func (k *conn) wake() {
 	select {
 	case k.poke <- struct{}{}:
 	default:
 	}
 }
 
-func (k *computerConn) refresh() {
+func (k *conn) refresh() {
 	select {
 	case k.look <- struct{}{}:
 	default:
 	}
 }
 
-func (k *computerConn) desktopID() string {
+func (k *conn) desktopID() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.desk.ID
 }
 
-func (k *computerConn) current() Desktop {
+func (k *conn) current() Desktop {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.desk
 }
 
 // resolve looks up the agent's desktop (never starting it).
-func (k *computerConn) resolve(ctx context.Context) {
+func (k *conn) resolve(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	d, err := k.ch.cfg.Desktops.Desktop(ctx, k.p.AccountID, k.agentID)
@@ -425,7 +426,7 @@ func (k *computerConn) resolve(ctx context.Context) {
 }
 
 // run serves the connection until the client leaves, a write fails or the channel closes.
-func (k *computerConn) run() {
+func (k *conn) run() {
 	defer k.ws.Close()
 	done := make(chan struct{})
 	go func() {
@@ -444,23 +445,23 @@ func (k *computerConn) run() {
 	<-watched
 }
 
-// statusJSON is the status message (docs/computer-protocol.md, "status").
-type statusJSON struct {
-	Type       string       `json:"type"`
-	AgentID    string       `json:"agentId"`
-	DesktopID  string       `json:"desktopId,omitempty"`
-	State      string       `json:"state"`
-	Kind       string       `json:"kind"` // vm | browser | host
-	Shared     bool         `json:"shared"`
-	Streaming  bool         `json:"streaming"`
-	Message    string       `json:"message,omitempty"`
-	Control    *controlJSON `json:"control"`
-	IdleStopAt *time.Time   `json:"idleStopAt,omitempty"`
-	ServerTime time.Time    `json:"serverTime"`
+// Status is the status message (docs/computer-protocol.md, "status").
+type Status struct {
+	Type       string     `json:"type"`
+	AgentID    string     `json:"agentId"`
+	DesktopID  string     `json:"desktopId,omitempty"`
+	State      string     `json:"state"`
+	Kind       string     `json:"kind"` // vm | browser | host
+	Shared     bool       `json:"shared"`
+	Streaming  bool       `json:"streaming"`
+	Message    string     `json:"message,omitempty"`
+	Control    *Control   `json:"control"`
+	IdleStopAt *time.Time `json:"idleStopAt,omitempty"`
+	ServerTime time.Time  `json:"serverTime"`
 }
 
-// controlJSON says who operates the desktop.
-type controlJSON struct {
+// Control says who operates the desktop.
+type Control struct {
 	Kind      string     `json:"kind"` // person | agent
 	Name      string     `json:"name"`
 	Activity  string     `json:"activity"`
@@ -471,11 +472,11 @@ type controlJSON struct {
 }
 
 // status builds the status message; key is it without the server time, to send only changes.
-func (k *computerConn) status() (statusJSON, string) {
+func (k *conn) status() (Status, string) {
 	k.mu.Lock()
 	d, derr, serr := k.desk, k.deskErr, k.streamErr
 	k.mu.Unlock()
-	st := statusJSON{Type: "status", AgentID: k.agentID, DesktopID: d.ID, State: d.State, Shared: d.Shared,
+	st := Status{Type: "status", AgentID: k.agentID, DesktopID: d.ID, State: d.State, Shared: d.Shared,
 		Message: d.Message, Kind: d.Kind}
 	if st.Kind == "" {
 		st.Kind = "vm"
@@ -507,7 +508,7 @@ func (k *computerConn) status() (statusJSON, string) {
 	}
 	if d.ID != "" {
 		if h, ok := k.ch.cfg.Control.Holder(d.ID); ok {
-			cj := &controlJSON{Kind: string(h.Kind), Name: h.Name(), Activity: h.Activity(), Version: h.Version,
+			cj := &Control{Kind: string(h.Kind), Name: h.Name(), Activity: h.Activity(), Version: h.Version,
 				Since: h.Since.UTC()}
 			if h.Kind == control.HolderPerson {
 				cj.You = h.Person.AccountID == k.p.AccountID && h.Person.AgentID == k.agentID
@@ -522,154 +523,65 @@ func (k *computerConn) status() (statusJSON, string) {
 }
 
 // writeLoop does every write: status, replies, frames or updates, pointer messages, pings.
-// It watches the desktop's screen while the desktop runs: as frames (version 1), or as
-// region updates under flow control (version 2; frames again when the desktop's driver is
-// too old for regions).
-func (k *computerConn) writeLoop() {
+// It watches the desktop's screen while the desktop runs (stream.go): as frames (version 1),
+// or as region updates under flow control (version 2; frames again when the desktop's driver
+// is too old for regions).
+func (k *conn) writeLoop() {
 	cfg := k.ch.cfg
 	ping := time.NewTicker(cfg.PingInterval)
 	defer ping.Stop()
 	var (
-		viewer    *screen.Viewer       // version 1 frames
-		rviewer   *screen.RegionViewer // version 2 regions
-		watching  Desktop              // the desktop watched
-		lastSent  string               // key of the last status sent
-		hdr       [frameHeaderLen]byte
-		flow      screen.Flow
-		noRegions Driver // the driver found too old for regions (frames instead)
-		scratch   []computerwire.Region
-		held      = time.NewTimer(time.Hour) // while flow control holds updates back
-		heldOn    bool
-		// skippedRefresh: lossless refreshes were skipped for this viewer (its link was
-		// behind); its picture is not exact until a keyframe.
-		skippedRefresh bool
-		askedKey       bool // a keyframe was asked for to end skippedRefresh
-		refreshing     bool // the viewer takes lossless refreshes (screen.RegionViewer.SetRefresh)
+		st        stream  // the screen watched, while one is
+		watching  Desktop // the desktop watched
+		lastSent  string  // key of the last status sent
+		noRegions Driver  // the driver found too old for regions (frames instead)
 		// A stream that failed while its desktop runs is retried after a backoff (1 s doubling
 		// to 30 s, reset by what it sends): the desktop's state has not changed, so no event comes.
 		retry   <-chan time.Time
 		backoff = time.Second
 	)
-	held.Stop()
-	defer held.Stop()
 	stopWatching := func() {
-		if viewer != nil {
-			viewer.Close()
-			viewer = nil
-		}
-		if rviewer != nil {
-			rviewer.Close()
-			rviewer = nil
-			k.mu.Lock()
-			k.rviewer = nil
-			k.mu.Unlock()
+		if st != nil {
+			st.close()
+			st = nil
 		}
 	}
 	defer stopWatching()
 	// update (re)starts or stops watching to match the resolved desktop, then sends status if
-	// it changed. A viewer whose stream failed is only replaced by a later update(true).
+	// it changed. A stream that failed is only replaced by a later update(true).
 	update := func(retry bool) error {
 		d := k.current()
 		want := d.ID != "" && d.State == "running" && d.Client != nil
-		if (viewer != nil || rviewer != nil) && (!want || d.ID != watching.ID || d.Client != watching.Client) {
+		if st != nil && (!want || d.ID != watching.ID || d.Client != watching.Client) {
 			stopWatching()
 		}
-		if want && viewer == nil && rviewer == nil && retry {
-			var err error
-			rs, regions := d.Client.(screen.RegionSource)
-			if hc, ok := d.Client.(interface{ Hello() guest.Hello }); ok && !slices.Contains(hc.Hello().Features, guest.FeatureRegions) {
-				regions = false // a driver from before region streams
-			}
-			if k.v2 && regions && d.Client != noRegions {
-				var v *screen.RegionViewer
-				if v, err = cfg.Screens.WatchRegions(d.ID, rs); err == nil {
-					rviewer, watching, flow, refreshing = v, d, screen.Flow{}, true
-					k.mu.Lock()
-					k.rviewer = v
-					k.mu.Unlock()
-				}
-			} else {
-				var v *screen.Viewer
-				if v, err = cfg.Screens.Watch(d.ID, d.Client); err == nil {
-					viewer, watching = v, d
-				}
+		if want && st == nil && retry {
+			s, err := k.watch(d, noRegions)
+			if err == nil {
+				st, watching = s, d
 			}
 			k.mu.Lock()
 			k.streamErr = err
 			k.mu.Unlock()
 		}
-		st, key := k.status()
+		msg, key := k.status()
 		if key == lastSent {
 			return nil
 		}
 		lastSent = key
-		st.ServerTime = time.Now().UTC()
-		return k.writeJSON(st)
-	}
-	// sendRegions writes what the region viewer holds, unless flow control says to wait.
-	sendRegions := func() error {
-		now := time.Now()
-		_, waiting := rviewer.Pending()
-		if waiting > 0 && !flow.Allow(now, unacked(k.ws.NetConn())) {
-			if !heldOn {
-				held.Reset(10 * time.Millisecond)
-				heldOn = true
-			}
-			// Updates wait (and merge); pointer messages are tiny and go anyway.
-			b, ok := rviewer.TakePointer()
-			if ok {
-				_, err := k.writeBatch(b, &scratch, skippedRefresh)
-				return err
-			}
-			return nil
-		}
-		b, ok := rviewer.Take()
-		if !ok {
-			return nil
-		}
-		// A viewer whose link is behind, or was lately, skips lossless refreshes: they only
-		// repeat, exactly, pixels it has at its JPEG quality (its picture stays whole), and
-		// on a slow link a refresh of a photo costs seconds. It tells the hub, so that the
-		// driver makes none while no viewer takes them (issue 31 item 4). Once the link
-		// keeps up at the best quality again, a keyframe brings the refreshes back.
-		calm := flow.Calm(now)
-		if calm != refreshing {
-			refreshing = calm
-			rviewer.SetRefresh(calm)
-		}
-		if !calm {
-			if n := len(b.Updates); n > 0 {
-				b.Updates = slices.DeleteFunc(b.Updates, func(u *guest.Update) bool { return u.Refresh && !u.Key })
-				skippedRefresh = skippedRefresh || len(b.Updates) < n
-			}
-		} else if skippedRefresh && !askedKey && !heldOn {
-			askedKey = true
-			rviewer.Refresh()
-		}
-		if len(b.Updates) > 0 && b.Updates[0].Key {
-			skippedRefresh, askedKey = false, false
-		}
-		n, err := k.writeBatch(b, &scratch, skippedRefresh)
-		if err == nil && n > 0 {
-			flow.Wrote(time.Now(), n, time.Since(now), len(b.Updates))
-			if lv := flow.Level(); lv != rviewer.Level() {
-				k.ch.log.Debug("computer channel: viewer quality level", "agent", k.agentID, "level", lv,
-					"quality", screen.Levels[lv].Quality, "scale", screen.Levels[lv].Scale, "rate", int(flow.Rate()), "budget", flow.Budget(), "restarts", rviewer.Restarts())
-				rviewer.SetLevel(lv)
-			}
-		}
-		return err
+		msg.ServerTime = time.Now().UTC()
+		return k.writeJSON(msg)
 	}
 	if err := update(true); err != nil {
 		return
 	}
 	for {
-		var ready, ended <-chan struct{}
-		switch {
-		case viewer != nil:
-			ready, ended = viewer.Ready(), viewer.Done()
-		case rviewer != nil:
-			ready, ended = rviewer.Ready(), rviewer.Done()
+		var (
+			ready, ended <-chan struct{}
+			held         <-chan time.Time
+		)
+		if st != nil {
+			ready, ended, held = st.ready(), st.done(), st.held()
 		}
 		var err error
 		select {
@@ -680,29 +592,14 @@ func (k *computerConn) writeLoop() {
 		case m := <-k.replies:
 			err = k.writeJSON(m)
 		case <-ready:
-			if viewer != nil {
-				if f, ok := viewer.Take(); ok {
-					err = k.writeFrame(&hdr, f)
-					backoff = time.Second
-				}
-			} else if rviewer != nil {
-				err = sendRegions()
-				backoff = time.Second
-			}
-		case <-held.C:
-			heldOn = false
-			if rviewer != nil {
-				err = sendRegions()
-			}
+			err = st.send()
+			backoff = time.Second
+		case <-held:
+			err = st.resume()
 		case <-ended:
-			var verr error
-			if viewer != nil {
-				verr = viewer.Err()
-			} else {
-				verr = rviewer.Err()
-				if errors.Is(verr, screen.ErrNoRegions) {
-					noRegions, verr = watching.Client, nil // watch frames instead, at once
-				}
+			verr := st.err()
+			if errors.Is(verr, screen.ErrNoRegions) {
+				noRegions, verr = watching.Client, nil // watch frames instead, at once
 			}
 			k.mu.Lock()
 			k.streamErr = verr
@@ -740,11 +637,11 @@ func (k *computerConn) writeLoop() {
 }
 
 // sessionEnded checks the connection's session; when it ended, it says why and closes.
-func (k *computerConn) sessionEnded() bool {
-	if k.valid == nil {
+func (k *conn) sessionEnded() bool {
+	if k.p.Valid == nil {
 		return false
 	}
-	err := k.valid()
+	err := k.p.Valid()
 	if err == nil {
 		return false
 	}
@@ -755,47 +652,19 @@ func (k *computerConn) sessionEnded() bool {
 	return true
 }
 
-func (k *computerConn) writeJSON(v any) error {
+func (k *conn) writeJSON(v any) error {
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	return k.ws.WriteJSON(v)
 }
 
 // writeText sends a text message already encoded (computerwire's cursor and pointer).
-func (k *computerConn) writeText(msg []byte) error {
+func (k *conn) writeText(msg []byte) error {
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
 	return k.ws.WriteMessage(websocket.TextMessage, msg)
 }
 
-// writeFrame sends one binary frame: the header (docs/computer-protocol.md) and the image.
-func (k *computerConn) writeFrame(hdr *[frameHeaderLen]byte, f guest.Frame) error {
-	enc := byte(frameJPEG)
-	if f.Format == "png" {
-		enc = framePNG
-	}
-	copy(hdr[0:4], frameMagic)
-	hdr[4], hdr[5], hdr[6], hdr[7] = frameVersion, frameHeaderLen, enc, 0
-	binary.BigEndian.PutUint64(hdr[8:], f.ID)
-	binary.BigEndian.PutUint32(hdr[16:], uint32(f.Width))
-	binary.BigEndian.PutUint32(hdr[20:], uint32(f.Height))
-	// The frame counts as sent before its bytes can reach the client: a client that answers
-	// at once must not race this bookkeeping (a failed write ends the connection anyway).
-	k.sent(f.ID)
-	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
-	w, err := k.ws.NextWriter(websocket.BinaryMessage)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	if _, err := w.Write(f.Data); err != nil {
-		return err
-	}
-	return w.Close()
-}
-
 // sent records frame id as sent on this connection (input may name it from now on).
-func (k *computerConn) sent(id uint64) {
+func (k *conn) sent(id uint64) {
 	k.mu.Lock()
 	if id > k.lastFrame {
 		k.lastFrame = id
@@ -864,9 +733,9 @@ type errorJSON struct {
 }
 
 // readLoop reads client messages until the connection ends and acts on each in order.
-func (k *computerConn) readLoop() {
+func (k *conn) readLoop() {
 	wait := k.ch.cfg.PingInterval * 5 / 2
-	k.ws.SetReadLimit(computerReadLimit)
+	k.ws.SetReadLimit(ReadLimit)
 	k.ws.SetReadDeadline(time.Now().Add(wait))
 	k.ws.SetPongHandler(func(string) error {
 		k.ws.SetReadDeadline(time.Now().Add(wait))
@@ -892,7 +761,7 @@ func (k *computerConn) readLoop() {
 
 // reply queues a message for the writer; it blocks while the queue is full (the client is
 // not reading), which stops reading its messages too.
-func (k *computerConn) reply(v any) {
+func (k *conn) reply(v any) {
 	select {
 	case k.replies <- v:
 	case <-k.ctx.Done():

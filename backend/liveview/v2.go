@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"time"
@@ -20,7 +20,7 @@ const subprotocolV2 = computerwire.Subprotocol
 // writeUpdate sends one version 2 update message made of regions (computerwire's layout) and
 // returns its size. lossy: the viewer skipped refreshes, so it is not exact whatever the last
 // update says.
-func (k *computerConn) writeUpdate(us []*guest.Update, regions []computerwire.Region, lossy bool) (int, error) {
+func (k *conn) writeUpdate(us []*guest.Update, regions []computerwire.Region, lossy bool) (int, error) {
 	hdr := computerwire.Header(us, len(regions), lossy)
 	k.sent(us[len(us)-1].FrameID) // before the bytes can reach the client (see writeFrame)
 	k.ws.SetWriteDeadline(time.Now().Add(k.ch.cfg.WriteTimeout))
@@ -52,7 +52,7 @@ func (k *computerConn) writeUpdate(us []*guest.Update, regions []computerwire.Re
 // writeBatch writes what a region viewer took: the cursor image, the pointer position and
 // the updates merged into one message. It returns the bytes of the update message. lossy: see
 // writeUpdate.
-func (k *computerConn) writeBatch(b screen.Batch, scratch *[]computerwire.Region, lossy bool) (int, error) {
+func (k *conn) writeBatch(b screen.Batch, scratch *[]computerwire.Region, lossy bool) (int, error) {
 	if c := b.Cursor; c != nil {
 		if err := k.writeText(computerwire.Cursor(c)); err != nil {
 			return 0, err

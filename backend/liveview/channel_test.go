@@ -1,16 +1,15 @@
-package api
+package liveview
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"image/jpeg"
 	"io"
 	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -60,13 +59,18 @@ func (f *fakeDesktops) set(agentID string, d Desktop) {
 	f.desks[agentID] = d
 }
 
-// computerServer is a real Server over a real store, with an admin and a user logged in. It
-// takes a testing.TB so benchmarks can use it too.
+// testPassword is every test account's password.
+const testPassword = "correct horse battery staple"
+
+// computerServer is the HTTP front's part the channel relies on, over a real store with an
+// admin and a user logged in: real sessions and agents. It takes a testing.TB so benchmarks
+// can use it too.
 type computerServer struct {
-	srv   *Server
-	auth  *auth.Service
-	admin string // admin session token
-	user  string // session token of bob (account user1)
+	auth     *auth.Service
+	profiles *profile.Service
+	log      *slog.Logger
+	admin    string // admin session token
+	user     string // session token of bob (account user1)
 }
 
 func newComputerServer(tb testing.TB) *computerServer {
@@ -96,12 +100,7 @@ func newComputerServer(tb testing.TB) *computerServer {
 	if err := st.CreateAccount(store.Account{ID: "user1", Username: "bob", PasswordHash: hash, Role: store.RoleMember}); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(Config{Auth: as, Accounts: st, Profiles: profile.New(st, log), Logger: log, Version: "test",
-		AllowedHosts: []string{"127.0.0.1", "localhost"}, TrustedOrigins: []string{"wails://wails"}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cs := &computerServer{srv: srv, auth: as}
+	cs := &computerServer{auth: as, profiles: profile.New(st, log), log: log}
 	for _, u := range []struct {
 		name string
 		tok  *string
@@ -115,28 +114,61 @@ func newComputerServer(tb testing.TB) *computerServer {
 	return cs
 }
 
-// computerEnv is a real API handler with the computer route over a real httptest server.
+// route is the computer route as the HTTP front serves it (package api: server.go's
+// computerRoute): the session from a bearer token or, on an upgrade, ?access_token=; the
+// agent must be the caller's; both checked again while the connection lasts.
+func (f *computerServer) route(ch *Channel) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if tok == "" {
+			tok = r.URL.Query().Get("access_token")
+		}
+		p, err := f.auth.Authenticate(tok)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		mine := func(agentID string) error {
+			_, err := f.profiles.Get(p.AccountID, agentID)
+			return err
+		}
+		c := Caller{AccountID: p.AccountID, Username: p.Username, AgentID: r.PathValue("id"), Owns: mine}
+		if err := mine(c.AgentID); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		c.Valid = func() error {
+			_, err := f.auth.Authenticate(tok)
+			return errors.Join(err, mine(c.AgentID))
+		}
+		if err := ch.Serve(w, r, c); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	}
+}
+
+// computerEnv is the channel behind the front's route on a real httptest server.
 type computerEnv struct {
 	f        *computerServer
 	ts       *httptest.Server
-	ch       *ComputerChannel
+	ch       *Channel
 	ctl      *control.Manager
 	hubs     *screen.Hubs
 	desktops *fakeDesktops
 	adminID  string
 }
 
-func newComputerEnv(t testing.TB, f *computerServer, cfg ComputerConfig) *computerEnv {
+func newComputerEnv(t testing.TB, f *computerServer, cfg Config) *computerEnv {
 	t.Helper()
 	return newComputerEnvTTL(t, f, cfg, 0)
 }
 
 // newComputerEnvTTL is newComputerEnv with a lease lifetime (0: the default).
-func newComputerEnvTTL(t testing.TB, f *computerServer, cfg ComputerConfig, ttl time.Duration) *computerEnv {
+func newComputerEnvTTL(t testing.TB, f *computerServer, cfg Config, ttl time.Duration) *computerEnv {
 	t.Helper()
 	e := &computerEnv{f: f, desktops: &fakeDesktops{desks: map[string]Desktop{}}}
-	var chp atomic.Pointer[ComputerChannel]
-	e.ctl = control.New(control.Config{Logger: f.srv.log, LeaseTTL: ttl, OnChange: func(c control.Change) {
+	var chp atomic.Pointer[Channel]
+	e.ctl = control.New(control.Config{Logger: f.log, LeaseTTL: ttl, OnChange: func(c control.Change) {
 		if ch := chp.Load(); ch != nil {
 			ch.ControlChanged(c)
 		}
@@ -144,19 +176,17 @@ func newComputerEnvTTL(t testing.TB, f *computerServer, cfg ComputerConfig, ttl 
 	if err := e.ctl.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.hubs = screen.New(screen.Config{Observer: e.ctl, Logger: f.srv.log})
-	cfg.Desktops, cfg.Control, cfg.Screens, cfg.Logger = e.desktops, e.ctl, e.hubs, f.srv.log
-	ch, err := NewComputerChannel(cfg)
+	e.hubs = screen.New(screen.Config{Observer: e.ctl, Logger: f.log})
+	cfg.Desktops, cfg.Control, cfg.Screens, cfg.Logger = e.desktops, e.ctl, e.hubs, f.log
+	ch, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	chp.Store(ch)
 	e.ch = ch
 	mux := http.NewServeMux()
-	// The route line server.go is to carry: mux.Handle("GET /api/app/agents/{id}/computer", s.computerRoute(s.cfg.Computer)).
-	mux.Handle("GET /api/app/agents/{id}/computer", f.srv.computerRoute(ch))
-	f.srv.fileRoutes(mux, ch)
-	e.ts = httptest.NewServer(newGuard([]string{"127.0.0.1", "localhost"}, []string{"wails://wails"}, securityHeaders(mux)))
+	mux.Handle("GET /api/app/agents/{id}/computer", f.route(ch))
+	e.ts = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		e.ts.Close()
 		ch.Close()
@@ -173,7 +203,7 @@ func newComputerEnvTTL(t testing.TB, f *computerServer, cfg ComputerConfig, ttl 
 
 func (e *computerEnv) agent(t testing.TB, account, name string) string {
 	t.Helper()
-	a, err := e.f.srv.cfg.Profiles.Create(account, name)
+	a, err := e.f.profiles.Create(account, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,78 +238,11 @@ func wantReply(t *testing.T, r map[string]any, typ, reason string) {
 	}
 }
 
-func TestComputerUpgradeRefusals(t *testing.T) {
-	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
-	own := e.agent(t, e.adminID, "mine")
-	bobs := e.agent(t, "user1", "bobs")
-	tests := []struct {
-		name   string
-		url    string
-		header http.Header
-		want   int // 0: the upgrade succeeds
-	}{
-		{"no credentials", e.url(own), nil, http.StatusUnauthorized},
-		{"bad token", e.url(own), authHeader("nope"), http.StatusUnauthorized},
-		{"cross-origin", e.url(own), http.Header{"Authorization": {"Bearer " + f.admin}, "Origin": {"http://evil.example"}}, http.StatusForbidden},
-		{"cross-site without origin", e.url(own), http.Header{"Authorization": {"Bearer " + f.admin}, "Sec-Fetch-Site": {"cross-site"}}, http.StatusForbidden},
-		{"foreign host name", strings.Replace(e.url(own), "127.0.0.1", "localhost.evil", 1), authHeader(f.admin), -1},
-		{"another account's agent", e.url(bobs), authHeader(f.admin), http.StatusNotFound},
-		{"no such agent", e.url("nope"), authHeader(f.admin), http.StatusNotFound},
-		{"bearer", e.url(own), authHeader(f.admin), 0},
-		{"cookie, same origin", e.url(own), http.Header{"Cookie": {SessionCookie + "=" + f.admin}, "Origin": {e.ts.URL}}, 0},
-		{"query token, trusted origin", e.url(own) + "?access_token=" + url.QueryEscape(f.admin), http.Header{"Origin": {"wails://wails"}}, 0},
-		{"query token, foreign origin", e.url(own) + "?access_token=" + url.QueryEscape(f.admin), http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, resp, err := screentest.Dial(t, tt.url, tt.header, true)
-			switch {
-			case tt.want == 0 && err != nil:
-				t.Fatalf("refused: %v (%v)", err, resp)
-			case tt.want == 0:
-				st := c.Expect("status", "", 5*time.Second)
-				if st["state"] != "absent" || st["agentId"] != own {
-					t.Errorf("first status %v", st)
-				}
-			case tt.want < 0 && err == nil:
-				t.Fatal("upgrade accepted")
-			case tt.want > 0 && (resp == nil || resp.StatusCode != tt.want):
-				t.Fatalf("got %v, %v; want %d", err, resp, tt.want)
-			}
-		})
-	}
-	t.Run("query token only on upgrades", func(t *testing.T) {
-		resp, err := http.Get(strings.Replace(e.url(own), "ws", "http", 1) + "?access_token=" + url.QueryEscape(f.admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("plain GET with a query token: %d, want 401", resp.StatusCode)
-		}
-	})
-	t.Run("plain GET answers the status", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", strings.Replace(e.url(own), "ws", "http", 1), nil)
-		req.Header.Set("Authorization", "Bearer "+f.admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var st map[string]any
-		json.NewDecoder(resp.Body).Decode(&st)
-		if resp.StatusCode != 200 || st["type"] != "status" || st["state"] != "absent" {
-			t.Fatalf("%d %v", resp.StatusCode, st)
-		}
-	})
-}
-
 func TestComputerChannelWithRealDriver(t *testing.T) {
 	d := screentest.Start(t, 82, 640, 400)
 	painter := screentest.NewPainter(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
+	e := newComputerEnv(t, f, Config{})
 	agent := e.agent(t, e.adminID, "researcher")
 	other := e.agent(t, e.adminID, "writer") // shares the desktop
 	bobs := e.agent(t, "user1", "bobs")      // a fixed desktop both accounts may use
@@ -449,7 +412,7 @@ func TestComputerChannelWithRealDriver(t *testing.T) {
 func TestComputerStoppedDesktopKeepsTheSocketOpen(t *testing.T) {
 	d := screentest.Start(t, 84, 320, 200)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
+	e := newComputerEnv(t, f, Config{})
 	agent := e.agent(t, e.adminID, "sleepy")
 	e.desktops.set(agent, Desktop{ID: "desk-s", State: "stopped"})
 	c := e.connect(t, f.admin, agent)
@@ -493,7 +456,7 @@ func TestComputerSlowViewer(t *testing.T) {
 	d := screentest.Start(t, 85, 640, 400)
 	painter := screentest.NewPainter(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{WriteTimeout: time.Second})
+	e := newComputerEnv(t, f, Config{WriteTimeout: time.Second})
 	agent := e.agent(t, e.adminID, "busy")
 	e.desktops.set(agent, Desktop{ID: "desk-b", State: "running", Client: d.Client})
 	fast := e.connect(t, f.admin, agent)
@@ -552,7 +515,7 @@ func (e *computerEnv) open() int {
 
 func TestComputerKeepaliveAndClose(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{PingInterval: 100 * time.Millisecond})
+	e := newComputerEnv(t, f, Config{PingInterval: 100 * time.Millisecond})
 	agent := e.agent(t, e.adminID, "pinged")
 	e.desktops.set(agent, Desktop{ID: "desk-p", State: "stopped"})
 	live := e.connect(t, f.admin, agent)
@@ -598,7 +561,7 @@ func TestComputerKeepaliveAndClose(t *testing.T) {
 
 func TestComputerLeaseExpiry(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnvTTL(t, f, ComputerConfig{}, 400*time.Millisecond)
+	e := newComputerEnvTTL(t, f, Config{}, 400*time.Millisecond)
 	agent := e.agent(t, e.adminID, "expiring")
 	e.desktops.set(agent, Desktop{ID: "desk-e", State: "running"}) // no driver needed
 	c := e.connect(t, f.admin, agent)
@@ -631,7 +594,7 @@ type benchEnv struct {
 	lease   map[string]any
 }
 
-func newBenchEnv(b *testing.B, display int, cfg ComputerConfig) *benchEnv {
+func newBenchEnv(b *testing.B, display int, cfg Config) *benchEnv {
 	b.Helper()
 	d := screentest.Start(b, display, 1280, 800)
 	painter := screentest.NewPainter(b, d)
@@ -669,7 +632,7 @@ func reportLatency(b *testing.B, lat []float64) {
 // lease, performed by the real driver; the painter window draws where it is clicked) until
 // the changed frame arrives at the client. Clicks are 50 ms apart, as a fast person's.
 func BenchmarkComputerInputToFrame(b *testing.B) {
-	be := newBenchEnv(b, 84, ComputerConfig{})
+	be := newBenchEnv(b, 84, Config{})
 	lat := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -693,7 +656,7 @@ func BenchmarkComputerInputToFrame(b *testing.B) {
 // BenchmarkComputerFrameLatency: the screen changes (an X client draws, and the X server has
 // drawn it) until the changed frame arrives at the websocket client.
 func BenchmarkComputerFrameLatency(b *testing.B) {
-	be := newBenchEnv(b, 85, ComputerConfig{})
+	be := newBenchEnv(b, 85, Config{})
 	lat := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -716,7 +679,7 @@ func BenchmarkComputerFrameLatency(b *testing.B) {
 // BenchmarkComputerFPS1280x800: a 1280x800 screen that changes every 5 ms over a quarter of
 // its area; frames per second and bytes per frame at a websocket client.
 func BenchmarkComputerFPS1280x800(b *testing.B) {
-	be := newBenchEnv(b, 84, ComputerConfig{})
+	be := newBenchEnv(b, 84, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); be.painter.Animate(ctx, 5*time.Millisecond) }()
@@ -739,7 +702,7 @@ func BenchmarkComputerFPS1280x800(b *testing.B) {
 // BenchmarkComputerIdleBytes: bytes per second a websocket client receives from a desktop
 // whose screen does not change, over 10 s, with a 5 s ping interval (so keepalives count).
 func BenchmarkComputerIdleBytes(b *testing.B) {
-	be := newBenchEnv(b, 85, ComputerConfig{PingInterval: 5 * time.Second})
+	be := newBenchEnv(b, 85, Config{PingInterval: 5 * time.Second})
 	be.c.Quiet(time.Second)
 	b.ResetTimer()
 	var total int64
@@ -759,7 +722,7 @@ func BenchmarkComputerIdleBytes(b *testing.B) {
 // (a password change) or disabling the account closes it (issue 15, item 1).
 func TestComputerChannelEndsWithTheSession(t *testing.T) {
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{PingInterval: time.Hour}) // only Reauthenticate can end it here
+	e := newComputerEnv(t, f, Config{PingInterval: time.Hour}) // only Reauthenticate can end it here
 	agent := e.agent(t, "user1", "bobs")
 	e.desktops.set(agent, Desktop{ID: "desk-s", State: "stopped"})
 	ended := func(name string, end func(token string)) {

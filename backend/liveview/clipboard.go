@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"context"
@@ -67,20 +67,9 @@ func clipContent(c guest.Clipboard) clipboardJSON {
 }
 
 // desktopOp performs clipboard_set, clipboard_get and resize for the lease holder.
-func (k *computerConn) desktopOp(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
-	if d.ID == "" || d.State != "running" || d.Client == nil {
-		return notRunning()
-	}
-	k.mu.Lock()
-	newest := k.lastFrame
-	k.mu.Unlock()
-	if m.FrameID > newest {
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
-			Message: "the message names a screen frame this connection was never sent; aim at a frame you received"}
-	}
-	if err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
-		Token: m.Token, Version: m.Version, FrameID: m.FrameID}); err != nil {
-		return refused(err)
+func (k *conn) desktopOp(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
+	if r := k.checkLease(m, d, "the message", refused, notRunning); r != nil {
+		return r
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, 30*time.Second)
 	defer cancel()
@@ -134,7 +123,7 @@ func (k *computerConn) desktopOp(m *clientMsg, d Desktop, refused func(error) an
 // controlling reports whether this connection holds control of desktop id: its person, through
 // this agent, with the lease granted on this connection (another window of the same person only
 // watches).
-func (k *computerConn) controlling(id string) bool {
+func (k *conn) controlling(id string) bool {
 	h, ok := k.ch.cfg.Control.Holder(id)
 	k.mu.Lock()
 	ver := k.leaseVer
@@ -146,7 +135,7 @@ func (k *computerConn) controlling(id string) bool {
 // watchClipboard sends the desktop's clipboard to the client whenever another program of the
 // desktop copies something while this person holds control. The driver reports changes as
 // they happen (XFIXES selection events); nothing is polled. It ends with the connection.
-func (k *computerConn) watchClipboard() {
+func (k *conn) watchClipboard() {
 	var (
 		client clipboardDriver
 		after  uint64

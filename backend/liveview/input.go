@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"cubicle/backend/control"
+	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 )
 
@@ -13,11 +14,11 @@ import (
 // (checked against the control lease before they reach the driver) and refresh requests.
 
 // handle acts on one client message and returns the reply (nil for none).
-func (k *computerConn) handle(m *clientMsg) any {
+func (k *conn) handle(m *clientMsg) any {
 	d := k.current()
 	person := control.Person{AccountID: k.p.AccountID, Username: k.p.Username, AgentID: k.agentID}
 	refused := func(err error) any {
-		_, word := status(err)
+		word := fault.Code(err)
 		reason := string(control.ReasonOf(err))
 		if reason == "" {
 			reason = word // e.g. "invalid" for an input the driver refused
@@ -76,7 +77,10 @@ func (k *computerConn) handle(m *clientMsg) any {
 		}
 		from := ""
 		if m.FromAgentID != "" {
-			if err := k.owns(m.FromAgentID); err != nil {
+			if k.p.Owns == nil {
+				return refused(fault.Forbidden("switching from another agent is not offered here"))
+			}
+			if err := k.p.Owns(m.FromAgentID); err != nil {
 				return refused(err)
 			}
 			ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
@@ -114,25 +118,13 @@ func (k *computerConn) handle(m *clientMsg) any {
 
 // input checks one input against the lease and the frames this connection was sent, then
 // performs it.
-func (k *computerConn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
-	if d.ID == "" || d.State != "running" || d.Client == nil {
-		return notRunning()
-	}
-	k.mu.Lock()
-	newest := k.lastFrame
-	k.mu.Unlock()
-	if m.FrameID > newest {
-		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
-			Message: "input names a screen frame this connection was never sent; aim at a frame you received"}
-	}
-	err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
-		Token: m.Token, Version: m.Version, FrameID: m.FrameID})
-	if err != nil {
-		return refused(err)
+func (k *conn) input(m *clientMsg, d Desktop, refused func(error) any, notRunning func() any) any {
+	if r := k.checkLease(m, d, "input", refused, notRunning); r != nil {
+		return r
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, 10*time.Second)
 	defer cancel()
-	err = d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
+	err := d.Client.Input(ctx, guest.Input{Action: m.Action, X: m.X, Y: m.Y, ToX: m.ToX, ToY: m.ToY,
 		Button: m.Button, DeltaX: m.DeltaX, DeltaY: m.DeltaY, Keys: m.Keys, Text: m.Text})
 	if err != nil {
 		return refused(err)
@@ -141,4 +133,25 @@ func (k *computerConn) input(m *clientMsg, d Desktop, refused func(error) any, n
 		return nil
 	}
 	return okJSON{Type: "ok", ID: m.ID, Op: m.Type}
+}
+
+// checkLease lets m through (nil) only when d runs, m carries this connection's control
+// lease and names a frame this connection was sent; otherwise it returns the refusal. Input,
+// clipboard and resize messages all pass it; what names the message in the refusal.
+func (k *conn) checkLease(m *clientMsg, d Desktop, what string, refused func(error) any, notRunning func() any) any {
+	if d.ID == "" || d.State != "running" || d.Client == nil {
+		return notRunning()
+	}
+	k.mu.Lock()
+	newest := k.lastFrame
+	k.mu.Unlock()
+	if m.FrameID > newest {
+		return errorJSON{Type: "error", ID: m.ID, Op: m.Type, Reason: reasonUnknownFrame, Code: "invalid",
+			Message: what + " names a screen frame this connection was never sent; aim at a frame you received"}
+	}
+	if err := k.ch.cfg.Control.CheckInput(d.ID, control.InputAuth{AccountID: k.p.AccountID, AgentID: k.agentID,
+		Token: m.Token, Version: m.Version, FrameID: m.FrameID}); err != nil {
+		return refused(err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package liveview
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func TestComputerV2(t *testing.T) {
 	d := screentest.Start(t, 86, 640, 400)
 	painter := screentest.NewPainter(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
+	e := newComputerEnv(t, f, Config{})
 	agent := e.agent(t, e.adminID, "v2")
 	e.desktops.set(agent, Desktop{ID: "desk-v2", State: "running", Client: d.Client})
 
@@ -185,7 +185,7 @@ func TestComputerV2OlderDriver(t *testing.T) {
 	d := screentest.Start(t, 87, 320, 200)
 	painter := screentest.NewPainter(t, d)
 	f := newComputerServer(t)
-	e := newComputerEnv(t, f, ComputerConfig{})
+	e := newComputerEnv(t, f, Config{})
 	agent := e.agent(t, e.adminID, "old")
 	e.desktops.set(agent, Desktop{ID: "desk-old", State: "running", Client: noRegionsDriver{d.Client}})
 	c := screentest.DialV2(t, e.url(agent), authHeader(f.admin))
