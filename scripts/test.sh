@@ -52,7 +52,7 @@ go vet ./...
 
 # The concurrent core: tested once, under the race detector (below), not in the plain pass.
 RACE_PKGS=(./backend/control/... ./backend/agent ./backend/agent/openai ./backend/agent/tools ./backend/binding/...
-  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/screen/... ./backend/nodes/... ./runner/wire/...)
+  ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/liveview/... ./backend/screen/... ./backend/nodes/... ./runner/wire/...)
 race_list=$(go list "${RACE_PKGS[@]}")
 
 # Test binaries are linked once per content (internal/testbin keeps them in the machine's cache
