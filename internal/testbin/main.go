@@ -35,8 +35,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -397,13 +399,12 @@ func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip str
 	return r
 }
 
+var resultLine = regexp.MustCompile(`^--- (?:PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
+
 // parseEvents reads test2json's events: the whole output; the output of the failed tests, of
 // the tests that never ended and of the package itself; and each top-level test's time.
 func parseEvents(pkg string, js []byte) result {
-	type event struct {
-		Action, Test, Output string
-		Elapsed              float64
-	}
+	type event struct{ Action, Test, Output string }
 	var evs []event
 	failed, ended := map[string]bool{}, map[string]bool{}
 	var r result
@@ -425,8 +426,13 @@ func parseEvents(pkg string, js []byte) result {
 		if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
 			ended[e.Test] = true
 		}
-		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
-			r.tests = append(r.tests, testTime{Package: pkg, Test: e.Test, Seconds: e.Elapsed})
+		// a top-level test's time, from its result line (test2json gives no Elapsed for the
+		// binary's own framed output): "--- PASS: TestX (1.23s)"
+		if e.Action == "output" && e.Test != "" && !strings.Contains(e.Test, "/") {
+			if m := resultLine.FindStringSubmatch(e.Output); m != nil && m[1] == e.Test {
+				secs, _ := strconv.ParseFloat(m[2], 64)
+				r.tests = append(r.tests, testTime{Package: pkg, Test: e.Test, Seconds: secs})
+			}
 		}
 	}
 	for _, e := range evs {
