@@ -15,7 +15,6 @@ import (
 
 	"cubicle/backend"
 	"cubicle/backend/api"
-	"cubicle/backend/auth"
 	"cubicle/backend/store"
 	"cubicle/runner/wire"
 )
@@ -50,24 +49,7 @@ func newAttackEnv(t *testing.T) *attackEnv {
 	ts := httptest.NewServer(b.API.Handler())
 	t.Cleanup(ts.Close)
 	e := &attackEnv{t: t, b: b, url: ts.URL}
-	adm, err := b.LocalSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin, e.adminID = adm.Token, adm.AccountID
-	hash, err := auth.HashPassword("member password 1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.memberID = "member1"
-	if err := b.Store.CreateAccount(store.Account{ID: e.memberID, Username: "mia", PasswordHash: hash, Role: store.RoleMember}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Auth.Login("mia", "member password 1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.member = p.Token
+	e.admin, e.adminID, e.member, e.memberID = backend.LoginAdminAndMember(t, b)
 	// A session of the member that logged out: its token must be worth nothing.
 	gone, err := b.Auth.Login("mia", "member password 1", "test")
 	if err != nil {

@@ -25,6 +25,29 @@ type routesEnv struct {
 	memberAgent       string
 }
 
+// LoginAdminAndMember logs in b's local admin and a new member ("mia", password "member
+// password 1", id "member1"), and returns their session tokens and account ids (the external
+// tests' attack table uses it too).
+func LoginAdminAndMember(t *testing.T, b *Backend) (admin, adminID, member, memberID string) {
+	t.Helper()
+	adm, err := b.LocalSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := auth.HashPassword("member password 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Store.CreateAccount(store.Account{ID: "member1", Username: "mia", PasswordHash: hash, Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Auth.Login("mia", "member password 1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm.Token, adm.AccountID, p.Token, p.AccountID
+}
+
 func newRoutesEnv(t *testing.T) *routesEnv {
 	t.Helper()
 	b, err := New(Config{DataDir: t.TempDir(), Engine: "none", AllowedHosts: []string{"127.0.0.1"},
@@ -40,23 +63,7 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 		t.Fatal(err)
 	}
 	e := &routesEnv{t: t, b: b}
-	adm, err := b.LocalSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin, e.adminID = adm.Token, adm.AccountID
-	hash, err := auth.HashPassword("member password 1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Store.CreateAccount(store.Account{ID: "member1", Username: "mia", PasswordHash: hash, Role: store.RoleMember}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Auth.Login("mia", "member password 1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.member, e.memberID = p.Token, p.AccountID
+	e.admin, e.adminID, e.member, e.memberID = LoginAdminAndMember(t, b)
 	e.adminAgent = e.agent(e.admin, "Ada")
 	e.memberAgent = e.agent(e.member, "Max")
 	return e
