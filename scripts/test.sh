@@ -206,12 +206,6 @@ phase "Kubernetes test cluster: down"
 bash scripts/k8s/cluster.sh down
 flock -u 8
 
-phase "ports: waiting for the Windows and macOS builds (started early) and the Wine part (started beside the Kubernetes part)"
-ports_rc=0
-wait "$ports_pid" || ports_rc=$?
-cat test-artifacts/ports-build.log test-artifacts/ports.log
-if [ "$ports_rc" != 0 ]; then echo "the ports failed (exit $ports_rc): see test-artifacts/ports.log"; exit 1; fi
-
 phase "web UI: generated types, lint, unit tests (started beside the Kubernetes part)"
 webui_rc=0
 wait "$webui_pid" || webui_rc=$?
@@ -225,4 +219,13 @@ phase "browser tests"
 phase "the real-desktop browser flows again over the exec link (the desktop, the live screen v2)"
 (cd frontend && CUBICLE_BIN="$ROOT/bin/cubicle" CUBICLE_E2E_DESKTOP=1 CUBICLE_GUEST_LINK=exec \
   node --test e2e/desktop.test.mjs e2e/live.test.mjs)
+
+# Last: on a fresh machine the ports' builds (the whole tree compiled for windows and darwin at
+# the lowest priority) can still be running here; the browser tests above did not wait for them.
+phase "ports: waiting for the Windows and macOS builds (started early) and the Wine part (started beside the Kubernetes part)"
+ports_rc=0
+wait "$ports_pid" || ports_rc=$?
+cat test-artifacts/ports-build.log test-artifacts/ports.log
+if [ "$ports_rc" != 0 ]; then echo "the ports failed (exit $ports_rc): see test-artifacts/ports.log"; exit 1; fi
+
 phases_end
