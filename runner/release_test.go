@@ -300,7 +300,7 @@ func buildCubicle(t *testing.T, v, path string) {
 
 // sameBuildAs writes to path a copy of the binary at src whose version string old (set with
 // -X at its link) reads new, of the same length: the build of the other version, without a
-// second link of the whole program (about 40 s of CPU).
+// second link of the whole program.
 func sameBuildAs(t *testing.T, src, old, new, path string) {
 	t.Helper()
 	if len(old) != len(new) {
