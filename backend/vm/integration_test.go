@@ -34,6 +34,7 @@ import (
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/images"
+	"cubicle/images/guest/wire"
 	"cubicle/internal/testenv"
 )
 
@@ -228,6 +229,41 @@ func TestRealPrepare(t *testing.T) {
 	if len(st.Images) == 0 || !st.Images[0].Prepared || st.Images[0].Prepare == nil || st.Images[0].Prepare.Phase != "done" {
 		t.Errorf("image view %+v", st.Images)
 	}
+	t.Run("a driver that never answers is explained", func(t *testing.T) { silentDriverExplained(t, env, img.Ref) })
+}
+
+// silentDriverExplained starts the real image with an X server that fails at once, so its
+// driver never serves: what the host says of such a desktop (its error when it does not
+// answer) names the container's state and quotes the driver's own log of what it waits for.
+func silentDriverExplained(t *testing.T, env *realEnv, ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ctr, err := env.eng.CreateContainer(ctx, engine.ContainerSpec{Name: "cubicle-silent-" + env.node, Image: ref,
+		Labels: env.labels, Env: map[string]string{wire.EnvXvfb: "/bin/false"}, NetworkMode: "none", StopTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.eng.RemoveContainer(context.WithoutCancel(ctx), ctr.ID, true)
+	if err := env.eng.StartContainer(ctx, ctr.ID); err != nil {
+		t.Fatal(err)
+	}
+	var why string
+	for why = vm.SilentDriver(ctx, env.eng, ctr.ID); !strings.Contains(why, "X server failed to start"); why = vm.SilentDriver(ctx, env.eng, ctr.ID) {
+		if ctx.Err() != nil {
+			t.Fatalf("the explanation never quoted the driver's log: %q", why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(why, "its container is running") {
+		t.Errorf("explanation %q does not say the container runs", why)
+	}
+	if err := env.eng.StopContainer(ctx, ctr.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if why = vm.SilentDriver(ctx, env.eng, ctr.ID); !strings.Contains(why, "its container is exited") {
+		t.Errorf("explanation after the stop %q does not say the container ended", why)
+	}
+	t.Logf("explained: %s", why)
 }
 
 // seedAgents stores account a1 with agents g1..g3 (named Bot1..Bot3).

@@ -195,7 +195,7 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 	if err := m.wall(ctx, eng, in); err != nil {
 		return err // failedUp stops (or removes) it: a desktop that cannot be walled off never runs
 	}
-	if err := m.linkReady(ctx, *in); err != nil {
+	if err := m.linkReady(ctx, eng, *in); err != nil {
 		return err
 	}
 	in.StartedAt = m.clock.Now().UTC()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"cubicle/backend/engine"
@@ -113,14 +114,36 @@ func (m *Manager) runMounts(dir string) []engine.Mount {
 
 // linkReady waits (up to ReadyTimeout) until the driver of desktop in, just started,
 // answers, and keeps the connection as the desktop's link.
-func (m *Manager) linkReady(ctx context.Context, in store.VMInstance) error {
+func (m *Manager) linkReady(ctx context.Context, eng Engine, in store.VMInstance) error {
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	if _, err := m.links.Connect(wctx, m.target(in), true); err != nil {
-		return fault.Unavailable("the desktop started but its driver did not answer within %s (%v); "+
-			"recreate the desktop, or prepare the image again", m.cfg.ReadyTimeout, err)
+	t := m.target(in)
+	if _, err := m.links.Connect(wctx, t, true); err != nil {
+		return fault.Unavailable("the desktop started but its driver did not answer within %s (%v)%s; "+
+			"recreate the desktop, or prepare the image again", m.cfg.ReadyTimeout, err, silentDriver(ctx, eng, t.ContainerID))
 	}
 	return nil
+}
+
+// silentDriver says what container id, whose driver did not answer, is doing: whether it
+// still runs and the end of the driver's log (what it was waiting for). Best effort: "" when
+// the engine cannot say.
+func silentDriver(ctx context.Context, eng Engine, id string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if st, err := eng.InspectContainer(ctx, id); err == nil {
+		switch {
+		case st.Running:
+			b.WriteString("; its container is running")
+		case st.Status != "":
+			fmt.Fprintf(&b, "; its container is %s (exit code %d)", st.Status, st.ExitCode)
+		}
+	}
+	if out := strings.TrimSpace(eng.LastOutput(ctx, id)); out != "" {
+		b.WriteString("; the driver's last output:\n" + out + "\n")
+	}
+	return b.String()
 }
 
 // ensureLink checks that running desktop in's driver answers (its live link, or a new one).
@@ -161,7 +184,7 @@ func (m *Manager) repairLocked(ctx context.Context, eng Engine, in *store.VMInst
 		if err = m.wall(ctx, eng, in); err != nil {
 			break // stopped below: a desktop that cannot be walled off never runs
 		}
-		if err = m.linkReady(ctx, *in); err == nil {
+		if err = m.linkReady(ctx, eng, *in); err == nil {
 			break
 		}
 		// A driver killed just before (kill -9 of PID 1) is reported running until the engine

@@ -284,8 +284,8 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 	g, err := m.links.Open(rctx, link.Target{InstanceID: id, ContainerID: ctr.ID, Socket: m.SocketPath(id)}, true)
 	rcancel()
 	if err != nil {
-		return guest.Hello{}, fault.Unavailable("the image is not usable: the desktop started but its driver did not answer within %s (%v); "+
-			"prepare the image again", m.cfg.ReadyTimeout, err)
+		return guest.Hello{}, fault.Unavailable("the image is not usable: the desktop started but its driver did not answer within %s (%v)%s; "+
+			"prepare the image again", m.cfg.ReadyTimeout, err, silentDriver(ctx, eng, ctr.ID))
 	}
 	defer g.Close()
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)

@@ -81,6 +81,9 @@ type Engine interface {
 	UnpauseContainer(ctx context.Context, id string) error
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	// LastOutput is the end of what the container's main process (the driver) wrote: best
+	// effort, "" when the engine cannot say. It explains a driver that does not answer.
+	LastOutput(ctx context.Context, id string) string
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
 	// RemoveVolume: fault.ErrNotFound when absent, fault.ErrConflict while a container uses it.

@@ -38,6 +38,9 @@ type Config struct {
 	// DrawnWait bounds how long a screenshot waits for the session's first drawing before
 	// answering that the desktop is still starting; 0 means 20 s.
 	DrawnWait time.Duration
+	// XStartWait bounds an X server's start, until the driver's connection to it is open;
+	// 0 means 10 s. A server still not answering then is killed and started again.
+	XStartWait time.Duration
 	// Relay runs the exec link's relay instead of the driver (cubicle-guest --relay).
 	Relay     bool
 	RelayWait time.Duration
@@ -94,9 +97,15 @@ func (s *supervisor) Run(ctx context.Context) error {
 	}()
 	// Serve only once the display is up, so the first handshake already knows the screen.
 	if _, _, err := s.screen.get(ctx); err != nil {
+		said := time.Now()
 		for ctx.Err() == nil {
 			if _, _, err = s.screen.get(ctx); err == nil {
 				break
+			}
+			if time.Since(said) >= 15*time.Second {
+				// What a host that gets no answer finds in the container's log.
+				s.log.Warn("still waiting for the display; not serving yet", "since", time.Since(s.start).Round(time.Second))
+				said = time.Now()
 			}
 		}
 		if ctx.Err() != nil {
@@ -258,35 +267,98 @@ func (s *supervisor) startX(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", s.cfg.Xvfb, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	s.log.Info("X server started", "program", s.cfg.Xvfb, "pid", pr.pid, "display", s.cfg.Display)
+	// Connecting is bounded: a server that accepts the connection but never answers (wedged
+	// in its start) would otherwise hold the driver before it serves anything, for ever. At
+	// the deadline the server is killed, which ends a connection attempt stuck in it.
+	wait := s.cfg.XStartWait
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	exited := func() error {
+		return fmt.Errorf("%s exited at start with status %d (display %s in use?)", s.cfg.Xvfb, pr.exitCode(), s.cfg.Display)
+	}
 	for {
-		d, err := x11.Open(s.cfg.Display)
-		if err == nil && (fbW != s.cfg.Width || fbH != s.cfg.Height) {
-			// Down to the configured size before anything draws; the new connection sees it.
-			if rerr := d.Resize(s.cfg.Width, s.cfg.Height); rerr != nil {
-				s.log.Warn("cannot resize the X server to the configured size; keeping its start size", "err", rerr)
-			}
-			d.Close()
-			d, err = x11.Open(s.cfg.Display)
-		}
-		if err == nil {
-			s.mu.Lock()
-			s.xProc = pr
-			s.mu.Unlock()
-			s.screen.set(d)
-			s.logDisplay(d)
-			return nil
-		}
+		res := make(chan xConn, 1)
+		go func() {
+			d, err := s.connectX(fbW, fbH)
+			res <- xConn{d, err}
+		}()
+		var failed error
 		select {
-		case <-pr.done:
-			return fmt.Errorf("%s exited at start with status %d (display %s in use?)", s.cfg.Xvfb, pr.exitCode(), s.cfg.Display)
-		default:
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		case r := <-res:
+			if r.err == nil {
+				s.mu.Lock()
+				s.xProc = pr
+				s.mu.Unlock()
+				s.screen.set(r.d)
+				s.logDisplay(r.d)
+				return nil
+			}
+			// Not accepting connections yet: again shortly.
+			select {
+			case <-time.After(10 * time.Millisecond):
+				continue
+			case <-pr.done:
+				failed = exited()
+			case <-deadline.C:
+				failed = fmt.Errorf("%s did not accept connections within %s: %w", s.cfg.Xvfb, wait, r.err)
+			case <-ctx.Done():
+				failed = ctx.Err()
+			}
 			s.stopProcs(pr)
-			return fmt.Errorf("%s did not accept connections within 10s: %w", s.cfg.Xvfb, err)
+			return failed
+		case <-pr.done:
+			failed = exited()
+		case <-deadline.C:
+			failed = fmt.Errorf("%s did not answer the driver's connection within %s (killed; it is started again)", s.cfg.Xvfb, wait)
+		case <-ctx.Done():
+			failed = ctx.Err()
 		}
-		sleepCtx(ctx, 10*time.Millisecond)
+		s.stopProcs(pr) // ends the connection attempt stuck in it
+		s.abandon(res)
+		return failed
+	}
+}
+
+// xConn is the outcome of a connection attempt to the X server.
+type xConn struct {
+	d   *x11.Display
+	err error
+}
+
+// connectX opens the driver's connection to the X server just started, first resizing its
+// fbW×fbH framebuffer down to the configured size before anything draws.
+func (s *supervisor) connectX(fbW, fbH int) (*x11.Display, error) {
+	d, err := x11.Open(s.cfg.Display)
+	if err == nil && (fbW != s.cfg.Width || fbH != s.cfg.Height) {
+		// The new connection sees the new size.
+		if rerr := d.Resize(s.cfg.Width, s.cfg.Height); rerr != nil {
+			s.log.Warn("cannot resize the X server to the configured size; keeping its start size", "err", rerr)
+		}
+		d.Close()
+		d, err = x11.Open(s.cfg.Display)
+	}
+	return d, err
+}
+
+// abandon waits briefly for a connection attempt whose server was killed to end, closing
+// what it opened; one that still hangs (a server stuck in the kernel) is left to close its
+// connection whenever it ends.
+func (s *supervisor) abandon(res <-chan xConn) {
+	closeIt := func(r xConn) {
+		if r.d != nil {
+			r.d.Close()
+		}
+	}
+	select {
+	case r := <-res:
+		closeIt(r)
+	case <-time.After(2 * time.Second):
+		s.log.Warn("a connection attempt to the killed X server still hangs; leaving it")
+		go func() { closeIt(<-res) }()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,5 +372,86 @@ func TestSupervisorAsPID1(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("unshare did not exit")
+	}
+}
+
+// muteXEnv makes the test binary an X server that never answers (muteX), writing what it
+// did into the folder the variable names.
+const muteXEnv = "CUBICLE_TEST_MUTE_X"
+
+// muteX is an X server wedged in its start: it listens on the display's socket (args are
+// Xvfb's: the display first), accepts every connection and never answers. It records its pid
+// and each accepted connection in dir, and runs until it is killed.
+func muteX(dir string, args []string) {
+	if len(args) == 0 || !strings.HasPrefix(args[0], ":") {
+		os.Exit(2)
+	}
+	os.MkdirAll("/tmp/.X11-unix", 0o1777)
+	ln, err := net.Listen("unix", "/tmp/.X11-unix/X"+strings.TrimPrefix(args[0], ":"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mute X:", err)
+		os.Exit(1)
+	}
+	os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	var held []net.Conn
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		held = append(held, c)
+		f, _ := os.OpenFile(filepath.Join(dir, "accepted"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		fmt.Fprintln(f, len(held))
+		f.Close()
+	}
+}
+
+// TestStartXBoundsAMuteServer: an X server that accepts the driver's connection but never
+// answers (wedged in its start) is killed at the start bound and reported, so that the
+// supervisor starts it again — instead of holding the driver, which serves nothing before its
+// display is up, for ever (the desktop would start and never answer its host).
+func TestStartXBoundsAMuteServer(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	display := xvfbtest.Reserve(t, 65)
+	dir := t.TempDir()
+	t.Setenv(muteXEnv, dir) // the X server inherits the supervisor's environment
+	sock := fmt.Sprintf("/tmp/.X11-unix/X%d", display)
+	t.Cleanup(func() { os.Remove(sock) })
+	pr := newProcs(false)
+	defer pr.Close()
+	s := newSupervisor(Config{Display: fmt.Sprintf(":%d", display), Width: 320, Height: 240, Xvfb: exe,
+		XStartWait: 2 * time.Second, Log: testLogger(t)}, pr)
+	done := make(chan error, 1)
+	go func() { done <- s.startX(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("startX still waits for a mute X server after a minute (its start bound is 2 s)")
+	}
+	if err == nil || !strings.Contains(err.Error(), "did not answer the driver's connection within 2s") {
+		t.Fatalf("startX with a mute X server = %v, want it reported as not answering within 2s", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "accepted")); len(b) == 0 {
+		t.Errorf("the mute X server accepted no connection: the test did not reach the wedged case (%v)", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatalf("the mute X server did not start: %v", err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the mute X server (pid %d) still runs after startX gave up on it", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.xProc != nil {
+		t.Errorf("the supervisor keeps the killed X server as its own")
 	}
 }

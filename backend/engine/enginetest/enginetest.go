@@ -53,6 +53,8 @@ type Containers interface {
 	Events(ctx context.Context, labels map[string]string) (*engine.EventStream, error)
 	RemoveContainer(ctx context.Context, id string, force bool) error
 	InspectContainer(ctx context.Context, id string) (engine.ContainerState, error)
+	// LastOutput is the end of what the container's main process wrote (best effort).
+	LastOutput(ctx context.Context, id string) string
 	ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error)
 	EnsureVolume(ctx context.Context, name string, labels map[string]string) error
 	ExecAttach(ctx context.Context, id string, spec engine.ExecSpec) (*engine.ExecStream, error)

@@ -427,6 +427,12 @@ func (s *suite) testExitsAtOnce(t *testing.T) {
 		}
 		if i == 0 {
 			t.Logf("refused: %v", err)
+			if out := s.e.LastOutput(ctx, created.ID); !strings.Contains(out, "the last words") {
+				t.Errorf("LastOutput of the ended container = %q, want its output", out)
+			}
+			if out := s.e.LastOutput(ctx, s.name("no-such-container")); out != "" {
+				t.Errorf("LastOutput of a missing container = %q, want \"\"", out)
+			}
 		}
 		if err := s.e.RemoveContainer(ctx, created.ID, true); err != nil {
 			t.Errorf("RemoveContainer: %v", err)

@@ -258,11 +258,20 @@ func (c *Client) claimsBound(ctx context.Context, p *corev1.Pod) bool {
 
 // exited describes a container that ended during its start, with the end of its log.
 func (c *Client) exited(op, id string, t *corev1.ContainerStateTerminated) error {
+	return engine.ExitedAtOnce(op, int(t.ExitCode), t.Reason, c.LastOutput(context.Background(), id))
+}
+
+// LastOutput is the last engine.LogTail lines the desktop container of pod id wrote (best
+// effort: "" when the cluster cannot say).
+func (c *Client) LastOutput(ctx context.Context, id string) string {
 	tail := int64(engine.LogTail)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	logs, _ := c.cs.CoreV1().Pods(c.ns).GetLogs(id, &corev1.PodLogOptions{Container: containerName, TailLines: &tail}).Do(ctx).Raw()
-	return engine.ExitedAtOnce(op, int(t.ExitCode), t.Reason, string(logs))
+	logs, err := c.cs.CoreV1().Pods(c.ns).GetLogs(id, &corev1.PodLogOptions{Container: containerName, TailLines: &tail}).Do(ctx).Raw()
+	if err != nil {
+		return ""
+	}
+	return string(logs)
 }
 
 // quotaFull names the namespace quota that has no room for pod, "" when none is full (or the

@@ -167,12 +167,12 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 	}
 	return engine.ConfirmStart(ctx, op,
 		func(ctx context.Context) (engine.ContainerState, error) { return c.InspectContainer(ctx, id) },
-		func(ctx context.Context) string { return c.lastOutput(ctx, id) })
+		func(ctx context.Context) string { return c.LastOutput(ctx, id) })
 }
 
-// lastOutput is the last engine.LogTail lines id wrote to stdout and stderr (best effort: ""
-// when the engine cannot say).
-func (c *Client) lastOutput(ctx context.Context, id string) string {
+// LastOutput is the last engine.LogTail lines container id wrote to stdout and stderr (best
+// effort: "" when the engine cannot say).
+func (c *Client) LastOutput(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out, errs := make(chan string), make(chan string)

@@ -586,6 +586,18 @@ func (f *Engine) InspectContainer(ctx context.Context, id string) (engine.Contai
 	return st, nil
 }
 
+// LastOutput is the last engine.LogTail lines container id's main process wrote ("" for an
+// unknown container).
+func (f *Engine) LastOutput(ctx context.Context, id string) string {
+	f.mu.Lock()
+	c, err := f.find(id)
+	f.mu.Unlock()
+	if err != nil {
+		return ""
+	}
+	return c.logs.last(engine.LogTail)
+}
+
 // ListContainers returns the containers carrying all of labels.
 func (f *Engine) ListContainers(ctx context.Context, labels map[string]string) ([]engine.ContainerState, error) {
 	f.mu.Lock()
