@@ -214,6 +214,17 @@ fi
 p=$CUBICLE_PATH
 case "$p" in */*) dir=${p%/*} ;; *) dir=. ;; esac
 base=${p##*/}
+if [ "${CUBICLE_MKDIRS:-}" = 1 ] && [ "$dir" != . ]; then
+  # An upload's missing folders are made, one level at a time, never through a symbolic
+  # link (the check below then refuses a path that leads outside).
+  cur=$root rest=$dir/
+  while [ -n "$rest" ]; do
+    seg=${rest%%/*} rest=${rest#*/}
+    [ -L "$cur/$seg" ] && break
+    [ -d "$cur/$seg" ] || mkdir -- "$cur/$seg" || exit 1
+    cur=$cur/$seg
+  done
+fi
 [ -d "$root/$dir" ] || exit 3
 real=$(cd -- "$root/$dir" && pwd -P) || exit 3
 case "$real/" in "$root/"*) ;; *) exit 4 ;; esac
@@ -239,8 +250,10 @@ if [ "$have" = "$CUBICLE_TOTAL" ]; then mv -f -- "$part" "$dst" || exit 1; echo 
 echo "$have"
 `
 
-// uploadStatusScript prints the bytes the part file of $CUBICLE_PATH holds (0: none).
-const uploadStatusScript = guestScriptPrelude + `if [ -L "$part" ]; then exit 5; fi
+// uploadStatusScript prints the bytes the part file of $CUBICLE_PATH holds (0: none, also
+// when its folder does not exist yet: the upload makes it).
+const uploadStatusScript = `case $CUBICLE_PATH in */*) [ -e "${CUBICLE_PATH%/*}" ] || { echo 0; exit 0; } ;; esac
+` + guestScriptPrelude + `if [ -L "$part" ]; then exit 5; fi
 have=0
 [ -f "$part" ] && have=$(wc -c < "$part")
 echo $((have + 0))
@@ -261,7 +274,7 @@ func guestFault(res guest.ExecResult, p string) error {
 	case 0:
 		return nil
 	case 3:
-		return fault.Invalid("the folder of %q does not exist in the desktop; create it first or upload to the top level", p)
+		return fault.Invalid("the folder of %q does not exist in the desktop (or a symbolic link in its path was not followed); create it first or upload to the top level", p)
 	case 4:
 		return fault.Invalid("the path %q leads outside the folder (through a symbolic link); give a path inside it", p)
 	case 5:
@@ -342,7 +355,8 @@ func (s *Server) uploadChunk(w http.ResponseWriter, r *http.Request, d fileDrive
 		return
 	}
 	res, err := d.Exec(r.Context(), guest.ExecRequest{Shell: uploadScript, Stdin: chunk, Timeout: 2 * time.Minute, Env: map[string]string{
-		"CUBICLE_PATH": p, "CUBICLE_OFFSET": strconv.FormatInt(offset, 10), "CUBICLE_TOTAL": strconv.FormatInt(total, 10)}})
+		"CUBICLE_PATH": p, "CUBICLE_OFFSET": strconv.FormatInt(offset, 10), "CUBICLE_TOTAL": strconv.FormatInt(total, 10),
+		"CUBICLE_MKDIRS": "1"}})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -157,7 +157,7 @@ func TestFilesUploadAndDownload(t *testing.T) {
 			{"dot dot inside", f.admin, "a/../../x.bin", 3, 400},
 			{"absolute", f.admin, "/tmp/x.bin", 3, 400},
 			{"symbolic link out", f.admin, "escape/x.bin", 3, 400},
-			{"missing folder", f.admin, "nope/x.bin", 3, 400},
+			{"a folder through a symbolic link", f.admin, "escape/sub/x.bin", 3, 400},
 			{"over 2 GiB", f.admin, "huge.bin", MaxUploadFile + 1, 400},
 			{"not the owner", f.user, "bob.bin", 3, 404},
 		}
@@ -184,9 +184,34 @@ func TestFilesUploadAndDownload(t *testing.T) {
 		if len(found) != 0 {
 			t.Fatalf("refused uploads wrote %v", found)
 		}
+		if ents, _ := os.ReadDir(escaped); len(ents) != 0 {
+			t.Fatalf("a refused upload made %v behind the symbolic link", ents)
+		}
 		code, body, _ := filesCall(t, e, f.admin, "PUT", agent, "/upload", upQuery("big2.bin", 0, 16<<20), make([]byte, MaxUploadChunk+1))
 		if code != 400 || !strings.Contains(string(body), "8 MiB") {
 			t.Fatalf("oversize chunk: %d %s", code, body)
+		}
+	})
+
+	t.Run("an upload makes its missing folders", func(t *testing.T) {
+		// A dropped folder: its files come one by one, each with its path in the folder.
+		code, body, _ := filesCall(t, e, f.admin, "GET", agent, "/upload", url.Values{"path": {"made/deep/in.bin"}}, nil)
+		if code != 200 || !strings.Contains(string(body), `"offset":0`) {
+			t.Fatalf("status of a file in a folder not made yet: %d %s, want offset 0", code, body)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "made")); !os.IsNotExist(err) {
+			t.Fatalf("asking the status made the folder (%v)", err)
+		}
+		code, body, _ = filesCall(t, e, f.admin, "PUT", agent, "/upload", upQuery("made/deep/in.bin", 0, 3), []byte("abc"))
+		if code != 200 || !strings.Contains(string(body), `"complete":true`) {
+			t.Fatalf("upload into missing folders: %d %s", code, body)
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "made", "deep", "in.bin")); err != nil || string(b) != "abc" {
+			t.Fatalf("the file in the made folders: %q, %v", b, err)
+		}
+		code, body, _ = filesCall(t, e, f.admin, "PUT", agent, "/upload", upQuery("made/second.bin", 0, 2), []byte("de"))
+		if code != 200 {
+			t.Fatalf("a second file into a made folder: %d %s", code, body)
 		}
 	})
 

@@ -345,6 +345,7 @@ func (r *runner) steps() []step {
 		{"agent steps through the native model adapters", []string{RowAgentStepAnthropic, RowAgentStepResponses}, r.nativeSteps},
 		{"host_shell in the host sandbox", []string{RowHostShellSandboxed}, r.hostShell},
 		{"workspace snapshots next to volume export and import", []string{RowSnapshot1Pct, RowRestore1G, RowSnapshotStore}, r.snapshots},
+		{"the clipboard through the live view next to xclip", []string{RowClipboardRoundtrip}, r.clipboard},
 		{"live view", []string{"live_input", "live_pointer", "live_fps", "live_frame_size", "live_idle"}, r.liveView},
 		{"live view: first frame and bytes (terminal, scrolling) next to x11vnc", []string{RowLiveFirstFrame, "live_bytes_terminal", "live_bytes_scroll"}, r.liveBytes},
 		{"live view through a 10 Mbit/s link", []string{"live_fps_throttled"}, r.liveThrottled},

@@ -168,6 +168,8 @@ func TestQuickRun(t *testing.T) {
 		// The product's resume of a paused desktop next to the engine's unpause; an upload
 		// through the app's route next to the engine's cp of the same file.
 		bench.RowResume: "podman unpause", bench.RowUploadThroughput: "podman cp",
+		// The clipboard through the live view next to xclip in the same desktop.
+		bench.RowClipboardRoundtrip: "xclip",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",

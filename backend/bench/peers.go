@@ -27,9 +27,9 @@ const labelPeersOf = wire.LabelBenchPeersOf
 
 // PeerPackages are the tools other agent desktops use (the Anthropic computer-use demo takes
 // screenshots with scrot + ImageMagick, sends input with xdotool and shows the desktop to
-// people with x11vnc). They are installed only in the benchmark's derived image, never in the
+// people with x11vnc; xclip is the usual way to reach an X clipboard from a script). They are installed only in the benchmark's derived image, never in the
 // product's images.
-var PeerPackages = []string{"scrot", "imagemagick", "xdotool", "x11vnc"}
+var PeerPackages = []string{"scrot", "imagemagick", "xdotool", "x11vnc", "xclip"}
 
 // peersContainerfile adds the peer tools to the standard image and returns to its user; the
 // entrypoint (the driver), working directory and environment are inherited unchanged. The

@@ -7,7 +7,8 @@
 //   - an input method: Chinese composed through CDP (Input.imeSetComposition, then
 //     Input.insertText) arrives in the desktop as exactly the committed text;
 //   - files: a 50 MiB upload through the Files drawer lands in the workspace with the same
-//     sha256; a file the desktop saves in ~/Downloads appears in the open drawer by itself
+//     sha256; a folder picked with "Upload folder…" and another dropped on the screen (a real
+//     drag through CDP's Input.dispatchDragEvent) land with their structure and bytes; a file the desktop saves in ~/Downloads appears in the open drawer by itself
 //     (it follows the folder) and downloads with its bytes;
 //   - "Fit to window" at 1440×900 and, in the phone view, at 390×844: the desktop's screen
 //     (asked of its driver) takes the size of the view; the phone's soft keyboard takes an
@@ -19,7 +20,7 @@
 
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -238,7 +239,7 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     await cdp.detach();
   });
 
-  test('files: a 50 MiB upload lands in the workspace; a file in ~/Downloads downloads with its bytes', { timeout: 5 * 60_000 }, async () => {
+  test('files: a 50 MiB upload and two folders (picked, dropped) land in the workspace; a file in ~/Downloads downloads with its bytes', { timeout: 5 * 60_000 }, async () => {
     const drawer = page.locator(`${view} [data-testid="files-drawer"]`);
     const follows = [];
     page.on('request', (r) => r.url().includes('/files/changes?dir=downloads') && follows.push(r.url()));
@@ -257,6 +258,40 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     assert.equal(await row.getAttribute('data-state'), 'done', `upload: ${await row.textContent()}\n${serverTrouble(server)}`);
     const inside = (await sh(`sha256sum ${home}/workspace/${upName}`)).split(' ')[0];
     assert.equal(inside, sha256(up), 'the uploaded file in the desktop has the same sha256');
+
+    // Folders keep their structure: one picked with "Upload folder…", one dropped on the screen.
+    const makeFolder = (name) => {
+      const root = join(tmp, name);
+      const files = { 'a.txt': Buffer.from(`a of ${name}\n`), 'sub/b.bin': randomBytes(1 << 20), 'sub/deeper/c 中.txt': Buffer.from('c\n') };
+      for (const [p, b] of Object.entries(files)) {
+        mkdirSync(join(root, p, '..'), { recursive: true });
+        writeFileSync(join(root, p), b);
+      }
+      return { root, want: Object.entries(files).map(([p, b]) => `${sha256(b)}  ./${p}`).sort().join('\n') };
+    };
+    const folderDone = async (name, n) => {
+      await page.waitForFunction(
+        ({ name, n }) => [...document.querySelectorAll('#interactive-desktop [data-testid="files-progress"] li')].filter((li) => li.textContent.startsWith(name + '/') && ['done', 'failed'].includes(li.dataset.state)).length === n,
+        { name, n },
+        { timeout: 60_000, polling: 250 },
+      );
+      const rows = drawer.locator('[data-testid="files-progress"] li', { hasText: `${name}/` });
+      for (const r of await rows.all()) assert.equal(await r.getAttribute('data-state'), 'done', `folder upload: ${await r.textContent()}`);
+    };
+    const inDesktop = async (name) => (await sh(`cd ${home}/workspace/${name} && find . -type f -print0 | sort -z | xargs -0 sha256sum`)).trim().split('\n').sort().join('\n');
+    const picked = makeFolder(`picked-${marker}`);
+    await drawer.locator('[data-testid="files-folder-picker"]').setInputFiles(picked.root);
+    await folderDone(`picked-${marker}`, 3);
+    assert.equal(await inDesktop(`picked-${marker}`), picked.want, 'the picked folder in the desktop: same files, paths and bytes');
+    const dropped = makeFolder(`dropped-${marker}`);
+    const cdp = await context.newCDPSession(page);
+    const box = await page.locator(`${view} .screen-stage`).boundingBox();
+    const at = { x: Math.round(box.x + box.width / 2), y: Math.round(box.y + box.height / 2) };
+    const data = { items: [], files: [dropped.root], dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop']) await cdp.send('Input.dispatchDragEvent', { type, ...at, data });
+    await cdp.detach();
+    await folderDone(`dropped-${marker}`, 3);
+    assert.equal(await inDesktop(`dropped-${marker}`), dropped.want, 'the dropped folder in the desktop: same files, paths and bytes');
 
     // A file the desktop saves in ~/Downloads while the drawer shows that folder appears by
     // itself (the drawer follows the folder: no Refresh).

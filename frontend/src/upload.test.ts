@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { chunkAt, maxUploadChunk, maxUploadFile, OffsetMismatch, runUpload, uploadRefusal, type UploadState, type UploadTransport } from './upload';
+import { chunkAt, entriesOfDrop, entriesOfFiles, maxUploadChunk, maxUploadFile, OffsetMismatch, runUpload, uploadRefusal, type DropEntry, type UploadState, type UploadTransport } from './upload';
 
 /** A fake server: appends at the offset it holds, refuses others with OffsetMismatch, and fails the calls listed. */
 class FakeServer implements UploadTransport {
@@ -54,7 +54,7 @@ describe('uploadRefusal', () => {
     expect(uploadRefusal('a.bin', maxUploadFile)).toBeNull();
     expect(uploadRefusal('a.bin', maxUploadFile + 1)).toMatch(/2 GiB/);
     expect(uploadRefusal('..', 1)).not.toBeNull();
-    expect(uploadRefusal('a/b', 1)).not.toBeNull();
+    expect(uploadRefusal('a/b', 1)).toBeNull(); // a path inside a folder (the folder is made)
   });
 });
 
@@ -117,5 +117,60 @@ describe('runUpload', () => {
     await runUpload(s, 'empty', new Blob([]), { sleep: noWait });
     expect(s.puts).toEqual([[0, 0]]);
     expect(s.done).toBe(true);
+  });
+});
+
+describe('folders', () => {
+  const file = (name: string, body = name) => new File([body], name);
+  /** A fake directory entry: readEntries answers in batches of batch, then an empty one. */
+  const dir = (name: string, children: DropEntry[], batch = 2): DropEntry => ({
+    isFile: false,
+    isDirectory: true,
+    name,
+    createReader() {
+      let at = 0;
+      return {
+        readEntries(ok: (es: DropEntry[]) => void) {
+          const next = children.slice(at, at + batch);
+          at += next.length;
+          setTimeout(() => ok(next), 0);
+        },
+      };
+    },
+  });
+  const fileEntry = (name: string): DropEntry => ({ isFile: true, isDirectory: false, name, file: (ok) => ok(file(name)) });
+
+  test('a dropped folder gives its files with their paths under its name, every batch read', async () => {
+    const tree = dir('photos', [fileEntry('a.jpg'), dir('2026', [fileEntry('b.jpg'), fileEntry('c.jpg'), fileEntry('d.jpg')]), fileEntry('e.txt')]);
+    const got = await entriesOfDrop([tree, fileEntry('loose.md')], []);
+    expect(got.map((e) => e.path)).toEqual(['photos/a.jpg', 'photos/2026/b.jpg', 'photos/2026/c.jpg', 'photos/2026/d.jpg', 'photos/e.txt', 'loose.md']);
+    expect(await got[1].file.text()).toBe('b.jpg');
+  });
+
+  test('without entries the drop plain files are taken', async () => {
+    const got = await entriesOfDrop([], [file('x.txt')]);
+    expect(got.map((e) => e.path)).toEqual(['x.txt']);
+    const mixed = await entriesOfDrop([null], [file('y.txt')]);
+    expect(mixed.map((e) => e.path)).toEqual(['y.txt']);
+  });
+
+  test('a drop over the limit is refused before anything is sent', async () => {
+    const many = dir('many', Array.from({ length: 5 }, (_, i) => fileEntry(`f${i}`)));
+    await expect(entriesOfDrop([many], [], 4)).rejects.toThrow(/more than 4 files/);
+    expect((await entriesOfDrop([many], [], 5)).length).toBe(5);
+  });
+
+  test('a folder pick keeps the relative paths', () => {
+    const f = file('a.txt');
+    Object.defineProperty(f, 'webkitRelativePath', { value: 'docs/sub/a.txt' });
+    expect(entriesOfFiles([f, file('b.txt')]).map((e) => e.path)).toEqual(['docs/sub/a.txt', 'b.txt']);
+  });
+
+  test('paths inside folders are checked part by part', () => {
+    expect(uploadRefusal('photos/2026/a.jpg', 10)).toBeNull();
+    for (const bad of ['a//b', '../x', 'a/./b', 'a/', '/abs', 'x/.a.cubicle-upload', 'a\u0001b/c']) {
+      expect(uploadRefusal(bad, 1), bad).not.toBeNull();
+    }
+    expect(uploadRefusal('a/'.repeat(600) + 'x', 1)).toMatch(/longer than 1024/);
   });
 });

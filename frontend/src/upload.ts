@@ -40,11 +40,74 @@ export function chunkAt(offset: number, total: number, size: number = uploadChun
   return { start, end: Math.min(total, start + Math.max(1, Math.min(size, maxUploadChunk))) };
 }
 
-/** Why a file cannot be uploaded, or null. */
-export function uploadRefusal(name: string, size: number): string | null {
-  if (size > maxUploadFile) return `${name} is ${(size / 2 ** 30).toFixed(1)} GiB; at most 2 GiB can be uploaded per file.`;
-  if (name === '' || name === '.' || name === '..' || name.includes('/')) return `${JSON.stringify(name)} is not a file name the workspace takes.`;
+/** The most files one drop or pick takes (a folder's files included). */
+export const maxUploadFiles = 1000;
+
+/**
+ * Why a file cannot be uploaded to path (a name, or a path inside a dropped folder such as
+ * "photos/2026/a.jpg"), or null. The server checks the same and more (links leaving the
+ * workspace); this says it before any byte is sent.
+ */
+export function uploadRefusal(path: string, size: number): string | null {
+  if (size > maxUploadFile) return `${path} is ${(size / 2 ** 30).toFixed(1)} GiB; at most 2 GiB can be uploaded per file.`;
+  if (path.length > 1024) return `${path.slice(0, 60)}… is a path longer than 1024 bytes; move the file to a shorter folder.`;
+  const parts = path.split('/');
+  // eslint-disable-next-line no-control-regex
+  if (parts.some((p) => p === '' || p === '.' || p === '..' || p.endsWith('.cubicle-upload') || /[\x00-\x1f\x7f]/.test(p))) {
+    return `${JSON.stringify(path)} is not a file name the workspace takes.`;
+  }
   return null;
+}
+
+/** A file to upload and where it goes in the workspace. */
+export interface UploadEntry {
+  file: File;
+  /** The path in the workspace: the file's name, or its path inside a dropped or picked folder. */
+  path: string;
+}
+
+/** The entries of files picked with a file input (a folder pick gives webkitRelativePath). */
+export function entriesOfFiles(files: FileList | File[] | null): UploadEntry[] {
+  return Array.from(files ?? []).map((file) => ({ file, path: file.webkitRelativePath || file.name }));
+}
+
+/** The parts of the File and Directory Entries API a drop walks (fakes in tests). */
+export interface DropEntry {
+  isFile: boolean;
+  isDirectory: boolean;
+  name: string;
+  file?(ok: (f: File) => void, fail?: (err: unknown) => void): void;
+  createReader?(): { readEntries(ok: (es: DropEntry[]) => void, fail?: (err: unknown) => void): void };
+}
+
+/**
+ * The files of a drop, folders walked (their files keep their paths under the folder's name).
+ * entries must be taken from the drop event at once — `item.webkitGetAsEntry()` — since the
+ * browser empties its DataTransfer when the handler returns; loose are the drop's plain files,
+ * used when the browser gives no entries. At most limit files: more rejects, saying so.
+ */
+export async function entriesOfDrop(entries: Array<DropEntry | null>, loose: File[], limit: number = maxUploadFiles): Promise<UploadEntry[]> {
+  if (entries.length === 0 || entries.some((e) => e === null)) return entriesOfFiles(loose);
+  const out: UploadEntry[] = [];
+  const walk = async (e: DropEntry, prefix: string): Promise<void> => {
+    const path = prefix + e.name;
+    if (e.isFile && e.file) {
+      const file = await new Promise<File>((ok, fail) => e.file!(ok, fail));
+      if (out.length >= limit) throw new Error(`the drop holds more than ${limit} files; drop fewer at a time (or a zip of the folder)`);
+      out.push({ file, path });
+      return;
+    }
+    if (!e.isDirectory || !e.createReader) return;
+    const reader = e.createReader();
+    // readEntries answers in batches (100 in Chromium) until an empty one.
+    for (;;) {
+      const batch = await new Promise<DropEntry[]>((ok, fail) => reader.readEntries(ok, fail));
+      if (batch.length === 0) return;
+      for (const child of batch) await walk(child, path + '/');
+    }
+  };
+  for (const e of entries) await walk(e!, '');
+  return out;
 }
 
 /** Options of runUpload. */

@@ -1,5 +1,6 @@
-// The files drawer of the live screen: uploads into the agent's workspace (the Upload button,
-// or files dropped on the screen) in resumable chunks with progress, and the files of
+// The files drawer of the live screen: uploads into the agent's workspace (the Upload and
+// Upload folder buttons, or files and folders dropped on the screen — a folder keeps its
+// structure) in resumable chunks with progress, and the files of
 // ~/Downloads and the workspace's top level, each downloadable with one click. The list is
 // read when the drawer opens, on Refresh, and whenever the folder changes while the drawer is
 // open (a long poll the desktop answers from inotify; a desktop whose driver cannot watch
@@ -10,7 +11,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api';
 import type { Client, DesktopFile, DesktopFolder } from '../api';
 import { messageFor } from '../errors';
-import { runUpload, uploadRefusal } from '../upload';
+import { entriesOfFiles, maxUploadFiles, runUpload, uploadRefusal, type UploadEntry } from '../upload';
 
 /** One upload of the drawer. */
 export interface UploadItem {
@@ -28,7 +29,7 @@ const sizeText = (n: number) =>
 /** useUploads runs the uploads of one agent's desktop one after another. */
 export function useUploads(client: Client, agentId: string) {
   const [items, setItems] = useState<UploadItem[]>([]);
-  const queue = useRef<Array<{ id: number; file: File }>>([]);
+  const queue = useRef<Array<{ id: number } & UploadEntry>>([]);
   const running = useRef(false);
   const nextId = useRef(1);
   const patch = (id: number, p: Partial<UploadItem>) => setItems((xs) => xs.map((x) => (x.id === id ? { ...x, ...p } : x)));
@@ -38,10 +39,10 @@ export function useUploads(client: Client, agentId: string) {
     running.current = true;
     try {
       for (let job = queue.current.shift(); job; job = queue.current.shift()) {
-        const { id, file } = job;
+        const { id, file, path } = job;
         patch(id, { state: 'sending' });
         try {
-          await runUpload(client.uploads(agentId), file.name, file, { onProgress: (sent) => patch(id, { sent }) });
+          await runUpload(client.uploads(agentId), path, file, { onProgress: (sent) => patch(id, { sent }) });
           patch(id, { state: 'done', sent: file.size });
         } catch (err) {
           patch(id, { state: 'failed', error: messageFor(err) });
@@ -52,19 +53,30 @@ export function useUploads(client: Client, agentId: string) {
     }
   };
 
-  const add = (files: FileList | File[] | null) => {
-    const added: UploadItem[] = [];
-    for (const file of Array.from(files ?? [])) {
-      const id = nextId.current++;
-      const why = uploadRefusal(file.name, file.size);
-      added.push({ id, name: file.name, size: file.size, sent: 0, state: why ? 'failed' : 'waiting', error: why ?? undefined });
-      if (!why) queue.current.push({ id, file });
-    }
+  const show = (added: UploadItem[]) => {
     if (added.length === 0) return;
     setItems((xs) => [...xs.filter((x) => x.state === 'sending' || x.state === 'waiting' || x.state === 'failed').slice(-20), ...added]);
+  };
+  /** Queues entries (files, or a folder's files with their paths); a refused one shows why. */
+  const addEntries = (entries: UploadEntry[]) => {
+    if (entries.length > maxUploadFiles) {
+      fail(`${entries.length} files at once`, `at most ${maxUploadFiles} files per upload; upload fewer at a time (or a zip of the folder)`);
+      return;
+    }
+    const added: UploadItem[] = [];
+    for (const { file, path } of entries) {
+      const id = nextId.current++;
+      const why = uploadRefusal(path, file.size);
+      added.push({ id, name: path, size: file.size, sent: 0, state: why ? 'failed' : 'waiting', error: why ?? undefined });
+      if (!why) queue.current.push({ id, file, path });
+    }
+    show(added);
     void pump();
   };
-  return { items, add };
+  /** Shows an upload that could not start (a drop that could not be read, too many files). */
+  const fail = (name: string, error: string) => show([{ id: nextId.current++, name, size: 0, sent: 0, state: 'failed', error }]);
+  const add = (files: FileList | File[] | null) => addEntries(entriesOfFiles(files));
+  return { items, add, addEntries, fail };
 }
 
 interface Props {
@@ -80,6 +92,7 @@ export function FilesDrawer({ client, agentId, uploads }: Props) {
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const picker = useRef<HTMLInputElement>(null);
+  const folderPicker = useRef<HTMLInputElement>(null);
   const [open, setOpen] = useState(false);
   const [following, setFollowing] = useState(true);
 
@@ -169,10 +182,26 @@ export function FilesDrawer({ client, agentId, uploads }: Props) {
             e.currentTarget.value = '';
           }}
         />
+        <input
+          ref={folderPicker}
+          type="file"
+          hidden
+          data-testid="files-folder-picker"
+          {...{ webkitdirectory: true }}
+          onChange={(e) => {
+            uploads.add(e.currentTarget.files);
+            e.currentTarget.value = '';
+          }}
+        />
         <button class="btn small" type="button" data-action="files-upload" onClick={() => picker.current?.click()}>
           Upload…
         </button>
-        <span class="small muted">or drop files on the screen: they land in the workspace (at most 2 GiB each).</span>
+        <button class="btn small" type="button" data-action="files-upload-folder" onClick={() => folderPicker.current?.click()}>
+          Upload folder…
+        </button>
+        <span class="small muted">
+          or drop files and folders on the screen: they land in the workspace, a folder with its structure (at most 2 GiB per file, {maxUploadFiles} files at once).
+        </span>
       </div>
       {uploads.items.length > 0 && (
         <ul class="files-progress" data-testid="files-progress">

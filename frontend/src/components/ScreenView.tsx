@@ -13,6 +13,7 @@ import { formatCountdown, stateLabel, stateTone } from '../settings/vmtext';
 import { KeyRow, touchDevice, useTouch } from './TouchInput';
 import { ClipboardDrawer, clipboardFromPaste, writeBrowserClipboard } from './ClipboardDrawer';
 import { FilesDrawer, useUploads } from './FilesDrawer';
+import { entriesOfDrop, type DropEntry } from '../upload';
 import {
   buttonFor,
   channelUrl,
@@ -468,7 +469,11 @@ export function ScreenView(props: ScreenViewProps) {
           setDropping(false);
           if (!takesDrops || !hasFiles(e)) return;
           e.preventDefault();
-          uploads.add(e.dataTransfer?.files ?? null);
+          // The entries must be taken now: the browser empties the drop's data once this returns.
+          const items = Array.from(e.dataTransfer?.items ?? []).filter((it) => it.kind === 'file');
+          const entries = items.map((it) => (it.webkitGetAsEntry?.() ?? null) as DropEntry | null);
+          const loose = Array.from(e.dataTransfer?.files ?? []);
+          entriesOfDrop(entries, loose).then(uploads.addEntries, (err: unknown) => uploads.fail('the dropped files', messageFor(err)));
         }}
         onTouchStart={touch.handlers.onTouchStart}
         onTouchMove={touch.handlers.onTouchMove}
