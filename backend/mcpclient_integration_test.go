@@ -336,13 +336,17 @@ func TestMCPClientHTTP(t *testing.T) {
 		t.Fatalf("a command on a protected path, allowed by the MCP policy: %+v", res["c3"])
 	}
 	var asked []agent.ToolCall
+	why := ""
 	for _, e := range evs {
 		if e.Type == agent.RequireUserConfirm {
-			asked = e.ToolCalls
+			asked, why = e.ToolCalls, e.Reason
 		}
 	}
 	if len(asked) != 1 || asked[0].Name != "mcp_t_rm" {
 		t.Fatalf("rm was not asked about: %+v", asked)
+	}
+	if !strings.Contains(why, `mcp_t_rm: MCP server "t": the access policy asks a person before tool rm runs`) {
+		t.Errorf("the confirmation's reason %q does not name the server's policy (the card shows it)", why)
 	}
 	model.push(textStep("removed"))
 	res = results(turn(t, b, admin.AccountID, a1.ID, "s1", "yes"))

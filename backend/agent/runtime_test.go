@@ -307,6 +307,9 @@ func TestConfirmationPausesAndResumes(t *testing.T) {
 	if req == nil || len(req.ToolCalls) != 1 || req.ToolCalls[0].ID != "c1" {
 		t.Fatalf("no confirmation request: %v", types(evs))
 	}
+	if req.Reason != "echo: dangerous rm" {
+		t.Errorf("confirmation request's reason %q, want the guard's, per call (the card shows it)", req.Reason)
+	}
 	if len(h.tools.called()) != 0 {
 		t.Fatal("tool ran before confirmation")
 	}

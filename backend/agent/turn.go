@@ -229,6 +229,7 @@ func (tr *turnRun) addUsage(u Usage) {
 func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 	results := Msg{ID: NewID(), Name: "tools", Role: "user", Timestamp: time.Now().UTC()}
 	var ask []ToolCall
+	var askWhy []string // why each asked call needs the person: shown on the confirmation card
 	denied := 0
 	for _, c := range calls {
 		d, reason := Allow, ""
@@ -262,6 +263,9 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 				continue
 			}
 			ask = append(ask, c)
+			if reason != "" {
+				askWhy = append(askWhy, c.Name+": "+reason)
+			}
 		default:
 			results.Content = append(results.Content, tr.runCall(c))
 			if errors.Is(context.Cause(tr.ctx), errStopped) {
@@ -288,7 +292,7 @@ func (tr *turnRun) runCalls(calls []ToolCall) (paused bool, err error) {
 			}
 		}
 		e := newEvent(RequireUserConfirm)
-		e.ToolCalls = ask
+		e.ToolCalls, e.Reason = ask, strings.Join(askWhy, "; ")
 		tr.emit(e)
 		why := ""
 		for _, c := range ask {

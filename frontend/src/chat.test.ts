@@ -84,6 +84,8 @@ describe('reduce', () => {
     let s = run([{ type: 'REQUIRE_USER_CONFIRM', id: 'c1', toolCalls: [tc] }, { type: 'AGENT_END' }]);
     expect(s.awaitingConfirm).toBe(true);
     expect(blocksOf(s)).toEqual([{ kind: 'confirm', id: 'c1', toolCalls: [tc], answered: '' }]);
+    const why = run([{ type: 'REQUIRE_USER_CONFIRM', id: 'c2', toolCalls: [tc], reason: 'computer_shell: MCP server "fs": the access policy asks' }]);
+    expect(blocksOf(why)).toEqual([{ kind: 'confirm', id: 'c2', toolCalls: [tc], answered: '', reason: 'computer_shell: MCP server "fs": the access policy asks' }]);
     s = reduce(s, { type: 'USER_CONFIRM_RESULT', confirmResults: [{ confirmed: true, toolCall: tc, rules: ['computer_shell:rm *'] }] });
     expect(s.awaitingConfirm).toBe(false);
     expect(blocksOf(s)[0]).toMatchObject({ answered: 'always' });

@@ -121,7 +121,7 @@ export type Block =
       images: ImageData[];
       state: string; // calling, running, success, error, interrupted, denied
     }
-  | { kind: 'confirm'; id: string; toolCalls: ToolCall[]; answered: 'allowed' | 'always' | 'denied' | '' }
+  | { kind: 'confirm'; id: string; toolCalls: ToolCall[]; answered: 'allowed' | 'always' | 'denied' | ''; reason?: string }
   | { kind: 'notice'; id: string; tone: 'info' | 'warn' | 'error'; text: string }
   | DataBlock
   | ExternalBlock
@@ -395,7 +395,9 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
     }
     case 'REQUIRE_USER_CONFIRM': {
       const id = e.id || `confirm-${s.messages.length}`;
-      const st = pushBlock(s, { kind: 'confirm', id, toolCalls: e.toolCalls ?? [], answered: '' });
+      const block: Block = { kind: 'confirm', id, toolCalls: e.toolCalls ?? [], answered: '' };
+      if (e.reason) block.reason = e.reason; // why the guard or an MCP server's access policy asks
+      const st = pushBlock(s, block);
       return { ...st, awaitingConfirm: true };
     }
     case 'USER_CONFIRM_RESULT': {

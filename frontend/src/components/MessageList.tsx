@@ -382,6 +382,11 @@ function ConfirmCard({ block: b, onAnswer }: { block: Extract<Block, { kind: 'co
         <strong>Confirm before running</strong>
       </p>
       <p class="muted small">The safety guard wants your approval for:</p>
+      {b.reason && (
+        <p class="confirm-reason small" data-testid="confirm-reason">
+          Why: {b.reason}
+        </p>
+      )}
       {b.toolCalls.map((c) => (
         <div class="confirm-call" key={c.id}>
           <span class="tool-name">{c.name}</span>
