@@ -154,8 +154,15 @@ func (s *suite) testLifecycle(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("stop with 1 s timeout took %v", took.Round(time.Millisecond))
-	if took < 900*time.Millisecond || took > 6*time.Second {
-		t.Errorf("stop took %v, want about the 1 s timeout", took)
+	limit := 6 * time.Second
+	if s.cluster != nil {
+		// A Pod's deletion adds the kubelet's teardown (sandbox, network) to the grace, which
+		// took 6.4 s on a loaded test node; a grace not passed on would be Kubernetes' default
+		// of 30 s.
+		limit = 15 * time.Second
+	}
+	if took < 900*time.Millisecond || took > limit {
+		t.Errorf("stop took %v, want about the 1 s timeout (at most %v)", took, limit)
 	}
 	st, err = s.e.InspectContainer(ctx, created.ID)
 	if err != nil || st.Running || st.PID != 0 {
