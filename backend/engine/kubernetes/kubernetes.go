@@ -50,7 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -93,7 +93,7 @@ type Options struct {
 
 // Client is a connection to one namespace of a cluster. It is safe for concurrent use.
 type Client struct {
-	cs   kubernetes.Interface
+	cs   coreClient
 	rest *rest.Config
 	ns   string
 	host string // the API server's URL, for messages
@@ -154,10 +154,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	// default of 5 per second would queue them.
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "cubicle"
-	cs, err := kubernetes.NewForConfig(rc)
+	core, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return nil, fault.Invalid("kubernetes: %v", err)
 	}
+	cs := coreClient{core}
 	c := &Client{cs: cs, rest: rc, ns: opts.Namespace, host: rc.Host, opts: opts, log: opts.Logger, volumeSize: size}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -171,6 +172,14 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// coreClient is the part of a cluster's API the adapter uses: the core group (Pods, claims,
+// ConfigMaps, Secrets, Events, quotas; /version through its REST client). Not the umbrella
+// clientset (k8s.io/client-go/kubernetes): that one compiles the typed clients and apply
+// configurations of every API group, the largest share of a first build of the app.
+type coreClient struct{ core corev1client.CoreV1Interface }
+
+func (c coreClient) CoreV1() corev1client.CoreV1Interface { return c.core }
+
 // Namespace returns the namespace the desktops live in.
 func (c *Client) Namespace() string { return c.ns }
 
@@ -179,7 +188,7 @@ func (c *Client) Host() string { return c.host }
 
 // Info reports the API server's version and platform.
 func (c *Client) Info(ctx context.Context) (engine.Info, error) {
-	raw, err := c.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	raw, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
 		return engine.Info{}, c.wrap("ask the API server's version", err)
 	}
