@@ -39,7 +39,8 @@ type Config struct {
 	// answering that the desktop is still starting; 0 means 20 s.
 	DrawnWait time.Duration
 	// XStartWait bounds an X server's start, until the driver's connection to it is open;
-	// 0 means 10 s. A server still not answering then is killed and started again.
+	// 0 means 30 s (Xvfb answers in well under a second, a few on a machine under heavy load).
+	// A server still not answering then is killed and started again.
 	XStartWait time.Duration
 	// Relay runs the exec link's relay instead of the driver (cubicle-guest --relay).
 	Relay     bool
@@ -273,7 +274,7 @@ func (s *supervisor) startX(ctx context.Context) error {
 	// the deadline the server is killed, which ends a connection attempt stuck in it.
 	wait := s.cfg.XStartWait
 	if wait <= 0 {
-		wait = 10 * time.Second
+		wait = 30 * time.Second
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
