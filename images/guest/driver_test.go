@@ -343,9 +343,15 @@ func TestStreamAndSettle(t *testing.T) {
 		}
 	})
 	t.Run("settle is capped", func(t *testing.T) {
-		stop := make(chan struct{})
-		defer close(stop)
+		stop, drawn := make(chan struct{}), make(chan struct{})
+		defer func() {
+			// The drawing ends before the subtest does: its window's connection closes with
+			// the test, and a Fill on it then would fail a finished test.
+			close(stop)
+			<-drawn
+		}()
 		go func() {
+			defer close(drawn)
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
