@@ -276,7 +276,11 @@ describe('chat, computer panel and settings', { skip: skip || false }, () => {
     await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]:checked`).waitFor();
     await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]`).uncheck();
     await page.locator(`#runners-table .runner-cloud-toggle[data-runner="${id}"]:not(:checked)`).waitFor();
-    assert.equal((await api('/api/app/admin/runners')).runners.find((r) => r.id === id).cloud, false);
+    // The box shows the person's choice at once; the server has it once its PATCH answered.
+    for (const deadline = Date.now() + 10_000; (await api('/api/app/admin/runners')).runners.find((r) => r.id === id).cloud !== false; ) {
+      assert.ok(Date.now() < deadline, 'the cloud flag was not cleared on the server within 10 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
     page.once('dialog', (d) => void d.accept());
     await page.locator('#runners-table tr', { hasText: id }).locator('button', { hasText: 'Revoke' }).click();
     await page.locator(`#runners-table tr[data-status="revoked"]`, { hasText: id }).waitFor();
