@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cubicle/backend/agent"
@@ -173,7 +174,10 @@ type Backend struct {
 	bg          sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG      context.CancelFunc
 	stats       *statsSampler // desktops' CPU and memory for administrators (stats.go)
-	snaps       *snapshots    // agents' workspace snapshots (snapshots.go)
+	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
+	// control loop to show what does not wait for it.
+	controlGate atomic.Pointer[func(control.Change)]
+	snaps       *snapshots // agents' workspace snapshots (snapshots.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -291,7 +295,7 @@ func (b *Backend) build() error {
 	if err := b.buildRecordings(); err != nil {
 		return err
 	}
-	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: b.Control, Screens: b.Screens,
+	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: handBackControls{b.Control, b}, Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err

@@ -220,6 +220,9 @@ func (a activity) StopAll(ctx context.Context, reason string) error {
 // the control leases (SPEC §1.5): taking over or running a task ends the idle timer, handing
 // back or finishing restarts it, and a lease that expires stops the desktop.
 func (b *Backend) controlChanged(c control.Change) {
+	if gate := b.controlGate.Load(); gate != nil {
+		(*gate)(c)
+	}
 	if b.VMs != nil && !strings.HasPrefix(c.DesktopID, "host-") { // the host screen has no instance
 		vms := b.place.desktop(c.DesktopID)
 		if vms.NodeID() != "local" {
@@ -273,9 +276,36 @@ func (b *Backend) nodeControlChanged(vms nodeVMs, c control.Change) {
 	}
 }
 
+// handBackControls is the control service as the computer channel uses it: a hand back
+// also clears the desktop's busy mark on its node before it is answered. The control loop
+// tells the node too (controlChanged), but a moment later — over a runner's link, after the
+// person has their answer — and a Stop pressed in between was refused as "in use by" the
+// person who had just handed back. Marking idle twice is harmless.
+type handBackControls struct {
+	*control.Manager
+	b *Backend
+}
+
+// HandBack ends the lease (control.Manager.HandBack), then marks the desktop idle on its
+// node unless someone took it meanwhile.
+func (c handBackControls) HandBack(desktopID, token string) error {
+	if err := c.Manager.HandBack(desktopID, token); err != nil {
+		return err
+	}
+	if c.b.VMs == nil || strings.HasPrefix(desktopID, "host-") {
+		return nil
+	}
+	if _, held := c.Manager.Holder(desktopID); held {
+		return nil // taken again (or a task holds it): its own change marks it busy
+	}
+	c.b.place.desktop(desktopID).MarkIdle(desktopID)
+	return nil
+}
+
 var (
 	_ binding.VMs       = desktops{}
 	_ liveview.Desktops = desktops{}
+	_ liveview.Controls = handBackControls{}
 	_ liveview.Driver   = hostDriver{}
 	_ vm.Activity       = activity{}
 )

@@ -231,7 +231,29 @@ func TestPushNotPollOnRealDesktop(t *testing.T) {
 	if r["type"] != "ok" {
 		t.Fatalf("input after a restart: %v", r)
 	}
-	c.Call(map[string]any{"type": "hand_back", "token": l["token"]})
+	// A stop pressed right after the hand back is answered is not refused as "in use": the
+	// hand back clears the node's busy mark itself. The control loop (which also tells the
+	// node) is held here, as a busy machine or a runner's link delays it.
+	hold := make(chan struct{})
+	gate := func(control.Change) { <-hold }
+	e.b.controlGate.Store(&gate)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			e.b.controlGate.Store(nil)
+			close(hold)
+		}
+	}
+	defer release()
+	if r := c.Call(map[string]any{"type": "hand_back", "token": l["token"]}); r["type"] != "ok" {
+		t.Fatalf("hand back: %v", r)
+	}
+	if code, body := e.call("POST", "/api/app/agents/"+ag+"/local-vm/stop", ""); code != 200 {
+		t.Fatalf("stop right after the hand back: %d %s", code, body)
+	}
+	release()
+	waitEvent(t, sub, "the desktop stopped after the hand back", desktopIs(desk.ID, "stopped"))
 	// Node settings reach the bus too.
 	e.must("PUT", "/api/app/admin/local-vm/idle-policy", `{"requestId":"push-1","idleStopMinutes":15}`, 200)
 	waitEvent(t, sub, "node settings", func(e events.Event) bool {
