@@ -30,7 +30,8 @@ install_deps() {
     say "installing frontend packages"
     (cd "$ROOT/frontend" && npm ci --no-audit --no-fund)
   fi
-  # the official MCP TypeScript SDK client that drives /mcp in the Go tests (tests/mcp)
+  # the official MCP TypeScript SDK client that drives /mcp in the Go tests, and the MCP
+  # conformance suite with the Node 22 it needs (tests/mcp)
   if [ "$what" = test ] && { [ ! -d "$ROOT/tests/mcp/node_modules" ] || [ "$ROOT/tests/mcp/package-lock.json" -nt "$ROOT/tests/mcp/node_modules/.package-lock.json" ]; }; then
     say "installing the MCP test client's packages"
     npm ci --prefix "$ROOT/tests/mcp" --no-audit --no-fund
