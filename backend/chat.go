@@ -116,7 +116,8 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 	}
 	if b.MCPClient, err = mcpclient.New(mcpclient.Config{Store: b.Store, Key: key, Version: b.cfg.Version, AskTimeout: ask,
-		Desktops: mcpDesktops{b}, Logger: b.log.With("svc", "mcpclient")}); err != nil {
+		Desktops: mcpDesktops{b}, OnServer: mcpServerHost{b: b, local: local, home: home},
+		Logger: b.log.With("svc", "mcpclient")}); err != nil {
 		return err
 	}
 	// The knowledge base of past runs: every finished turn is indexed (Finished), agents search

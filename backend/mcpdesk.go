@@ -3,10 +3,13 @@ package backend
 import (
 	"context"
 	"io"
+	"sort"
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/agent/tools"
 	"cubicle/backend/fault"
+	"cubicle/backend/hostaccess"
 	"cubicle/backend/mcpclient"
 )
 
@@ -44,4 +47,53 @@ func (d mcpDesktops) Spawn(ctx context.Context, t agent.TurnInfo, p mcpclient.Pr
 		return nil, fault.Unavailable("the agent's desktop cannot run stdio MCP servers (no tunnel to it)")
 	}
 	return mcpclient.StartInDesk(ctx, mcpclient.Desk{Exec: desk.Computer.Exec, Tunnel: desk.Tunnel}, p)
+}
+
+// mcpServerHost runs the stdio MCP servers an administrator marked "runs on the server"
+// (mcpclient.Config.OnServer): on this machine, in its OS sandbox under node local's host
+// sandbox policy — as host_shell runs — with the agent's host working directory read-write.
+// Host access rules apply: only turns whose account has host tools on this server (an
+// administrator, or an account granted them) reach such a server; one process per server and
+// agent.
+type mcpServerHost struct {
+	b     *Backend
+	local tools.LocalHost
+	home  string // this machine's user's home
+}
+
+// Key implements mcpclient.Desktops: the agent, once its account's host access is checked.
+func (h mcpServerHost) Key(t agent.TurnInfo) (string, error) {
+	if t.AgentID == "" || t.TaskID != "" {
+		return "", fault.Invalid("only an agent's own turns use stdio MCP servers")
+	}
+	ok, err := h.b.HostAccess.HostTools(t.UserID, hostaccess.LocalNode)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fault.Forbidden("this MCP server runs on the Cubicle server, with host access: an administrator grants host tools on %s in Settings → Users", h.b.nodeLabel(hostaccess.LocalNode))
+	}
+	return "agent-" + t.AgentID, nil
+}
+
+// Spawn implements mcpclient.Desktops: p started in the sandbox, in the agent's host working
+// directory (SPEC §1.6: its working directory setting, below this machine's home).
+func (h mcpServerHost) Spawn(ctx context.Context, t agent.TurnInfo, p mcpclient.Process) (io.ReadWriteCloser, error) {
+	if _, err := h.Key(t); err != nil { // checked again: the grant may have been taken back
+		return nil, err
+	}
+	dir := h.home
+	if env, err := h.b.computers.Environment(ctx, t); err == nil {
+		dir = tools.HostWorkDir(h.home, env.WorkDir)
+	}
+	var env []string
+	for k, v := range p.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	proc, err := h.local.Spawn(ctx, append([]string{p.Command}, p.Args...), env, dir)
+	if err != nil {
+		return nil, err
+	}
+	return proc, nil
 }

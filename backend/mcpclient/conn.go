@@ -44,14 +44,21 @@ type conn struct {
 func (s *Service) connFor(srv store.MCPServer, t agent.TurnInfo) (*conn, error) {
 	key := srv.ID
 	if srv.Transport == TransportStdio {
-		if s.cfg.Desktops == nil {
+		where, prefix := s.cfg.Desktops, ""
+		if srv.OnServer {
+			where, prefix = s.cfg.OnServer, "server:"
+		}
+		if where == nil {
+			if srv.OnServer {
+				return nil, fault.Unavailable("MCP server %q runs on the Cubicle server, which does not offer that here", srv.Name)
+			}
 			return nil, fault.Unavailable("stdio MCP servers run inside the agent's desktop, which this server cannot reach")
 		}
-		dk, err := s.cfg.Desktops.Key(t)
+		dk, err := where.Key(t)
 		if err != nil {
 			return nil, err
 		}
-		key = srv.ID + "@" + dk
+		key = srv.ID + "@" + prefix + dk
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -157,9 +164,16 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 		if err != nil {
 			return nil, nil, err
 		}
-		rwc, err := c.svc.cfg.Desktops.Spawn(ctx, t, Process{Key: c.key, Command: c.srv.Command, Args: c.srv.Args, Env: env})
+		where, place := c.svc.cfg.Desktops, "in the desktop"
+		if c.srv.OnServer {
+			where, place = c.svc.cfg.OnServer, "on the server"
+		}
+		if where == nil {
+			return nil, nil, fault.Unavailable("MCP server %q cannot be started %s here", c.srv.Name, place)
+		}
+		rwc, err := where.Spawn(ctx, t, Process{Key: c.key, Command: c.srv.Command, Args: c.srv.Args, Env: env})
 		if err != nil {
-			return nil, nil, fmt.Errorf("start MCP server %q in the desktop: %w", c.srv.Name, err)
+			return nil, nil, fmt.Errorf("start MCP server %q %s: %w", c.srv.Name, place, err)
 		}
 		tr = &mcp.IOTransport{Reader: rwc, Writer: rwc}
 		closer = func() { rwc.Close() }

@@ -75,6 +75,10 @@ type Config struct {
 	// Desktops runs stdio servers inside agents' desktops; nil: stdio servers fail as
 	// unavailable.
 	Desktops Desktops
+	// OnServer runs the stdio servers an administrator marked to run on the Cubicle server
+	// (store.MCPServer.OnServer), in its OS sandbox; its Key refuses a turn whose account has
+	// no host access there. nil: such servers fail as unavailable.
+	OnServer Desktops
 	Logger   *slog.Logger
 	Version  string
 	// AskTimeout is how long a call the policy asks about waits for the person; 0:
@@ -147,6 +151,7 @@ type Server struct {
 	Headers      map[string]string `json:"headers"` // masked values
 	AllowPrivate bool              `json:"allowPrivate"`
 	Command      string            `json:"command,omitempty"`
+	OnServer     bool              `json:"onServer"`
 	Args         []string          `json:"args"`
 	Env          map[string]string `json:"env"` // masked values
 	// TimeoutSeconds bounds a tool call (the default when 0 was saved).
@@ -176,6 +181,7 @@ type Input struct {
 	Headers        map[string]*string `json:"headers"`
 	AllowPrivate   *bool              `json:"allowPrivate"`
 	Command        *string            `json:"command"`
+	OnServer       *bool              `json:"onServer"`
 	Args           []string           `json:"args"`
 	Env            map[string]*string `json:"env"`
 	TimeoutSeconds *int               `json:"timeoutSeconds"`
@@ -400,6 +406,9 @@ func (s *Service) apply(srv *store.MCPServer, in Input) error {
 	if in.Command != nil {
 		srv.Command = strings.TrimSpace(*in.Command)
 	}
+	if in.OnServer != nil {
+		srv.OnServer = *in.OnServer
+	}
 	if in.Args != nil {
 		if len(in.Args) > 64 {
 			return fault.Invalid("give at most 64 arguments")
@@ -447,6 +456,9 @@ func (s *Service) apply(srv *store.MCPServer, in Input) error {
 		}
 		if u.Fragment != "" {
 			return fault.Invalid("the URL must not have a fragment (#…)")
+		}
+		if srv.OnServer {
+			return fault.Invalid("onServer is for stdio servers (a command); an %s server is reached at its URL", srv.Transport)
 		}
 		srv.Command, srv.Args, srv.Env = "", nil, nil
 	case TransportStdio:
@@ -551,7 +563,7 @@ func (s *Service) checkPolicy(p store.MCPPolicy) (store.MCPPolicy, error) {
 
 func (s *Service) view(srv store.MCPServer, c store.MCPConfig) Server {
 	v := Server{ID: srv.ID, Name: srv.Name, Transport: srv.Transport, Description: srv.Description, URL: srv.URL,
-		AllowPrivate: srv.AllowPrivate, Command: srv.Command, Args: slices.Clone(srv.Args), TimeoutSeconds: srv.TimeoutSeconds,
+		AllowPrivate: srv.AllowPrivate, Command: srv.Command, OnServer: srv.OnServer, Args: slices.Clone(srv.Args), TimeoutSeconds: srv.TimeoutSeconds,
 		Disabled: srv.Disabled, Policy: Policy{Default: srv.Policy.Default, Rules: srv.Policy.Rules}, CreatedAt: srv.CreatedAt, UpdatedAt: srv.UpdatedAt, UpdatedBy: srv.UpdatedBy,
 		Headers: map[string]string{}, Env: map[string]string{}, Agents: []string{}}
 	if v.TimeoutSeconds == 0 {

@@ -110,7 +110,7 @@ func TestStdioServer(t *testing.T) {
 	ti := agent.TurnInfo{SessionID: "s", UserID: admin.ID, AgentID: ag.ID, TurnID: "t"}
 	ctx := context.Background()
 	specs := s.Tools(ctx, ti)
-	if len(specs) != 2 || specs[0].Name != "mcp_sh_whoami" || specs[1].Name != "mcp_sh_die" {
+	if len(specs) != 3 || specs[0].Name != "mcp_sh_whoami" || specs[1].Name != "mcp_sh_die" || specs[2].Name != "mcp_sh_peek" {
 		t.Fatalf("tools: %+v", specs)
 	}
 	call := func(id, tool string) (string, string) {

@@ -21,9 +21,12 @@ type MCPServer struct {
 	// Headers are HTTP header values by name, sealed (http, sse).
 	Headers map[string][]byte `json:"headers,omitempty"`
 	// AllowPrivate lets the URL be a loopback or private address (the rule of model endpoints).
-	AllowPrivate bool     `json:"allowPrivate,omitempty"`
-	Command      string   `json:"command,omitempty"` // stdio: run inside the agent's desktop
-	Args         []string `json:"args,omitempty"`
+	AllowPrivate bool   `json:"allowPrivate,omitempty"`
+	Command      string `json:"command,omitempty"` // stdio: run inside the agent's desktop
+	// OnServer (stdio): the command runs on the Cubicle server itself, in its OS sandbox, for
+	// accounts with host access there — an administrator's explicit choice; off by default.
+	OnServer bool     `json:"onServer,omitempty"`
+	Args     []string `json:"args,omitempty"`
 	// Env are environment values by name, sealed (stdio).
 	Env map[string][]byte `json:"env,omitempty"`
 	// TimeoutSeconds bounds one tool call (0: the default).

@@ -162,6 +162,8 @@ export interface McpServer {
   headers: Record<string, string>;
   allowPrivate: boolean;
   command?: string;
+  /** stdio: the command runs on the Cubicle server, in its OS sandbox, instead of the agent's desktop. */
+  onServer: boolean;
   args: string[];
   /** Environment name → masked value. */
   env: Record<string, string>;
@@ -183,6 +185,7 @@ export interface McpServerInput {
   headers?: Record<string, string | null>;
   allowPrivate?: boolean;
   command?: string;
+  onServer?: boolean;
   args?: string[];
   env?: Record<string, string | null>;
   timeoutSeconds?: number;

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -197,14 +198,24 @@ func (h LocalHost) WriteFile(ctx context.Context, path string, data []byte) erro
 	return h.Sandbox.WriteFile(ctx, p, path, data)
 }
 
-// capped keeps the first max bytes written to it.
+// capped keeps the first max bytes written to it. Safe for concurrent use.
 type capped struct {
+	mu  sync.Mutex
 	buf bytes.Buffer
 	max int
 	cut bool
 }
 
+// String is what was kept.
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
 func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if room := c.max - c.buf.Len(); room < len(p) {
 		c.cut = true
 		if room > 0 {

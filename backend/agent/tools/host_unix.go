@@ -23,3 +23,15 @@ func (h LocalHost) command(ctx context.Context, script string) (*exec.Cmd, error
 
 // runTree runs c to its end; command already arranged the process group.
 func runTree(c *exec.Cmd) error { return c.Run() }
+
+// ownTree puts the process c will start in a process group of its own (HostProc).
+func ownTree(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+
+// endTree asks the process group of c to end (SIGTERM), or kills it.
+func endTree(c *exec.Cmd, kill bool) {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-c.Process.Pid, sig)
+}

@@ -106,3 +106,17 @@ func resumeProcess(pid uint32) error {
 	}
 	return nil
 }
+
+// ownTree starts the process c will start without a console window (HostProc). Windows has
+// no process group to end with it: endTree ends the process and, with taskkill /T, its tree.
+func ownTree(c *exec.Cmd) {
+	c.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NO_WINDOW}
+}
+
+// endTree ends the process of c and its children.
+func endTree(c *exec.Cmd, kill bool) {
+	_ = exec.Command("taskkill", "/T", "/F", "/PID", strconv.Itoa(c.Process.Pid)).Run()
+	if kill {
+		_ = c.Process.Kill()
+	}
+}

@@ -1,15 +1,20 @@
 #!/bin/sh
 # A tiny MCP server over stdio in POSIX sh, for tests: tools "whoami" (who and where it runs,
-# and its pid) and "die" (the process exits without answering).
+# and its pid), "die" (the process exits without answering) and "peek" (the first bytes of
+# the file $MCP_TEST_FILE in hex, or "refused" when it cannot be read).
 while IFS= read -r line; do
 	id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
 	case "$line" in
 	*'"method":"initialize"'*)
 		printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":false}},"serverInfo":{"name":"sh-test","version":"1"}}}\n' "$id" ;;
 	*'"method":"tools/list"'*)
-		printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"whoami","description":"Who and where.","inputSchema":{"type":"object","properties":{}}},{"name":"die","description":"Exit.","inputSchema":{"type":"object","properties":{}}}]}}\n' "$id" ;;
+		printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"whoami","description":"Who and where.","inputSchema":{"type":"object","properties":{}}},{"name":"die","description":"Exit.","inputSchema":{"type":"object","properties":{}}},{"name":"peek","description":"Read MCP_TEST_FILE.","inputSchema":{"type":"object","properties":{}}}]}}\n' "$id" ;;
 	*'"method":"tools/call"'*'"name":"die"'*)
 		exit 3 ;;
+	*'"method":"tools/call"'*'"name":"peek"'*)
+		v=$(head -c 16 "${MCP_TEST_FILE:-/nonexistent}" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+		if [ -n "$v" ]; then v="read=$v"; else v=refused; fi
+		printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$v" ;;
 	*'"method":"tools/call"'*'"name":"whoami"'*)
 		printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"user=%s pid=%s secret=%s"}]}}\n' "$id" "$(id -un)" "$$" "${MCP_TEST_SECRET:-none}" ;;
 	*'"method":"ping"'*)

@@ -40,6 +40,7 @@ function ServerForm({ server, onSave, onCancel }: { server?: McpServer; onSave: 
   const [headers, setHeaders] = useState(showSecrets(server?.headers ?? {}, ': '));
   const [allowPrivate, setAllowPrivate] = useState(server?.allowPrivate ?? false);
   const [command, setCommand] = useState(server?.command ?? '');
+  const [onServer, setOnServer] = useState(server?.onServer ?? false);
   const [args, setArgs] = useState((server?.args ?? []).join('\n'));
   const [env, setEnv] = useState(showSecrets(server?.env ?? {}, '='));
   const [timeout, setTimeoutS] = useState(String(server?.timeoutSeconds ?? 60));
@@ -53,6 +54,7 @@ function ServerForm({ server, onSave, onCancel }: { server?: McpServer; onSave: 
     const input: McpServerInput = { name: name.trim(), transport, description, timeoutSeconds: Number(timeout) || 0 };
     if (stdio) {
       input.command = command;
+      input.onServer = onServer;
       input.args = args.split('\n').filter((a) => a.trim() !== '');
       input.env = secretLines(env, '=', server?.env ?? {});
     } else {
@@ -89,8 +91,15 @@ function ServerForm({ server, onSave, onCancel }: { server?: McpServer; onSave: 
       {stdio ? (
         <>
           <label class="field">
-            <span>Command (run in the agent's desktop, which is its sandbox)</span>
+            <span>{onServer ? "Command (run on this server, in its OS sandbox)" : "Command (run in the agent's desktop, which is its sandbox)"}</span>
             <input class="mcp-command" value={command} disabled={busy} onInput={(e) => setCommand(e.currentTarget.value)} placeholder="npx" />
+          </label>
+          <label class="checkbox">
+            <input type="checkbox" class="mcp-on-server" checked={onServer} disabled={busy} onChange={(e) => setOnServer(e.currentTarget.checked)} />
+            <span class="checkbox-label">
+              Runs on the server, not in the agent's desktop: in the OS sandbox of host tools (Settings → Security → host sandbox), only for accounts
+              with host access to this server
+            </span>
           </label>
           <label class="field">
             <span>Arguments (one per line)</span>
@@ -287,7 +296,7 @@ export function ToolsSettings({ client }: { client: Client }) {
           {servers.map((s) => (
             <li key={s.id} class="mcp-server" data-server={s.id}>
               <div class="mcp-server-head">
-                <strong>{s.name}</strong> <span class="muted small">{s.transport}</span>{' '}
+                <strong>{s.name}</strong> <span class="muted small">{s.transport === 'stdio' && s.onServer ? 'stdio, on the server' : s.transport}</span>{' '}
                 <code class="small">{s.transport === 'stdio' ? [s.command, ...s.args].join(' ') : s.url}</code>
                 {s.disabled && <span class="muted small"> · off</span>}
                 <span class="muted small">
