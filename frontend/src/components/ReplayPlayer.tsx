@@ -67,6 +67,8 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
   const [notes, setNotes] = useState<string[]>([]);
   const [error, setError] = useState('');
   const [drawn, setDrawn] = useState(0);
+  // The position of the last seek once its picture is drawn (data-seeked: what a test waits on).
+  const [seekedAt, setSeekedAt] = useState(-1);
   const [shot, setShot] = useState<{ index: number; url: string } | null>(null);
   const [exporting, setExporting] = useState(false);
   const recorder = useRef<{ rec: MediaRecorder; stop: () => void } | null>(null);
@@ -115,6 +117,8 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
         setPos(p);
         setNow(p.at);
         if (p.notes && p.notes.length > 0) setNotes((n) => [...n, ...p.notes!]);
+        // The messages before a seeked position drew the screen as it was at p.at.
+        if (p.seeked) void painter.idle().then(() => setSeekedAt(p.at));
       }
     };
     sock.onerror = () => setError('The replay stream failed.');
@@ -237,7 +241,17 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
       </div>
       <div class="replay-body">
         <div class="screen-stage replay-stage">
-          <canvas ref={canvas} class="screen-canvas" id="replay-canvas" width={16} height={10} data-drawn={drawn} data-at={Math.round(now)} />
+          <canvas
+            ref={canvas}
+            class="screen-canvas"
+            id="replay-canvas"
+            width={16}
+            height={10}
+            data-drawn={drawn}
+            data-at={Math.round(now)}
+            data-state={pos.state}
+            data-seeked={seekedAt}
+          />
           <canvas
             ref={overlayCanvas}
             class="screen-pointer"
