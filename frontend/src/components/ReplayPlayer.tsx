@@ -38,6 +38,15 @@ export function nextTool(markers: RecordingMarker[], at: number): number {
   return markers.findIndex((m) => m.kind === 'tool' && m.at > at + 100);
 }
 
+/**
+ * How long the player shows the recording to be: what the server says, and for a recording
+ * still being written at least the position reached (the server counts up to the last thing
+ * written, which stands still while the screen does).
+ */
+export function shownDuration(durationMs: number, recordedMs: number, live: boolean, at: number): number {
+  return Math.max(durationMs, recordedMs, live ? at : 0, 1);
+}
+
 export function clock(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));
   const h = Math.floor(s / 3600);
@@ -73,7 +82,7 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
   const [exporting, setExporting] = useState(false);
   const recorder = useRef<{ rec: MediaRecorder; stop: () => void } | null>(null);
   const markers = recording.markers ?? [];
-  const duration = Math.max(pos.durationMs, recording.durationMs, 1);
+  const duration = shownDuration(pos.durationMs, recording.durationMs, pos.live ?? recording.live, now);
 
   useEffect(() => {
     const c = canvas.current;
