@@ -119,6 +119,27 @@ describe('ScreenPainter', () => {
     expect(ctx.ops).toEqual([]);
   });
 
+  it('idle resolves once everything given before it is drawn', async () => {
+    const ctx = new RecordingContext();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    const slow: Decoder = async (data, type) => {
+      await held;
+      return fakeDecode(data, type);
+    };
+    const p = new ScreenPainter({ width: 100, height: 50 }, ctx as unknown as Context2D, {}, slow);
+    await p.idle(); // nothing queued: at once
+    p.update(upd(1, true, [region('jpeg', 0, 0, 100, 50, img(1, 100, 50))]));
+    p.update(upd(2, false, [region('png', 1, 1, 2, 2, img(2, 2, 2))]));
+    let done = false;
+    const idle = p.idle().then(() => (done = true));
+    await settle();
+    expect(done).toBe(false);
+    release();
+    await idle;
+    expect(ctx.ops).toEqual(['draw img1 0,0', 'draw img2 1,1']);
+  });
+
   it('draws only the newest whole frame (version 1)', async () => {
     const ctx = new RecordingContext();
     const p = new ScreenPainter({ width: 16, height: 10 }, ctx as unknown as Context2D, {}, fakeDecode);

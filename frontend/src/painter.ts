@@ -52,6 +52,7 @@ export class ScreenPainter {
   private busy = false;
   private waitKey = false;
   private closed = false;
+  private idlers: Array<() => void> = [];
   /** Updates drawn, and whether the last one left the picture exact. */
   drawn = 0;
   lossless = false;
@@ -93,6 +94,22 @@ export class ScreenPainter {
   close() {
     this.closed = true;
     this.queue = [];
+    this.wake();
+  }
+
+  /**
+   * Resolves once everything queued so far has been drawn (or dropped): the picture shows
+   * every message given before the call (a replay's seek, for one).
+   */
+  idle(): Promise<void> {
+    if (!this.busy && this.queue.length === 0) return Promise.resolve();
+    return new Promise((r) => this.idlers.push(r));
+  }
+
+  private wake() {
+    const w = this.idlers;
+    this.idlers = [];
+    for (const r of w) r();
   }
 
   private lose() {
@@ -121,6 +138,7 @@ export class ScreenPainter {
       }
     } finally {
       this.busy = false;
+      this.wake();
     }
   }
 

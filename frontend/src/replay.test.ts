@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { clock, markerAt, nextTool } from './components/ReplayPlayer';
+import { clock, markerAt, nextTool, shownDuration } from './components/ReplayPlayer';
+import { recordingsKey } from './components/Timeline';
 import type { RecordingMarker } from './api';
 
 const ms: RecordingMarker[] = [
@@ -25,5 +26,26 @@ describe('replay markers', () => {
     expect(clock(0)).toBe('0:00');
     expect(clock(65_400)).toBe('1:05');
     expect(clock(3_725_000)).toBe('1:02:05');
+  });
+});
+
+describe('the timeline asks for recordings again', () => {
+  it('when a run starts and when a run ends (its marker is written at the end)', () => {
+    const running = recordingsKey([{ status: 'SUCCESS' }, { status: 'RUNNING' }]);
+    expect(recordingsKey([{ status: 'SUCCESS' }, { status: 'SUCCESS' }])).not.toBe(running);
+    expect(recordingsKey([{ status: 'SUCCESS' }, { status: 'FAILED' }])).not.toBe(running);
+    expect(recordingsKey([{ status: 'SUCCESS' }])).not.toBe(recordingsKey([{ status: 'SUCCESS' }, { status: 'PENDING' }]));
+    expect(recordingsKey([{ status: 'SUCCESS' }, { status: 'RUNNING' }])).toBe(running);
+  });
+});
+
+describe('the duration the player shows', () => {
+  it('of a recording being written reaches at least the position', () => {
+    expect(shownDuration(8000, 5000, true, 12_000)).toBe(12_000);
+    expect(shownDuration(8000, 5000, true, 3000)).toBe(8000);
+  });
+  it('of an ended recording is what the server says', () => {
+    expect(shownDuration(8000, 9000, false, 12_000)).toBe(9000);
+    expect(shownDuration(0, 0, false, 0)).toBe(1);
   });
 });

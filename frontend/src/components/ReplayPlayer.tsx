@@ -38,6 +38,15 @@ export function nextTool(markers: RecordingMarker[], at: number): number {
   return markers.findIndex((m) => m.kind === 'tool' && m.at > at + 100);
 }
 
+/**
+ * How long the player shows the recording to be: what the server says, and for a recording
+ * still being written at least the position reached (the server counts up to the last thing
+ * written, which stands still while the screen does).
+ */
+export function shownDuration(durationMs: number, recordedMs: number, live: boolean, at: number): number {
+  return Math.max(durationMs, recordedMs, live ? at : 0, 1);
+}
+
 export function clock(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));
   const h = Math.floor(s / 3600);
@@ -67,11 +76,13 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
   const [notes, setNotes] = useState<string[]>([]);
   const [error, setError] = useState('');
   const [drawn, setDrawn] = useState(0);
+  // The position of the last seek once its picture is drawn (data-seeked: what a test waits on).
+  const [seekedAt, setSeekedAt] = useState(-1);
   const [shot, setShot] = useState<{ index: number; url: string } | null>(null);
   const [exporting, setExporting] = useState(false);
   const recorder = useRef<{ rec: MediaRecorder; stop: () => void } | null>(null);
   const markers = recording.markers ?? [];
-  const duration = Math.max(pos.durationMs, recording.durationMs, 1);
+  const duration = shownDuration(pos.durationMs, recording.durationMs, pos.live ?? recording.live, now);
 
   useEffect(() => {
     const c = canvas.current;
@@ -115,6 +126,8 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
         setPos(p);
         setNow(p.at);
         if (p.notes && p.notes.length > 0) setNotes((n) => [...n, ...p.notes!]);
+        // The messages before a seeked position drew the screen as it was at p.at.
+        if (p.seeked) void painter.idle().then(() => setSeekedAt(p.at));
       }
     };
     sock.onerror = () => setError('The replay stream failed.');
@@ -237,7 +250,17 @@ export function ReplayPlayer({ client, agentId, recording, from, onClose }: Repl
       </div>
       <div class="replay-body">
         <div class="screen-stage replay-stage">
-          <canvas ref={canvas} class="screen-canvas" id="replay-canvas" width={16} height={10} data-drawn={drawn} data-at={Math.round(now)} />
+          <canvas
+            ref={canvas}
+            class="screen-canvas"
+            id="replay-canvas"
+            width={16}
+            height={10}
+            data-drawn={drawn}
+            data-at={Math.round(now)}
+            data-state={pos.state}
+            data-seeked={seekedAt}
+          />
           <canvas
             ref={overlayCanvas}
             class="screen-pointer"

@@ -15,6 +15,15 @@ const tone: Record<string, string> = {
   PENDING: 'pending',
 };
 
+/**
+ * Which recordings a timeline has asked for: they are loaded again when a run ends, since a
+ * tool call's marker is written when its result comes back (a run shows up as it starts).
+ */
+export function recordingsKey(runs: ReadonlyArray<{ status: string }>): string {
+  const ended = runs.filter((r) => r.status !== 'RUNNING' && r.status !== 'PENDING').length;
+  return `${runs.length}/${ended}`;
+}
+
 function ms(n: number): string {
   return n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)} s` : `${n} ms`;
 }
@@ -31,7 +40,7 @@ export function Timeline({ client, sessionId, running, agentId }: { client: Clie
   // The recordings of the agent's desktop: each tool run found in one can be replayed.
   const [recs, setRecs] = useState<Recording[]>([]);
   const [player, setPlayer] = useState<{ rec: Recording; from: number } | null>(null);
-  const runCount = st.data?.runs?.length ?? 0;
+  const runsKey = recordingsKey(st.data?.runs ?? []);
   useEffect(() => {
     if (!agentId) return;
     let live = true;
@@ -42,7 +51,7 @@ export function Timeline({ client, sessionId, running, agentId }: { client: Clie
     return () => {
       live = false;
     };
-  }, [client, agentId, runCount]);
+  }, [client, agentId, runsKey]);
   const replayOf = (runId: string): { rec: Recording; from: number } | null => {
     for (const rec of recs) {
       const m = (rec.markers ?? []).find((m) => m.kind === 'tool' && m.runId === runId);
