@@ -316,6 +316,11 @@ var allowLoopback = true
 
 // removeStoreObjects removes the containers and volumes labelled with store id.
 func removeStoreObjects(t testing.TB, id string) {
+	removeLabelled(t, map[string]string{vm.LabelStore: id})
+}
+
+// removeLabelled removes the containers and volumes that carry the labels of sel.
+func removeLabelled(t testing.TB, sel map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	eng, err := podman.Connect(ctx, "unix:///run/podman/podman.sock", podman.Options{})
@@ -324,7 +329,6 @@ func removeStoreObjects(t testing.TB, id string) {
 		return
 	}
 	defer eng.Close()
-	sel := map[string]string{vm.LabelStore: id}
 	cs, _ := eng.ListContainers(ctx, sel)
 	for _, c := range cs {
 		eng.StopContainer(ctx, c.ID, 5*time.Second) // a user namespace's /dev/shm: see vm's ensureRunning
