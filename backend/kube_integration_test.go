@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/engine/kubernetes/kubetest"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/mcpclient"
+	"cubicle/backend/models"
 	"cubicle/backend/nodeapi"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/store"
@@ -156,6 +159,82 @@ func TestKubernetesDesktop(t *testing.T) {
 	if inst.ID == "" {
 		t.FailNow()
 	}
+
+	t.Run("MCP both ways on the pod", func(t *testing.T) {
+		// The agent uses a stdio MCP server, which runs inside its pod (exec + a tunnel over
+		// the exec link), and Cubicle serves the agent's computer at /mcp.
+		acct, err := b.Auth.Admin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap, err := b.Auth.Issue(acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := &scriptedModel{}
+		msrv := httptest.NewServer(model)
+		defer msrv.Close()
+		allow := true
+		if _, err := b.Models.Set(models.Update{BaseURL: msrv.URL + "/v1", Model: "scripted", AllowPrivate: &allow}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { // the later subtests' /shell turns run without a model
+			if _, err := b.Models.Set(models.Update{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		script, err := os.ReadFile("mcpclient/testdata/stdio-server.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, tr, cmd := "sh", mcpclient.TransportStdio, "/bin/sh"
+		srv, err := b.MCPClient.Create(ap, mcpclient.Input{Name: &name, Transport: &tr, Command: &cmd, Args: []string{"-c", string(script)},
+			Policy: &store.MCPPolicy{Default: "allow"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.MCPClient.SetAgentServers(ap, ag.ID, []string{srv.ID}); err != nil {
+			t.Fatal(err)
+		}
+		defer b.MCPClient.SetAgentServers(ap, ag.ID, []string{})
+		model.push(callStep("w", "mcp_sh_whoami", map[string]any{}),
+			callStep("p", "computer_shell", map[string]any{"command": "cat /tmp/cubicle-mcp/*.pid; cat kept.txt"}), textStep("done"))
+		res := results(turn(t, b, admin.ID, ag.ID, "kmcp", "use the stdio server"))
+		if res["w"][0] != agent.StateSuccess || !strings.Contains(res["w"][1], "user=cua ") {
+			t.Fatalf("the stdio server in the pod: %+v", res["w"])
+		}
+		pid := strings.Fields(strings.SplitN(res["w"][1], "pid=", 2)[1])[0]
+		// kept.txt was written in the pod's workspace by the first subtest.
+		if res["p"][0] != agent.StateSuccess || !strings.Contains(res["p"][1], pid) || !strings.Contains(res["p"][1], "kept") {
+			t.Fatalf("the server's process (pid %s) in the pod %s: %+v", pid, inst.ContainerName, res["p"])
+		}
+
+		hs := httptest.NewServer(b.API.Handler())
+		defer hs.Close()
+		_, secret := makeToken(t, hs, ap.Token, map[string]any{"name": "k8s"})
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		cs, err := mcpConnect(t, cctx, hs, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		call := func(tool string, args map[string]any) string {
+			t.Helper()
+			r, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+			if err != nil || r.IsError {
+				t.Fatalf("%s over /mcp: %v %s", tool, err, callText(r))
+			}
+			return callText(r)
+		}
+		if l := call("list_computers", nil); !strings.Contains(l, ag.ID) {
+			t.Fatalf("list_computers: %s", l)
+		}
+		if out := call("computer_shell", map[string]any{"agent": ag.ID, "command": "id -un; cat kept.txt; cat /tmp/cubicle-mcp/*.pid"}); !strings.Contains(out, "cua") ||
+			!strings.Contains(out, "kept") || !strings.Contains(out, pid) {
+			t.Fatalf("computer_shell over /mcp ran elsewhere than the pod %s: %s", inst.ContainerName, out)
+		}
+	})
 
 	t.Run("live screen, take over and type", func(t *testing.T) {
 		srv := httptest.NewServer(b.API.Handler())
