@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -56,18 +55,12 @@ func TestMCPConformanceSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv := httptest.NewServer(b.API.Handler())
+	defer srv.Close()
+	target, err := url.Parse(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- b.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	target := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	srv := &httptest.Server{URL: target.String()}
 	sess, err := b.LocalSession()
 	if err != nil {
 		t.Fatal(err)

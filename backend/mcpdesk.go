@@ -93,7 +93,7 @@ func (h mcpServerHost) Spawn(ctx context.Context, t agent.TurnInfo, p mcpclient.
 	sort.Strings(env)
 	proc, err := h.local.Spawn(ctx, append([]string{p.Command}, p.Args...), env, dir)
 	if err != nil {
-		return nil, err
+		return nil, err // not proc: a nil *HostProc would be a non-nil io.ReadWriteCloser
 	}
 	return proc, nil
 }

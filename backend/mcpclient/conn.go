@@ -44,15 +44,9 @@ type conn struct {
 func (s *Service) connFor(srv store.MCPServer, t agent.TurnInfo) (*conn, error) {
 	key := srv.ID
 	if srv.Transport == TransportStdio {
-		where, prefix := s.cfg.Desktops, ""
-		if srv.OnServer {
-			where, prefix = s.cfg.OnServer, "server:"
-		}
-		if where == nil {
-			if srv.OnServer {
-				return nil, fault.Unavailable("MCP server %q runs on the Cubicle server, which does not offer that here", srv.Name)
-			}
-			return nil, fault.Unavailable("stdio MCP servers run inside the agent's desktop, which this server cannot reach")
+		where, prefix, err := s.stdioHost(srv)
+		if err != nil {
+			return nil, err
 		}
 		dk, err := where.Key(t)
 		if err != nil {
@@ -77,6 +71,21 @@ func (s *Service) connFor(srv store.MCPServer, t agent.TurnInfo) (*conn, error) 
 		old.close()
 	}
 	return c, nil
+}
+
+// stdioHost is where stdio server srv runs — inside the agent's desktop, or on the Cubicle
+// server when an administrator marked it so — and the prefix of its connections' keys there.
+func (s *Service) stdioHost(srv store.MCPServer) (Desktops, string, error) {
+	if srv.OnServer {
+		if s.cfg.OnServer == nil {
+			return nil, "", fault.Unavailable("MCP server %q runs on the Cubicle server, which does not offer that here", srv.Name)
+		}
+		return s.cfg.OnServer, "server:", nil
+	}
+	if s.cfg.Desktops == nil {
+		return nil, "", fault.Unavailable("stdio MCP servers run inside the agent's desktop, which this server cannot reach")
+	}
+	return s.cfg.Desktops, "", nil
 }
 
 // drop closes every connection to server id (its settings changed or it was deleted).
@@ -164,12 +173,13 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 		if err != nil {
 			return nil, nil, err
 		}
-		where, place := c.svc.cfg.Desktops, "in the desktop"
-		if c.srv.OnServer {
-			where, place = c.svc.cfg.OnServer, "on the server"
+		where, _, err := c.svc.stdioHost(c.srv)
+		if err != nil {
+			return nil, nil, err
 		}
-		if where == nil {
-			return nil, nil, fault.Unavailable("MCP server %q cannot be started %s here", c.srv.Name, place)
+		place := "in the desktop"
+		if c.srv.OnServer {
+			place = "on the server"
 		}
 		rwc, err := where.Spawn(ctx, t, Process{Key: c.key, Command: c.srv.Command, Args: c.srv.Args, Env: env})
 		if err != nil {

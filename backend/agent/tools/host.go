@@ -102,13 +102,7 @@ func (h LocalHost) sandboxed(ctx context.Context, c *exec.Cmd, p sandbox.Policy)
 	if err != nil {
 		return w, err
 	}
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "CUBICLE_") || strings.HasPrefix(e, "CUBICLE_SANDBOX_") {
-			env = append(env, e)
-		}
-	}
-	c.Env = append(env, w.Env...)
+	c.Env = append(hostEnv(), w.Env...)
 	if !w.Sandboxed {
 		return w, nil
 	}
@@ -119,6 +113,18 @@ func (h LocalHost) sandboxed(ctx context.Context, c *exec.Cmd, p sandbox.Policy)
 	}
 	c.Path, c.Args = path, w.Argv
 	return w, nil
+}
+
+// hostEnv is this process's environment without Cubicle's own variables (tokens, keys),
+// which a host command must not see; the sandbox's own (CUBICLE_SANDBOX_*) stay.
+func hostEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "CUBICLE_") || strings.HasPrefix(e, "CUBICLE_SANDBOX_") {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 // Home is the runner user's home directory.

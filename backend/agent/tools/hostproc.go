@@ -42,13 +42,7 @@ func (h LocalHost) Spawn(ctx context.Context, argv, env []string, dir string) (*
 	}
 	c := exec.Command(path, argv[1:]...)
 	c.Dir = dir
-	var env0 []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "CUBICLE_") || strings.HasPrefix(e, "CUBICLE_SANDBOX_") {
-			env0 = append(env0, e)
-		}
-	}
-	c.Env = env0
+	c.Env = hostEnv()
 	wrap := sandbox.Command{Cleanup: func() {}}
 	if h.Sandbox != nil {
 		p, err := h.policy(WithHostWorkDir(ctx, dir))
@@ -121,15 +115,5 @@ func (p *HostProc) Close() error {
 
 // Log is the start of what the process wrote to stderr (for a message when it did not answer).
 func (p *HostProc) Log(context.Context) string { return strings.TrimSpace(p.stderr.String()) }
-
-// Exited reports whether the process has ended.
-func (p *HostProc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
 
 var _ io.ReadWriteCloser = (*HostProc)(nil)
