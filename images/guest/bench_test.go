@@ -115,6 +115,8 @@ func BenchmarkEncodePNG1280x800(b *testing.B) {
 	raw := rgbaToBGRX(desktopLike())
 	var e encoder
 	var out []byte
+	cpu := startCPU()
+	defer cpu.report(b)
 	for i := 0; i < b.N; i++ {
 		var err error
 		if out, _, _, err = e.encode(out[:0], raw, 1280, 800, guest.ScreenshotOptions{Format: "png"}); err != nil {

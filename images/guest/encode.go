@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"image"
-	"image/png"
 
 	"cubicle/images/guest/jpegenc"
+	"cubicle/images/guest/pngenc"
 	"cubicle/images/guest/wire"
 )
 
@@ -36,15 +34,12 @@ func normalize(o wire.ScreenshotOptions) (wire.ScreenshotOptions, error) {
 	return o, nil
 }
 
-// pngEnc favours speed: PNG is for pixel-exact checks, JPEG for everything else.
-var pngEnc = png.Encoder{CompressionLevel: png.BestSpeed}
-
 // encoder turns captured BGRX pixels into JPEG or PNG, reusing its buffers. Not safe for
 // concurrent use (the screen serialises it).
 type encoder struct {
 	jpeg   jpegenc.Encoder
+	png    pngenc.Encoder // PNG is for pixel-exact checks: speed first (pngenc)
 	scaled []byte
-	rgba   *image.RGBA
 }
 
 // encode appends the encoding of the w×h BGRX pixels raw (downscaled to o.MaxWidth when
@@ -57,15 +52,11 @@ func (e *encoder) encode(dst []byte, raw []byte, w, h int, o wire.ScreenshotOpti
 	}
 	switch o.Format {
 	case "png":
-		if e.rgba == nil || e.rgba.Rect.Dx() != w || e.rgba.Rect.Dy() != h {
-			e.rgba = image.NewRGBA(image.Rect(0, 0, w, h))
-		}
-		bgrxToRGBA(e.rgba.Pix, raw)
-		buf := bytes.NewBuffer(dst)
-		if err := pngEnc.Encode(buf, e.rgba); err != nil {
+		out, err := e.png.Encode(dst, pngenc.Image{Pix: raw, Stride: 4 * w, Width: w, Height: h, BGR: true})
+		if err != nil {
 			return dst, 0, 0, fmt.Errorf("encode png: %w", err)
 		}
-		return buf.Bytes(), w, h, nil
+		return out, w, h, nil
 	default:
 		out, err := e.jpeg.Encode(dst, jpegenc.Image{Pix: raw, Stride: 4 * w, Width: w, Height: h, BGR: true}, o.Quality)
 		if err != nil {

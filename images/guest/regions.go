@@ -11,6 +11,7 @@ import (
 	"image/png"
 
 	"cubicle/images/guest/jpegenc"
+	"cubicle/images/guest/pngenc"
 	"cubicle/images/guest/wire"
 )
 
@@ -197,9 +198,10 @@ type regionEncoder struct {
 	rgba  *image.RGBA
 	pimg  *image.Paletted
 	buf   bytes.Buffer
-	half  []byte      // a region at half size (scale 2)
-	fast  png.Encoder // large regions: speed first
-	small png.Encoder // small regions (text that changes): fewer bytes, still cheap at their size
+	half  []byte         // a region at half size (scale 2)
+	fast  pngenc.Encoder // large truecolour regions: speed first, straight from the frame
+	large png.Encoder    // large paletted regions: speed first
+	small png.Encoder    // small regions (text that changes): fewer bytes, still cheap at their size
 }
 
 // smallPNG: regions up to this many pixels are compressed harder; they are what keeps
@@ -210,7 +212,7 @@ type regionEncoder struct {
 const smallPNG = 128 * 128
 
 func newRegionEncoder() *regionEncoder {
-	return &regionEncoder{fast: png.Encoder{CompressionLevel: png.BestSpeed},
+	return &regionEncoder{large: png.Encoder{CompressionLevel: png.BestSpeed},
 		small: png.Encoder{CompressionLevel: png.DefaultCompression}}
 }
 
@@ -253,18 +255,26 @@ func (e *regionEncoder) encode(blob []byte, pix []byte, stride int, b box, class
 			img = e.paletted(pix, stride, b)
 		}
 	}
-	if img == nil {
-		img = e.truecolour(pix, stride, b)
-	}
-	enc := &e.fast
-	if b.area() <= smallPNG {
-		enc = &e.small
-	}
-	if err := enc.Encode(&e.buf, img); err != nil {
-		return blob, r, false, fmt.Errorf("encode png region: %w", err)
-	}
 	off := len(blob)
-	blob = append(blob, e.buf.Bytes()...)
+	switch {
+	case img == nil && b.area() > smallPNG:
+		m := pngenc.Image{Pix: pix[b.y0*stride+b.x0*4:], Stride: stride, Width: b.w(), Height: b.h(), BGR: true}
+		if blob, err = e.fast.Encode(blob, m); err != nil {
+			return blob, r, false, fmt.Errorf("encode png region: %w", err)
+		}
+	default:
+		if img == nil {
+			img = e.truecolour(pix, stride, b)
+		}
+		enc := &e.small
+		if b.area() > smallPNG {
+			enc = &e.large
+		}
+		if err := enc.Encode(&e.buf, img); err != nil {
+			return blob, r, false, fmt.Errorf("encode png region: %w", err)
+		}
+		blob = append(blob, e.buf.Bytes()...)
+	}
 	r.Parts = []wire.Part{{Off: off, Len: len(blob) - off}}
 	return blob, r, false, nil
 }
