@@ -287,7 +287,7 @@ func (b *Backend) build() error {
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	dk := desktops{b: b, vms: b.VMs}
-	if err := b.buildChat(dk, b.Control); err != nil {
+	if err := b.buildChat(dk, releasingControls{b.Control, b}); err != nil {
 		return err
 	}
 	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
@@ -295,7 +295,7 @@ func (b *Backend) build() error {
 	if err := b.buildRecordings(); err != nil {
 		return err
 	}
-	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: handBackControls{b.Control, b}, Screens: b.Screens,
+	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: releasingControls{b.Control, b}, Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err

@@ -276,36 +276,53 @@ func (b *Backend) nodeControlChanged(vms nodeVMs, c control.Change) {
 	}
 }
 
-// handBackControls is the control service as the computer channel uses it: a hand back
-// also clears the desktop's busy mark on its node before it is answered. The control loop
-// tells the node too (controlChanged), but a moment later — over a runner's link, after the
-// person has their answer — and a Stop pressed in between was refused as "in use by" the
-// person who had just handed back. Marking idle twice is harmless.
-type handBackControls struct {
+// releasingControls is the control service as the computer channel and the chat's binder
+// use it: a hand back and the end of an agent's task also clear the desktop's busy mark on
+// its node before they return. The control loop tells the node too (controlChanged), but a
+// moment later — over a runner's link, after the person has their answer or the turn its
+// end — and a Stop pressed in between was refused as "in use by" whoever had just let go.
+// Marking idle twice is harmless.
+type releasingControls struct {
 	*control.Manager
 	b *Backend
 }
 
 // HandBack ends the lease (control.Manager.HandBack), then marks the desktop idle on its
 // node unless someone took it meanwhile.
-func (c handBackControls) HandBack(desktopID, token string) error {
+func (c releasingControls) HandBack(desktopID, token string) error {
 	if err := c.Manager.HandBack(desktopID, token); err != nil {
 		return err
 	}
+	c.idleUnlessHeld(desktopID)
+	return nil
+}
+
+// EndTask ends an agent's task (control.Manager.EndTask), then marks the desktop idle on
+// its node unless someone holds it meanwhile.
+func (c releasingControls) EndTask(desktopID, taskID string) error {
+	if err := c.Manager.EndTask(desktopID, taskID); err != nil {
+		return err
+	}
+	c.idleUnlessHeld(desktopID)
+	return nil
+}
+
+// idleUnlessHeld marks desktopID idle on its node when nobody holds its control.
+func (c releasingControls) idleUnlessHeld(desktopID string) {
 	if c.b.VMs == nil || strings.HasPrefix(desktopID, "host-") {
-		return nil
+		return
 	}
 	if _, held := c.Manager.Holder(desktopID); held {
-		return nil // taken again (or a task holds it): its own change marks it busy
+		return // taken again (or a task holds it): its own change marks it busy
 	}
 	c.b.place.desktop(desktopID).MarkIdle(desktopID)
-	return nil
 }
 
 var (
 	_ binding.VMs       = desktops{}
 	_ liveview.Desktops = desktops{}
-	_ liveview.Controls = handBackControls{}
+	_ liveview.Controls = releasingControls{}
+	_ binding.Tasks     = releasingControls{}
 	_ liveview.Driver   = hostDriver{}
 	_ vm.Activity       = activity{}
 )

@@ -668,3 +668,40 @@ func TestOpeningAnAgentStartsItsDesktop(t *testing.T) {
 		t.Fatalf("opening a Local VM agent whose desktop is stopped, a slot free: %+v; want it started", r)
 	}
 }
+
+// TestStopRightAfterATurn: a Stop pressed as soon as an agent's turn on the desktop has ended
+// is not refused as "in use" by that turn: the end of the turn's task clears the node's busy
+// mark itself (releasingControls). The control loop, which also tells the node, is held for
+// the task's end here, as a busy machine or a runner's link delays it.
+func TestStopRightAfterATurn(t *testing.T) {
+	e := newRealEnv(t)
+	ag := e.agent("Quick")
+	desk := e.create(ag)
+	sub := e.b.Events.Subscribe(events.SubscribeOptions{})
+	defer sub.Close()
+	hold := make(chan struct{})
+	gate := func(c control.Change) {
+		if c.Kind == control.ChangeTaskEnded {
+			<-hold
+		}
+	}
+	e.b.controlGate.Store(&gate)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			e.b.controlGate.Store(nil)
+			close(hold)
+		}
+	}
+	defer release()
+	// The turn holds the desktop for a second: the node has marked it busy long before it ends.
+	if r := results(turn(t, e.b, e.account, ag, "quick-1", "/shell sleep 1; echo done")); !strings.Contains(fmt.Sprint(r), "done") {
+		t.Fatalf("the turn: %v", r)
+	}
+	if code, body := e.call("POST", "/api/app/agents/"+ag+"/local-vm/stop", ""); code != 200 {
+		t.Fatalf("stop right after the turn: %d %s", code, body)
+	}
+	release()
+	waitEvent(t, sub, "the desktop stopped after the turn", desktopIs(desk.ID, "stopped"))
+}
