@@ -294,7 +294,7 @@ func TestCountSteps(t *testing.T) {
 			}
 		})
 	}
-	for dir, want := range map[string][2]int{"standard": {2, 1}, "cursor": {2, 1}, "driver": {0, 1}} {
+	for dir, want := range map[string][2]int{"standard": {3, 2}, "cursor": {2, 1}, "driver": {0, 1}} {
 		files, err := layerFiles(recipes, dir, "")
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -281,6 +282,16 @@ func TestStandardImage(t *testing.T) {
 		}
 		if got, want := string(r.Stdout), "hello 42\ncua\n/home/cua/workspace\n"; got != want || string(r.Stderr) != "oops\n" || r.ExitCode != 3 {
 			t.Fatalf("exec = stdout %q stderr %q exit %d; want %q, \"oops\\n\", 3", got, r.Stderr, r.ExitCode, want)
+		}
+	})
+
+	t.Run("node, npm, npx and python3 for MCP servers", func(t *testing.T) {
+		r, err := c.Exec(ctx, guest.ExecRequest{Shell: "node --version && npm --version && npx --version && python3 --version && id -un"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := string(r.Stdout); r.ExitCode != 0 || !regexp.MustCompile(`^v18\.\d+\.\d+\n10\.9\.9\n10\.9\.9\nPython 3\.\d+\.\d+\ncua\n$`).MatchString(out) {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want Node 18, npm and npx 10.9.9, Python 3, as cua", r.ExitCode, out, r.Stderr)
 		}
 	})
 

@@ -36,6 +36,12 @@ install_deps() {
     say "installing the MCP test client's packages"
     npm ci --prefix "$ROOT/tests/mcp" --no-audit --no-fund
   fi
+  # the npm reference MCP servers the Go tests copy into a real desktop and run there as stdio
+  # servers on the image's Node 18 (tests/mcp-desktop; the desktop never reaches the registry)
+  if [ "$what" = test ] && { [ ! -d "$ROOT/tests/mcp-desktop/node_modules" ] || [ "$ROOT/tests/mcp-desktop/package-lock.json" -nt "$ROOT/tests/mcp-desktop/node_modules/.package-lock.json" ]; }; then
+    say "installing the reference MCP servers for the desktop tests"
+    npm ci --prefix "$ROOT/tests/mcp-desktop" --no-audit --no-fund
+  fi
 }
 
 # ensure_podman_service makes sure a Podman API service answers on the rootful socket (tests

@@ -17,13 +17,25 @@ import (
 	"cubicle/backend/store"
 )
 
-// connectTimeout bounds connecting to a server and listing its tools; retryAfter is how long a
-// server that could not be reached is left alone before the next turn tries again (so one
-// server that is down does not slow every turn).
+// DefaultConnectTimeout bounds connecting to a server and listing its tools unless
+// Config.ConnectTimeout says otherwise; retryAfter is how long a server that could not be
+// reached is left alone before the next turn tries again (so one server that is down does not
+// slow every turn).
 const (
-	connectTimeout = 15 * time.Second
-	retryAfter     = 30 * time.Second
+	DefaultConnectTimeout = 15 * time.Second
+	retryAfter            = 30 * time.Second
 )
+
+// startTimeout bounds starting and connecting to the server: the connect timeout, or for a
+// stdio server the server's own timeout when that is longer — its program may have to fetch
+// itself first (npx -y downloading the package on the first start takes 20–30 s).
+func (c *conn) startTimeout() time.Duration {
+	d := c.svc.cfg.ConnectTimeout
+	if c.srv.Transport == TransportStdio {
+		d = max(d, serverTimeout(c.srv))
+	}
+	return d
+}
 
 // conn is the connection to one server (for a stdio server: in one desktop).
 type conn struct {
@@ -194,7 +206,7 @@ func (c *conn) connect(ctx context.Context, t agent.TurnInfo) (*mcp.ClientSessio
 	// stream runs in the context it was connected with); connecting is bounded apart, by the
 	// connect timeout and the caller's context.
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
-	timer := time.AfterFunc(connectTimeout, end)
+	timer := time.AfterFunc(c.startTimeout(), end)
 	stopCaller := context.AfterFunc(ctx, end)
 	cs, err := client.Connect(life, tr, nil)
 	timedOut := !timer.Stop()
@@ -242,7 +254,7 @@ func (c *conn) list(ctx context.Context, t agent.TurnInfo) ([]*mcp.Tool, error) 
 			return c.tools, nil
 		}
 		c.stale.Store(false)
-		lctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		lctx, cancel := context.WithTimeout(ctx, c.svc.cfg.ConnectTimeout)
 		var tools []*mcp.Tool
 		for tool, err2 := range cs.Tools(lctx, nil) {
 			if err2 != nil {

@@ -84,7 +84,11 @@ type Config struct {
 	// AskTimeout is how long a call the policy asks about waits for the person; 0:
 	// DefaultAskTimeout.
 	AskTimeout time.Duration
-	Now        func() time.Time
+	// ConnectTimeout bounds connecting to a server and listing its tools; 0:
+	// DefaultConnectTimeout. A stdio server's start may take its own timeout when that is
+	// longer (conn.startTimeout).
+	ConnectTimeout time.Duration
+	Now            func() time.Time
 }
 
 // Service keeps the MCP servers and connects agents to them.
@@ -111,6 +115,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AskTimeout <= 0 {
 		cfg.AskTimeout = DefaultAskTimeout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

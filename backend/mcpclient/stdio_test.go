@@ -160,3 +160,55 @@ func TestStdioServer(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestStdioSlowStart: a stdio server's start may take its own timeout when that is longer
+// than the connect timeout (npx downloading the package first), and not longer.
+func TestStdioSlowStart(t *testing.T) {
+	needPerl(t)
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	admin := store.Account{ID: "acc1", Username: "admin", Role: store.RoleAdmin}
+	if err := st.CreateAccount(admin); err != nil {
+		t.Fatal(err)
+	}
+	ag := store.Agent{ID: "ag1", AccountID: admin.ID, Name: "Ada"}
+	if err := st.CreateAgent(ag); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("testdata/stdio-server.sh")
+	s, err := New(Config{Store: st, Key: make([]byte, 32), Desktops: localDesktops{localDesk{t, dir}}, ConnectTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := auth.Principal{AccountID: admin.ID, Username: "admin", Role: store.RoleAdmin}
+	var ids []string
+	for _, c := range []struct {
+		name    string
+		timeout int
+	}{{"slow", 5}, {"slower", 1}} {
+		tr, cmd, timeout := TransportStdio, "/bin/sh", c.timeout
+		srv, err := s.Create(p, Input{Name: &c.name, Transport: &tr, Command: &cmd, Args: []string{"-c", "sleep 2; exec sh " + script},
+			TimeoutSeconds: &timeout, Policy: &store.MCPPolicy{Default: Allow}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, srv.ID)
+	}
+	if _, err := s.SetAgentServers(p, ag.ID, ids); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sp := range s.Tools(context.Background(), agent.TurnInfo{SessionID: "s", UserID: admin.ID, AgentID: ag.ID, TurnID: "t"}) {
+		names = append(names, sp.Name)
+	}
+	// slow starts in 2 s, past the 300 ms connect timeout but within its own 5 s; slower's
+	// own 1 s is too short.
+	if got := strings.Join(names, " "); got != "mcp_slow_whoami mcp_slow_die mcp_slow_peek" {
+		t.Fatalf("tools of a slow-starting server: %q", got)
+	}
+}

@@ -154,6 +154,15 @@ func (s *Service) Tools(ctx context.Context, t agent.TurnInfo) []agent.ToolSpec 
 	return out
 }
 
+// serverTimeout is how long a call of srv's tools may take: its saved timeout, or
+// DefaultTimeout.
+func serverTimeout(srv store.MCPServer) time.Duration {
+	if srv.TimeoutSeconds > 0 {
+		return time.Duration(srv.TimeoutSeconds) * time.Second
+	}
+	return DefaultTimeout
+}
+
 func spec(srv store.MCPServer, tool *mcp.Tool) agent.ToolSpec {
 	schema := json.RawMessage(`{"type":"object","properties":{}}`)
 	if tool.InputSchema != nil {
@@ -190,10 +199,7 @@ func (s *Service) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, 
 		out.Text(fmt.Sprintf("Refused: the access policy of MCP server %q denies %s (%s).", m.srv.Name, m.tool.Name, v))
 		return agent.StateDenied
 	}
-	timeout := DefaultTimeout
-	if m.srv.TimeoutSeconds > 0 {
-		timeout = time.Duration(m.srv.TimeoutSeconds) * time.Second
-	}
+	timeout := serverTimeout(m.srv)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := m.conn.call(cctx, t, m.tool.Name, c.Input)
@@ -310,7 +316,8 @@ func (s *Service) Check(t agent.TurnInfo, c agent.ToolCall) (agent.Decision, str
 	if t.TaskID != "" {
 		return agent.Deny, "task helpers cannot use MCP tools"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	// Resolving may start a stdio server (conn.startTimeout bounds that within this).
+	ctx, cancel := context.WithTimeout(context.Background(), MaxTimeout+s.cfg.ConnectTimeout)
 	defer cancel()
 	m, err := s.resolve(ctx, t, c.Name)
 	if err != nil {
