@@ -5,6 +5,7 @@
 //   - the computer panel switches with the acting member; its member picker shows each
 //     desktop's state;
 //   - taking over one member's desktop while the other works;
+//   - the dual view of two members;
 //   - taking turns without an address;
 //   - the phone's member picker (a sheet), opening one member's computer.
 // The language model is the only stand-in: a scripted OpenAI-compatible server (model.mjs).
@@ -216,6 +217,19 @@ describe('group chats (issue 27, test 6)', { skip: skip || false, timeout: 45 * 
         ['assistant', agents.Bo.id],
       ],
     );
+  });
+
+  test('the dual view shows two members side by side', { timeout: 3 * 60_000 }, async () => {
+    await page.click('#vm-dual');
+    await page.locator('#dual-desktop').waitFor();
+    // The sides offer the group's members; the one shown in the panel is on the left.
+    assert.deepEqual(await page.locator('#dual-left-pick option').evaluateAll((os) => os.map((o) => o.value)), [agents.Ada.id, agents.Bo.id]);
+    assert.equal(await page.locator('#dual-left-pick').inputValue(), agents.Ada.id);
+    assert.equal(await page.locator('#dual-right-pick').inputValue(), agents.Bo.id);
+    await page.waitForFunction(() => document.querySelectorAll('#dual-desktop .screen-canvas[data-frames="1"]').length === 2, null, { timeout: 60_000 });
+    await screenshot(page, 'groupchat-dual');
+    await page.click('#dual-close');
+    await page.locator('#chat-input').waitFor();
   });
 
   test('without an address the members take turns: after Bo, Ada', { timeout: 5 * 60_000 }, async () => {
