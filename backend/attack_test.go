@@ -32,6 +32,7 @@ type attackEnv struct {
 	adminID, memberID, runnerID         string
 	adminAgent, memberAgent             string
 	adminChat                           string
+	adminGroup                          string // a group chat of the admin's agents Ada and Bea
 }
 
 func newAttackEnv(t *testing.T) *attackEnv {
@@ -76,6 +77,14 @@ func newAttackEnv(t *testing.T) *attackEnv {
 		Title: "secret plans", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
+	bea := e.newAgent(e.admin, "Bea")
+	code, body = e.send(t, attack{method: "POST", path: "/api/app/chats", token: e.admin,
+		body: `{"title":"secret group","agentIds":["` + e.adminAgent + `","` + bea + `"]}`})
+	var g struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &g); code != http.StatusCreated || err != nil || g.ID == "" {
+		t.Fatalf("create group chat: %d %s", code, body)
+	}
+	e.adminGroup = g.ID
 	return e
 }
 
@@ -202,6 +211,12 @@ func (e *attackEnv) state(t *testing.T) string {
 		add("agents of "+a.ID, v, err)
 		c, err := st.ChatSessions(a.ID)
 		add("chats of "+a.ID, c, err)
+		gc, err := st.GroupChats(a.ID)
+		add("group chats of "+a.ID, gc, err)
+		for _, x := range gc {
+			ge, err := st.GroupEntries(a.ID, x.ID, 0)
+			add("group chat entries of "+x.ID, ge, err)
+		}
 		g, err := st.HostGrants(a.ID)
 		add("grants of "+a.ID, g, err)
 	}
@@ -259,6 +274,7 @@ func (r route) fill(id string) string {
 func (r route) admin() bool    { return strings.HasPrefix(r.pattern, "/api/app/admin/") }
 func (r route) agent() bool    { return strings.HasPrefix(r.pattern, "/api/app/agents/{id}") }
 func (r route) chat() bool     { return strings.HasPrefix(r.pattern, "/api/app/chat/sessions/{id}") }
+func (r route) group() bool    { return strings.HasPrefix(r.pattern, "/api/app/chats/{id}") }
 func (r route) hasID() bool    { return strings.Contains(r.pattern, "{id}") }
 func (r route) mutating() bool { return r.method != "GET" && r.method != "HEAD" }
 func (r route) upgrade() bool {
@@ -314,6 +330,8 @@ func (e *attackEnv) ownID(r route, asAdmin bool) string {
 		return e.memberAgent
 	case r.chat():
 		return e.adminChat
+	case r.group():
+		return e.adminGroup
 	case strings.HasPrefix(r.pattern, "/api/app/admin/users/"):
 		return e.memberID
 	case strings.HasPrefix(r.pattern, "/api/app/admin/runners/"):
@@ -414,6 +432,9 @@ func TestAttackTable(t *testing.T) {
 			}
 			if r.chat() {
 				e.check(t, "member on another account's conversation", attack{method: r.method, path: r.fill(e.adminChat), token: e.member, body: bodyFor(r)}, false, 404)
+			}
+			if r.group() {
+				e.check(t, "member on another account's group chat", attack{method: r.method, path: r.fill(e.adminGroup), token: e.member, body: bodyFor(r)}, false, 404)
 			}
 			// From elsewhere: a foreign host name (DNS rebinding) or a page of another origin,
 			// with the admin's valid session — refused before any route runs.
@@ -606,6 +627,10 @@ func TestAttackExtras(t *testing.T) {
 			body: `{"sessionId":"s1","userId":"` + e.memberID + `","agentId":"` + e.adminAgent + `","input":"hi"}`}, []int{404}},
 		{"chat with a traversing session id", attack{method: "POST", path: "/api/app/chat", token: e.member,
 			body: `{"sessionId":"../` + e.adminChat + `","userId":"` + e.memberID + `","input":"hi"}`}, []int{400}},
+		{"message to another account's group chat", attack{method: "POST", path: "/api/app/chat", token: e.member,
+			body: `{"chatId":"` + e.adminGroup + `","message":"hi"}`}, []int{404}},
+		{"group chat of another account's agents", attack{method: "POST", path: "/api/app/chats", token: e.member,
+			body: `{"agentIds":["` + e.memberAgent + `","` + e.adminAgent + `"]}`}, []int{404}},
 		{"agent with a chosen id", attack{method: "POST", path: "/api/app/agents", token: e.member,
 			body: `{"name":"x","id":"` + e.adminAgent + `","accountId":"` + e.memberID + `"}`}, []int{201}},
 		// A session token in the query string counts only on a websocket upgrade (browsers

@@ -28,6 +28,7 @@ import (
 	"cubicle/backend/doctor"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
+	"cubicle/backend/groupchat"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/housekeeping"
@@ -130,6 +131,7 @@ type Backend struct {
 	DeskEgress *deskegress.Manager
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
+	Groups     *groupchat.Service // group chats: members' turns run through Chat
 	Binder     *binding.Binder
 	HostDesk   *hostdesk.Desktop // the execution node's own screen and input
 	// Housekeeping lists and removes leftovers on the engine; nil without an engine.
@@ -314,11 +316,15 @@ func (b *Backend) build() error {
 		EngineCheck: b.engineCheck}); err != nil {
 		return err
 	}
+	if b.Groups, err = groupchat.New(groupchat.Config{Store: b.Store, Agents: b.Profiles, Chat: b.Chat,
+		Logger: b.log.With("svc", "groupchat")}); err != nil {
+		return err
+	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
-		Chat: b.Chat, Chats: b.Store, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
+		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.Recordings, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,

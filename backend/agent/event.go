@@ -74,7 +74,10 @@ type Event struct {
 	Source    string         `json:"source,omitempty"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
 
-	SessionID      string          `json:"sessionId,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
+	// AgentID is the agent whose turn the event belongs to (set by the chat route on every
+	// event of a turn; in a group chat it names the acting member). Older clients ignore it.
+	AgentID        string          `json:"agentId,omitempty"`
 	ReplyID        string          `json:"replyId,omitempty"`
 	Name           string          `json:"name,omitempty"`
 	Role           string          `json:"role,omitempty"`

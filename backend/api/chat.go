@@ -9,6 +9,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/fault"
+	"cubicle/backend/groupchat"
 	"cubicle/backend/history"
 	"cubicle/backend/store"
 )
@@ -34,10 +35,15 @@ type chatBody struct {
 	ConfirmResults []agent.ConfirmResult `json:"confirmResults,omitempty"`
 	// ClientTools are the external tools this client can run (agent.ExternalTools).
 	ClientTools []string `json:"clientTools,omitempty"`
+	// ChatID, Message and To are a message to a group chat (groupchats.go).
+	ChatID  string `json:"chatId,omitempty"`
+	Message string `json:"message,omitempty"`
+	To      string `json:"to,omitempty"`
 }
 
 // chat streams one turn (SPEC §2.1): SSE for Accept: text/event-stream, otherwise a JSON
-// array written incrementally. The userId must be the caller's own account.
+// array written incrementally. The userId must be the caller's own account. A body with a
+// chatId is a message to a group chat (groupChat). Every event carries the turn's agentId.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var b chatBody
 	if err := decode(r, &b); err != nil {
@@ -45,6 +51,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
+	if b.ChatID != "" {
+		s.groupChat(w, r, b)
+		return
+	}
 	if b.SessionID == "" || b.UserID == "" || (strings.TrimSpace(b.Input) == "" && b.ConfirmResults == nil) {
 		writeError(w, r, s.log, fault.Invalid("sessionId, userId and input are required"))
 		return
@@ -67,6 +77,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		turn.AgentName = a.Name
 	}
+	s.streamTurn(w, r, func(emit func(agent.Event)) error {
+		return s.cfg.Chat.Run(r.Context(), turn, func(e agent.Event) {
+			if e.AgentID == "" {
+				e.AgentID = turn.AgentID
+			}
+			emit(e)
+		})
+	})
+}
+
+// streamTurn writes the events run emits: SSE for Accept: text/event-stream, otherwise a JSON
+// array written incrementally. An error before the first event is answered as an error
+// status; after it, the stream has already said how the turn ended.
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, run func(emit func(agent.Event)) error) {
 	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	fl, _ := w.(http.Flusher)
 	started := false
@@ -105,7 +129,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 	}
-	if err := s.cfg.Chat.Run(r.Context(), turn, emit); err != nil {
+	if err := run(emit); err != nil {
 		if !started {
 			writeError(w, r, s.log, err)
 			return
@@ -182,6 +206,10 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request) {
 	agentID := r.URL.Query().Get("agentId")
 	out := []store.ChatSession{}
 	for _, c := range list {
+		// A member's conversation in a group chat is read through its group chat.
+		if groupchat.IsMemberSession(c.SessionID) {
+			continue
+		}
 		if agentID == "" || c.AgentID == agentID {
 			out = append(out, c)
 		}

@@ -47,6 +47,7 @@ type Config struct {
 	VMs        VMs                                     // the Local VM manager; nil: its routes answer 503
 	Chat       Chat                                    // nil: the chat routes answer 503
 	Chats      ChatStore                               // saved conversations and tool history
+	Groups     Groups                                  // group chats; nil answers 503
 	Models     Models                                  // chat model settings; nil answers 503
 	LiveView   LiveView                                // the live screen channel (liveview); nil answers 503
 	Computers  Computers                               // agents' computer settings; nil answers 503
@@ -249,6 +250,7 @@ func (s *Server) routes(mux *router) {
 	mux.Handle("GET /api/app/chat/sessions/{id}/history", s.authed(s.needChat(s.chatHistory)))
 	mux.Handle("GET /api/app/chat/sessions/{id}/history.jsonl", s.authed(s.needChat(s.chatHistoryExport)))
 	mux.Handle("POST "+externalPath, s.authed(s.needChat(s.chatExternal)))
+	s.groupChatRoutes(mux)
 
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API route: " + r.Method + " " + r.URL.Path, Code: "not_found"})

@@ -26,13 +26,14 @@ var migrations = []migration{
 	{name: "add the buckets session_revocations, host_grants, allow_rules and confirmations", run: migrateSecurityBuckets},
 	{name: "add the bucket runners (execution nodes)", run: migrateRunnerBuckets},
 	{name: "add the bucket knowledge (past runs)", run: migrateKnowledgeBucket},
+	{name: "add the buckets group_chats and group_chat_entries", run: migrateGroupChatBuckets},
 }
 
 // currentBuckets are the buckets of the latest schema, created in a new file.
 var currentBuckets = [][]byte{bucketMeta, bucketAccounts, bucketUsernames, bucketAgents, bucketNodeSettings,
 	bucketVMImages, bucketVMInstances, bucketVMBindings, bucketChatSessions, bucketToolRuns, bucketAppSettings,
 	bucketRevocations, bucketHostGrants, bucketAllowRules, bucketConfirmations, bucketRunners,
-	bucketKnowledge}
+	bucketKnowledge, bucketGroupChats, bucketGroupEntries}
 
 // prepare brings the opened file to the latest version of migs: a new file is initialised,
 // an older one backed up and migrated, a newer one refused without being changed.

@@ -710,6 +710,31 @@ describe('Client chat stream', () => {
     expect(JSON.parse(call.init.body as string)).toEqual({ sessionId: 's1', userId: 'u1', agentId: 'a1', input: 'hi' });
   });
 
+  it('group chats: list, create, read, and a message streamed with its agentId', async () => {
+    const chat = { id: 'g-1', title: 'Pair', members: [], createdAt: '', updatedAt: '' };
+    const f = fakeFetch(
+      json(200, { chats: null }),
+      json(201, chat),
+      json(200, { chat, entries: [] }),
+      streamOf(['data: {"type":"AGENT_START","agentId":"b1"}\n\n', 'data: {"type":"AGENT_END","agentId":"b1"}\n\n']),
+    );
+    const client = new Client({ fetch: f.fetch });
+    expect(await client.groupChats()).toEqual([]);
+    expect(await client.createGroupChat('Pair', ['a1', 'b1'])).toEqual(chat);
+    expect((await client.groupChat('g 1')).chat.id).toBe('g-1');
+    const acted: string[] = [];
+    await client.groupChatSend({ chatId: 'g-1', message: '@Bo hi' }, (e) => acted.push(`${e.type} ${e.agentId}`));
+    expect(acted).toEqual(['AGENT_START b1', 'AGENT_END b1']);
+    expect(f.calls.map((c) => `${c.init.method} ${c.url}`)).toEqual([
+      'GET /api/app/chats',
+      'POST /api/app/chats',
+      'GET /api/app/chats/g%201',
+      'POST /api/app/chat',
+    ]);
+    expect(JSON.parse(f.calls[1].init.body as string)).toEqual({ title: 'Pair', agentIds: ['a1', 'b1'] });
+    expect(JSON.parse(f.calls[3].init.body as string)).toEqual({ chatId: 'g-1', message: '@Bo hi' });
+  });
+
   it('a refusal before the stream is an ApiError with the server message', async () => {
     const f = fakeFetch(json(503, { error: 'chat is not available in this mode', code: 'unavailable' }));
     const client = new Client({ fetch: f.fetch });

@@ -6,6 +6,7 @@
 // with a per-launch bearer token and no cookies.
 
 import type * as gen from './gen/nodeapi';
+import type * as group from './gen/groupchat';
 import { SSEParser, type ChatEvent, type ConfirmResult, type Msg } from './chat';
 import { OffsetMismatch, type UploadState, type UploadTransport } from './upload';
 
@@ -678,6 +679,25 @@ export interface ChatRequest {
   input: string;
   confirmResults?: ConfirmResult[];
   /** The external tools this client runs (chat.ts clientTools). */
+  clientTools?: string[];
+}
+
+/** A group chat (backend/groupchat view.go). */
+export type GroupChat = group.Chat;
+/** A member agent of a group chat. */
+export type GroupMember = group.Member;
+/** One message of a group chat's transcript. */
+export type GroupEntry = group.Entry;
+/** A group chat with its transcript (GET /api/app/chats/:id). */
+export type GroupTranscript = group.Transcript;
+
+/** A message to a group chat (POST /api/app/chat {chatId, message, to?}). */
+export interface GroupChatRequest {
+  chatId: string;
+  message: string;
+  /** The member it goes to (agent id or name); without it an @name at the start, else whose turn it is. */
+  to?: string;
+  confirmResults?: ConfirmResult[];
   clientTools?: string[];
 }
 
@@ -1517,6 +1537,32 @@ export class Client {
   /** PUT /api/app/admin/recordings (admin only): only the fields given change. */
   putRecordingSettings(s: Partial<Pick<RecordingSettings, 'neverRecord' | 'keepDays' | 'maxBytes'>>): Promise<RecordingSettings> {
     return this.request<RecordingSettings>('PUT', '/api/app/admin/recordings', s);
+  }
+
+  /** GET /api/app/chats: the caller's group chats, most recently used first. */
+  async groupChats(): Promise<GroupChat[]> {
+    const res = await this.request<{ chats: GroupChat[] | null }>('GET', '/api/app/chats');
+    return res.chats ?? [];
+  }
+
+  /** POST /api/app/chats {title, agentIds}: a new group chat of the caller's agents. */
+  createGroupChat(title: string, agentIds: string[]): Promise<GroupChat> {
+    return this.request<GroupChat>('POST', '/api/app/chats', { title, agentIds });
+  }
+
+  /** GET /api/app/chats/:id: a group chat with its transcript. */
+  groupChat(id: string): Promise<GroupTranscript> {
+    return this.request<GroupTranscript>('GET', `/api/app/chats/${encodeURIComponent(id)}`);
+  }
+
+  /** POST /api/app/chat {chatId, message, to?} as an event stream: the acting member's turn (every event names its agentId). */
+  async groupChatSend(body: GroupChatRequest, onEvent: (e: ChatEvent) => void, signal?: AbortSignal): Promise<void> {
+    const res = await this.openStream(
+      '/api/app/chat',
+      { method: 'POST', body: JSON.stringify(body), signal },
+      { 'Content-Type': 'application/json' },
+    );
+    await readStream(res, (data) => onEvent(data as ChatEvent));
   }
 
   /** POST /api/app/chat/stop. */

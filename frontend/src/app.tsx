@@ -10,6 +10,7 @@ import { EventsContext, useHashRoute } from './hooks';
 import { AccountPage } from './pages/AccountPage';
 import { AgentsPage } from './pages/AgentsPage';
 import { ChatPage } from './pages/ChatPage';
+import { GroupChatPage } from './pages/GroupChatPage';
 import { LoginPage } from './pages/LoginPage';
 import { SettingsPage } from './pages/SettingsPage';
 import { isAppRoute } from './router';
@@ -164,6 +165,9 @@ export function App({ client, shell, unauthenticatedEvent }: AppProps) {
       break;
     case 'agent':
       page = <ChatPage key={route.id} client={client} agentId={route.id} user={user} />;
+      break;
+    case 'group':
+      page = <GroupChatPage key={route.id} client={client} chatId={route.id} user={user} />;
       break;
     case 'settings':
       page = <SettingsPage client={client} user={user} section={route.section} />;

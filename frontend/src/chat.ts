@@ -65,7 +65,7 @@ export type ChatEventFields = Partial<
 };
 
 /** The fields of every event type. */
-type Common = 'id' | 'createdAt' | 'source' | 'sessionId' | 'replyId' | 'metadata';
+type Common = 'id' | 'createdAt' | 'source' | 'sessionId' | 'agentId' | 'replyId' | 'metadata';
 /** Events of type(s) T with the fields K the server sets on them (backend/agent newEvent calls). */
 type Ev<T extends string, K extends keyof ChatEventFields = never> = { type: T } & Pick<ChatEventFields, Common | K>;
 
@@ -181,6 +181,8 @@ export interface ChatMessage {
   blocks: Block[];
   /** The server's ids of the replies shown in this message (a turn's reply: its undo snapshot names it). */
   replyIds?: string[];
+  /** The agent whose turn this is (a group chat's member; AGENT_START's agentId). */
+  agentId?: string;
 }
 
 /** The chat's state: messages and whether a turn is running. */
@@ -319,9 +321,12 @@ export function reduce(s: ChatState, e: ChatEvent): ChatState {
   if (e.source && e.source.includes('/')) return reduceHelper(s, e);
   switch (e.type) {
     case 'AGENT_START': {
-      const [s2, m] = lastAssistant(s, e.source);
+      const prev = s.messages[s.messages.length - 1];
+      // In a group chat another member's turn is a message of its own.
+      const other = prev?.role === 'assistant' && prev.agentId && e.agentId && prev.agentId !== e.agentId;
+      const [s2, m] = lastAssistant(other ? { ...s, messages: [...s.messages, { id: `a-${s.messages.length}`, role: 'assistant', name: 'Agent', blocks: [] }] } : s, e.source);
       const replyIds = e.replyId ? [...(m.replyIds ?? []), e.replyId] : m.replyIds;
-      return replaceLast(s2, { ...m, name: e.name || m.name, source: e.source, replyIds });
+      return replaceLast(s2, { ...m, name: e.name || m.name, source: e.source, replyIds, agentId: e.agentId || m.agentId });
     }
     case 'THINKING_BLOCK_START':
     case 'THINKING_BLOCK_DELTA':

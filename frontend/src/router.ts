@@ -5,6 +5,7 @@ export type Route =
   | { name: 'login' }
   | { name: 'agents' }
   | { name: 'agent'; id: string }
+  | { name: 'group'; id: string }
   | { name: 'settings'; section: SettingsSection }
   | { name: 'account' }
   | { name: 'not-found'; hash: string };
@@ -28,6 +29,15 @@ export function parseRoute(hash: string): Route {
       if (parts.length === 2) {
         try {
           return { name: 'agent', id: decodeURIComponent(parts[1]) };
+        } catch {
+          break; // malformed escape
+        }
+      }
+      break;
+    case 'groups':
+      if (parts.length === 2) {
+        try {
+          return { name: 'group', id: decodeURIComponent(parts[1]) };
         } catch {
           break; // malformed escape
         }
@@ -57,6 +67,8 @@ export function hrefFor(route: Route): string {
       return '#/agents';
     case 'agent':
       return `#/agents/${encodeURIComponent(route.id)}`;
+    case 'group':
+      return `#/groups/${encodeURIComponent(route.id)}`;
     case 'settings':
       return `#/settings/${route.section}`;
     case 'account':

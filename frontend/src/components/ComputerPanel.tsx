@@ -5,6 +5,7 @@
 // SPEC §7: none a hint, cloud its desktop on the cloud node (or why there is none), Local VM its desktop, host the host's screen (or what is missing),
 // browser the page, auto what the latest turn chose.
 
+import type { ComponentChildren } from 'preact';
 import type { Agent, Client, ComputerPlan } from '../api';
 import { computerLabel } from '../computer';
 import type { BusEvent } from '../events';
@@ -24,6 +25,8 @@ interface ComputerPanelProps {
   onOpenDesktop: () => void;
   onOpenDual: () => void;
   desktopOpen: boolean;
+  /** Shown under the panel's head (a group chat's member picker). */
+  picker?: ComponentChildren;
 }
 
 const configureKey = 'cubicle.configureOpen';
@@ -47,7 +50,7 @@ function rememberConfigure(open: boolean) {
 
 /** The computer panel. */
 export function ComputerPanel(props: ComputerPanelProps) {
-  const { client, agent, onAgent, onClose } = props;
+  const { client, agent, onAgent, onClose, picker } = props;
   const usesVM = agent.computer === 'vm' || agent.computer === 'auto';
   return (
     <aside class="computer-panel" id="computer-panel" aria-label="Computer" data-computer={agent.computer}>
@@ -60,6 +63,7 @@ export function ComputerPanel(props: ComputerPanelProps) {
           ✕
         </button>
       </div>
+      {picker}
       {usesVM ? <VMPanel {...props} /> : <OtherScreen {...props} />}
       <details
         class="panel-section configure"

@@ -32,6 +32,8 @@ interface MessageListProps {
   /** Reply id → the snapshot that undoes that turn (the workspace as the turn found it). */
   undo?: Map<string, string>;
   onUndo?: (snapshotId: string) => void;
+  /** A group chat: each agent's message shows its avatar. */
+  avatars?: boolean;
 }
 
 const stateLabel: Record<string, string> = {
@@ -53,7 +55,7 @@ const stateTone: Record<string, string> = {
 };
 
 /** The scrolling message list. */
-export function MessageList({ agentName, state, loading, onAnswer, onExternal, onExample, operator = false, onOpenComputer, undo, onUndo }: MessageListProps) {
+export function MessageList({ agentName, state, loading, onAnswer, onExternal, onExample, operator = false, onOpenComputer, undo, onUndo, avatars = false }: MessageListProps) {
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   // Follow the stream while the reader is at the bottom.
@@ -113,8 +115,13 @@ export function MessageList({ agentName, state, loading, onAnswer, onExternal, o
       }}
     >
       {state.messages.map((m) => (
-        <article class={`msg ${m.role}`} key={m.id} data-role={m.role}>
+        <article class={`msg ${m.role}`} key={m.id} data-role={m.role} data-agent={m.agentId}>
           <header class="msg-head">
+            {avatars && m.role === 'assistant' && (
+              <span class="agent-avatar small" aria-hidden="true">
+                {(m.name.trim().slice(0, 1) || '?').toUpperCase()}
+              </span>
+            )}
             <span class="msg-name">{m.role === 'user' ? 'You' : m.name}</span>
             {m.source && <span class="muted small">{m.source}</span>}
           </header>

@@ -13,7 +13,7 @@ interface TopBarProps {
 
 /** The application's top bar. */
 export function TopBar({ user, route, canLogOut, onLogout }: TopBarProps) {
-  const inAgents = route.name === 'agents' || route.name === 'agent';
+  const inAgents = route.name === 'agents' || route.name === 'agent' || route.name === 'group';
   const inSettings = route.name === 'settings';
   const inAccount = route.name === 'account';
   const admin = user.role === 'admin';

@@ -176,6 +176,11 @@ export interface Event {
   source?: string;
   metadata?: { [key: string]: any};
   sessionId?: string;
+  /**
+   * AgentID is the agent whose turn the event belongs to (set by the chat route on every
+   * event of a turn; in a group chat it names the acting member). Older clients ignore it.
+   */
+  agentId?: string;
   replyId?: string;
   name?: string;
   role?: string;

@@ -17,9 +17,11 @@ interface ChatPageProps {
   user: User;
 }
 
-const panelKey = 'cubicle.computerPanelOpen';
+/** Where the computer panel's open state is remembered. */
+export const panelKey = 'cubicle.computerPanelOpen';
 
-function initialPanelOpen(): boolean {
+/** Whether the computer panel starts open (remembered per browser; open on wide screens). */
+export function initialPanelOpen(): boolean {
   try {
     const saved = window.localStorage.getItem(panelKey);
     if (saved === '1') return true;
@@ -30,10 +32,10 @@ function initialPanelOpen(): boolean {
   return window.matchMedia('(min-width: 1000px)').matches;
 }
 
-/** The chat page of one agent. */
 const phoneQuery = '(max-width: 640px)';
 
-function usePhone(): boolean {
+/** Whether the window is phone-sized. */
+export function usePhone(): boolean {
   const [phone, setPhone] = useState(() => window.matchMedia(phoneQuery).matches);
   useEffect(() => {
     const mq = window.matchMedia(phoneQuery);
@@ -44,6 +46,7 @@ function usePhone(): boolean {
   return phone;
 }
 
+/** The chat page of one agent. */
 export function ChatPage({ client, agentId, user }: ChatPageProps) {
   const [agent, setAgent] = useState<Agent | null>(null);
   const [agentError, setAgentError] = useState<{ message: string; notFound: boolean } | null>(null);
@@ -113,7 +116,7 @@ export function ChatPage({ client, agentId, user }: ChatPageProps) {
 
   return (
     <div class={classes}>
-      <AgentSidebar agents={agents} activeId={agentId} error={listError} onNavigate={() => setDrawerOpen(false)} />
+      <AgentSidebar agents={agents} activeId={agentId} error={listError} onNavigate={() => setDrawerOpen(false)} client={client} />
       {drawerOpen && <div class="scrim" onClick={() => setDrawerOpen(false)} aria-hidden="true" />}
 
       <main class="chat" aria-label="Chat">
