@@ -316,7 +316,7 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.Recordings, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,

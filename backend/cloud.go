@@ -194,8 +194,15 @@ func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dur
 	if err != nil {
 		return tools.ShellResult{}, err
 	}
-	return tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut,
-		Refused: res.Refused, Unsandboxed: res.Unsandboxed}, nil
+	out := tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut,
+		Refused: res.Refused, Unsandboxed: res.Unsandboxed}
+	if len(res.Refused) > 0 && sb != nil {
+		// The runner explains in sentences; the records are read here from the same output
+		// under the policy this server sent.
+		p := sandbox.Policy{WorkDir: sb.WorkDir, ReadWrite: sb.ReadWrite, Hidden: sb.Hidden, Network: sb.Network}
+		out.Refusals = sandbox.Refusals(p, append(append([]byte{}, res.Stderr...), res.Stdout...))
+	}
+	return out, nil
 }
 
 // sandbox is the sandbox policy sent with a call (wire.CapHostSandbox). A runner too old to
