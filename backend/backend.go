@@ -128,6 +128,10 @@ type Backend struct {
 	Security *security.Service
 	// DeskEgress enforces the desktops' egress policies (package deskegress).
 	DeskEgress *deskegress.Manager
+	// runnerEgress keeps, per runner, the refusals its desktops reported (for Recent only:
+	// nothing is enforced through them); guarded by egressMu.
+	egressMu     sync.Mutex
+	runnerEgress map[string]*deskegress.Manager
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
 	Binder     *binding.Binder
@@ -275,7 +279,7 @@ func (b *Backend) build() error {
 	b.place = newPlacement(b)
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.runnerEgressBlocked}); err != nil {
 		return err
 	}
 	if mode, err := localNodeMode(b.cfg.LocalNode); err != nil {
