@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,24 @@ func (b *Backend) runnerRecent(node string) []deskegress.Summary {
 	return m.Recent()
 }
 
+// enforceKubeEgress enforces the egress policy of desktop in on the cluster it runs on
+// (vm.Config.Egress of the kubernetes engine): a NetworkPolicy for its Pod, removed for open.
+func (b *Backend) enforceKubeEgress(ctx context.Context, in store.VMInstance, _ int) error {
+	eng := b.connectedEngine()
+	if eng == nil || eng.Kube == nil {
+		return fault.Unavailable("the desktops' cluster is not connected")
+	}
+	ns, err := b.Store.NodeSettings(in.NodeID)
+	if err != nil {
+		return err
+	}
+	lookup := b.cfg.EgressLookup
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupNetIP
+	}
+	return eng.Kube.SetEgress(ctx, in.ContainerID, deskegress.Effective(ns, in.AgentID), lookup)
+}
+
 // egressAPI is api.Egress for this node's desktops and the runners'.
 type egressAPI struct{ b *Backend }
 
@@ -122,7 +141,8 @@ func (e egressAPI) EgressView(ctx context.Context, node string) (api.EgressView,
 	case eng == nil:
 		v.Enforcement = "no container engine on this node"
 	case eng.Kube != nil:
-		v.Enforcement = "desktops run on Kubernetes, where egress policies are not enforced yet (docs/egress.md): only open can be saved"
+		v.Enforcement = "desktops run on Kubernetes: a policy is applied as a NetworkPolicy per desktop, which only a network plugin with NetworkPolicy support enforces; " +
+			"names are resolved when it is applied, wildcards cannot be used and refusals are not reported (docs/egress.md)"
 	}
 	return v, nil
 }
@@ -178,11 +198,16 @@ func (e egressAPI) push(ctx context.Context, r *nodes.Remote, p store.EgressPoli
 	return err
 }
 
-// enforceable refuses a policy other than open where desktops run on Kubernetes: the
-// NetworkPolicy is generated (deskegress.NetworkPolicy) but the engine does not apply it yet.
+// enforceable refuses a policy that cannot be enforced where this node's desktops run: on
+// Kubernetes a NetworkPolicy cannot name wildcards (it lists addresses).
 func (e egressAPI) enforceable(p store.EgressPolicy) error {
-	if p.Mode != deskegress.Open && engine.Kind(e.b.engineInUse.Kind) == engine.Kubernetes {
-		return fault.Conflict("egress policies are not enforced on Kubernetes desktops yet (docs/egress.md): only \"open\" can be saved here")
+	if engine.Kind(e.b.engineInUse.Kind) != engine.Kubernetes || p.Mode != deskegress.AllowList {
+		return nil
+	}
+	for _, a := range p.Allow {
+		if strings.HasPrefix(a, "*.") {
+			return fault.Invalid("%s: desktops run on Kubernetes, where a policy is a NetworkPolicy of addresses: list the names instead of a wildcard", a)
+		}
 	}
 	return nil
 }
