@@ -1234,9 +1234,9 @@ export class Client {
     return this.request<SecuritySettings>('PUT', '/api/app/admin/security', u);
   }
 
-  /** GET /api/app/admin/egress (admin only). */
-  getEgress(): Promise<EgressView> {
-    return this.request<EgressView>('GET', '/api/app/admin/egress');
+  /** GET /api/app/admin/egress (admin only); node: a runner's id ('' = this server's own node). */
+  getEgress(node = ''): Promise<EgressView> {
+    return this.request<EgressView>('GET', '/api/app/admin/egress' + (node ? `?node=${encodeURIComponent(node)}` : ''));
   }
 
   /** PUT /api/app/admin/egress/nodes/:node (admin only). */
@@ -1250,9 +1250,9 @@ export class Client {
     return p === null ? this.request<EgressView>('DELETE', path) : this.request<EgressView>('PUT', path, p);
   }
 
-  /** POST /api/app/admin/egress/allow (admin only): allow a refused destination. */
-  allowEgress(agentId: string, destination: string): Promise<EgressView> {
-    return this.request<EgressView>('POST', '/api/app/admin/egress/allow', { agentId, destination });
+  /** POST /api/app/admin/egress/allow (admin only): allow a refused destination (node '' = this server's own). */
+  allowEgress(agentId: string, destination: string, node = ''): Promise<EgressView> {
+    return this.request<EgressView>('POST', '/api/app/admin/egress/allow', { node, agentId, destination });
   }
 
   /** GET /api/app/admin/sandbox (admin only): the host sandbox's refusals and widenings. */
