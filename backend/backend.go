@@ -132,6 +132,7 @@ type Backend struct {
 	// nothing is enforced through them); guarded by egressMu.
 	egressMu     sync.Mutex
 	runnerEgress map[string]*deskegress.Manager
+
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
 	Binder     *binding.Binder

@@ -50,8 +50,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
-	"cubicle/backend/fault"
 	"cubicle/backend/deskegress"
+	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
 	"cubicle/backend/sandbox"
