@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,7 +201,9 @@ func TestDesktopEgressOnARunner(t *testing.T) {
 			t.Fatalf("desktop.egress_blocked %q did not reach the server", want)
 		}
 	}
-	if v, err := eg.EgressView(ctx, node); err != nil || len(v.Blocked) == 0 || v.Blocked[0].Destination != other.Addr {
+	if v, err := eg.EgressView(ctx, node); err != nil || !slices.ContainsFunc(v.Blocked, func(s deskegress.Summary) bool {
+		return s.Destination == other.Addr && s.AgentID == ada.ID && s.InstanceID == inst
+	}) {
 		t.Fatalf("the runner's Settings view lists no refusal: %+v %v", v, err)
 	}
 	// Allowing it from the list reaches the runner too.
