@@ -129,6 +129,11 @@ type Backend struct {
 	Security *security.Service
 	// DeskEgress enforces the desktops' egress policies (package deskegress).
 	DeskEgress *deskegress.Manager
+	// runnerEgress keeps, per runner, the refusals its desktops reported (for Recent only:
+	// nothing is enforced through them); guarded by egressMu.
+	egressMu     sync.Mutex
+	runnerEgress map[string]*deskegress.Manager
+
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
 	Groups     *groupchat.Service // group chats: members' turns run through Chat
@@ -277,7 +282,7 @@ func (b *Backend) build() error {
 	b.place = newPlacement(b)
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.runnerEgressBlocked}); err != nil {
 		return err
 	}
 	if mode, err := localNodeMode(b.cfg.LocalNode); err != nil {
@@ -322,7 +327,7 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b},
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.Recordings, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,7 +103,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		return b.sandboxPolicy(nodes.LocalID, home), nil
 	}}
 	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles{b.Security},
-		Host: local, HostDesktop: b.HostDesk, Browsers: b.Binder, Logger: b.log.With("svc", "tools")})
+		Host: local, HostDesktop: b.HostDesk, Browsers: b.Binder, Refusals: sandboxRefusals{b}, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,10 @@ func lookupHome(name string) string {
 // working directory is added by the host (tools.WithHostWorkDir).
 func (b *Backend) sandboxPolicy(node, home string) sandbox.Policy {
 	set := b.Security.HostSandbox(node)
-	hidden := append(b.hostProtected(home), sandbox.HomeSecrets(home)...)
+	// The credential folders an administrator opened for reading (an approved widening) are
+	// not hidden; Cubicle's data and the protected paths always are.
+	creds := slices.DeleteFunc(sandbox.HomeSecrets(home), func(c string) bool { return slices.Contains(set.Read, c) })
+	hidden := append(b.hostProtected(home), creds...)
 	if node == nodes.LocalID {
 		hidden = append(hidden, b.cfg.DataDir)
 	}

@@ -159,6 +159,9 @@ type remoteHost struct {
 	node      string
 	protected func(home string) []string
 	policy    func(node, home string) sandbox.Policy
+	// readable are the credential folders an administrator opened on node (approved
+	// widenings), which the runner stops hiding of its own.
+	readable func(node string) []string
 }
 
 // hostOf is where a plan's host tools run: nil for this machine, else the runner's host.
@@ -170,7 +173,8 @@ func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoteHost{r: r, node: p.HostNode, protected: b.hostProtected, policy: b.sandboxPolicy}, nil
+	return remoteHost{r: r, node: p.HostNode, protected: b.hostProtected, policy: b.sandboxPolicy,
+		readable: func(node string) []string { return b.Security.HostSandbox(node).Read }}, nil
 }
 
 // hostProtected is what the host file guard in force protects on a host whose runner user's
@@ -194,8 +198,15 @@ func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dur
 	if err != nil {
 		return tools.ShellResult{}, err
 	}
-	return tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut,
-		Refused: res.Refused, Unsandboxed: res.Unsandboxed}, nil
+	out := tools.ShellResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, TimedOut: res.TimedOut,
+		Refused: res.Refused, Unsandboxed: res.Unsandboxed}
+	if len(res.Refused) > 0 && sb != nil {
+		// The runner explains in sentences; the records are read here from the same output
+		// under the policy this server sent.
+		p := sandbox.Policy{WorkDir: sb.WorkDir, ReadWrite: sb.ReadWrite, Hidden: sb.Hidden, Network: sb.Network}
+		out.Refusals = sandbox.Refusals(p, append(append([]byte{}, res.Stderr...), res.Stdout...))
+	}
+	return out, nil
 }
 
 // sandbox is the sandbox policy sent with a call (wire.CapHostSandbox). A runner too old to
@@ -213,7 +224,11 @@ func (h remoteHost) sandbox(ctx context.Context) (*wire.HostSandbox, error) {
 		return nil, fault.Conflict("%s runs a version without the host sandbox (capability %s): update it, or allow host tools without a sandbox on it (Settings → Security → host sandbox)",
 			h.r.Label(), wire.CapHostSandbox)
 	}
-	return &wire.HostSandbox{WorkDir: tools.HostWorkDirOf(ctx), ReadWrite: p.ReadWrite, Hidden: p.Hidden, Network: p.Network, AllowNone: p.AllowNone}, nil
+	sb := &wire.HostSandbox{WorkDir: tools.HostWorkDirOf(ctx), ReadWrite: p.ReadWrite, Hidden: p.Hidden, Network: p.Network, AllowNone: p.AllowNone}
+	if h.readable != nil {
+		sb.Readable = h.readable(h.node)
+	}
+	return sb, nil
 }
 
 func (h remoteHost) ReadFile(ctx context.Context, path string, max int64) ([]byte, error) {

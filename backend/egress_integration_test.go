@@ -239,13 +239,13 @@ func TestDesktopEgressPolicy(t *testing.T) {
 		t.Fatalf("a name not allowed: %s after %.2fs (want no answer at once)", w, s)
 	}
 	wantEvents(fmt.Sprintf("%s tcp %d", other.Addr, ports[2]), "other.egress.test dns 0")
-	v, err := eg.EgressView(ctx)
+	v, err := eg.EgressView(ctx, "")
 	if err != nil || len(v.Blocked) < 2 {
 		t.Fatalf("Settings lists no refused destinations: %+v %v", v, err)
 	}
 
 	// allowing a refused destination from the list opens it
-	if _, err := eg.AllowEgress(ctx, admin.ID, ag.ID, other.Addr); err != nil {
+	if _, err := eg.AllowEgress(ctx, admin.ID, "", ag.ID, other.Addr); err != nil {
 		t.Fatal(err)
 	}
 	if w, s := probe(other.Addr, ports[2]); w != "open" {

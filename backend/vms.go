@@ -67,6 +67,8 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			// enforced here (on a cluster that is a NetworkPolicy, docs/kubernetes.md)
 			cfg.HostWall = b.hostWall
 			cfg.Egress = b.enforceEgress
+		} else {
+			cfg.Egress = b.enforceKubeEgress
 		}
 	}
 	return vm.New(cfg)

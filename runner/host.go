@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"cubicle/backend/agent/tools"
@@ -32,7 +33,7 @@ func newSandbox(forced string) (*sandbox.Sandbox, error) {
 // hostFor is the local host of one host tool call: in the sandbox, under the policy the
 // server sent (nil from an older server: dir read-write, network on, never unsandboxed),
 // with what this runner hides of its own — its data directory and its user's credential
-// folders — added.
+// folders but those the server says an administrator opened (HostSandbox.Readable) — added.
 func (r *Runner) hostFor(ctx context.Context, a *wire.HostSandbox, dir string) tools.LocalHost {
 	return tools.LocalHost{Sandbox: r.sandbox, Policy: func(context.Context) (sandbox.Policy, error) {
 		p := sandbox.Policy{WorkDir: dir, Network: true}
@@ -47,7 +48,11 @@ func (r *Runner) hostFor(ctx context.Context, a *wire.HostSandbox, dir string) t
 		}
 		p.Hidden = append(protected, r.ownProtected()...)
 		if home, err := os.UserHomeDir(); err == nil {
-			p.Hidden = append(p.Hidden, sandbox.HomeSecrets(home)...)
+			creds := sandbox.HomeSecrets(home)
+			if a != nil { // the credential folders an administrator opened, and only those
+				creds = slices.DeleteFunc(creds, func(c string) bool { return slices.Contains(a.Readable, c) })
+			}
+			p.Hidden = append(p.Hidden, creds...)
 		}
 		return p, nil
 	}}

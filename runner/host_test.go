@@ -142,3 +142,39 @@ func testSandbox() *sandbox.Sandbox {
 	}
 	return s
 }
+
+// TestHostForReadable: the credential folders the server says an administrator opened
+// (HostSandbox.Readable, an approved widening) are no longer hidden by the runner; the other
+// credential folders and the runner's own data directory stay hidden, even when named there.
+func TestHostForReadable(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	data := t.TempDir()
+	r := &Runner{cfg: Config{DataDir: data}}
+	kube, ssh := home+"/.kube", home+"/.ssh"
+	policy := func(a *wire.HostSandbox) []string {
+		p, err := r.hostFor(context.Background(), a, home).Policy(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Hidden
+	}
+	has := func(xs []string, x string) bool {
+		for _, e := range xs {
+			if e == x {
+				return true
+			}
+		}
+		return false
+	}
+	if h := policy(&wire.HostSandbox{}); !has(h, kube) || !has(h, ssh) || !has(h, data) {
+		t.Fatalf("without a widening: %v", h)
+	}
+	h := policy(&wire.HostSandbox{Readable: []string{kube, data, "/etc"}})
+	if has(h, kube) || !has(h, ssh) || !has(h, data) {
+		t.Fatalf("~/.kube opened (and the data directory named, which must stay hidden): %v", h)
+	}
+	if h := policy(nil); !has(h, kube) {
+		t.Fatalf("an older server: %v", h)
+	}
+}

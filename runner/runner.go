@@ -50,6 +50,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
 
+	"cubicle/backend/deskegress"
 	"cubicle/backend/fault"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/link"
@@ -100,6 +101,9 @@ type Config struct {
 	// set to Engine; mode the guest link's). The cubicle binary passes the backend's
 	// discovery (backend.ConnectRunnerEngine); nil leaves the runner without an engine.
 	ConnectEngine func(ctx context.Context, s store.EngineSettings, mode link.Mode, log *slog.Logger) (Engine, error)
+	// EgressLookup resolves the names of desktops' egress allow-lists (nil: this machine's
+	// resolver; tests point names at their own services).
+	EgressLookup deskegress.LookupFunc
 	// Dial, when set, replaces the network dial to Server (the managed local runner's
 	// in-memory connection); no proxy is used then.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -145,6 +149,9 @@ type Runner struct {
 	// sandbox runs the host tools (nil on the managed runner, which runs none).
 	sandbox *sandbox.Sandbox
 	watch   *watchers // the server's OpWatch streams (nil for the managed runner)
+	// egress enforces the desktops' egress policies (nil for the managed runner, whose
+	// desktops are the server's, and where desktops are not on this machine).
+	egress *deskegress.Manager
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
@@ -258,7 +265,7 @@ func (r *Runner) buildVMs() error {
 		}
 	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
-		HostWall: hostWall, OnChange: r.watch.desktop, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
+		HostWall: hostWall, OnChange: r.desktopChanged, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind
@@ -266,6 +273,12 @@ func (r *Runner) buildVMs() error {
 		if r.engine.Desktops != nil {
 			// not on this machine: no host wall (on a cluster the egress is a NetworkPolicy)
 			cfg.Engine, cfg.HostWall = r.engine.Desktops, nil
+		} else {
+			// the same enforcement as the server's own desktops (docs/egress.md)
+			r.egress = deskegress.New(deskegress.Config{Logger: r.log.With("svc", "egress"), Lookup: r.cfg.EgressLookup, OnBlocked: r.egressBlocked})
+			cfg.Egress = r.enforceEgress
+			r.hello.Capabilities = append(r.hello.Capabilities, wire.CapEgress)
+			r.hello.Capabilities = slices.DeleteFunc(r.hello.Capabilities, func(c string) bool { return slices.Contains(r.cfg.DropCapabilities, c) })
 		}
 		cfg.Link.Choice = r.engine.Link
 		cfg.Images, cfg.ImagesProblem = r.imageBuilder(log)
@@ -519,6 +532,9 @@ func (r *Runner) Close() error {
 	var errs []error
 	if r.vms != nil {
 		errs = append(errs, r.vms.Close())
+	}
+	if r.egress != nil {
+		errs = append(errs, r.egress.Close()) // after the desktops' manager: none is started any more
 	}
 	if r.engine != nil && r.engine.Close != nil {
 		errs = append(errs, r.engine.Close())

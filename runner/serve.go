@@ -73,6 +73,7 @@ func (r *Runner) handlers() map[string]handler {
 	add(wire.SetIdlePolicy.Spec, unary(wire.SetIdlePolicy, func(ctx context.Context, a wire.PolicyArgs) (nodeapi.NodeSettings, error) {
 		return r.vms.SetIdlePolicy(ctx, a.RequestID, a.Minutes, a.PauseMinutes)
 	}))
+	add(wire.SetEgress.Spec, unary(wire.SetEgress, r.SetEgress))
 	add(wire.SetImageSources.Spec, unary(wire.SetImageSources, func(ctx context.Context, u nodeapi.ImageSourcesUpdate) (nodeapi.ImageSources, error) {
 		return r.vms.SetImageSources(ctx, u)
 	}))

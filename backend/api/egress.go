@@ -11,14 +11,16 @@ import (
 
 // Egress is the desktops' egress policy (Settings → Security → Desktop network, docs/egress.md).
 type Egress interface {
-	EgressView(ctx context.Context) (EgressView, error)
+	// EgressView is node's view ("" = this server's own node; a runner's is what the server
+	// sent it, with the refusals it reported).
+	EgressView(ctx context.Context, node string) (EgressView, error)
 	// SetNodeEgress saves node's policy; SetAgentEgress an agent's own (nil: the node's again).
 	// Both re-apply it to the running desktops.
 	SetNodeEgress(ctx context.Context, by, node string, p store.EgressPolicy) (EgressView, error)
 	SetAgentEgress(ctx context.Context, by, agentID string, p *store.EgressPolicy) (EgressView, error)
 	// AllowEgress adds destination (a refused address or name) to the allow-list that refused
-	// it: agentID's own when the agent has one, else the node's.
-	AllowEgress(ctx context.Context, by, agentID, destination string) (EgressView, error)
+	// it: agentID's own when the agent has one, else node's ("" = this server's own).
+	AllowEgress(ctx context.Context, by, node, agentID, destination string) (EgressView, error)
 }
 
 // EgressView is what Settings shows of the egress policies of the node.
@@ -61,7 +63,7 @@ func (s *Server) needEgress(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) getEgress(w http.ResponseWriter, r *http.Request) {
-	v, err := s.cfg.Egress.EgressView(r.Context())
+	v, err := s.cfg.Egress.EgressView(r.Context(), r.URL.Query().Get("node"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -135,6 +137,7 @@ func (s *Server) deleteAgentEgress(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) allowEgress(w http.ResponseWriter, r *http.Request) {
 	var b struct {
+		Node        string `json:"node"` // "" = this server's own
 		AgentID     string `json:"agentId"`
 		Destination string `json:"destination"`
 	}
@@ -146,7 +149,7 @@ func (s *Server) allowEgress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	v, err := s.cfg.Egress.AllowEgress(r.Context(), principal(r).AccountID, b.AgentID, b.Destination)
+	v, err := s.cfg.Egress.AllowEgress(r.Context(), principal(r).AccountID, b.Node, b.AgentID, b.Destination)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

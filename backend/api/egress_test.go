@@ -16,7 +16,7 @@ type fakeEgress struct {
 	calls  int
 }
 
-func (f *fakeEgress) EgressView(context.Context) (EgressView, error) {
+func (f *fakeEgress) EgressView(context.Context, string) (EgressView, error) {
 	v := EgressView{NodeID: "local", Node: f.node}
 	for id, p := range f.agents {
 		v.Agents = append(v.Agents, AgentEgress{AgentID: id, Policy: p})
@@ -27,7 +27,7 @@ func (f *fakeEgress) EgressView(context.Context) (EgressView, error) {
 func (f *fakeEgress) SetNodeEgress(ctx context.Context, by, node string, p store.EgressPolicy) (EgressView, error) {
 	f.calls++
 	f.node = p
-	return f.EgressView(ctx)
+	return f.EgressView(ctx, "")
 }
 
 func (f *fakeEgress) SetAgentEgress(ctx context.Context, by, id string, p *store.EgressPolicy) (EgressView, error) {
@@ -37,13 +37,13 @@ func (f *fakeEgress) SetAgentEgress(ctx context.Context, by, id string, p *store
 	} else {
 		f.agents[id] = *p
 	}
-	return f.EgressView(ctx)
+	return f.EgressView(ctx, "")
 }
 
-func (f *fakeEgress) AllowEgress(ctx context.Context, by, id, dest string) (EgressView, error) {
+func (f *fakeEgress) AllowEgress(ctx context.Context, by, node, id, dest string) (EgressView, error) {
 	f.calls++
 	f.node.Allow = append(f.node.Allow, dest)
-	return f.EgressView(ctx)
+	return f.EgressView(ctx, "")
 }
 
 // The egress routes (issue 26, item 2): administrators only, bad policies refused with a 400

@@ -42,6 +42,7 @@ type Config struct {
 	HostAccess HostAccess // host access grants; nil: the grant routes answer 503
 	Security   Security   // Settings → Security; nil: its routes answer 503
 	Egress     Egress     // desktops' egress policies; nil: its routes answer 503
+	Sandbox    Sandbox    // the host sandbox's refusals and widenings; nil: its routes answer 503
 	Profiles   *profile.Service
 	Doctor     func(ctx context.Context) doctor.Report // nil: the doctor route answers 503
 	VMs        VMs                                     // the Local VM manager; nil: its routes answer 503
@@ -238,6 +239,7 @@ func (s *Server) routes(mux *router) {
 	s.userRoutes(mux)
 	s.securityRoutes(mux)
 	s.egressRoutes(mux)
+	s.sandboxRoutes(mux)
 	s.tokenRoutes(mux)
 	s.mcpServerRoutes(mux)
 	s.snapshotRoutes(mux)

@@ -127,6 +127,10 @@ func (m *Manager) Recent() []Summary {
 	return out
 }
 
+// Note records b, a refusal enforced elsewhere (a runner's desktop), for Recent, and hands it
+// to Config.OnBlocked.
+func (m *Manager) Note(b Blocked) { m.blocked(b) }
+
 // blocked records b and hands it on.
 func (m *Manager) blocked(b Blocked) {
 	k := summaryKey{b.AgentID, b.InstanceID, b.Destination, b.Proto}

@@ -168,6 +168,10 @@ func (h *Hub) follow(c *conn) {
 					h.reconcile(ctx, r, c.node) // the prepared images changed
 				}
 			}
+		case wire.WatchEgressBlocked:
+			if b := e.Blocked; b != nil && h.cfg.OnEgressBlocked != nil {
+				h.cfg.OnEgressBlocked(c.node, h.audience(c.node, desk{AccountID: b.AccountID, AgentID: b.AgentID}), *b)
+			}
 		case wire.WatchResync:
 			h.reconcile(ctx, r, c.node)
 		}

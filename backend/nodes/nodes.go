@@ -68,6 +68,10 @@ type Config struct {
 	// Events, when set, hears runners connect, disconnect and be revoked, and their desktops
 	// change state (events.RunnerStatus, events.DesktopState, …; see events.go).
 	Events Publisher
+	// OnEgressBlocked hears a refusal of a runner desktop's egress policy (wire.CapEgress),
+	// with who may see it (the runner's word about whose desktop it is, believed as far as the
+	// server's records agree). It must not block for long.
+	OnEgressBlocked func(node string, aud events.Audience, b wire.EgressBlocked)
 }
 
 // Hub keeps the registry and the live links.

@@ -186,6 +186,12 @@ func (r *Remote) SetIdlePolicy(ctx context.Context, requestID string, minutes in
 	return call(ctx, r, wire.SetIdlePolicy, wire.PolicyArgs{RequestID: requestID, Minutes: minutes, PauseMinutes: pauseMinutes})
 }
 
+// SetEgress replaces the node's desktop egress policies (the node's and the agents' own); a
+// runner without wire.CapEgress is refused with fault.ErrConflict saying to update it.
+func (r *Remote) SetEgress(ctx context.Context, node nodeapi.EgressPolicy, agents map[string]nodeapi.EgressPolicy) (nodeapi.NodeSettings, error) {
+	return call(ctx, r, wire.SetEgress, wire.EgressArgs{Node: node, Agents: agents})
+}
+
 // SetImageSources sets the node's image sources.
 func (r *Remote) SetImageSources(ctx context.Context, u vm.ImageSourcesUpdate) (vm.ImageSources, error) {
 	return call(ctx, r, wire.SetImageSources, u)

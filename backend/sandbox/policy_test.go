@@ -147,3 +147,40 @@ func TestExplain(t *testing.T) {
 		t.Fatalf("nothing refused: %q", got)
 	}
 }
+
+// TestRefusals: each refusal line becomes a structured refusal: a hidden path touched (read),
+// a write outside the writable paths (a read-only file system under bubblewrap, a denied
+// create under Landlock), or an unexplained denial without a path.
+func TestRefusals(t *testing.T) {
+	p := Policy{WorkDir: "/w", Hidden: []string{"/srv/cubicle", "/home/u/.kube"}}
+	cases := []struct {
+		name, line string
+		want       []Refusal
+	}{
+		{"hidden file", "cat: /srv/cubicle/secrets/session.key: Permission denied",
+			[]Refusal{{Path: "/srv/cubicle/secrets/session.key", Hidden: "/srv/cubicle"}}},
+		{"credentials", "cat: /home/u/.kube/config: Permission denied", []Refusal{{Path: "/home/u/.kube/config", Hidden: "/home/u/.kube"}}},
+		{"bwrap write", "sh: 1: cannot create /srv/out/x.txt: Read-only file system", []Refusal{{Path: "/srv/out/x.txt", Write: true}}},
+		{"landlock write", "/bin/sh: 1: cannot create /srv/out/x.txt: Permission denied", []Refusal{{Path: "/srv/out/x.txt", Write: true}}},
+		{"landlock touch", "touch: cannot touch '/srv/out/y': Permission denied", []Refusal{{Path: "/srv/out/y", Write: true}}},
+		{"a read denied by the file's mode", "cat: /etc/shadow: Permission denied", []Refusal{{}}},
+		{"no path", "cat: session.key: Permission denied", []Refusal{{}}},
+		{"twice", "cat: /srv/cubicle/k: Permission denied\ncat: /srv/cubicle/k: Permission denied",
+			[]Refusal{{Path: "/srv/cubicle/k", Hidden: "/srv/cubicle"}}},
+		{"nothing", "exit 1", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Refusals(p, []byte(c.line+"\n"))
+			if len(got) != len(c.want) {
+				t.Fatalf("%+v, want %+v", got, c.want)
+			}
+			for i := range got {
+				got[i].Line = ""
+				if got[i] != c.want[i] {
+					t.Fatalf("%+v, want %+v", got[i], c.want[i])
+				}
+			}
+		})
+	}
+}

@@ -208,46 +208,87 @@ func (s *Sandbox) Wrap(ctx context.Context, p Policy, argv []string) (Command, e
 	return s.wrap(ctx, p.Clean(), argv)
 }
 
-// Explain returns what the sandbox refused, as sentences for the chat, from a command's
-// error output: each line that reports a refused access ("Permission denied", "Operation not
-// permitted", "Read-only file system"), naming the hidden or read-only path it was about when
-// the line names one (at most five lines).
-func Explain(p Policy, out []byte) []string {
+// Refusal is one access the sandbox refused, as read from a command's error output.
+type Refusal struct {
+	// Path is the path the refused access was about ("" when the line names none).
+	Path string `json:"path,omitempty"`
+	// Write: a write outside the writable paths; otherwise a hidden path was touched (read).
+	Write bool `json:"write,omitempty"`
+	// Hidden is the hidden path that covers Path (a read refusal), "" for a write.
+	Hidden string `json:"hidden,omitempty"`
+	// Line is the command's own line that reported it.
+	Line string `json:"line"`
+}
+
+// Note is the sentence for the chat that says what r was.
+func (r Refusal) Note(p Policy) string {
+	switch {
+	case r.Hidden != "":
+		return "the sandbox refused access to " + r.Path + ": " + r.Hidden + " is hidden from host commands (Cubicle's data, secrets or a protected path)"
+	case r.Write:
+		return "the sandbox refused write access to " + r.Path + ": host commands may write only in " + strings.Join(p.Clean().ReadWrite, ", ") +
+			" (an administrator can approve more in Settings → Security → host sandbox)"
+	}
+	return "the sandbox (or the file's permissions) refused an access: " + r.Line
+}
+
+// Refusals reads what the sandbox refused from a command's error output: each line that
+// reports a refused access ("Permission denied", "Operation not permitted", "Read-only file
+// system"), with the path it names: inside a hidden path it was a hidden path touched; a
+// "Read-only file system", or a denial of a write (create, touch, mkdir, …) outside the
+// writable paths, was a write (under Landlock a refused write reads "Permission denied").
+// At most five, no duplicates.
+func Refusals(p Policy, out []byte) []Refusal {
 	p = p.Clean()
-	var notes []string
+	var rs []Refusal
 	for _, line := range strings.Split(string(out), "\n") {
-		if len(notes) == 5 {
+		if len(rs) == 5 {
 			break
 		}
 		ro := strings.Contains(line, "Read-only file system")
 		if !ro && !strings.Contains(line, "Permission denied") && !strings.Contains(line, "Operation not permitted") {
 			continue
 		}
-		line = strings.TrimSpace(line)
-		note := ""
-		for _, m := range pathInLine.FindAllString(line, -1) {
+		r := Refusal{Line: strings.TrimSpace(line)}
+		ms := pathInLine.FindAllString(line, -1)
+		slices.Reverse(ms) // the path nearest the error is the one it was about ("/bin/sh: 1: cannot create /x: …")
+		for _, m := range ms {
 			m = filepath.Clean(strings.TrimRight(m, ".,;:'\")]"))
 			for _, h := range p.Hidden {
 				if Within(m, h) {
-					note = "the sandbox refused access to " + m + ": " + h + " is hidden from host commands (Cubicle's data, secrets or a protected path)"
+					r.Path, r.Hidden = m, h
 					break
 				}
 			}
-			if note == "" && ro {
-				note = "the sandbox refused write access to " + m + ": host commands may write only in " + strings.Join(p.ReadWrite, ", ")
+			if r.Hidden == "" && (ro || writeVerb.MatchString(line) && !slices.ContainsFunc(p.ReadWrite, func(d string) bool { return Within(m, d) })) {
+				r.Path, r.Write = m, true
 			}
-			if note != "" {
+			if r.Path != "" {
 				break
 			}
 		}
-		if note == "" {
-			note = "the sandbox (or the file's permissions) refused an access: " + line
+		if !slices.ContainsFunc(rs, func(o Refusal) bool {
+			return o.Path == r.Path && o.Write == r.Write && (r.Path != "" || o.Line == r.Line)
+		}) {
+			rs = append(rs, r)
 		}
-		if !slices.Contains(notes, note) {
-			notes = append(notes, note)
+	}
+	return rs
+}
+
+// Explain returns what the sandbox refused, as sentences for the chat, from a command's
+// error output (Refusals, each as its Note).
+func Explain(p Policy, out []byte) []string {
+	var notes []string
+	for _, r := range Refusals(p, out) {
+		if n := r.Note(p); !slices.Contains(notes, n) {
+			notes = append(notes, n)
 		}
 	}
 	return notes
 }
+
+// writeVerb is how common tools say they were writing.
+var writeVerb = regexp.MustCompile(`(?i)\b(?:cannot create|cannot touch|cannot create directory|mkdir|cannot remove|cannot move|rename|cannot open .* for writing|write|cannot overwrite|cannot make|cannot link|chmod|chown)`)
 
 var pathInLine = regexp.MustCompile(`/[^\s'"` + "`" + `:]+`)

@@ -15,8 +15,37 @@ func (s *Service) HostSandbox(node string) store.HostSandbox {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h := s.settings.HostSandbox[node]
-	h.ReadWrite = slices.Clone(h.ReadWrite)
+	h.ReadWrite, h.Read = slices.Clone(h.ReadWrite), slices.Clone(h.Read)
 	return h
+}
+
+// WidenHostSandbox adds path to node's read-write paths (write) or to the credential folders
+// opened for reading (not write) — an approved widening — or with revoke takes it away again,
+// under Update's checks. The caller decides whether path may be widened at all (never Cubicle's
+// data or a protected path). It returns the node's settings as they now are.
+func (s *Service) WidenHostSandbox(by, node, path string, write, revoke bool) (store.HostSandbox, error) {
+	s.widen.Lock()
+	defer s.widen.Unlock()
+	h := s.HostSandbox(node)
+	list := &h.Read
+	if write {
+		list = &h.ReadWrite
+	}
+	has := slices.Contains(*list, path)
+	switch {
+	case revoke && !has:
+		return h, fault.NotFound("%s is not among the widened paths of %s", path, node)
+	case revoke:
+		*list = slices.DeleteFunc(*list, func(p string) bool { return p == path })
+	case !has:
+		*list = append(*list, path)
+	}
+	u := map[string]store.HostSandbox{node: h}
+	v, err := s.Update(by, Update{HostSandbox: &u})
+	if err != nil {
+		return store.HostSandbox{}, err
+	}
+	return v.HostSandbox[node], nil
 }
 
 // mergeHostSandbox returns cur with the nodes of u replaced; a read-write path must be
@@ -44,7 +73,17 @@ func mergeHostSandbox(cur, u map[string]store.HostSandbox) (map[string]store.Hos
 			}
 		}
 		h.ReadWrite = rw
-		if !h.AllowNone && !h.NetworkOff && len(h.ReadWrite) == 0 {
+		var rd []string
+		for _, p := range cleanList(h.Read) {
+			if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+				return nil, fault.Invalid("host sandbox of %s: readable path %q must be absolute", node, p)
+			}
+			if p = filepath.Clean(p); !slices.Contains(rd, p) {
+				rd = append(rd, p)
+			}
+		}
+		h.Read = rd
+		if !h.AllowNone && !h.NetworkOff && len(h.ReadWrite) == 0 && len(h.Read) == 0 {
 			delete(out, node)
 			continue
 		}

@@ -86,6 +86,7 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 
+	widen    sync.Mutex // serialises WidenHostSandbox's read-modify-write
 	mu       sync.RWMutex
 	settings store.SecuritySettings // guarded by mu
 	safety   *guard.Safety          // guarded by mu; rebuilt on every update

@@ -329,6 +329,10 @@ type HostSandbox struct {
 	NetworkOff bool `json:"networkOff,omitempty"`
 	// ReadWrite are further absolute paths host commands may write.
 	ReadWrite []string `json:"readWrite,omitempty"`
+	// Read are credential folders of the node's home (~/.kube, …) an administrator opened to
+	// host commands for reading (an approved widening; Cubicle's data and the protected paths
+	// never are).
+	Read []string `json:"read,omitempty"`
 }
 
 // ModelEndpoint is an approved model base URL. AllowPrivate lets it resolve to loopback or
@@ -361,5 +365,70 @@ func (s *Store) PutSecuritySettings(m SecuritySettings) error {
 	}
 	return s.update("put security settings", func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketAppSettings).Put(keySecurity, raw)
+	})
+}
+
+// SandboxRefusal is an access the host sandbox refused an agent's command (issue 26): where
+// (Node, and Home, the runner user's home there), whose (AccountID, AgentID, SessionID), what
+// (Path, Write or a read of a hidden path, Hidden the hidden path that covered it, Line the
+// command's own report) and when (First, At the latest of Count).
+type SandboxRefusal struct {
+	ID        string    `json:"id"`
+	Node      string    `json:"node"`
+	Home      string    `json:"home,omitempty"`
+	AccountID string    `json:"accountId"`
+	AgentID   string    `json:"agentId,omitempty"`
+	SessionID string    `json:"sessionId,omitempty"`
+	Path      string    `json:"path"`
+	Write     bool      `json:"write,omitempty"`
+	Hidden    string    `json:"hidden,omitempty"`
+	Line      string    `json:"line,omitempty"`
+	First     time.Time `json:"first"`
+	At        time.Time `json:"at"`
+	Count     int       `json:"count"`
+}
+
+var keySandboxRefusals = []byte("sandbox_refusals")
+
+// SandboxRefusals returns the recorded sandbox refusals, as UpdateSandboxRefusals left them.
+func (s *Store) SandboxRefusals() ([]SandboxRefusal, error) {
+	var out []SandboxRefusal
+	err := s.view("list sandbox refusals", func(tx *bbolt.Tx) error {
+		var err error
+		out, err = sandboxRefusals(tx)
+		return err
+	})
+	return out, err
+}
+
+func sandboxRefusals(tx *bbolt.Tx) ([]SandboxRefusal, error) {
+	out := []SandboxRefusal{}
+	raw := tx.Bucket(bucketAppSettings).Get(keySandboxRefusals)
+	if raw == nil {
+		return out, nil
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("store: sandbox refusals: corrupt record: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSandboxRefusals replaces the recorded sandbox refusals with what fn makes of them, in
+// one transaction (an error from fn changes nothing).
+func (s *Store) UpdateSandboxRefusals(fn func([]SandboxRefusal) ([]SandboxRefusal, error)) error {
+	return s.update("update sandbox refusals", func(tx *bbolt.Tx) error {
+		cur, err := sandboxRefusals(tx)
+		if err != nil {
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("store: encode sandbox refusals: %w", err)
+		}
+		return tx.Bucket(bucketAppSettings).Put(keySandboxRefusals, raw)
 	})
 }

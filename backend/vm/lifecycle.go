@@ -189,6 +189,13 @@ func (m *Manager) bringUp(ctx context.Context, in *store.VMInstance, k kind, lab
 			return err
 		}
 	}
+	if m.cfg.HostWall == nil && m.cfg.Egress != nil {
+		// Desktops not on this machine (a cluster): the policy is the cluster's object, in
+		// place before the desktop's network exists.
+		if err := m.cfg.Egress(ctx, *in, 0); err != nil {
+			return fmt.Errorf("enforce the desktop's egress policy: %w", err)
+		}
+	}
 	if err := m.startContainer(ctx, eng, in.ID, in.ContainerID); err != nil {
 		return fmt.Errorf("start container %s: %w", in.ContainerName, err)
 	}

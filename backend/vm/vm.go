@@ -225,9 +225,10 @@ type Config struct {
 	// VM) is recorded on the desktop, which runs; any other error fails the start.
 	HostWall func(ctx context.Context, pid int, containerID, runDir string) error
 	// Egress enforces the desktop's egress policy (package deskegress) on the started desktop
-	// in (process pid), right after HostWall (only where HostWall is set); pid is 0 when
-	// HostWall could not prove the process to be the desktop's. Any error fails the start: a
-	// policy other than open that cannot be enforced must not leave the desktop open.
+	// in (process pid), right after HostWall; pid is 0 when HostWall could not prove the
+	// process to be the desktop's. Without HostWall (desktops on a cluster) it runs before the
+	// container starts, with pid 0. Any error fails the start: a policy other than open that
+	// cannot be enforced must not leave the desktop open.
 	Egress func(ctx context.Context, in store.VMInstance, pid int) error
 	// MapUsers gives every new desktop its own user namespace (engine.IDMap): its processes
 	// run as host uids of a range no real user has (see userNSBase). Only for engines that map

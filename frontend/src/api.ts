@@ -136,6 +136,41 @@ export interface EgressView {
   problem?: string;
 }
 
+/** A host sandbox refusal as recorded (docs/sandbox.md "Widening"). */
+export interface SandboxRefusal {
+  id: string;
+  node: string;
+  nodeName: string;
+  home?: string;
+  accountId: string;
+  accountName?: string;
+  agentId?: string;
+  agentName?: string;
+  path: string;
+  /** A write outside the writable paths; otherwise a hidden path was read. */
+  write?: boolean;
+  hidden?: string;
+  line?: string;
+  first: string;
+  at: string;
+  count: number;
+  /** A widening now allows it. */
+  widened: boolean;
+}
+
+/** A path of a node's host sandbox an administrator opened. Access: read | read-write. */
+export interface SandboxWidening {
+  node: string;
+  path: string;
+  access: string;
+}
+
+/** GET /api/app/admin/sandbox: what the host sandbox refused and the widenings in force. */
+export interface SandboxReview {
+  refusals: SandboxRefusal[];
+  widenings: SandboxWidening[];
+}
+
 /** An effect of an MCP server's access policy. */
 export type McpEffect = 'allow' | 'ask' | 'deny';
 
@@ -1219,9 +1254,9 @@ export class Client {
     return this.request<SecuritySettings>('PUT', '/api/app/admin/security', u);
   }
 
-  /** GET /api/app/admin/egress (admin only). */
-  getEgress(): Promise<EgressView> {
-    return this.request<EgressView>('GET', '/api/app/admin/egress');
+  /** GET /api/app/admin/egress (admin only); node: a runner's id ('' = this server's own node). */
+  getEgress(node = ''): Promise<EgressView> {
+    return this.request<EgressView>('GET', '/api/app/admin/egress' + (node ? `?node=${encodeURIComponent(node)}` : ''));
   }
 
   /** PUT /api/app/admin/egress/nodes/:node (admin only). */
@@ -1235,9 +1270,24 @@ export class Client {
     return p === null ? this.request<EgressView>('DELETE', path) : this.request<EgressView>('PUT', path, p);
   }
 
-  /** POST /api/app/admin/egress/allow (admin only): allow a refused destination. */
-  allowEgress(agentId: string, destination: string): Promise<EgressView> {
-    return this.request<EgressView>('POST', '/api/app/admin/egress/allow', { agentId, destination });
+  /** POST /api/app/admin/egress/allow (admin only): allow a refused destination (node '' = this server's own). */
+  allowEgress(agentId: string, destination: string, node = ''): Promise<EgressView> {
+    return this.request<EgressView>('POST', '/api/app/admin/egress/allow', { node, agentId, destination });
+  }
+
+  /** GET /api/app/admin/sandbox (admin only): the host sandbox's refusals and widenings. */
+  getSandbox(): Promise<SandboxReview> {
+    return this.request<SandboxReview>('GET', '/api/app/admin/sandbox');
+  }
+
+  /** POST /api/app/admin/sandbox/refusals/:id/approve (admin only); scope: path | directory (a write). */
+  approveWidening(id: string, scope: 'path' | 'directory'): Promise<SandboxReview & { widening: SandboxWidening }> {
+    return this.request('POST', `/api/app/admin/sandbox/refusals/${encodeURIComponent(id)}/approve`, { scope });
+  }
+
+  /** POST /api/app/admin/sandbox/revoke (admin only). */
+  revokeWidening(w: SandboxWidening): Promise<SandboxReview & { widening: SandboxWidening }> {
+    return this.request('POST', '/api/app/admin/sandbox/revoke', w);
   }
 
   /** GET /api/app/admin/security/allow-rules (admin only): every saved rule. */

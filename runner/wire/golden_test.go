@@ -44,7 +44,7 @@ func TestOpsGolden(t *testing.T) {
 		sample(ChooseDesktop), sample(VMReady), sample(AgentData), sample(ForgetAgent), sample(StopInstance),
 		sample(DeleteData), sample(MarkBusy), sample(MarkIdle), sample(AdminAct), sample(Guest), sample(Tunnel),
 		sample(Watch), sample(SelfUpdate), sample(HostShell), sample(HostReadFile), sample(HostWriteFile),
-		sample(HostHome), sample(HostInfoOp), sample(Pause), sample(Resume),
+		sample(HostHome), sample(HostInfoOp), sample(Pause), sample(Resume), sample(SetEgress),
 	}
 	if len(cases) != len(Ops) {
 		t.Fatalf("%d ops sampled, wire.Ops has %d: add the new op here", len(cases), len(Ops))

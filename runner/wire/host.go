@@ -52,6 +52,10 @@ type HostSandbox struct {
 	Hidden    []string `json:"hidden,omitempty"`    // the protected paths, for the runner's home
 	Network   bool     `json:"network"`
 	AllowNone bool     `json:"allowNone,omitempty"` // the admin allowed "no sandbox" for this node
+	// Readable are credential folders of the runner user's home an administrator opened for
+	// reading (an approved widening, docs/sandbox.md): the runner stops hiding exactly those
+	// of its own list (sandbox.HomeSecrets), nothing else. An older runner ignores it.
+	Readable []string `json:"readable,omitempty"`
 }
 
 // HostShellResult answers OpHostShell.

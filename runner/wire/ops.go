@@ -143,6 +143,8 @@ var (
 	SetIdlePolicy = Op[PolicyArgs, nodeapi.NodeSettings]{Spec{Name: OpSetIdlePolicy, Method: "SetIdlePolicy", Cap: CapIdlePolicy,
 		Refusal: fault.ErrConflict, Lacks: "does not support the idle policy", Fix: "update it to version {version} before this setting can be changed"}}
 	SetImageSources = Op[nodeapi.ImageSourcesUpdate, nodeapi.ImageSources]{Spec{Name: OpSetImageSources, Method: "SetImageSources"}}
+	SetEgress       = Op[EgressArgs, nodeapi.NodeSettings]{Spec{Name: OpSetEgress, Method: "SetEgress", Cap: CapEgress,
+		Refusal: fault.ErrConflict, Lacks: "does not enforce desktop egress policies", Fix: "update it to version {version} before its desktops can have one"}}
 
 	Agent         = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpAgent, Method: "Agent"}}
 	Act           = Op[AgentArgs, nodeapi.AgentView]{Spec{Name: OpAct, Method: "Act"}}
@@ -198,5 +200,5 @@ var Ops = []Spec{
 	ForgetAgent.Spec, StopInstance.Spec, DeleteData.Spec, MarkBusy.Spec, MarkIdle.Spec, AdminAct.Spec,
 	Guest.Spec, Tunnel.Spec, Watch.Spec, SelfUpdate.Spec,
 	HostShell.Spec, HostReadFile.Spec, HostWriteFile.Spec, HostHome.Spec, HostInfoOp.Spec,
-	Pause.Spec, Resume.Spec,
+	Pause.Spec, Resume.Spec, SetEgress.Spec,
 }

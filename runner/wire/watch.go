@@ -23,6 +23,9 @@ const (
 	WatchPrepare = "prepare"
 	// WatchSettings: the node's settings changed (WatchEvent.Settings).
 	WatchSettings = "settings"
+	// WatchEgressBlocked: a desktop's egress policy refused a connection or a name
+	// (WatchEvent.Blocked; runners with CapEgress).
+	WatchEgressBlocked = "egressBlocked"
 	// WatchResync: events were lost (the server was slower than the changes): read the
 	// status afresh.
 	WatchResync = "resync"
@@ -34,6 +37,19 @@ type WatchEvent struct {
 	Desktop  *DesktopChange        `json:"desktop,omitempty"`
 	Prepare  *nodeapi.PrepareState `json:"prepare,omitempty"`
 	Settings *nodeapi.NodeSettings `json:"settings,omitempty"`
+	Blocked  *EgressBlocked        `json:"blocked,omitempty"`
+}
+
+// EgressBlocked is a refusal of a runner desktop's egress policy (deskegress.Blocked on the
+// wire).
+type EgressBlocked struct {
+	InstanceID  string    `json:"instanceId"`
+	AgentID     string    `json:"agentId,omitempty"`
+	AccountID   string    `json:"accountId,omitempty"`
+	Destination string    `json:"destination"`
+	Port        int       `json:"port,omitempty"`
+	Proto       string    `json:"proto"`
+	Time        time.Time `json:"time"`
 }
 
 // DesktopChange is a runner's desktop changing state (vm.InstanceChange on the wire; the

@@ -59,6 +59,9 @@ const (
 	// CapPause: the runner pauses and resumes desktops (OpPause, OpResume) and applies the
 	// idle policy's pause (PolicyArgs.PauseMinutes).
 	CapPause = "pause-v1"
+	// CapEgress: the runner enforces the desktops' egress policies the server sends
+	// (OpSetEgress) and reports refusals on its event stream (WatchEgressBlocked).
+	CapEgress = "desktop-egress-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated
@@ -121,6 +124,7 @@ const (
 	OpSetPolicy       = "setPolicy"
 	OpSetIdlePolicy   = "setIdlePolicy"
 	OpSetImageSources = "setImageSources"
+	OpSetEgress       = "setEgress"
 	OpAgent           = "agent"
 	OpAct             = "act"
 	OpSetImage        = "setImage"
@@ -272,6 +276,13 @@ type PolicyArgs struct {
 	Minutes      int    `json:"minutes,omitempty"`
 	// PauseMinutes is the idle pause (nil: keep it; sent only to a runner with CapPause).
 	PauseMinutes *int `json:"pauseMinutes,omitempty"`
+}
+
+// EgressArgs are the arguments of wire.OpSetEgress: the node's desktop egress policy and the
+// agents' own (docs/egress.md), replacing what the runner had.
+type EgressArgs struct {
+	Node   nodeapi.EgressPolicy            `json:"node"`
+	Agents map[string]nodeapi.EgressPolicy `json:"agents,omitempty"`
 }
 
 // InstanceArgs name a desktop of the runner (and, for a tunnel, the address inside it).

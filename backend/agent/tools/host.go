@@ -45,8 +45,10 @@ type ShellResult struct {
 	Stdout, Stderr []byte
 	Truncated      bool
 	TimedOut       bool
-	// Refused says what the OS sandbox refused (sandbox.Explain), for the chat.
-	Refused []string
+	// Refused says what the OS sandbox refused (sandbox.Explain), for the chat; Refusals
+	// are the same as records (sandbox.Refusals).
+	Refused  []string
+	Refusals []sandbox.Refusal
 	// Unsandboxed: the command ran without an OS sandbox (the node allows that).
 	Unsandboxed bool
 	// Usage is what the command's process tree cost (history.ProcessUsage).
@@ -167,7 +169,8 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	case errors.As(err, &ee):
 		res.ExitCode = ee.ExitCode()
 		if wrap.Sandboxed {
-			res.Refused = sandbox.Explain(p, append(append([]byte{}, res.Stderr...), res.Stdout...))
+			out := append(append([]byte{}, res.Stderr...), res.Stdout...)
+			res.Refused, res.Refusals = sandbox.Explain(p, out), sandbox.Refusals(p, out)
 		}
 		return res, nil
 	case err != nil:
@@ -320,6 +323,10 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 		if len(res.Refused) > 0 {
 			b.log.Warn("the host sandbox refused an access", "agent", t.AgentID, "refused", res.Refused)
 			out.Text("sandbox: " + strings.Join(res.Refused, "\nsandbox: ") + "\n")
+			if b.cfg.Refusals != nil && len(res.Refusals) > 0 {
+				home, _ := b.host(env).Home(ctx) // known: hostCtx needed it
+				b.cfg.Refusals.SandboxRefused(t, env.Plan.HostNode, home, res.Refusals)
+			}
 		}
 		out.Measured(res.Usage)
 		if res.TimedOut {

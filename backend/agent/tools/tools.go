@@ -32,6 +32,7 @@ import (
 	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/sandbox"
 	"cubicle/images/guest/wire"
 )
 
@@ -126,11 +127,21 @@ type Config struct {
 	HostDesktop  HostDesktop // the host's screen and input; nil: host desktop tools fail as unavailable
 	Browsers     Browsers    // the agents' browsers; nil: browser tools fail as unavailable
 	Files        FileGuard   // nil: no path is protected
-	Logger       *slog.Logger
+	// Refusals records what the host sandbox refused (for an administrator to review and
+	// perhaps widen); nil records nothing.
+	Refusals RefusalRecorder
+	Logger   *slog.Logger
 	// Settle tunes the screenshot after actions; zero values take the driver's defaults.
 	Settle       guest.SettleOptions
 	ShellTimeout time.Duration // default 2 minutes; a call may ask for up to 10 minutes
 	Workspace    string        // the desktop's working directory; default Workspace
+}
+
+// RefusalRecorder keeps what the host sandbox refused a call on node, whose runner user's
+// home is home. It must not block for long (it runs in the tool call) and is called from many
+// turns at once.
+type RefusalRecorder interface {
+	SandboxRefused(t agent.TurnInfo, node, home string, rs []sandbox.Refusal)
 }
 
 // Box implements agent.Toolbox.

@@ -51,6 +51,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -93,12 +94,14 @@ type Options struct {
 
 // Client is a connection to one namespace of a cluster. It is safe for concurrent use.
 type Client struct {
-	cs   coreClient
-	rest *rest.Config
-	ns   string
-	host string // the API server's URL, for messages
-	opts Options
-	log  *slog.Logger
+	cs coreClient
+	// netpol is the networking group, for the desktops' egress policies (egress.go).
+	netpol networkingv1client.NetworkingV1Interface
+	rest   *rest.Config
+	ns     string
+	host   string // the API server's URL, for messages
+	opts   Options
+	log    *slog.Logger
 
 	volumeSize resource.Quantity
 }
@@ -159,7 +162,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fault.Invalid("kubernetes: %v", err)
 	}
 	cs := coreClient{core}
-	c := &Client{cs: cs, rest: rc, ns: opts.Namespace, host: rc.Host, opts: opts, log: opts.Logger, volumeSize: size}
+	netpol, err := networkingv1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fault.Invalid("kubernetes: %v", err)
+	}
+	c := &Client{cs: cs, netpol: netpol, rest: rc, ns: opts.Namespace, host: rc.Host, opts: opts, log: opts.Logger, volumeSize: size}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if _, err := c.Info(cctx); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"cubicle/backend/engine"
 	"cubicle/backend/fault"
+	"cubicle/backend/store"
 )
 
 // unschedulableGrace is how long a Pod may stay unschedulable while one of its claims is
@@ -410,6 +411,11 @@ func (c *Client) RemoveContainer(ctx context.Context, id string, force bool) err
 		if err := c.waitGone(ctx, op, id, time.Minute); err != nil {
 			return err
 		}
+	}
+	// Its egress policy goes with it (the record owns it too; this does not wait for the
+	// cluster's garbage collector).
+	if err := c.SetEgress(ctx, id, store.EgressPolicy{}, nil); err != nil && !errors.Is(err, fault.ErrNotFound) {
+		return err
 	}
 	bg := metav1.DeletePropagationBackground
 	err = c.cs.CoreV1().ConfigMaps(c.ns).Delete(ctx, id, metav1.DeleteOptions{PropagationPolicy: &bg,

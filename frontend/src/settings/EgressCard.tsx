@@ -5,7 +5,7 @@
 // what it answers.
 
 import { useState } from 'preact/hooks';
-import type { Agent, Client, EgressPolicy, EgressView } from '../api';
+import type { Agent, Client, EgressPolicy, EgressView, Runner } from '../api';
 import { messageFor } from '../errors';
 import { useServerState } from '../hooks';
 
@@ -84,9 +84,11 @@ function PolicyForm({
 
 /** The Desktop network card. */
 export function EgressCard({ client }: { client: Client }) {
-  const st = useServerState<EgressView>(() => client.getEgress(), [client], {
+  const [node, setNode] = useState(''); // '' = this server's own node, else a runner's id
+  const st = useServerState<EgressView>(() => client.getEgress(node), [client, node], {
     when: (e) => e.type === 'desktop.egress_blocked',
   });
+  const runners = useServerState<Runner[]>(() => client.listRunners().catch(() => []), [client]);
   const agents = useServerState<Agent[]>(() => client.listAgents(), [client]);
   const [agentId, setAgentId] = useState('');
   const [error, setError] = useState('');
@@ -95,7 +97,7 @@ export function EgressCard({ client }: { client: Client }) {
   const allow = async (agent: string | undefined, destination: string) => {
     setError('');
     try {
-      st.set(await client.allowEgress(agent ?? '', destination));
+      st.set(await client.allowEgress(agent ?? '', destination, node));
     } catch (err) {
       setError(messageFor(err));
     }
@@ -111,6 +113,20 @@ export function EgressCard({ client }: { client: Client }) {
         What this node's desktops may reach on the network, enforced outside the desktop. Model endpoints, runner links and the
         link to a desktop's driver are not affected.
       </p>
+      {(runners.data ?? []).length > 0 && (
+        <label class="field">
+          <span>Node</span>
+          <select id="egress-node" value={node} onChange={(e) => setNode(e.currentTarget.value)}>
+            <option value="">this server</option>
+            {(runners.data ?? []).map((r) => (
+              <option key={r.id} value={r.id}>
+                runner {r.name}
+                {r.status !== 'connected' ? ` (${r.status})` : ''}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
       {st.error !== '' && <p class="form-error">{st.error}</p>}
       {v?.enforcement && <p class="muted small" id="egress-enforcement">{v.enforcement}</p>}
       {v?.problem && (

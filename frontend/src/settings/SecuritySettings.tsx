@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type AllowRule, type Client, type Confirmation, type ModelEndpoint, type SecuritySettings } from '../api';
 import { messageFor } from '../errors';
 import { EgressCard } from './EgressCard';
+import { SandboxCard } from './SandboxCard';
 import { Forbidden } from './Forbidden';
 
 const levelHelp: Record<string, string> = {
@@ -55,6 +56,7 @@ export function SecuritySettingsSection({ client }: { client: Client }) {
         </p>
       )}
       {view === null ? <p class="muted">Loading…</p> : <SettingsForm client={client} view={view} onSaved={setView} />}
+      <SandboxCard client={client} />
       <EgressCard client={client} />
       <RulesCard client={client} />
       <ConfirmationsCard client={client} />

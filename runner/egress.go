@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	"cubicle/backend/deskegress"
+	"cubicle/backend/fault"
+	"cubicle/backend/nodeapi"
+	"cubicle/backend/store"
+	"cubicle/backend/vm"
+	"cubicle/runner/wire"
+)
+
+// The desktops' egress policies on a runner (docs/egress.md): the server sends them
+// (wire.OpSetEgress), the runner keeps them in its own store (so they hold across restarts and
+// while the link is down) and enforces them with the same package as the server, in each
+// desktop's network namespace on this machine; refusals go to the server on the event stream.
+
+// enforceEgress enforces the egress policy of started desktop in (vm.Config.Egress): its
+// agent's own, else the node's. Open where nothing can be enforced is no error; any other
+// policy that cannot be enforced fails the start.
+func (r *Runner) enforceEgress(ctx context.Context, in store.VMInstance, pid int) error {
+	ns, err := r.st.NodeSettings(r.nodeID)
+	if err != nil {
+		return err
+	}
+	p := deskegress.Effective(ns, in.AgentID)
+	err = r.egress.Apply(ctx, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid}, p)
+	if err != nil && errors.Is(err, fault.ErrUnavailable) && (p.Mode == "" || p.Mode == deskegress.Open) {
+		return nil
+	}
+	return err
+}
+
+// egressBlocked hands a refusal to the server's event streams (deskegress.Config.OnBlocked).
+func (r *Runner) egressBlocked(b deskegress.Blocked) {
+	r.watch.publish(wire.WatchEvent{Kind: wire.WatchEgressBlocked, Blocked: &wire.EgressBlocked{InstanceID: b.InstanceID,
+		AgentID: b.AgentID, AccountID: b.AccountID, Destination: b.Destination, Port: b.Port, Proto: b.Proto, Time: b.Time}})
+}
+
+// desktopChanged is vm.Config.OnChange: the server's streams hear it, and a desktop that left
+// running or paused lets go of its egress enforcement (its network namespace is going).
+func (r *Runner) desktopChanged(c vm.InstanceChange) {
+	if c.State != vm.StateRunning && c.State != vm.StatePaused && r.egress != nil {
+		r.egress.Release(c.InstanceID)
+	}
+	r.watch.desktop(c)
+}
+
+// SetEgress replaces the node's and the agents' egress policies (wire.OpSetEgress) and
+// enforces them on the running desktops; a desktop on which that fails is stopped (and the
+// server hears it stop on the event stream): the policy was taken either way. A bad policy
+// is fault.ErrInvalid and changes nothing.
+func (r *Runner) SetEgress(ctx context.Context, a wire.EgressArgs) (nodeapi.NodeSettings, error) {
+	if r.egress == nil {
+		return nodeapi.NodeSettings{}, fault.Conflict("this runner's desktops are not on its machine (or it has no engine): egress policies are not enforced here")
+	}
+	node, err := normalize(a.Node)
+	if err != nil {
+		return nodeapi.NodeSettings{}, err
+	}
+	agents := map[string]store.EgressPolicy{}
+	for id, p := range a.Agents {
+		if agents[id], err = normalize(p); err != nil {
+			return nodeapi.NodeSettings{}, fault.Invalid("agent %s: %v", id, err)
+		}
+	}
+	ns, err := r.st.UpdateNodeSettings(r.nodeID, func(ns *store.NodeSettings) error {
+		ns.Egress, ns.AgentEgress = node, nil
+		if len(agents) > 0 {
+			ns.AgentEgress = maps.Clone(agents)
+		}
+		return nil
+	})
+	if err != nil {
+		return nodeapi.NodeSettings{}, err
+	}
+	r.log.Info("desktop egress policies set by the server", "mode", node.Mode, "entries", len(node.Allow), "agents", len(agents))
+	if err := r.vms.ReapplyEgress(ctx); err != nil {
+		r.log.Error("stopped desktops whose new egress policy could not be enforced", "err", err)
+	}
+	return vm.NodeSettingsView(ns), nil
+}
+
+// normalize checks a policy from the wire (the server checked it too).
+func normalize(p nodeapi.EgressPolicy) (store.EgressPolicy, error) {
+	q, err := deskegress.Normalize(store.EgressPolicy{Mode: p.Mode, Allow: p.Allow})
+	if err != nil {
+		return q, err
+	}
+	q.UpdatedBy, q.UpdatedAt = p.UpdatedBy, p.UpdatedAt
+	return q, nil
+}
