@@ -145,6 +145,9 @@ type Runner struct {
 	// sandbox runs the host tools (nil on the managed runner, which runs none).
 	sandbox *sandbox.Sandbox
 	watch   *watchers // the server's OpWatch streams (nil for the managed runner)
+	// rec records the runner's desktops (recording.go; nil for the managed runner, whose
+	// node the server records, and for a runner without an engine).
+	rec *recorder
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
@@ -223,6 +226,12 @@ func New(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
+	if r.engine != nil && !slices.Contains(cfg.DropCapabilities, wire.CapRecording) {
+		if err := r.buildRecorder(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -258,7 +267,7 @@ func (r *Runner) buildVMs() error {
 		}
 	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
-		HostWall: hostWall, OnChange: r.watch.desktop, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
+		HostWall: hostWall, OnChange: r.changed, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind
@@ -274,6 +283,15 @@ func (r *Runner) buildVMs() error {
 	}
 	r.vms, err = vm.New(cfg)
 	return err
+}
+
+// changed hears the desktops' manager's changes: the server's event streams and the
+// recordings.
+func (r *Runner) changed(c vm.InstanceChange) {
+	r.watch.desktop(c)
+	if r.rec != nil {
+		r.rec.change(c)
+	}
 }
 
 // imageBuilder is what prepares the desktops' images: built by the local engine, pushed to
@@ -324,6 +342,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if !r.managed {
 		if err := r.vms.Start(ctx); err != nil {
 			return fmt.Errorf("start desktops: %w", err)
+		}
+		if r.rec != nil {
+			r.rec.start(ctx)
 		}
 	}
 	backoff := time.Duration(0)
@@ -517,6 +538,9 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	var errs []error
+	if r.rec != nil {
+		errs = append(errs, r.rec.close()) // its viewers of the desktops close first
+	}
 	if r.vms != nil {
 		errs = append(errs, r.vms.Close())
 	}

@@ -45,6 +45,8 @@ func TestOpsGolden(t *testing.T) {
 		sample(DeleteData), sample(MarkBusy), sample(MarkIdle), sample(AdminAct), sample(Guest), sample(Tunnel),
 		sample(Watch), sample(SelfUpdate), sample(HostShell), sample(HostReadFile), sample(HostWriteFile),
 		sample(HostHome), sample(HostInfoOp), sample(Pause), sample(Resume),
+		sample(RecordMark), sample(SetRecording), sample(Recordings), sample(Recording), sample(DeleteRecording),
+		sample(RecordingShot), sample(Replay),
 	}
 	if len(cases) != len(Ops) {
 		t.Fatalf("%d ops sampled, wire.Ops has %d: add the new op here", len(cases), len(Ops))
