@@ -137,7 +137,7 @@ func (c *catalog) load(id string) (*entry, error) {
 		m.DurationMs = end.Milliseconds()
 		m.EndedAt = m.StartedAt.Add(time.Duration(m.DurationMs) * time.Millisecond)
 		m.Bytes, m.Keyframes = bytes+dirExtraBytes(d), keys
-		addNotes(&m.Info, "the recording was not closed (the server stopped abruptly); it ends with the last moment written")
+		addNotes(&m.Info, "the recording was not closed (the process recording it stopped abruptly); it ends with the last moment written")
 		addNotes(&m.Info, snotes...)
 		if err := writeMeta(d, m); err != nil {
 			c.log.Warn("close a recording left open", "recording", id, "err", err)
