@@ -27,6 +27,7 @@ import (
 	"cubicle/internal/runnertest"
 	"cubicle/internal/testenv"
 	"cubicle/runner"
+	"cubicle/runner/wire"
 )
 
 // Environment of the runner child of TestRecordingOnARunner (a runner process it can kill -9).
@@ -182,9 +183,10 @@ func TestRecordingOnARunner(t *testing.T) {
 	if rec.Node != node || !rec.Live {
 		t.Fatalf("recording %+v: want live, on node %s", rec, node)
 	}
-	if _, err := os.Stat(filepath.Join(runnerDir, "recordings", rec.ID, "seg-000001")); err != nil {
-		t.Fatalf("the recording is not on the runner's disk: %v", err)
-	}
+	waitFor(t, "the recording's first segment on the runner's disk", time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(runnerDir, "recordings", rec.ID, "seg-000001"))
+		return err == nil
+	})
 	if ents, _ := os.ReadDir(filepath.Join(serverDir, "recordings")); len(ents) > 1 || (len(ents) == 1 && ents[0].Name() != "settings.json") {
 		t.Fatalf("the server's data dir has recordings: %v", ents)
 	}
@@ -330,5 +332,104 @@ func replayFrom(t *testing.T, srv *httptest.Server, session, path string, from i
 			t.Logf("replay from %d ms: %d update messages drew the screen at %d ms (duration %d ms)", from, frames, p.At, p.DurationMs)
 			return frames
 		}
+	}
+}
+
+// TestRecordingOnAnOlderRunner: a runner without recording-v1 (an older one) keeps today's
+// behaviour: the server records its desktop through the link, under the server's data
+// directory, with the tool call's marker, and the API lists it from there.
+func TestRecordingOnAnOlderRunner(t *testing.T) {
+	testenv.RootPodman(t)
+	if testing.Short() {
+		t.Skip("real desktop test; run without -short")
+	}
+	dir := t.TempDir()
+	log := testenv.Logger(t, slog.LevelWarn)
+	b, err := New(Config{DataDir: filepath.Join(dir, "server"), Engine: "none", LocalNode: LocalNodeDirect,
+		AllowedHosts: []string{"127.0.0.1"}, Logger: log.With("side", "server")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	t.Cleanup(func() { b.Close() })
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.API.Handler())
+	t.Cleanup(srv.Close)
+	created, err := b.Nodes.Create("older runner", false, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := created.ID
+	t.Cleanup(func() { removeLabelled(t, map[string]string{vm.LabelNode: node}) })
+	runnerDir := filepath.Join(dir, "runner")
+	runnertest.Start(t, runner.Config{Server: srv.URL, Token: created.Token, DataDir: runnerDir, Engine: "podman",
+		ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second, Logger: log.With("side", "runner"),
+		DropCapabilities: []string{wire.CapRecording}})
+	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
+	vms, err := b.place.node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer pcancel()
+	if _, err := vms.Prepare(pctx, "standard"); err != nil {
+		t.Fatalf("prepare on the runner: %v", err)
+	}
+	adminAcc, err := b.Auth.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada, err := b.Profiles.Create(adminAcc.ID, "Ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.place.Place(ctx, adminAcc.ID, ada.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	model := &scriptedModel{}
+	msrv := httptest.NewServer(model)
+	defer msrv.Close()
+	allow := true
+	if _, err := b.Models.Set(models.Update{BaseURL: msrv.URL + "/v1", Model: "scripted", AllowPrivate: &allow}); err != nil {
+		t.Fatal(err)
+	}
+	model.push(callStep("s1", "computer_screenshot", map[string]any{}), textStep("done"))
+	if res := results(turn(t, b, adminAcc.ID, ada.ID, "r1", "record something")); res["s1"][0] != "success" {
+		t.Fatalf("the screenshot: %+v", res)
+	}
+	av, err := vms.Agent(ctx, adminAcc.ID, ada.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := b.Auth.Issue(adminAcc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recording.Info
+	waitFor(t, "the server's recording with the screenshot's marker", time.Minute, func() bool {
+		var l []recording.Info
+		apiJSON(t, srv, ap.Token, "GET", "/api/app/agents/"+ada.ID+"/recordings", nil, &l)
+		for _, i := range l {
+			for _, m := range i.Markers {
+				if i.DesktopID == av.Desktop.ID && m.Tool == "computer_screenshot" && m.Screenshot {
+					rec = i
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if b.Recordings.Recording(av.Desktop.ID) != rec.ID {
+		t.Errorf("the server is not the one recording %s", rec.ID)
+	}
+	waitFor(t, "the recording's first segment on the server's disk", time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "server", "recordings", rec.ID, "seg-000001"))
+		return err == nil
+	})
+	if _, err := os.Stat(filepath.Join(runnerDir, "recordings")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the older runner has a recordings directory: %v", err)
 	}
 }

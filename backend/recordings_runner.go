@@ -92,7 +92,7 @@ func (rr *runnerRecordings) List(ctx context.Context, accountID, agentID string)
 	}
 	more, err := r.Recordings(ctx, accountID, agentID)
 	if err != nil {
-		return nil, recordingsUnavailable(r, err)
+		return nil, recordingsUnavailable(err)
 	}
 	list = append(list, more...)
 	slices.SortStableFunc(list, func(a, b recording.Info) int { return b.StartedAt.Compare(a.StartedAt) })
@@ -100,7 +100,7 @@ func (rr *runnerRecordings) List(ctx context.Context, accountID, agentID string)
 }
 
 // recordingsUnavailable says that a runner's recordings cannot be read now.
-func recordingsUnavailable(r *nodes.Remote, err error) error {
+func recordingsUnavailable(err error) error {
 	if errors.Is(err, fault.ErrUnavailable) {
 		return fault.Unavailable("the recordings of this agent's desktop are kept on its runner, which cannot be reached now: %v", err)
 	}
@@ -117,7 +117,7 @@ func (rr *runnerRecordings) Get(ctx context.Context, accountID, agentID, id stri
 		return i, err
 	}
 	i, err = r.Recording(ctx, wire.RecordingArgs{AccountID: accountID, AgentID: agentID, ID: id})
-	return i, recordingsUnavailable(r, err)
+	return i, recordingsUnavailable(err)
 }
 
 func (rr *runnerRecordings) Lookup(ctx context.Context, agentID, id string) (recording.Info, error) {
@@ -130,7 +130,7 @@ func (rr *runnerRecordings) Lookup(ctx context.Context, agentID, id string) (rec
 		return i, err
 	}
 	i, err = r.Recording(ctx, wire.RecordingArgs{AgentID: agentID, ID: id})
-	return i, recordingsUnavailable(r, err)
+	return i, recordingsUnavailable(err)
 }
 
 // remoteArgs names recording i on its runner (the API has checked who may see it).
@@ -150,7 +150,7 @@ func (rr *runnerRecordings) Delete(ctx context.Context, i recording.Info) error 
 	if err != nil {
 		return err
 	}
-	return recordingsUnavailable(r, r.DeleteRecording(ctx, remoteArgs(i)))
+	return recordingsUnavailable(r.DeleteRecording(ctx, remoteArgs(i)))
 }
 
 func (rr *runnerRecordings) Screenshot(ctx context.Context, i recording.Info, n int) ([]byte, string, error) {
@@ -165,7 +165,7 @@ func (rr *runnerRecordings) Screenshot(ctx context.Context, i recording.Info, n 
 	a.Marker = n
 	shot, err := r.RecordingShot(ctx, a)
 	if err != nil {
-		return nil, "", recordingsUnavailable(r, err)
+		return nil, "", recordingsUnavailable(err)
 	}
 	return shot.Data, cmp.Or(shot.MediaType, "image/png"), nil
 }
@@ -184,15 +184,17 @@ func (rr *runnerRecordings) Play(ctx context.Context, i recording.Info, from tim
 	a.FromMs, a.Speed = from.Milliseconds(), speed
 	st, err := r.Replay(ctx, a)
 	if err != nil {
-		return recordingsUnavailable(r, err)
+		return recordingsUnavailable(err)
 	}
 	defer st.Close()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { // the controls' goroutine ends with ctx
+		cancel()
+		wg.Wait()
+	}()
 	wg.Add(1)
 	go func() { // the viewer's controls, to the runner
 		defer wg.Done()

@@ -59,7 +59,8 @@ func (r *Runner) buildRecorder() error {
 			}
 			return c, nil
 		},
-		Running: r.runningDesktops,
+		Running:   r.runningDesktops,
+		StopLabel: "the runner stopped",
 	})
 	if err != nil {
 		rec.hubs.Close()

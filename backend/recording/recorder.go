@@ -83,6 +83,9 @@ type Config struct {
 	// (events.RunnerStatus) and after every change, by the forwarding goroutine. nil: none.
 	Remotes func() []string
 	Push    func(ctx context.Context, node string, st nodeapi.RecordingSettings) error
+	// StopLabel is the last marker of the recordings Close ends (default "the server
+	// stopped"; a runner says so of itself).
+	StopLabel string
 }
 
 // Service records desktops. Create it with New, Start it, Close it.
@@ -141,6 +144,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = 10 * time.Minute
 	}
+	if cfg.StopLabel == "" {
+		cfg.StopLabel = "the server stopped"
+	}
 	cat, err := openCatalog(cfg.Dir, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -191,7 +197,7 @@ func (s *Service) Close() error {
 	}
 	s.cancel()
 	for _, ss := range sessions {
-		ss.stop("the server stopped")
+		ss.stop(s.cfg.StopLabel)
 	}
 	s.wg.Wait()
 	return nil
