@@ -199,6 +199,9 @@ func TestRecordingOnARunner(t *testing.T) {
 			shotAt = i
 		}
 	}
+	if m := rec.Markers[shotAt]; m.RunID == "" || m.AgentID != ada.ID || !strings.HasPrefix(m.Label, "computer_screenshot") || m.BeganAt > m.At {
+		t.Errorf("the tool call's marker %+v: want its run id, agent, label and start", m)
+	}
 	shot := getBytes(t, srv, ap.Token, fmt.Sprintf("%s/%s/markers/%d/screenshot", base, rec.ID, shotAt))
 	if len(shot) < 1000 {
 		t.Fatalf("the marker's screenshot from the runner: %d bytes", len(shot))
@@ -251,6 +254,27 @@ func TestRecordingOnARunner(t *testing.T) {
 	if code := apiJSON(t, srv, ap.Token, "GET", base+"/"+rec.ID, nil, nil); code != http.StatusNotFound {
 		t.Errorf("the deleted recording: %d, want 404", code)
 	}
+
+	// The administrator's settings reach the runner: "never record" this node ends the
+	// recording the restarted runner began, and its retention is the one set.
+	var st struct{ KeepDays int }
+	if code := apiJSON(t, srv, ap.Token, "PUT", "/api/app/admin/recordings", map[string]any{"keepDays": 5, "neverRecord": []string{node}}, &st); code != http.StatusOK || st.KeepDays != 5 {
+		t.Fatalf("set the recording settings: %d %+v", code, st)
+	}
+	waitFor(t, "the runner to stop recording and keep 5 days", time.Minute, func() bool {
+		raw, _ := os.ReadFile(filepath.Join(runnerDir, "recordings", "settings.json"))
+		var rs recording.Settings
+		if json.Unmarshal(raw, &rs) != nil || rs.KeepDays != 5 || len(rs.NeverRecord) != 1 || rs.NeverRecord[0] != node {
+			return false
+		}
+		l, _ := list()
+		for _, i := range l {
+			if i.Live {
+				return false
+			}
+		}
+		return len(l) > 0
+	})
 
 	// The runner stopped: the list says its recordings cannot be reached.
 	tr.Stop()

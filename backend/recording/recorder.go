@@ -253,6 +253,8 @@ func (s *Service) desktopEvent(d events.Desktop) {
 			delete(s.elsewhere, d.InstanceID)
 		}
 		s.mu.Unlock()
+		// Recorded here until now (its runner was older and was updated): the runner has it.
+		s.StopDesktop(d.InstanceID, "the runner records this desktop itself from now on")
 		return
 	}
 	switch {

@@ -62,6 +62,10 @@ func TestOpsGolden(t *testing.T) {
 	fill(reflect.ValueOf(&ev).Elem())
 	evJSON, _ := json.Marshal(ev)
 	fmt.Fprintf(&b, "watch event\n< %s\n", evJSON)
+	var rm ReplayMessage
+	fill(reflect.ValueOf(&rm).Elem())
+	rmJSON, _ := json.Marshal(rm)
+	fmt.Fprintf(&b, "replay message\n< %s\n", rmJSON)
 	got := b.String()
 	const path = "testdata/ops.golden"
 	if *update {
