@@ -12,6 +12,10 @@
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
 //
+// Recordings (recording.go): a runner with a desktop engine records its own desktops under its
+// data directory (backend/recording), takes the server's markers for them and serves them to
+// the server on demand (wire.CapRecording).
+//
 // Updates (update.go): told of another version for it by the server (Welcome.Update with
 // --auto-update, or wire.OpUpdate when an administrator presses Update), a runner downloads
 // the binary over its token, verifies size, SHA-256 and that it runs as that version, renames

@@ -11,8 +11,13 @@
 // go to the recording of the desktop they concern. What a person types is never recorded as
 // keystrokes: the pixels are what the screen showed.
 //
-// Goroutines: the Service's follower (the event bus, settings, retention) and one per
-// recording being written, all owned by the Service: Close cancels them and waits.
+// A desktop of a node that records its own (a runner with recording-v1: Config.Here) is not
+// recorded here; the markers made here for it go to that node (Config.Forward), and so do its
+// settings (Config.Push). Local adapts the Service to the API's recordings.
+//
+// Goroutines: the Service's follower (the event bus, settings, retention), its forwarder
+// (markers and settings for other nodes, in order) and one per recording being written, all
+// owned by the Service: Close cancels them and waits.
 package recording
 
 import (
