@@ -389,7 +389,7 @@ func TestRecordingOnAnOlderRunner(t *testing.T) {
 	node := created.ID
 	t.Cleanup(func() { removeLabelled(t, map[string]string{vm.LabelNode: node}) })
 	runnerDir := filepath.Join(dir, "runner")
-	runnertest.Start(t, runner.Config{Server: srv.URL, Token: created.Token, DataDir: runnerDir, Engine: "podman",
+	tr := runnertest.Start(t, runner.Config{Server: srv.URL, Token: created.Token, DataDir: runnerDir, Engine: "podman",
 		ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second, Logger: log.With("side", "runner"),
 		DropCapabilities: []string{wire.CapRecording}})
 	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
@@ -455,5 +455,12 @@ func TestRecordingOnAnOlderRunner(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(runnerDir, "recordings")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the older runner has a recordings directory: %v", err)
+	}
+	// Its recordings are the server's: listed while it is away.
+	tr.Stop()
+	waitFor(t, "the server to see the runner gone", time.Minute, func() bool { return !b.Nodes.Connected(node) })
+	var l []recording.Info
+	if code := apiJSON(t, srv, ap.Token, "GET", "/api/app/agents/"+ada.ID+"/recordings", nil, &l); code != http.StatusOK || len(l) == 0 || l[0].ID != rec.ID {
+		t.Errorf("the list with the older runner away: %d %d recordings, want 200 and %s", code, len(l), rec.ID)
 	}
 }

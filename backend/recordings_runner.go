@@ -64,16 +64,16 @@ type runnerRecordings struct {
 
 var _ api.Recordings = (*runnerRecordings)(nil)
 
-// runnerOf returns the runner agentID is placed on when it records its own desktops or is
-// offline (it may: its recordings cannot be read then); nil for the server's node, a
-// connected runner the server records, or an unknown agent.
+// runnerOf returns the runner agentID is placed on when it keeps recordings of its own
+// desktops (connected or not: offline, its recordings cannot be read); nil for the server's
+// node, a runner the server records (an older one), or an unknown agent.
 func (rr *runnerRecordings) runnerOf(agentID string) *nodes.Remote {
 	vms, err := rr.b.place.agent(agentID)
 	if err != nil {
 		return nil
 	}
 	r, ok := vms.(*nodes.Remote)
-	if !ok || r.NodeID() == nodes.LocalID || (rr.b.Nodes.Connected(r.NodeID()) && !r.Records()) {
+	if !ok || r.NodeID() == nodes.LocalID || !r.Recorded() {
 		return nil
 	}
 	return r

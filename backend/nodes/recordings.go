@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 
 	"cubicle/backend/nodeapi"
@@ -17,6 +18,18 @@ import (
 func (r *Remote) Records() bool {
 	c := r.h.conn(r.id)
 	return c != nil && hasCap(c.hello, wire.CapRecording)
+}
+
+// Recorded reports whether the runner keeps recordings of its own desktops: it advertised
+// wire.CapRecording on its live link or, while it is disconnected, when it last connected
+// (its recordings are on it, unreachable until it is back).
+func (r *Remote) Recorded() bool {
+	if c := r.h.conn(r.id); c != nil {
+		return hasCap(c.hello, wire.CapRecording)
+	}
+	rec, err := r.h.cfg.Store.Runner(r.id)
+	var hello wire.Hello
+	return err == nil && len(rec.Hello) > 0 && json.Unmarshal(rec.Hello, &hello) == nil && hasCap(hello, wire.CapRecording)
 }
 
 // RecordMark adds a marker made on the server to the recording of one of the runner's
