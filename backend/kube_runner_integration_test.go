@@ -6,6 +6,8 @@ import (
 	"image/png"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"cubicle/backend/engine/kubernetes/kubetest"
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
+	"cubicle/backend/recording"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/internal/runnertest"
@@ -197,6 +200,31 @@ func TestKubernetesRunner(t *testing.T) {
 		if err != nil || r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout)) != "1000" {
 			t.Errorf("exec in the pod through the runner: %+v, %v", r, err)
 		}
+	})
+
+	// Pod desktops are recorded on the node that runs Cubicle's side of the link: this runner
+	// (docs/recording.md "Runners and Kubernetes"), not the server.
+	t.Run("the runner records the pod desktop", func(t *testing.T) {
+		var id string
+		recs := &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}} // the API's
+		waitFor(t, "the runner's recording of the pod desktop", 2*time.Minute, func() bool {
+			l, err := recs.List(ctx, admin.ID, ag.ID)
+			if err != nil {
+				return false
+			}
+			for _, i := range l {
+				if i.DesktopID == desk.ID && i.Runner == node {
+					id = i.ID
+					_, err := os.Stat(filepath.Join(dir, "runner", "recordings", i.ID, "seg-000001"))
+					return err == nil
+				}
+			}
+			return false
+		})
+		if n := b.Screens.RegionViewers(desk.ID); n != 0 || b.Recordings.Recording(desk.ID) != "" {
+			t.Errorf("the server records the runner's pod desktop too (%d region viewers)", n)
+		}
+		t.Logf("recording %s on the runner's disk", id)
 	})
 
 	t.Run("stop and remove delete the pod", func(t *testing.T) {

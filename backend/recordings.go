@@ -10,6 +10,7 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/recording"
 	"cubicle/backend/screen"
+	"cubicle/runner/wire"
 )
 
 // This file wires the desktops' recordings (backend/recording, docs/recording.md): the
@@ -30,6 +31,12 @@ func (b *Backend) buildRecordings() error {
 			return c, nil
 		},
 		Running: b.runningDesktops,
+		// A runner with wire.CapRecording records its own desktops: the server only sends
+		// it the markers it makes and its settings (recordings_runner.go).
+		Here:    b.recordsHere,
+		Forward: b.forwardMark,
+		Remotes: func() []string { return b.Nodes.ConnectedWith(wire.CapRecording) },
+		Push:    b.pushRecordingSettings,
 	})
 	return err
 }

@@ -40,15 +40,6 @@ func (r *Runner) egressBlocked(b deskegress.Blocked) {
 		AgentID: b.AgentID, AccountID: b.AccountID, Destination: b.Destination, Port: b.Port, Proto: b.Proto, Time: b.Time}})
 }
 
-// desktopChanged is vm.Config.OnChange: the server's streams hear it, and a desktop that left
-// running or paused lets go of its egress enforcement (its network namespace is going).
-func (r *Runner) desktopChanged(c vm.InstanceChange) {
-	if c.State != vm.StateRunning && c.State != vm.StatePaused && r.egress != nil {
-		r.egress.Release(c.InstanceID)
-	}
-	r.watch.desktop(c)
-}
-
 // SetEgress replaces the node's and the agents' egress policies (wire.OpSetEgress) and
 // enforces them on the running desktops; a desktop on which that fails is stopped (and the
 // server hears it stop on the event stream): the policy was taken either way. A bad policy

@@ -12,6 +12,10 @@
 // nobody holds its desktops, so their idle timers run and a dynamic desktop stops by the
 // runner's own idle policy.
 //
+// Recordings (recording.go): a runner with a desktop engine records its own desktops under its
+// data directory (backend/recording), takes the server's markers for them and serves them to
+// the server on demand (wire.CapRecording).
+//
 // Updates (update.go): told of another version for it by the server (Welcome.Update with
 // --auto-update, or wire.OpUpdate when an administrator presses Update), a runner downloads
 // the binary over its token, verifies size, SHA-256 and that it runs as that version, renames
@@ -152,6 +156,9 @@ type Runner struct {
 	// egress enforces the desktops' egress policies (nil for the managed runner, whose
 	// desktops are the server's, and where desktops are not on this machine).
 	egress *deskegress.Manager
+	// rec records the runner's desktops (recording.go; nil for the managed runner, whose
+	// node the server records, and for a runner without an engine).
+	rec *recorder
 	// managed: the server's own node served in its process (NewManaged); the desktops'
 	// manager and the store are the server's, which starts and closes them.
 	managed bool
@@ -230,6 +237,12 @@ func New(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
+	if r.engine != nil && !slices.Contains(cfg.DropCapabilities, wire.CapRecording) {
+		if err := r.buildRecorder(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -265,7 +278,7 @@ func (r *Runner) buildVMs() error {
 		}
 	}
 	cfg := vm.Config{Store: r.st, NodeID: r.nodeID, EngineProblem: problem, DataDir: r.cfg.DataDir, Logger: log,
-		HostWall: hostWall, OnChange: r.desktopChanged, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
+		HostWall: hostWall, OnChange: r.changed, OnPrepare: r.watch.prepare, OnSettings: r.watch.settings}
 	if r.engine != nil {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind
@@ -287,6 +300,19 @@ func (r *Runner) buildVMs() error {
 	}
 	r.vms, err = vm.New(cfg)
 	return err
+}
+
+// changed is vm.Config.OnChange: the server's event streams and the recordings hear it, and
+// a desktop that left running or paused lets go of its egress enforcement (its network
+// namespace is going).
+func (r *Runner) changed(c vm.InstanceChange) {
+	if c.State != vm.StateRunning && c.State != vm.StatePaused && r.egress != nil {
+		r.egress.Release(c.InstanceID)
+	}
+	r.watch.desktop(c)
+	if r.rec != nil {
+		r.rec.change(c)
+	}
 }
 
 // imageBuilder is what prepares the desktops' images: built by the local engine, pushed to
@@ -337,6 +363,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if !r.managed {
 		if err := r.vms.Start(ctx); err != nil {
 			return fmt.Errorf("start desktops: %w", err)
+		}
+		if r.rec != nil {
+			r.rec.start(ctx)
 		}
 	}
 	backoff := time.Duration(0)
@@ -530,6 +559,9 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	var errs []error
+	if r.rec != nil {
+		errs = append(errs, r.rec.close()) // its viewers of the desktops close first
+	}
 	if r.vms != nil {
 		errs = append(errs, r.vms.Close())
 	}

@@ -144,6 +144,7 @@ func (r *Runner) handlers() map[string]handler {
 	add(wire.HostWriteFile.Spec, r.hostOp(r.hostWriteFile))
 	add(wire.HostHome.Spec, r.hostOp(r.hostHome))
 	add(wire.HostInfoOp.Spec, r.hostOp(r.hostInfo))
+	r.recordingHandlers(add)
 	return t
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -23,21 +22,25 @@ import (
 // agent's screenshots at markers, deletion, the replay stream (the computer channel's version
 // 2 messages, so the live view's decoder draws it) and the administrator's settings.
 
-// Recordings is the recording service; *recording.Service satisfies it.
+// Recordings are the recordings of every node: the server's own (recording.Service) and
+// those of the runners that record their own desktops, read over their links
+// (backend/recordings.go). A recording whose runner is offline is fault.ErrUnavailable,
+// saying so. Delete, Screenshot and Play take the recording as Get or Lookup returned it (it
+// says where it is kept).
 type Recordings interface {
-	List(accountID, agentID string) []recording.Info
-	Get(accountID, agentID, id string) (recording.Info, error)
-	// Lookup finds a recording whatever its account (administrators delete any).
-	Lookup(id string) (recording.Info, error)
-	Delete(id string) error
-	Screenshot(id string, marker int) (path, mediaType string, err error)
-	Play(ctx context.Context, id string, from time.Duration, speed float64, ctrl <-chan recording.Control, out recording.Sink) error
+	// List is accountID's recordings listed under agentID, newest first.
+	List(ctx context.Context, accountID, agentID string) ([]recording.Info, error)
+	Get(ctx context.Context, accountID, agentID, id string) (recording.Info, error)
+	// Lookup finds a recording listed under agentID whatever its account (administrators
+	// delete any).
+	Lookup(ctx context.Context, agentID, id string) (recording.Info, error)
+	Delete(ctx context.Context, i recording.Info) error
+	Screenshot(ctx context.Context, i recording.Info, marker int) (data []byte, mediaType string, err error)
+	Play(ctx context.Context, i recording.Info, from time.Duration, speed float64, ctrl <-chan recording.Control, out recording.Sink) error
 	Settings() recording.Settings
 	SetSettings(st recording.Settings) (recording.Settings, error)
 	Usage() (count int, bytes int64)
 }
-
-var _ Recordings = (*recording.Service)(nil)
 
 func (s *Server) recordingRoutes(mux *router) {
 	mux.Handle("GET /api/app/agents/{id}/recordings", s.authed(s.needRecordings(s.listRecordings)))
@@ -62,11 +65,11 @@ func (s *Server) needRecordings(h http.HandlerFunc) http.HandlerFunc {
 
 // ownRecording returns recording rid of the caller's agent id: another account's agent or
 // recording is not found.
-func (s *Server) ownRecording(p auth.Principal, agentID, rid string) (recording.Info, error) {
+func (s *Server) ownRecording(ctx context.Context, p auth.Principal, agentID, rid string) (recording.Info, error) {
 	if _, err := s.cfg.Profiles.Get(p.AccountID, agentID); err != nil {
 		return recording.Info{}, err
 	}
-	return s.cfg.Recordings.Get(p.AccountID, agentID, rid)
+	return s.cfg.Recordings.Get(ctx, p.AccountID, agentID, rid)
 }
 
 func (s *Server) listRecordings(w http.ResponseWriter, r *http.Request) {
@@ -75,11 +78,16 @@ func (s *Server) listRecordings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.cfg.Recordings.List(p.AccountID, id))
+	list, err := s.cfg.Recordings.List(r.Context(), p.AccountID, id)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) getRecording(w http.ResponseWriter, r *http.Request) {
-	i, err := s.ownRecording(principal(r), r.PathValue("id"), r.PathValue("rid"))
+	i, err := s.ownRecording(r.Context(), principal(r), r.PathValue("id"), r.PathValue("rid"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -90,15 +98,14 @@ func (s *Server) getRecording(w http.ResponseWriter, r *http.Request) {
 // deleteRecording removes a recording: its owner's, or any for an administrator.
 func (s *Server) deleteRecording(w http.ResponseWriter, r *http.Request) {
 	p, agentID, rid := principal(r), r.PathValue("id"), r.PathValue("rid")
-	_, err := s.ownRecording(p, agentID, rid)
+	i, err := s.ownRecording(r.Context(), p, agentID, rid)
 	if err != nil && p.Admin() && errors.Is(err, fault.ErrNotFound) {
-		var i recording.Info
-		if i, err = s.cfg.Recordings.Lookup(rid); err == nil && !contains(i.AgentIDs, agentID) {
+		if i, err = s.cfg.Recordings.Lookup(r.Context(), agentID, rid); err == nil && !contains(i.AgentIDs, agentID) {
 			err = fault.NotFound("recording %q not found", rid)
 		}
 	}
 	if err == nil {
-		err = s.cfg.Recordings.Delete(rid)
+		err = s.cfg.Recordings.Delete(r.Context(), i)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -117,8 +124,8 @@ func contains(xs []string, x string) bool {
 }
 
 func (s *Server) recordingShot(w http.ResponseWriter, r *http.Request) {
-	rid := r.PathValue("rid")
-	if _, err := s.ownRecording(principal(r), r.PathValue("id"), rid); err != nil {
+	i, err := s.ownRecording(r.Context(), principal(r), r.PathValue("id"), r.PathValue("rid"))
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -127,14 +134,9 @@ func (s *Server) recordingShot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fault.Invalid("the marker is its index in the recording's markers (0, 1, …)"))
 		return
 	}
-	path, typ, err := s.cfg.Recordings.Screenshot(rid, n)
+	raw, typ, err := s.cfg.Recordings.Screenshot(r.Context(), i, n)
 	if err != nil {
 		writeError(w, r, s.log, err)
-		return
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		writeError(w, r, s.log, fault.NotFound("the screenshot of marker %d is gone", n))
 		return
 	}
 	w.Header().Set("Content-Type", typ)
@@ -193,15 +195,13 @@ func (s *Server) replayRecording(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid := r.PathValue("rid")
-	if _, err := s.ownRecording(p, r.PathValue("id"), rid); err != nil {
+	info, err := s.ownRecording(r.Context(), p, r.PathValue("id"), rid)
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
 	q := r.URL.Query()
-	var (
-		from int64
-		err  error
-	)
+	var from int64
 	if v := q.Get("from"); v != "" {
 		if from, err = strconv.ParseInt(v, 10, 64); err != nil || from < 0 {
 			writeError(w, r, s.log, fault.Invalid("from is a time in the recording in milliseconds (0 or more)"))
@@ -256,7 +256,7 @@ func (s *Server) replayRecording(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	out := &replaySink{ws: ws}
-	if err := s.cfg.Recordings.Play(ctx, rid, time.Duration(from)*time.Millisecond, speed, ctrl, out); err != nil && ctx.Err() == nil {
+	if err := s.cfg.Recordings.Play(ctx, info, time.Duration(from)*time.Millisecond, speed, ctrl, out); err != nil && ctx.Err() == nil {
 		s.log.Warn("recording replay", "recording", rid, "err", err)
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "the replay failed"), time.Now().Add(time.Second))
 	} else {

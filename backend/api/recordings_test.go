@@ -32,7 +32,7 @@ func newRecordingFixture(t *testing.T) (f *fixture, bobAgent, adminAgent string)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Recordings = svc
+		c.Recordings = recording.Local{Service: svc}
 	})
 	t.Cleanup(func() { svc.Close() })
 	bobAgent, adminAgent = f.newAgent(f.user, "Bob's"), f.newAgent(f.admin, "Admin's")
@@ -58,7 +58,7 @@ func newRecordingFixture(t *testing.T) (f *fixture, bobAgent, adminAgent string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc2.Close() })
-	f.srv.cfg.Recordings = svc2
+	f.srv.cfg.Recordings = recording.Local{Service: svc2}
 	return f, bobAgent, adminAgent
 }
 

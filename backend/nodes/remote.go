@@ -368,7 +368,7 @@ func (r *Remote) Tunnel(ctx context.Context, id, address string) (net.Conn, erro
 }
 
 // relay opens a raw stream: request, OK, then bytes.
-func relay[R any](ctx context.Context, r *Remote, op wire.Op[wire.InstanceArgs, R], args wire.InstanceArgs) (net.Conn, *conn, error) {
+func relay[A, R any](ctx context.Context, r *Remote, op wire.Op[A, R], args A) (net.Conn, *conn, error) {
 	req, err := op.Request(args)
 	if err != nil {
 		return nil, nil, err

@@ -11,8 +11,13 @@
 // go to the recording of the desktop they concern. What a person types is never recorded as
 // keystrokes: the pixels are what the screen showed.
 //
-// Goroutines: the Service's follower (the event bus, settings, retention) and one per
-// recording being written, all owned by the Service: Close cancels them and waits.
+// A desktop of a node that records its own (a runner with recording-v1: Config.Here) is not
+// recorded here; the markers made here for it go to that node (Config.Forward), and so do its
+// settings (Config.Push). Local adapts the Service to the API's recordings.
+//
+// Goroutines: the Service's follower (the event bus, settings, retention), its forwarder
+// (markers and settings for other nodes, in order) and one per recording being written, all
+// owned by the Service: Close cancels them and waits.
 package recording
 
 import (
@@ -33,6 +38,7 @@ import (
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/guest"
+	"cubicle/backend/nodeapi"
 	"cubicle/backend/screen"
 )
 
@@ -69,6 +75,22 @@ type Config struct {
 	KeyEvery, FlushEvery, SegmentEvery time.Duration
 	// SweepEvery is how often retention runs (default 10 min).
 	SweepEvery time.Duration
+	// Here reports whether this Service records the desktops of node (nil: every node). A
+	// running desktop of another node (a runner that records its own) is remembered, and the
+	// markers made here for it go to Forward.
+	Here func(node string) bool
+	// Forward sends a marker made here to the node that records the desktop (the runner's
+	// link). It is called by the Service's forwarding goroutine, one at a time and in order,
+	// and should give up after a few seconds; nil drops such markers.
+	Forward func(ctx context.Context, node string, m nodeapi.RecordingMark) error
+	// Remotes lists the connected nodes that record their own desktops, and Push sends one
+	// of them its recording settings (what Settings say for that node): when it connects
+	// (events.RunnerStatus) and after every change, by the forwarding goroutine. nil: none.
+	Remotes func() []string
+	Push    func(ctx context.Context, node string, st nodeapi.RecordingSettings) error
+	// StopLabel is the last marker of the recordings Close ends (default "the server
+	// stopped"; a runner says so of itself).
+	StopLabel string
 }
 
 // Service records desktops. Create it with New, Start it, Close it.
@@ -82,12 +104,24 @@ type Service struct {
 	wg     sync.WaitGroup
 	sub    *events.Subscription
 
-	mu       sync.Mutex
-	active   map[string]*session  // guarded by mu; desktop id → its recording being written
-	agentOn  map[string]string    // guarded by mu; agent id → the desktop it works on
-	pending  map[string]toolBegan // guarded by mu; run id → its start
-	settings Settings             // guarded by mu
-	closed   bool                 // guarded by mu
+	mu        sync.Mutex
+	active    map[string]*session  // guarded by mu; desktop id → its recording being written
+	agentOn   map[string]string    // guarded by mu; agent id → the desktop it works on
+	pending   map[string]toolBegan // guarded by mu; run id → its start
+	elsewhere map[string]string    // guarded by mu; desktop id → the node that records it (Config.Here)
+	settings  Settings             // guarded by mu
+	closed    bool                 // guarded by mu
+
+	forward chan forwarded // markers for desktops recorded elsewhere, to the forwarder
+}
+
+// forwarded is a marker on its way to the node that records its desktop, or (push) that
+// node's settings.
+type forwarded struct {
+	node string
+	mark nodeapi.RecordingMark
+	made time.Time
+	push bool
 }
 
 type toolBegan struct {
@@ -115,6 +149,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = 10 * time.Minute
 	}
+	if cfg.StopLabel == "" {
+		cfg.StopLabel = "the server stopped"
+	}
 	cat, err := openCatalog(cfg.Dir, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -125,16 +162,18 @@ func New(cfg Config) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, cat: cat, ctx: ctx, cancel: cancel, active: map[string]*session{},
-		agentOn: map[string]string{}, pending: map[string]toolBegan{}, settings: st}, nil
+		agentOn: map[string]string{}, pending: map[string]toolBegan{}, elsewhere: map[string]string{}, settings: st,
+		forward: make(chan forwarded, 256)}, nil
 }
 
 // Start follows the event bus and records the desktops that run now.
 func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.Events != nil {
-		s.sub = s.cfg.Events.Subscribe(events.SubscribeOptions{Types: []events.Type{events.DesktopState, events.ControlChanged}, Buffer: 1024})
+		s.sub = s.cfg.Events.Subscribe(events.SubscribeOptions{Types: []events.Type{events.DesktopState, events.ControlChanged, events.RunnerStatus}, Buffer: 1024})
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.follow()
+	go s.forwarder()
 	s.startRunning(ctx)
 	return nil
 }
@@ -163,7 +202,7 @@ func (s *Service) Close() error {
 	}
 	s.cancel()
 	for _, ss := range sessions {
-		ss.stop("the server stopped")
+		ss.stop(s.cfg.StopLabel)
 	}
 	s.wg.Wait()
 	return nil
@@ -196,6 +235,10 @@ func (s *Service) follow() {
 				s.desktopEvent(d)
 			case events.Control:
 				s.controlEvent(d)
+			case events.Runner:
+				if d.State == events.RunnerConnected && !s.here(d.NodeID) {
+					s.push(d.NodeID)
+				}
 			}
 		}
 	}
@@ -206,6 +249,18 @@ func (s *Service) desktopEvent(d events.Desktop) {
 		s.mu.Lock()
 		s.agentOn[d.AgentID] = d.InstanceID
 		s.mu.Unlock()
+	}
+	if !s.here(d.NodeID) {
+		s.mu.Lock()
+		if (d.State == "running" || d.State == "paused" || d.State == events.DesktopUnreachable) && !d.Removed {
+			s.elsewhere[d.InstanceID] = d.NodeID
+		} else {
+			delete(s.elsewhere, d.InstanceID)
+		}
+		s.mu.Unlock()
+		// Recorded here until now (its runner was older and was updated): the runner has it.
+		s.StopDesktop(d.InstanceID, "the runner records this desktop itself from now on")
+		return
 	}
 	switch {
 	case d.State == "running" && !d.Removed:
@@ -244,8 +299,11 @@ func (s *Service) controlEvent(c events.Control) {
 	default:
 		return
 	}
-	s.mark(c.DesktopID, Marker{Kind: kind, Label: label, AgentID: c.AgentID}, nil)
+	s.mark(c.DesktopID, Marker{Kind: kind, Label: label, AgentID: c.AgentID}, time.Now(), nil, nil)
 }
+
+// here reports whether this Service records node's desktops (Config.Here).
+func (s *Service) here(node string) bool { return s.cfg.Here == nil || s.cfg.Here(node) }
 
 // StartDesktop starts recording desktop d unless it is recorded already or its node does
 // not record.
@@ -255,7 +313,7 @@ func (s *Service) StartDesktop(d Desktop) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.active[d.ID] != nil || s.settings.off(d.Node) {
+	if s.closed || s.active[d.ID] != nil || s.settings.off(d.Node) || !s.here(d.Node) {
 		return
 	}
 	now := time.Now()
@@ -335,26 +393,42 @@ func (s *Service) ToolEnded(runID, status, mediaType, b64 string) {
 		shot, _ = base64.StdEncoding.DecodeString(b64)
 	}
 	s.mark(desk, Marker{Kind: MarkTool, Label: label, RunID: runID, AgentID: b.agent, Tool: b.tool,
-		ShotType: mediaType}, &b.at, shot)
+		ShotType: mediaType}, time.Now(), &b.at, shot)
 }
 
-// mark adds m to the recording being written of desktop id; began, when set, is when the
-// marked action started; shot is a screenshot to keep with it.
-func (s *Service) mark(id string, m Marker, began *time.Time, shot ...[]byte) {
+// AddMark adds a marker made on the server to the recording being written of its desktop
+// (wire.RecordMark: this Service runs on the runner that records the desktop).
+func (s *Service) AddMark(rm nodeapi.RecordingMark) {
+	now := time.Now()
+	at := now.Add(-time.Duration(max(rm.AgoMs, 0)) * time.Millisecond)
+	var began *time.Time
+	if rm.BeganAgoMs > 0 {
+		b := now.Add(-time.Duration(rm.BeganAgoMs) * time.Millisecond)
+		began = &b
+	}
+	m := rm.Marker
+	m.At, m.BeganAt, m.Screenshot, m.Shot, m.ShotType = 0, 0, false, "", rm.ShotType
+	s.mark(rm.DesktopID, m, at, began, rm.Shot)
+}
+
+// mark adds m, made at at, to the recording being written of desktop id; began, when set, is
+// when the marked action started; img is a screenshot to keep with it. A desktop recorded
+// by another node gets it there (Config.Forward).
+func (s *Service) mark(id string, m Marker, at time.Time, began *time.Time, img []byte) {
 	s.mu.Lock()
 	ss := s.active[id]
+	node := s.elsewhere[id]
 	s.mu.Unlock()
 	if ss == nil {
+		if node != "" && s.cfg.Forward != nil {
+			s.forwardMark(node, id, m, at, began, img)
+		}
 		return
 	}
-	now := time.Now()
-	m.At = now.Sub(ss.began).Milliseconds()
+	now := at
+	m.At = max(now.Sub(ss.began).Milliseconds(), 0)
 	if began != nil {
 		m.BeganAt = max(began.Sub(ss.began).Milliseconds(), 0)
-	}
-	var img []byte
-	if len(shot) > 0 {
-		img = shot[0]
 	}
 	if len(img) > 0 {
 		ext := ".png"
@@ -409,6 +483,19 @@ func (s *Service) Delete(id string) error { return s.cat.remove(id) }
 
 // Screenshot returns the file and media type of the screenshot kept with marker i.
 func (s *Service) Screenshot(id string, i int) (string, string, error) { return s.cat.shot(id, i) }
+
+// ScreenshotData returns the screenshot kept with marker i and its media type.
+func (s *Service) ScreenshotData(id string, i int) ([]byte, string, error) {
+	path, typ, err := s.cat.shot(id, i)
+	if err != nil {
+		return nil, "", err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fault.NotFound("the screenshot of marker %d is gone", i)
+	}
+	return raw, typ, nil
+}
 
 // session is one recording being written. Its goroutine (run) owns the segment writer.
 type session struct {

@@ -126,6 +126,11 @@ func (s *Service) SetSettings(st Settings) (Settings, error) {
 		ss.stop("recording was switched off for this node")
 	}
 	s.startRunning(s.ctx)
+	if s.cfg.Remotes != nil {
+		for _, n := range s.cfg.Remotes() {
+			s.push(n)
+		}
+	}
 	s.Sweep()
 	return s.Settings(), nil
 }

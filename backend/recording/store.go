@@ -19,52 +19,15 @@ import (
 	"time"
 
 	"cubicle/backend/fault"
+	"cubicle/backend/nodeapi"
 )
 
-// Info is a recording as the API lists it.
-type Info struct {
-	ID        string `json:"id"`
-	DesktopID string `json:"desktopId"`
-	Node      string `json:"node"`
-	// AccountID owns the recording (the desktop's account); AgentIDs are the agents it is
-	// listed under: the desktop's own agent and every agent whose tool calls it shows.
-	AccountID string    `json:"accountId"`
-	AgentIDs  []string  `json:"agentIds"`
-	StartedAt time.Time `json:"startedAt"`
-	// EndedAt is zero while the recording is being written (Live).
-	EndedAt    time.Time `json:"endedAt,omitzero"`
-	Live       bool      `json:"live"`
-	DurationMs int64     `json:"durationMs"`
-	Bytes      int64     `json:"bytes"`
-	Keyframes  int       `json:"keyframes"`
-	Width      int       `json:"width,omitempty"`
-	Height     int       `json:"height,omitempty"`
-	Markers    []Marker  `json:"markers"`
-	// Notes say what was found wrong when reading it back (a damaged segment skipped, the
-	// end lost to a crash).
-	Notes []string `json:"notes,omitempty"`
-}
+// Info is a recording as the API lists it (the node contract's shape: a runner answers the
+// server's listings with it).
+type Info = nodeapi.Recording
 
 // Marker is a moment of a recording worth jumping to.
-type Marker struct {
-	// At is the time since the recording started, in ms; for a tool call the moment its
-	// result (and the agent's screenshot) came back.
-	At int64 `json:"at"`
-	// Kind is tool, turn, control or desktop.
-	Kind  string `json:"kind"`
-	Label string `json:"label"`
-	RunID string `json:"runId,omitempty"`
-	// AgentID is the agent of a tool call or turn; Tool the tool's name; BeganAt when the
-	// call started (ms since the recording started).
-	AgentID string `json:"agentId,omitempty"`
-	Tool    string `json:"tool,omitempty"`
-	BeganAt int64  `json:"beganAt,omitempty"`
-	// Screenshot: the screenshot the agent received is kept with the recording
-	// (GET …/recordings/:rid/markers/:index/screenshot).
-	Screenshot bool   `json:"screenshot,omitempty"`
-	Shot       string `json:"-"` // its file in the recording's directory
-	ShotType   string `json:"-"`
-}
+type Marker = nodeapi.RecordingMarker
 
 // Marker kinds.
 const (
@@ -174,7 +137,7 @@ func (c *catalog) load(id string) (*entry, error) {
 		m.DurationMs = end.Milliseconds()
 		m.EndedAt = m.StartedAt.Add(time.Duration(m.DurationMs) * time.Millisecond)
 		m.Bytes, m.Keyframes = bytes+dirExtraBytes(d), keys
-		addNotes(&m.Info, "the recording was not closed (the server stopped abruptly); it ends with the last moment written")
+		addNotes(&m.Info, "the recording was not closed (the process recording it stopped abruptly); it ends with the last moment written")
 		addNotes(&m.Info, snotes...)
 		if err := writeMeta(d, m); err != nil {
 			c.log.Warn("close a recording left open", "recording", id, "err", err)

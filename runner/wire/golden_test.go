@@ -45,6 +45,8 @@ func TestOpsGolden(t *testing.T) {
 		sample(DeleteData), sample(MarkBusy), sample(MarkIdle), sample(AdminAct), sample(Guest), sample(Tunnel),
 		sample(Watch), sample(SelfUpdate), sample(HostShell), sample(HostReadFile), sample(HostWriteFile),
 		sample(HostHome), sample(HostInfoOp), sample(Pause), sample(Resume), sample(SetEgress),
+		sample(RecordMark), sample(SetRecording), sample(Recordings), sample(Recording), sample(DeleteRecording),
+		sample(RecordingShot), sample(Replay),
 	}
 	if len(cases) != len(Ops) {
 		t.Fatalf("%d ops sampled, wire.Ops has %d: add the new op here", len(cases), len(Ops))
@@ -60,6 +62,10 @@ func TestOpsGolden(t *testing.T) {
 	fill(reflect.ValueOf(&ev).Elem())
 	evJSON, _ := json.Marshal(ev)
 	fmt.Fprintf(&b, "watch event\n< %s\n", evJSON)
+	var rm ReplayMessage
+	fill(reflect.ValueOf(&rm).Elem())
+	rmJSON, _ := json.Marshal(rm)
+	fmt.Fprintf(&b, "replay message\n< %s\n", rmJSON)
 	got := b.String()
 	const path = "testdata/ops.golden"
 	if *update {

@@ -185,7 +185,26 @@ var (
 	// HostInfo is asked instead of HostHome of a runner with CapHostGuard.
 	HostInfoOp = Op[None, HostInfo]{Spec{Name: OpHostInfo, Method: "HostHome", Cap: CapHostGuard, Refusal: fault.ErrConflict,
 		Lacks: "does not check host paths itself"}}
+
+	RecordMark = Op[nodeapi.RecordingMark, bool]{recordingSpec(OpRecordMark, "RecordMark", false)}
+	// SetRecording is sent when the runner connects and when an administrator changes the
+	// recording settings.
+	SetRecording    = Op[nodeapi.RecordingSettings, bool]{recordingSpec(OpSetRecording, "SetRecording", false)}
+	Recordings      = Op[RecordingArgs, []nodeapi.Recording]{recordingSpec(OpRecordings, "Recordings", false)}
+	Recording       = Op[RecordingArgs, nodeapi.Recording]{recordingSpec(OpRecording, "Recording", false)}
+	DeleteRecording = Op[RecordingArgs, bool]{recordingSpec(OpDeleteRecording, "DeleteRecording", false)}
+	RecordingShot   = Op[RecordingArgs, nodeapi.RecordingShot]{recordingSpec(OpRecordingShot, "RecordingShot", false)}
+	// Replay answers true, then ReplayMessage frames until the replay ends or the server
+	// closes the stream; the server sends the viewer's controls as frames.
+	Replay = Op[RecordingArgs, bool]{recordingSpec(OpReplay, "Replay", true)}
 )
+
+// recordingSpec is an op of a runner that records its own desktops. The server does not send
+// it to a runner without CapRecording: it records that runner's desktops itself, as before.
+func recordingSpec(name, method string, stream bool) Spec {
+	return Spec{Name: name, Method: method, Stream: stream, Cap: CapRecording,
+		Lacks: "does not record its desktops itself"}
+}
 
 // hostSpec is a host tool op: refused for a runner that does not run host tools.
 func hostSpec(name, method string, stream bool) Spec {
@@ -201,4 +220,5 @@ var Ops = []Spec{
 	Guest.Spec, Tunnel.Spec, Watch.Spec, SelfUpdate.Spec,
 	HostShell.Spec, HostReadFile.Spec, HostWriteFile.Spec, HostHome.Spec, HostInfoOp.Spec,
 	Pause.Spec, Resume.Spec, SetEgress.Spec,
+	RecordMark.Spec, SetRecording.Spec, Recordings.Spec, Recording.Spec, DeleteRecording.Spec, RecordingShot.Spec, Replay.Spec,
 }

@@ -62,6 +62,10 @@ const (
 	// CapEgress: the runner enforces the desktops' egress policies the server sends
 	// (OpSetEgress) and reports refusals on its event stream (WatchEgressBlocked).
 	CapEgress = "desktop-egress-v1"
+	// CapRecording: the runner records its own desktops on its disk (backend/recording, its
+	// retention set by OpSetRecording), takes the server's markers for them (OpRecordMark)
+	// and serves their listings, screenshots and replays on demand (docs/recording.md).
+	CapRecording = "recording-v1"
 )
 
 // DownloadPath is the server's route of runner binaries (?os=&arch=&version=), authenticated
@@ -143,6 +147,14 @@ const (
 	OpStats           = "stats"  // result []nodeapi.InstanceStats (capability CapStats)
 	OpPause           = "pause"  // args AgentArgs; result nodeapi.AgentView (capability CapPause)
 	OpResume          = "resume" // args AgentArgs; result nodeapi.AgentView (capability CapPause)
+	// Recordings (capability CapRecording).
+	OpRecordMark      = "recordMark"      // args nodeapi.RecordingMark; result true
+	OpSetRecording    = "setRecording"    // args nodeapi.RecordingSettings; result true
+	OpRecordings      = "recordings"      // args RecordingArgs; result []nodeapi.Recording
+	OpRecording       = "recording"       // args RecordingArgs; result nodeapi.Recording
+	OpDeleteRecording = "deleteRecording" // args RecordingArgs; result true
+	OpRecordingShot   = "recordingShot"   // args RecordingArgs; result nodeapi.RecordingShot
+	OpReplay          = "replay"          // args RecordingArgs; result true, then ReplayMessage frames (and control frames back)
 )
 
 // Request opens a stream.
@@ -294,6 +306,30 @@ type InstanceArgs struct {
 	ImageKey string `json:"imageKey,omitempty"`
 	Action   string `json:"action,omitempty"` // AdminAct
 	Force    bool   `json:"force,omitempty"`  // AdminAct
+}
+
+// RecordingArgs name a runner's recording (or an agent's, for OpRecordings). AccountID and
+// AgentID scope it as the API does: a recording of another account, or not listed under the
+// agent, is not found. An empty AccountID (OpRecording, OpDeleteRecording) is an
+// administrator's look-up: the recording must still be listed under AgentID.
+type RecordingArgs struct {
+	AccountID string `json:"accountId,omitempty"`
+	AgentID   string `json:"agentId"`
+	ID        string `json:"id,omitempty"`
+	// Marker is the marker's index (OpRecordingShot).
+	Marker int `json:"marker,omitempty"`
+	// FromMs and Speed start a replay (OpReplay).
+	FromMs int64   `json:"fromMs,omitempty"`
+	Speed  float64 `json:"speed,omitempty"`
+}
+
+// ReplayMessage is one message of a replay, as the computer channel's websocket carries it:
+// binary (a version 2 update) or text (cursor, pointer, the replay's position). The runner
+// writes them as frames after OpReplay's answer; the server writes the viewer's controls back
+// as frames (the JSON the viewer sent: seek, speed, pause, play).
+type ReplayMessage struct {
+	Binary bool   `json:"binary,omitempty"`
+	Data   []byte `json:"data"`
 }
 
 // ReadyResult answers wire.OpVMReady.

@@ -332,6 +332,107 @@ export interface VolumeView {
 }
 
 //////////
+// source: recordings.go
+
+/**
+ * Recording is one recording of a desktop as the API lists it (backend/recording.Info is this
+ * type): a runner records its own desktops and answers the server's listings with it.
+ */
+export interface Recording {
+  id: string;
+  desktopId: string;
+  node: string;
+  /**
+   * AccountID owns the recording (the desktop's account); AgentIDs are the agents it is
+   * listed under: the desktop's own agent and every agent whose tool calls it shows.
+   */
+  accountId: string;
+  agentIds: string[];
+  startedAt: string /* RFC 3339 */;
+  /**
+   * EndedAt is zero while the recording is being written (Live).
+   */
+  endedAt?: string /* RFC 3339 */;
+  live: boolean;
+  durationMs: number /* int64 */;
+  bytes: number /* int64 */;
+  keyframes: number /* int */;
+  width?: number /* int */;
+  height?: number /* int */;
+  markers: RecordingMarker[];
+  /**
+   * Notes say what was found wrong when reading it back (a damaged segment skipped, the
+   * end lost to a crash).
+   */
+  notes?: string[];
+}
+/**
+ * RecordingMarker is a moment of a recording worth jumping to.
+ */
+export interface RecordingMarker {
+  /**
+   * At is the time since the recording started, in ms; for a tool call the moment its
+   * result (and the agent's screenshot) came back.
+   */
+  at: number /* int64 */;
+  /**
+   * Kind is tool, turn, control or desktop.
+   */
+  kind: string;
+  label: string;
+  runId?: string;
+  /**
+   * AgentID is the agent of a tool call or turn; Tool the tool's name; BeganAt when the
+   * call started (ms since the recording started).
+   */
+  agentId?: string;
+  tool?: string;
+  beganAt?: number /* int64 */;
+  /**
+   * Screenshot: the screenshot the agent received is kept with the recording
+   * (GET …/recordings/:rid/markers/:index/screenshot).
+   */
+  screenshot?: boolean;
+}
+/**
+ * RecordingMark is a marker made on the server for a desktop a runner records (a tool call
+ * with the screenshot the agent received, a turn, a takeover): the runner adds it to the
+ * desktop's recording being written. Times are relative to when it was sent, so that the two
+ * machines' clocks need not agree.
+ */
+export interface RecordingMark {
+  desktopId: string;
+  marker: RecordingMarker;
+  /**
+   * AgoMs is how long before sending the marked moment was; BeganAgoMs, when the marker
+   * has a start (a tool call), how long before sending it began (0: none).
+   */
+  agoMs: number /* int64 */;
+  beganAgoMs?: number /* int64 */;
+  /**
+   * ShotType and Shot are the screenshot the agent received (none: empty).
+   */
+  shotType?: string;
+  shot?: string /* []byte */;
+}
+/**
+ * RecordingSettings are the administrator's recording settings for one runner node, sent to
+ * it when it connects and when they change; the runner applies them to its own recordings.
+ */
+export interface RecordingSettings {
+  record: boolean; // false: the node's desktops are never recorded
+  keepDays: number /* int */; // 0: kept whatever their age
+  maxBytes: number /* int64 */; // 0: no limit
+}
+/**
+ * RecordingShot is the screenshot kept with a recording's marker.
+ */
+export interface RecordingShot {
+  mediaType: string;
+  data: string /* []byte */;
+}
+
+//////////
 // source: records.go
 
 /**
