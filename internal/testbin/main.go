@@ -222,18 +222,58 @@ func link(ctx context.Context, race bool, ps []testPkg) error {
 		}()
 	}
 	wg.Wait()
-	evict(filepath.Dir(ps[0].Bin))
+	evict(filepath.Dir(ps[0].Bin), cacheMax())
 	return errors.Join(errs...)
 }
 
-// evict removes binaries not used for three days, so changed code does not fill the disk.
-func evict(dir string) {
+// evict removes binaries not used for three days, so changed code does not fill the disk,
+// then the least recently used ones while the cache holds more than max bytes (a busy
+// machine links a new set of ~60 binaries, ~3 GB, many times a day: 600 of them filled a
+// disk in one day). The binaries of the run that just linked were touched now and go last.
+func evict(dir string, max int64) {
+	type bin struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var bins []bin
+	var total int64
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && strings.Contains(e.Name(), ".test") && time.Since(fi.ModTime()) > 72*time.Hour {
-			os.Remove(filepath.Join(dir, e.Name()))
+		fi, err := e.Info()
+		if err != nil || !strings.Contains(e.Name(), ".test") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if time.Since(fi.ModTime()) > 72*time.Hour {
+			os.Remove(p)
+			continue
+		}
+		bins = append(bins, bin{p, fi.Size(), fi.ModTime()})
+		total += fi.Size()
+	}
+	slices.SortFunc(bins, func(a, b bin) int { return a.used.Compare(b.used) })
+	for _, b := range bins {
+		if total <= max {
+			break
+		}
+		if time.Since(b.used) < time.Hour {
+			break // this run's own binaries (and a concurrent run's) stay
+		}
+		if os.Remove(b.path) == nil {
+			total -= b.size
 		}
 	}
+}
+
+// cacheMax is the most bytes the cache keeps past its newest binaries:
+// $CUBICLE_TESTBIN_CACHE_MAX_GB (default 10).
+func cacheMax() int64 {
+	gb := int64(10)
+	if v, err := strconv.ParseInt(os.Getenv("CUBICLE_TESTBIN_CACHE_MAX_GB"), 10, 64); err == nil && v > 0 {
+		gb = v
+	}
+	return gb << 30
 }
 
 func linkCmd(ctx context.Context, args []string) error {
