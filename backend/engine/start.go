@@ -29,10 +29,14 @@ const LogTail = 20
 // StartContainer. The window is wall time: on a machine so loaded that a container's process
 // gets no CPU for StartConfirm, its end is caught later — a desktop's start waits for its
 // driver's handshake, which a dead container never gives.
+//
+// An inspect that fails for a passing cause is asked again (inspectTries): Podman 4 reads the
+// cgroup of the container's process to inspect it, and a process that has just exited makes
+// that read fail ("read /proc/N/cgroup: no such process") — the very case this check is for.
 func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
 	began := time.Now()
 	for {
-		st, err := inspect(ctx)
+		st, err := inspectRetrying(ctx, inspect)
 		if err != nil {
 			return err
 		}
@@ -76,4 +80,27 @@ func ExitedAtOnce(op string, code int, reason, output string) error {
 		msg += "; its last output:\n" + s
 	}
 	return &Error{Op: op, Class: fault.ErrUnavailable, Err: errors.New(msg)}
+}
+
+// inspectTries is how often ConfirmStart asks an inspect that failed for a passing cause
+// (fault.ErrUnavailable), inspectBackoff apart.
+const (
+	inspectTries   = 5
+	inspectBackoff = 50 * time.Millisecond
+)
+
+// inspectRetrying calls inspect until it answers, fails for another cause than a passing one,
+// or has failed inspectTries times.
+func inspectRetrying(ctx context.Context, inspect func(context.Context) (ContainerState, error)) (ContainerState, error) {
+	for try := 1; ; try++ {
+		st, err := inspect(ctx)
+		if err == nil || try == inspectTries || !errors.Is(err, fault.ErrUnavailable) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(inspectBackoff):
+		}
+	}
 }
