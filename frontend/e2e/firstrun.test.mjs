@@ -170,6 +170,10 @@ describe('the first-run path', { skip: skip || false }, () => {
     await screenshot(page, 'firstrun-phone-settings');
     assert.deepEqual(problems.filter((p) => !/status of 40[34]/.test(p)), []);
     await context.close();
-    assert.deepEqual(admin.problems.filter((p) => !/status of 40[34]/.test(p)), []);
+    // A preparation that reuses an image on this machine can end between the check that saw
+    // it working and the click on Cancel: Cancel then answers 409 (nothing to cancel), which is
+    // right; the first test goes on with the image done.
+    const raced = (p) => /status of 409 .*\/setup\/image\/cancel/.test(p);
+    assert.deepEqual(admin.problems.filter((p) => !/status of 40[34]/.test(p) && !raced(p)), []);
   });
 });
