@@ -20,12 +20,14 @@
 package groupchat
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -334,7 +336,7 @@ func (s *Service) Send(ctx context.Context, msg Message, emit func(agent.Event))
 	if err != nil {
 		return err
 	}
-	answering := msg.ConfirmResults != nil || contains(waiting, m.AgentID)
+	answering := msg.ConfirmResults != nil || slices.Contains(waiting, m.AgentID)
 	input, given := msg.Text, g.Seen[m.AgentID]
 	if !answering {
 		// What the others said since this member's own last turn comes with the message; its
@@ -403,9 +405,9 @@ func (s *Service) withContext(c Chat, m Member, since []store.GroupEntry, text s
 		}
 		n++
 		if e.Role == "user" {
-			fmt.Fprintf(&b, "Person to %s: %s\n", firstNonEmpty(nameOf[e.AgentID], e.AgentID), e.Text)
+			fmt.Fprintf(&b, "Person to %s: %s\n", cmp.Or(nameOf[e.AgentID], e.AgentID), e.Text)
 		} else {
-			fmt.Fprintf(&b, "%s: %s\n", firstNonEmpty(e.Name, nameOf[e.AgentID], e.AgentID), e.Text)
+			fmt.Fprintf(&b, "%s: %s\n", cmp.Or(e.Name, nameOf[e.AgentID], e.AgentID), e.Text)
 		}
 	}
 	if n == 0 {
@@ -431,22 +433,4 @@ func resultText(m agent.Msg) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
