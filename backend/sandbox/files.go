@@ -36,7 +36,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p Policy, path string, max int64
 		}
 		return ReadFileDirect(path, max)
 	}
-	return s.fileOp(ctx, p, []string{envFile + "=read", envPath + "=" + path, envMax + "=" + strconv.FormatInt(max, 10)}, nil)
+	return s.fileOp(ctx, p, []string{envFile + "=read", envPath + "=" + path, envMax + "=" + strconv.FormatInt(max, 10)}, nil, 1)
 }
 
 // WriteFile replaces path in the sandbox under p.
@@ -47,11 +47,12 @@ func (s *Sandbox) WriteFile(ctx context.Context, p Policy, path string, data []b
 		}
 		return WriteFileDirect(path, data)
 	}
-	_, err := s.fileOp(ctx, p, []string{envFile + "=write", envPath + "=" + path}, data)
+	_, err := s.fileOp(ctx, p, []string{envFile + "=write", envPath + "=" + path}, data, 1)
 	return err
 }
 
-func (s *Sandbox) fileOp(ctx context.Context, p Policy, env []string, stdin []byte) ([]byte, error) {
+// fileOp runs the file helper in the sandbox under p (attempt counts the runs, from 1).
+func (s *Sandbox) fileOp(ctx context.Context, p Policy, env []string, stdin []byte, attempt int) ([]byte, error) {
 	c, err := s.Wrap(ctx, p, []string{s.exe})
 	if err != nil {
 		return nil, err
@@ -66,6 +67,9 @@ func (s *Sandbox) fileOp(ctx context.Context, p Policy, env []string, stdin []by
 	}
 	err = cmd.Run()
 	var ee *exec.ExitError
+	if errors.As(err, &ee) && s.kind == Bwrap && SetupRaced(ee.ExitCode(), errOut.Bytes()) && attempt < SetupAttempts {
+		return s.fileOp(ctx, p, env, stdin, attempt+1) // the sandbox was not made: nothing ran
+	}
 	switch {
 	case err == nil:
 		return out.Bytes(), nil

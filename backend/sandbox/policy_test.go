@@ -184,3 +184,28 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupRaced: only bubblewrap's own failure to remount a vanished host mount is run
+// again; a command's failure, even one that prints a line like bubblewrap's, is not.
+func TestSetupRaced(t *testing.T) {
+	const raced = `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/run/netns/netns-8850d63c": No such file or directory`
+	for _, c := range []struct {
+		code   int
+		stderr string
+		want   bool
+	}{
+		{1, raced, true},
+		{1, raced + "\n", true},
+		{1, strings.Replace(raced, "No such file or directory", "Invalid argument", 1), true},
+		{2, raced, false},
+		{1, raced + "\nmore output", false},
+		{1, "output first\n" + raced, false},
+		{1, "bwrap: Can't mount tmpfs on /newroot/x: No such file or directory", false},
+		{1, `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/x": Permission denied`, false},
+		{1, "", false},
+	} {
+		if got := SetupRaced(c.code, []byte(c.stderr)); got != c.want {
+			t.Errorf("SetupRaced(%d, %q) = %v, want %v", c.code, c.stderr, got, c.want)
+		}
+	}
+}

@@ -292,3 +292,26 @@ func Explain(p Policy, out []byte) []string {
 var writeVerb = regexp.MustCompile(`(?i)\b(?:cannot create|cannot touch|cannot create directory|mkdir|cannot remove|cannot move|rename|cannot open .* for writing|write|cannot overwrite|cannot make|cannot link|chmod|chown)`)
 
 var pathInLine = regexp.MustCompile(`/[^\s'"` + "`" + `:]+`)
+
+// SetupAttempts is how many times a command is run when bubblewrap failed to make its
+// sandbox for a passing cause (SetupRaced).
+const SetupAttempts = 5
+
+// SetupRaced reports whether a command run by bubblewrap ended because bubblewrap could not
+// make its sandbox while a mount of the host vanished under it, so that nothing of the
+// command ran and running it again is safe. bubblewrap binds the root with its submounts
+// and then remounts each one read-only; its mount namespace follows the host's unmounts, so
+// a network namespace or container mount removed on the host in between (Podman does that
+// for every container it stops) makes the remount fail with ENOENT:
+//
+//	bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/run/netns/netns-…": No such file or directory
+//
+// (or "Invalid argument", when the remount meets the mount half removed). Only that: exit
+// code 1 and an error output that is exactly one such line of bubblewrap's.
+func SetupRaced(exitCode int, stderr []byte) bool {
+	line, rest, _ := strings.Cut(string(stderr), "\n")
+	return exitCode == 1 && rest == "" &&
+		strings.HasPrefix(line, "bwrap: Can't bind mount ") &&
+		strings.Contains(line, ": Unable to apply mount flags: remount ") &&
+		(strings.HasSuffix(line, ": No such file or directory") || strings.HasSuffix(line, ": Invalid argument"))
+}

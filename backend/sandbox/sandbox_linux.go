@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -185,12 +186,19 @@ func probeBwrap(exe string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	args := append(BwrapArgs(Policy{Network: false}, func(string) (bool, bool) { return false, false }, "", ""), "--", exe)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), envProbe+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	for attempt := 1; ; attempt++ {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), envProbe+"=1")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ee) && SetupRaced(ee.ExitCode(), out) && attempt < SetupAttempts:
+			continue // a host mount vanished while bubblewrap made the sandbox: not a verdict
+		}
 		return fmt.Errorf("bubblewrap cannot make its sandbox here (%v: %s)", err, trim(out))
 	}
-	return nil
 }
 
 func trim(b []byte) string {

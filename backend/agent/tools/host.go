@@ -137,9 +137,25 @@ func (LocalHost) Home(context.Context) (string, error) { return os.UserHomeDir()
 func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (ShellResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		res, wrapped, err := h.shellOnce(ctx, cmd, dir, maxOut)
+		if err != nil || !wrapped || !sandbox.SetupRaced(res.ExitCode, res.Stderr) || attempt == sandbox.SetupAttempts {
+			return res, err
+		}
+		// The sandbox was not made (a host mount vanished under bubblewrap): nothing ran.
+		select {
+		case <-ctx.Done():
+			return res, nil
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// shellOnce runs cmd once; wrapped says whether it ran in the sandbox.
+func (h LocalHost) shellOnce(ctx context.Context, cmd, dir string, maxOut int) (ShellResult, bool, error) {
 	c, err := h.command(ctx, cmd)
 	if err != nil {
-		return ShellResult{}, err
+		return ShellResult{}, false, err
 	}
 	c.Dir = dir
 	c.WaitDelay = 2 * time.Second
@@ -149,10 +165,10 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	)
 	if h.Sandbox != nil {
 		if p, err = h.policy(ctx); err != nil {
-			return ShellResult{}, err
+			return ShellResult{}, false, err
 		}
 		if wrap, err = h.sandboxed(ctx, c, p); err != nil {
-			return ShellResult{}, err
+			return ShellResult{}, false, err
 		}
 		defer wrap.Cleanup()
 	}
@@ -165,21 +181,21 @@ func (h LocalHost) Shell(ctx context.Context, cmd, dir string, timeout time.Dura
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		res.TimedOut, res.ExitCode = true, -1
-		return res, nil
+		return res, wrap.Sandboxed, nil
 	case errors.As(err, &ee):
 		res.ExitCode = ee.ExitCode()
 		if wrap.Sandboxed {
 			out := append(append([]byte{}, res.Stderr...), res.Stdout...)
 			res.Refused, res.Refusals = sandbox.Explain(p, out), sandbox.Refusals(p, out)
 		}
-		return res, nil
+		return res, wrap.Sandboxed, nil
 	case err != nil:
 		if _, statErr := os.Stat(dir); dir != "" && errors.Is(statErr, fs.ErrNotExist) {
-			return res, fault.NotFound("working directory %s does not exist on the host", dir)
+			return res, false, fault.NotFound("working directory %s does not exist on the host", dir)
 		}
-		return res, fmt.Errorf("host shell: %w", err)
+		return res, false, fmt.Errorf("host shell: %w", err)
 	}
-	return res, nil
+	return res, wrap.Sandboxed, nil
 }
 
 // ReadFile reads at most max bytes of path (in the sandbox, when there is one).
