@@ -24,7 +24,8 @@ import (
 // TestSandboxWidening: under bubblewrap and Landlock, through real chat turns (the scripted
 // model) and the real admin API. A host_shell write outside the writable paths and a read of
 // a credential folder (~/.kube) are refused by the kernel, said so in the result, and recorded
-// (node, account, agent, path, access, when); a member may neither list nor approve; a read of
+// (node, account, agent, path, access, when) — so are host_write_file's and host_read_file's;
+// a member may neither list nor approve; a read of
 // the data directory's session key cannot be approved (403, why, nothing changed); bad input
 // is a 400, an unknown refusal a 404. Approved, the same command succeeds; revoked, it is
 // refused again.
@@ -79,12 +80,13 @@ func TestSandboxWidening(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := 0
-			shell := func(cmd string) [2]string {
+			tool := func(name string, args map[string]any) [2]string {
 				t.Helper()
 				n++
-				model.push(callStep("c", "host_shell", map[string]any{"command": cmd}), textStep("done"))
+				model.push(callStep("c", name, args), textStep("done"))
 				return results(turn(t, b, adminID, ag.ID, "s"+string(rune('a'+n)), "run it"))["c"]
 			}
+			shell := func(cmd string) [2]string { return tool("host_shell", map[string]any{"command": cmd}) }
 			call := func(token, method, path, body string) (int, string) {
 				t.Helper()
 				r := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -135,6 +137,14 @@ func TestSandboxWidening(t *testing.T) {
 			w := find(out)
 			if !w.Write || w.Node != "local" || w.AccountID != adminID || w.AgentID != ag.ID || w.AgentName != "Ada" || w.At.IsZero() || w.Count != 1 || w.Widened {
 				t.Fatalf("recorded: %+v", w)
+			}
+			// The host file tools' refusals are recorded the same way.
+			byTool := filepath.Join(outside, "by-tool.txt")
+			if res := tool("host_write_file", map[string]any{"path": byTool, "content": "x"}); res[0] == agent.StateSuccess || !strings.Contains(res[1], "permission denied") {
+				t.Fatalf("host_write_file outside: %v", res)
+			}
+			if r := find(byTool); !r.Write || r.Node != "local" || r.AgentID != ag.ID || r.Count != 1 {
+				t.Fatalf("host_write_file's refusal recorded: %+v", r)
 			}
 			// The data directory's session key (read by a script the agent would have written, so
 			// the guard, which refuses the path, does not see it): recorded, never widened.
@@ -219,6 +229,12 @@ func TestSandboxWidening(t *testing.T) {
 			r := find(cfg)
 			if r.Write || r.Hidden != kube {
 				t.Fatalf("~/.kube/config recorded: %+v", r)
+			}
+			if res := tool("host_read_file", map[string]any{"path": cfg}); strings.Contains(res[1], "kube-config-bytes") {
+				t.Fatalf("host_read_file ~/.kube/config: %v", res)
+			}
+			if c := find(cfg).Count; c != 2 {
+				t.Fatalf("host_read_file's refusal of ~/.kube/config: count %d, want 2", c)
 			}
 			code, body = call(admin, "POST", "/api/app/admin/sandbox/refusals/"+r.ID+"/approve", "")
 			if code != 200 || !strings.Contains(body, `"widening":{"node":"local","path":"`+kube+`","access":"read"}`) {

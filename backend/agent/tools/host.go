@@ -362,7 +362,7 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 		}
 		data, err := b.host(env).ReadFile(ctx, p, agent.MaxDataBlock)
 		if err != nil {
-			return err
+			return b.fileRefused(ctx, t, env, p, false, err)
 		}
 		return shareFile(out, p, a.str("name"), data)
 	case "host_read_file":
@@ -378,7 +378,7 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 		}
 		data, err := b.host(env).ReadFile(ctx, p, MaxFile)
 		if err != nil {
-			return err
+			return b.fileRefused(ctx, t, env, p, false, err)
 		}
 		fileResult(out, p, data)
 		return nil
@@ -396,14 +396,14 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 		if isEdit(a) {
 			cur, err := b.host(env).ReadFile(ctx, p, MaxFile)
 			if err != nil {
-				return err
+				return b.fileRefused(ctx, t, env, p, false, err)
 			}
 			data, said, err := edit(p, cur, a)
 			if err != nil {
 				return err
 			}
 			if err := b.host(env).WriteFile(ctx, p, data); err != nil {
-				return err
+				return b.fileRefused(ctx, t, env, p, true, err)
 			}
 			out.Text(said + " (on the host)")
 			return nil
@@ -413,12 +413,24 @@ func (b *Box) hostTool(ctx context.Context, t agent.TurnInfo, env Environment, n
 			return err
 		}
 		if err := b.host(env).WriteFile(ctx, p, data); err != nil {
-			return err
+			return b.fileRefused(ctx, t, env, p, true, err)
 		}
 		out.Text(fmt.Sprintf("Wrote %d bytes to %s on the host.", len(data), p))
 		return nil
 	}
 	return fault.Invalid("unknown tool %q", name)
+}
+
+// fileRefused records a host file tool's refused access (err, a permission denied on path)
+// like a refusal of host_shell, for an administrator to review and perhaps widen the node's
+// sandbox; it returns err. The kernel does not say whether the sandbox or the file's own
+// permissions refused: both are recorded, as they are for host_shell.
+func (b *Box) fileRefused(ctx context.Context, t agent.TurnInfo, env Environment, path string, write bool, err error) error {
+	if b.cfg.Refusals != nil && errors.Is(err, fault.ErrForbidden) {
+		home, _ := b.host(env).Home(ctx)
+		b.cfg.Refusals.SandboxRefused(t, env.Plan.HostNode, home, []sandbox.Refusal{{Path: path, Write: write, Line: err.Error()}})
+	}
+	return err
 }
 
 // copyFile moves a file between the host and the desktop, binary safe.
@@ -456,7 +468,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 		}
 		data, err := b.host(env).ReadFile(ctx, src, MaxCopy)
 		if err != nil {
-			return err
+			return b.fileRefused(ctx, t, env, src, false, err)
 		}
 		if err := writeVM(ctx, pc, dst, data); err != nil {
 			return err
@@ -478,7 +490,7 @@ func (b *Box) copyFile(ctx context.Context, t agent.TurnInfo, env Environment, a
 			return err
 		}
 		if err := b.host(env).WriteFile(ctx, dst, data); err != nil {
-			return err
+			return b.fileRefused(ctx, t, env, dst, true, err)
 		}
 		out.Text(fmt.Sprintf("Copied %d bytes from desktop:%s to host:%s.", len(data), src, dst))
 	default:
