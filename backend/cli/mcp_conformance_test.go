@@ -103,6 +103,7 @@ func TestMCPConformanceBridge(t *testing.T) {
 	t.Logf("%d scenarios, %d bridge processes", len(res.Passed), relay.Started())
 }
 
+// detailsOf shows a scenario's checks with the details the suite recorded.
 func detailsOf(checks []mcpconformance.Check) string {
 	var sb strings.Builder
 	for _, c := range checks {
