@@ -24,6 +24,7 @@ run_pkgs=(
 )
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$what" = test ]; then
   run_pkgs+=(libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config gcc libc6-dev) # the Wails desktop app
+  run_pkgs+=(libsqlite3-dev) # with gcc, go-sqlite3 links the system's SQLite (scripts/lib.sh ENGINE_TAGS)
 fi
 test_pkgs=(
   xvfb x11-utils xauth                           # display for driver tests and the desktop app

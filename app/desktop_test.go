@@ -30,7 +30,7 @@ import (
 // desktopTags are the build tags of the real desktop binary. An explicit -tags replaces the
 // tags in GOFLAGS, so the Podman bindings' tags are listed again.
 const desktopTags = "desktop,production,webkit2_41,remote,exclude_graphdriver_btrfs,btrfs_noversion," +
-	"exclude_graphdriver_devicemapper,containers_image_openpgp"
+	"exclude_graphdriver_devicemapper,containers_image_openpgp,libsqlite3"
 
 // firstDisplay is where this package's tests start looking for a free X display number
 // (xvfbtest.Reserve: other packages' tests and other runs on the machine take numbers too).

@@ -74,7 +74,7 @@ Architecture: $arch
 Maintainer: Cubicle developers <maintainers@cubicle.invalid>
 Section: utils
 Priority: optional
-Depends: libgtk-3-0, libwebkit2gtk-4.1-0
+Depends: libgtk-3-0, libwebkit2gtk-4.1-0, libsqlite3-0
 Recommends: podman | docker.io
 Installed-Size: $(du -ks "$pkg/usr" | cut -f1)
 Description: AI agents that each work on a real computer

@@ -91,13 +91,17 @@ func TestModelList(t *testing.T) {
 		t.Fatalf("anthropic with a wrong key: %+v", got)
 	}
 
-	// OpenAI Responses (the official SDK's pager over GET /v1/models).
+	// OpenAI Responses (GET /v1/models, as for every OpenAI-compatible endpoint).
 	oai := responsestest.New("sk-good")
 	defer oai.Close()
 	oai.SetModels("gpt-4o", "computer-use-preview")
 	put(`{"baseUrl":"` + oai.URL + `/v1","model":"computer-use-preview","provider":"openai-responses","apiKey":"sk-good","allowPrivate":true}`)
 	if got := list("/api/app/admin/model/models", f.admin); got.Problem != "" || !slices.Equal(got.Models, []string{"computer-use-preview", "gpt-4o"}) {
 		t.Fatalf("responses list: %+v", got)
+	}
+	put(`{"baseUrl":"` + oai.URL + `/v1","model":"computer-use-preview","provider":"openai-responses","apiKey":"sk-wrong","allowPrivate":true}`)
+	if got := list("/api/app/admin/model/models", f.admin); got.Code != "key" || len(got.Models) != 0 {
+		t.Fatalf("responses with a wrong key: %+v", got)
 	}
 
 	// OpenAI-compatible: the same GET /models; an endpoint that has none says to type the name.

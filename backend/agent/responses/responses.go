@@ -14,16 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	oresp "github.com/openai/openai-go/v3/responses"
 
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/native"
+	"cubicle/backend/agent/openai"
 	"cubicle/backend/egress"
 	"cubicle/backend/fault"
 )
@@ -47,8 +46,13 @@ type Config struct {
 
 // Client talks to one model.
 type Client struct {
-	cfg    Config
-	client openai.Client
+	cfg Config
+	// responses is the SDK's Responses service alone, not its whole client: the client's
+	// package holds every other OpenAI service too and is the longest compile of a fresh
+	// build (docs/models.md).
+	responses oresp.ResponseService
+	// list lists the models: GET /models, as every OpenAI-compatible endpoint answers it.
+	list   *openai.Client
 	shrink native.Shrinker
 }
 
@@ -76,8 +80,12 @@ func New(cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = egress.ModelClient(cfg.AllowPrivate)
 	}
-	c := &Client{cfg: cfg}
-	c.client = openai.NewClient(option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/")+"/"), option.WithAPIKey(cfg.APIKey),
+	list, err := openai.New(openai.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model, HTTP: hc})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, list: list}
+	c.responses = oresp.NewResponseService(option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/")+"/"), option.WithAPIKey(cfg.APIKey),
 		option.WithHTTPClient(hc), option.WithMaxRetries(0))
 	return c, nil
 }
@@ -124,7 +132,7 @@ func (c *Client) Stream(ctx context.Context, req agent.ModelRequest, onDelta fun
 // Test makes one tiny request and says what failed.
 func (c *Client) Test(ctx context.Context) error {
 	raw, _ := json.Marshal(map[string]any{"model": c.cfg.Model, "input": "ping", "max_output_tokens": 16, "store": false})
-	if _, err := c.client.Responses.New(ctx, oresp.ResponseNewParams{}, option.WithRequestBody("application/json", raw)); err != nil {
+	if _, err := c.responses.New(ctx, oresp.ResponseNewParams{}, option.WithRequestBody("application/json", raw)); err != nil {
 		return c.explain(ctx, err)
 	}
 	return nil
@@ -171,7 +179,7 @@ func (c *Client) once(ctx context.Context, req agent.ModelRequest, onDelta func(
 	defer cancel()
 	idle := native.NewIdle(c.cfg.Idle, cancel)
 	defer idle.Stop()
-	stream := c.client.Responses.NewStreaming(cctx, oresp.ResponseNewParams{}, option.WithRequestBody("application/json", raw))
+	stream := c.responses.NewStreaming(cctx, oresp.ResponseNewParams{}, option.WithRequestBody("application/json", raw))
 	defer stream.Close()
 	var text, thinking strings.Builder
 	var items []item
@@ -271,8 +279,8 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-func apiError(err error) *openai.Error {
-	var e *openai.Error
+func apiError(err error) *oresp.Error {
+	var e *oresp.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -343,15 +351,4 @@ var _ agent.Model = (*Client)(nil)
 
 // Models lists the models the key may use (GET /v1/models), sorted; the settings' picker offers
 // them.
-func (c *Client) Models(ctx context.Context) ([]string, error) {
-	var out []string
-	pager := c.client.Models.ListAutoPaging(ctx)
-	for pager.Next() && len(out) < 500 {
-		out = append(out, pager.Current().ID)
-	}
-	if err := pager.Err(); err != nil {
-		return nil, c.explain(ctx, err)
-	}
-	slices.Sort(out)
-	return out, nil
-}
+func (c *Client) Models(ctx context.Context) ([]string, error) { return c.list.Models(ctx) }

@@ -4,7 +4,8 @@
 // cubicle/backend/fault classes at its boundary.
 //
 // A *Client is safe for concurrent use. Build with the tags the bindings need:
-// remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp.
+// remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp
+// (and libsqlite3, so that go-sqlite3, which the bindings pull in, links the system's SQLite).
 package podman
 
 import (
