@@ -49,7 +49,7 @@ type Client struct {
 	cfg Config
 	// responses is the SDK's Responses service alone, not its whole client: the client's
 	// package holds every other OpenAI service too and is the longest compile of a fresh
-	// build (docs/models.md).
+	// build (docs/providers.md).
 	responses oresp.ResponseService
 	// list lists the models: GET /models, as every OpenAI-compatible endpoint answers it.
 	list   *openai.Client
