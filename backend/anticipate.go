@@ -34,7 +34,7 @@ func (c *computers) Anticipate(ctx context.Context, accountID, agentID string) (
 		}
 		return api.Anticipation{Why: why}, nil
 	}
-	vms, err := c.b.place.agent(a.ID)
+	vms, err := c.b.fleet.AgentNode(a.ID)
 	if err != nil {
 		return api.Anticipation{}, err
 	}

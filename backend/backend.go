@@ -5,7 +5,6 @@
 package backend
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"cubicle/backend/doctor"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/groupchat"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
@@ -176,11 +176,10 @@ type Backend struct {
 	engineInUse store.EngineSettings
 	linkMode    link.Mode
 	computers   *computers     // each turn's computer (the gate's plan)
-	place       *placement     // which node an agent's (and a desktop's) calls go to
+	fleet       *fleet.Fleet   // which node an agent's (and a desktop's) calls go to; the nodes' stats
 	local       *localRunner   // the managed local runner; nil when node "local" is direct
 	bg          sync.WaitGroup // background stops started by control changes, the backup loop
 	stopBG      context.CancelFunc
-	stats       *statsSampler // desktops' CPU and memory for administrators (stats.go)
 	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
 	// control loop to show what does not wait for it.
 	controlGate atomic.Pointer[func(control.Change)]
@@ -221,7 +220,6 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")}),
 		FirstStart: errors.Is(statErr, fs.ErrNotExist)}
-	b.stats = b.newStatsSampler(cmp.Or(cfg.StatsInterval, 5*time.Second))
 	if err := b.build(); err != nil {
 		b.Close()
 		return nil, err
@@ -279,7 +277,6 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
-	b.place = newPlacement(b)
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
 		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.runnerEgressBlocked}); err != nil {
@@ -291,6 +288,15 @@ func (b *Backend) build() error {
 		if b.local, err = b.buildLocalRunner(); err != nil {
 			return err
 		}
+	}
+	if b.fleet, err = fleet.New(fleet.Config{Store: b.Store, Runners: b.Nodes, Local: b.VMs, LocalLinked: b.localLinked,
+		Grants: placementGrants{b}, Busy: func(ctx context.Context, accountID, agentID string) string {
+			return b.computers.Busy(ctx, accountID, agentID)
+		}, Moved: func(agentID string) { b.Binder.Forget(agentID) },
+		StatsInterval: b.cfg.StatsInterval, Logger: b.log.With("svc", "fleet"),
+		StatsWatching: func() bool { return b.Events.WatchingFor(events.DesktopStats, events.AdminsOnly) },
+		StatsPublish:  func(s events.Stats) { b.Events.Publish(events.DesktopStats, events.AdminsOnly, s) }}); err != nil {
+		return err
 	}
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	dk := desktops{b: b, vms: b.VMs}
@@ -330,7 +336,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -377,7 +383,7 @@ func (b *Backend) Start(ctx context.Context) error {
 	} else {
 		b.engineSettled()
 	}
-	b.stats.start()
+	b.fleet.Start()
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBG = cancel
 	b.bg.Add(1)
@@ -481,7 +487,9 @@ func (b *Backend) Close() error {
 			b.stopBG()
 		}
 		b.bg.Wait()
-		b.stats.close()
+		if b.fleet != nil {
+			b.fleet.Close()
+		}
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
 		}
@@ -502,4 +510,23 @@ func (b *Backend) Close() error {
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
+}
+
+// localLinked reports whether node "local" is reached over the managed local runner's link.
+func (b *Backend) localLinked() bool { return b.local != nil && b.local.Connected() }
+
+// placementGrants is the administrators' placement grants (fleet.Grants) of the host access
+// checker, built after the fleet (buildChat).
+type placementGrants struct{ b *Backend }
+
+func (g placementGrants) Placement(accountID, nodeID string) (bool, error) {
+	return g.b.HostAccess.Placement(accountID, nodeID)
+}
+
+// nodeDisconnected ends the control leases of a runner's desktops when its link ends (fail
+// closed: no person keeps control of a desktop nobody can reach, no task goes on).
+func (b *Backend) nodeDisconnected(node string, desktops []string) {
+	for _, id := range desktops {
+		b.Control.Revoke(id)
+	}
 }

@@ -69,7 +69,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
 		if g.Denied {
-			g.Reason = "host access is not granted to this account on " + b.nodeLabel(nodeID) +
+			g.Reason = "host access is not granted to this account on " + b.fleet.Label(nodeID) +
 				": an administrator grants it in Settings → Users (host tools on that node)"
 		}
 		return g
@@ -235,7 +235,7 @@ func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) gua
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		where := b.nodeLabel(env.Plan.HostNode)
+		where := b.fleet.Label(env.Plan.HostNode)
 		var own []string // what the runner protects of its own (its data directory)
 		if p, ok := env.Host.(ownProtected); ok {
 			own, _ = p.Protected(ctx) // when this fails, Home fails too and says why

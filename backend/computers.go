@@ -11,6 +11,7 @@ import (
 	"cubicle/backend/api"
 	"cubicle/backend/computer"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -46,7 +47,7 @@ func newComputers(b *Backend) *computers {
 // node describes this execution node for the gate. The host's permission is only looked at
 // when the agent wants the host (it opens a connection to the display).
 func (c *computers) node(want computer.Kind, a store.Agent) computer.Node {
-	if node := nodeOf(a); node != c.b.VMs.NodeID() {
+	if node := fleet.NodeOf(a); node != c.b.VMs.NodeID() {
 		// A runner's host: its host tools run there over its link (never on the server's own
 		// host in their place).
 		return c.runnerNode(node)
@@ -72,7 +73,7 @@ func (c *computers) decide(ctx context.Context, a store.Agent, helper bool) comp
 		c.cloudInput(&in, a)
 	}
 	in.VMReady = func() (bool, string) {
-		vms, err := c.b.place.agent(a.ID)
+		vms, err := c.b.fleet.AgentNode(a.ID)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -186,7 +187,7 @@ func (c *computers) fence(instanceID, reason string) {
 	c.b.Control.Revoke(instanceID)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.b.place.desktop(instanceID).StopInstance(ctx, instanceID, reason); err != nil {
+	if err := c.b.fleet.Desktop(instanceID).StopInstance(ctx, instanceID, reason); err != nil {
 		c.b.log.Warn("stop a fenced desktop", "instance", instanceID, "reason", reason, "err", err)
 	}
 }
@@ -202,22 +203,22 @@ func (c *computers) Changed(ctx context.Context, before, after store.Agent) {
 	usesBrowser := func(k computer.Kind) bool { return k == computer.Browser || k == computer.Auto }
 	c.b.Binder.Forget(after.ID)
 	if usesVM(had) && !usesVM(has) {
-		if vms, err := c.b.place.forAgent(before); err != nil {
+		if vms, err := c.b.fleet.NodeFor(before); err != nil {
 			c.b.log.Warn("computer change: the agent's node", "agent", after.ID, "err", err)
 		} else if v, err := vms.Agent(ctx, after.AccountID, after.ID); err == nil && v.Desktop.Scope == "agent" && runsOrPaused(v.Desktop.State) {
-			c.b.place.note(vms, v.Desktop.ID)
+			c.b.fleet.Note(vms, v.Desktop.ID)
 			c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 		}
 	}
 	if had == computer.Cloud && has != computer.Cloud {
 		// Its desktop on the cloud node stops; the choice of cloud node is forgotten.
-		if vms, err := c.b.place.forAgent(before); err == nil {
+		if vms, err := c.b.fleet.NodeFor(before); err == nil {
 			if v, err := vms.Agent(ctx, before.AccountID, before.ID); err == nil && v.Desktop.Scope == "agent" && runsOrPaused(v.Desktop.State) {
-				c.b.place.note(vms, v.Desktop.ID)
+				c.b.fleet.Note(vms, v.Desktop.ID)
 				c.fence(v.Desktop.ID, "the agent's computer authorisation was revoked (computer changed to "+string(has)+")")
 			}
 		}
-		c.b.place.forgetCloud(after.ID)
+		c.b.fleet.ForgetCloud(after.ID)
 	}
 	if usesBrowser(had) && !usesBrowser(has) {
 		if v, err := c.b.VMs.Browser(after.AccountID, after.ID); err == nil && runsOrPaused(v.State) {
@@ -236,7 +237,7 @@ func (c *computers) Busy(ctx context.Context, accountID, agentID string) string 
 	if c.b.Chat != nil && c.b.Chat.Running(agentID) {
 		return "the agent is running a task"
 	}
-	if vms, err := c.b.place.agent(agentID); err == nil {
+	if vms, err := c.b.fleet.AgentNode(agentID); err == nil {
 		if v, err := vms.Agent(ctx, accountID, agentID); err == nil && v.Desktop.BusyBy != "" {
 			return v.Desktop.BusyBy
 		} else if err == nil {

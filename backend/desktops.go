@@ -12,6 +12,7 @@ import (
 	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/guest"
 	"cubicle/backend/hostdesk"
 	"cubicle/backend/liveview"
@@ -29,7 +30,7 @@ type desktops struct {
 // onRunner refuses what runner nodes do not offer yet for an agent placed on one.
 func (d desktops) onRunner(agentID, what string) error {
 	a, err := d.b.Store.Agent(agentID)
-	if err != nil || nodeOf(a) == "local" {
+	if err != nil || fleet.NodeOf(a) == "local" {
 		return nil
 	}
 	return fault.Unavailable("%s is not available on runner nodes yet: agent %s is placed on %s; place it on this computer (local) to use it", what, a.Name, a.NodeID)
@@ -40,7 +41,7 @@ const viewLinkTimeout = 3 * time.Second
 
 // Ensure implements binding.VMs: the agent's desktop, started (or created) when needed.
 func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (binding.Desktop, error) {
-	vms, err := d.b.place.agent(agentID)
+	vms, err := d.b.fleet.AgentNode(agentID)
 	if err != nil {
 		return binding.Desktop{}, err
 	}
@@ -54,7 +55,7 @@ func (d desktops) Ensure(ctx context.Context, accountID, agentID string) (bindin
 		}
 		return binding.Desktop{}, err
 	}
-	d.b.place.note(vms, v.Desktop.ID)
+	d.b.fleet.Note(vms, v.Desktop.ID)
 	return d.boundOn(ctx, vms, v.Desktop.ID)
 }
 
@@ -78,7 +79,7 @@ func (d desktops) bound(ctx context.Context, id string) (binding.Desktop, error)
 }
 
 // boundOn is bound for a desktop of node vms.
-func (d desktops) boundOn(ctx context.Context, vms nodeVMs, id string) (binding.Desktop, error) {
+func (d desktops) boundOn(ctx context.Context, vms fleet.Node, id string) (binding.Desktop, error) {
 	c, err := vms.Link(ctx, id)
 	if err != nil {
 		return binding.Desktop{InstanceID: id}, err
@@ -132,7 +133,7 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (livev
 	case computer.None:
 		return liveview.Desktop{State: "absent", Message: "this agent has no computer here (" + kind.Label() + ")"}, nil
 	}
-	vms, err := d.b.place.forAgent(a) // a cloud computer's desktop is on its cloud node
+	vms, err := d.b.fleet.NodeFor(a) // a cloud computer's desktop is on its cloud node
 	if err != nil {
 		if kind == computer.Cloud {
 			return liveview.Desktop{State: "absent", Message: err.Error()}, nil
@@ -147,7 +148,7 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (livev
 		}
 		return liveview.Desktop{}, err
 	}
-	d.b.place.note(vms, v.Desktop.ID)
+	d.b.fleet.Note(vms, v.Desktop.ID)
 	resumeErr := ""
 	if v.Desktop.State == vm.StatePaused {
 		// A live view resumes a paused desktop transparently (resuming is not use: its idle
@@ -171,7 +172,7 @@ func (d desktops) Desktop(ctx context.Context, accountID, agentID string) (livev
 func (d desktops) viewLink(ctx context.Context, out *liveview.Desktop) { d.viewLinkOn(ctx, d.vms, out) }
 
 // viewLinkOn is viewLink for a desktop of node vms.
-func (d desktops) viewLinkOn(ctx context.Context, vms nodeVMs, out *liveview.Desktop) {
+func (d desktops) viewLinkOn(ctx context.Context, vms fleet.Node, out *liveview.Desktop) {
 	lctx, cancel := context.WithTimeout(ctx, viewLinkTimeout)
 	defer cancel()
 	c, err := vms.Link(lctx, out.ID)
@@ -224,7 +225,7 @@ func (b *Backend) controlChanged(c control.Change) {
 		(*gate)(c)
 	}
 	if b.VMs != nil && !strings.HasPrefix(c.DesktopID, "host-") { // the host screen has no instance
-		vms := b.place.desktop(c.DesktopID)
+		vms := b.fleet.Desktop(c.DesktopID)
 		if vms.NodeID() != "local" {
 			// A runner is told over its link, which must not hold up the control loop.
 			b.bg.Add(1)
@@ -260,7 +261,7 @@ func (b *Backend) controlChanged(c control.Change) {
 
 // nodeControlChanged tells a runner's idle timers what a control change means (see
 // controlChanged).
-func (b *Backend) nodeControlChanged(vms nodeVMs, c control.Change) {
+func (b *Backend) nodeControlChanged(vms fleet.Node, c control.Change) {
 	switch c.Kind {
 	case control.ChangeTaken, control.ChangeTaskStarted:
 		vms.MarkBusy(c.DesktopID, c.Holder.Activity())
@@ -315,7 +316,7 @@ func (c releasingControls) idleUnlessHeld(desktopID string) {
 	if _, held := c.Manager.Holder(desktopID); held {
 		return // taken again (or a task holds it): its own change marks it busy
 	}
-	c.b.place.desktop(desktopID).MarkIdle(desktopID)
+	c.b.fleet.Desktop(desktopID).MarkIdle(desktopID)
 }
 
 var (

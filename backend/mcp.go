@@ -92,7 +92,7 @@ func (m *mcpComputers) List(ctx context.Context, c apitoken.Caller) ([]mcpserver
 			continue
 		}
 		pc := mcpserver.Computer{AgentID: a.ID, Name: a.Name, Computer: cmp.Or(a.Computer, "none")}
-		if vms, err := m.b.place.ForAgent(a.ID); err == nil {
+		if vms, err := m.b.fleet.ForAgent(a.ID); err == nil {
 			if v, err := vms.Agent(ctx, c.AccountID, a.ID); err == nil {
 				pc.State, pc.Node = v.Desktop.State, v.Desktop.NodeID
 				if v.Desktop.ID != "" {
@@ -195,7 +195,7 @@ func (m *mcpComputers) Power(ctx context.Context, c apitoken.Caller, ref string,
 	if err != nil {
 		return "", err
 	}
-	vms, err := m.b.place.ForAgent(a.ID)
+	vms, err := m.b.fleet.ForAgent(a.ID)
 	if err != nil {
 		return "", err
 	}
