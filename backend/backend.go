@@ -175,10 +175,10 @@ type Backend struct {
 	// linkMode how desktops' drivers are to be reached (CUBICLE_GUEST_LINK).
 	engineInUse store.EngineSettings
 	linkMode    link.Mode
-	computers   *computers     // each turn's computer (the gate's plan)
-	fleet       *fleet.Fleet   // which node an agent's (and a desktop's) calls go to; the nodes' stats
-	local       *localRunner   // the managed local runner; nil when node "local" is direct
-	bg          sync.WaitGroup // background stops started by control changes, the backup loop
+	computers   *fleet.Computers // each turn's computer (the gate's plan): b.fleet.Computers()
+	fleet       *fleet.Fleet     // which node an agent's (and a desktop's) calls go to; the nodes' stats
+	local       *localRunner     // the managed local runner; nil when node "local" is direct
+	bg          sync.WaitGroup   // the backup loop, the first start's preparation
 	stopBG      context.CancelFunc
 	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
 	// control loop to show what does not wait for it.
@@ -289,18 +289,21 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
+	b.HostAccess = hostaccess.New(b.Store)
+	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
 	if b.fleet, err = fleet.New(fleet.Config{Store: b.Store, Runners: b.Nodes, Local: b.VMs, LocalLinked: b.localLinked,
-		Grants: placementGrants{b}, Busy: func(ctx context.Context, accountID, agentID string) string {
-			return b.computers.Busy(ctx, accountID, agentID)
-		}, Moved: func(agentID string) { b.Binder.Forget(agentID) },
+		Control: b.Control, HostAccess: b.HostAccess, HostScreen: b.HostDesk,
+		OnPlan: b.planChanged, OnNodeSettings: b.nodeChanged,
+		// Security is built with the chat (buildChat); these run only at a turn's time.
+		HostPolicy: b.sandboxPolicy, HostProtected: b.hostProtected,
+		HostReadable:  func(node string) []string { return b.Security.HostSandbox(node).Read },
 		StatsInterval: b.cfg.StatsInterval, Logger: b.log.With("svc", "fleet"),
 		StatsWatching: func() bool { return b.Events.WatchingFor(events.DesktopStats, events.AdminsOnly) },
 		StatsPublish:  func(s events.Stats) { b.Events.Publish(events.DesktopStats, events.AdminsOnly, s) }}); err != nil {
 		return err
 	}
-	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
-	dk := desktops{b: b, vms: b.VMs}
-	if err := b.buildChat(dk, releasingControls{b.Control, b}); err != nil {
+	b.computers = b.fleet.Computers()
+	if err := b.buildChat(b.fleet.Desktops(), b.fleet.Controls()); err != nil {
 		return err
 	}
 	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
@@ -308,7 +311,7 @@ func (b *Backend) build() error {
 	if err := b.buildRecordings(); err != nil {
 		return err
 	}
-	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: releasingControls{b.Control, b}, Screens: b.Screens,
+	b.LiveView, err = liveview.New(liveview.Config{Desktops: b.fleet.Desktops(), Control: b.fleet.Controls(), Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err
@@ -515,14 +518,6 @@ func (b *Backend) Close() error {
 // localLinked reports whether node "local" is reached over the managed local runner's link.
 func (b *Backend) localLinked() bool { return b.local != nil && b.local.Connected() }
 
-// placementGrants is the administrators' placement grants (fleet.Grants) of the host access
-// checker, built after the fleet (buildChat).
-type placementGrants struct{ b *Backend }
-
-func (g placementGrants) Placement(accountID, nodeID string) (bool, error) {
-	return g.b.HostAccess.Placement(accountID, nodeID)
-}
-
 // nodeDisconnected ends the control leases of a runner's desktops when its link ends (fail
 // closed: no person keeps control of a desktop nobody can reach, no task goes on).
 func (b *Backend) nodeDisconnected(node string, desktops []string) {
@@ -530,3 +525,18 @@ func (b *Backend) nodeDisconnected(node string, desktops []string) {
 		b.Control.Revoke(id)
 	}
 }
+
+// hostProtected is what the host file guard in force protects on a host whose runner user's
+// home is home, as absolute paths.
+func (b *Backend) hostProtected(home string) []string {
+	if f := b.Security.Safety().HostFiles; f != nil {
+		return f.ForHome(home).Protected()
+	}
+	return nil
+}
+
+// The fleet serves the API's placement and computers.
+var (
+	_ api.Placement = (*fleet.Fleet)(nil)
+	_ api.Computers = (*fleet.Computers)(nil)
+)

@@ -15,10 +15,8 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
-	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/history"
-	"cubicle/backend/hostaccess"
 	"cubicle/backend/knowledge"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
@@ -58,22 +56,6 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if b.sandbox.Kind() == sandbox.None {
 		b.log.Warn("host tools on this server have no OS sandbox: they run only where an administrator allowed that (Settings → Security → host sandbox)", "why", b.sandbox.Problem())
 	}
-	b.HostAccess = hostaccess.New(b.Store)
-	b.computers = newComputers(b)
-	// Host access is granted by an administrator per account and node (SPEC §3): the gate
-	// asks the grants for every turn.
-	b.computers.grant = func(accountID, nodeID string) computer.Grant {
-		a, err := b.HostAccess.Check(accountID, nodeID)
-		if err != nil {
-			return computer.Grant{Denied: true, DesktopDenied: true, Reason: "host access could not be checked: " + err.Error()}
-		}
-		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
-		if g.Denied {
-			g.Reason = "host access is not granted to this account on " + b.fleet.Label(nodeID) +
-				": an administrator grants it in Settings → Users (host tools on that node)"
-		}
-		return g
-	}
 	b.Security, err = security.New(security.Config{
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
 		LookupHome:    lookupHome,
@@ -94,7 +76,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		return agentID
 	}
-	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.fence,
+	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.Fence,
 		Logger: b.log.With("svc", "binding")})
 	if err != nil {
 		return err
@@ -135,7 +117,11 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
 		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	b.fleet.Attach(b.Binder, b.Chat)
+	return nil
 }
 
 // turnGuard is the runtime's Guard: the computer gate first (a tool this turn's computer does

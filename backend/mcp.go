@@ -138,7 +138,7 @@ func (m *mcpComputers) toolName(ctx context.Context, a store.Agent, tool string,
 		delete(args, "button")
 		delete(args, "clicks")
 	}
-	plan := m.b.computers.decide(ctx, a, false)
+	plan := m.b.computers.Decide(ctx, a, false)
 	if !plan.Offers(tool) && plan.Offers(computer.PrefixCloud+strings.TrimPrefix(tool, computer.PrefixVM)) {
 		return computer.PrefixCloud + strings.TrimPrefix(tool, computer.PrefixVM)
 	}

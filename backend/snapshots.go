@@ -235,8 +235,8 @@ func (s *snapshots) usesWorkspace(ctx context.Context, t agent.TurnInfo) (store.
 	if err != nil || fleet.NodeOf(a) != nodes.LocalID || s.b.VMs == nil {
 		return store.Agent{}, false
 	}
-	tp, err := s.b.computers.plan(ctx, t)
-	if err != nil || !tp.plan.VM {
+	p, err := s.b.computers.TurnPlan(ctx, t)
+	if err != nil || !p.VM {
 		return store.Agent{}, false
 	}
 	return a, true

@@ -1,6 +1,9 @@
 // Package fleet is the server's execution nodes at run time: which node an agent's desktop
-// calls go to (placement, the cloud node of a cloud computer) and the desktops' CPU and memory
-// sampled on every node for administrators (stats).
+// calls go to (placement, the cloud node of a cloud computer), each turn's computer (the
+// gate's plan, fixed per turn; host tools on a runner's host), the nodes' desktops as the
+// binding and the live view use them (starting, linking, fencing, control changes told to
+// the desktop's node) and the desktops' CPU and memory sampled on every node for
+// administrators (stats).
 //
 // The root package (backend) only wires a Fleet: it hands it the local node's desktop manager
 // (vm.Manager), the runners' hub (nodes.Hub) and the few callbacks that reach services built
@@ -23,10 +26,18 @@ import (
 	"sync"
 	"time"
 
+	"cubicle/backend/agent"
+	"cubicle/backend/agent/tools"
+	"cubicle/backend/binding"
+	"cubicle/backend/computer"
+	"cubicle/backend/control"
 	"cubicle/backend/events"
 	"cubicle/backend/guest"
+	"cubicle/backend/hostaccess"
+	"cubicle/backend/hostdesk"
 	"cubicle/backend/nodeapi"
 	"cubicle/backend/nodes"
+	"cubicle/backend/sandbox"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/runner/wire"
@@ -54,6 +65,8 @@ var (
 type Store interface {
 	Agent(id string) (store.Agent, error)
 	UpdateAgent(id string, fn func(*store.Agent) error) (store.Agent, error)
+	NodeSettings(node string) (store.NodeSettings, error)
+	UpdateNodeSettings(node string, fn func(*store.NodeSettings) error) (store.NodeSettings, error)
 }
 
 // Runners is the registry of runner nodes and their links (*nodes.Hub).
@@ -65,22 +78,53 @@ type Runners interface {
 	Known(id string) (store.Runner, error)
 	// CloudNodes are the connected, unrevoked cloud runners, by name then id.
 	CloudNodes() ([]store.Runner, error)
+	// Connected reports whether id's link is up; Hello is what it said when it connected.
+	Connected(id string) bool
+	Hello(id string) (wire.Hello, bool)
 	// ConnectedWith are the connected runners advertising capability c, sorted.
 	ConnectedWith(c string) []string
 }
 
-// Grants says whether an administrator allowed an account's agents on a runner
-// (*hostaccess.Checker).
-type Grants interface {
+// HostAccess is the administrators' grants per account and node (*hostaccess.Checker): host
+// tools and host screen (Check), placement on a runner (Placement).
+type HostAccess interface {
+	Check(accountID, nodeID string) (hostaccess.Access, error)
 	Placement(accountID, nodeID string) (bool, error)
 }
 
+// HostScreen is this execution node's own screen and input (*hostdesk.Desktop).
+type HostScreen interface {
+	Permission() computer.Permission
+	Displays() ([]hostdesk.Display, error)
+	Frames(ctx context.Context, o guest.StreamOptions) (guest.FrameStream, error)
+	Input(ctx context.Context, display int, in guest.Input) error
+}
+
+// Binder is the chat's thread ↔ desktop binding (*binding.Binder), attached after New (it is
+// built over the fleet's Desktops).
+type Binder interface {
+	Acquire(ctx context.Context, t agent.TurnInfo) (tools.Computer, error)
+	Browser(ctx context.Context, t agent.TurnInfo) (tools.Browser, error)
+	TurnEnded(t agent.TurnInfo)
+	Forget(agentID string)
+}
+
+// Turns is what the fleet asks of the chat runtime (*agent.Runtime), attached after New.
+type Turns interface {
+	// Running reports whether agentID runs a turn now.
+	Running(agentID string) bool
+}
+
 var (
-	_ Store   = (*store.Store)(nil)
-	_ Runners = (*nodes.Hub)(nil)
+	_ Store      = (*store.Store)(nil)
+	_ Runners    = (*nodes.Hub)(nil)
+	_ HostAccess = (*hostaccess.Checker)(nil)
+	_ HostScreen = (*hostdesk.Desktop)(nil)
+	_ Binder     = (*binding.Binder)(nil)
+	_ Turns      = (*agent.Runtime)(nil)
 )
 
-// Config configures a Fleet. Store and Runners are required.
+// Config configures a Fleet. Store, Runners, Control, HostAccess and HostScreen are required.
 type Config struct {
 	Store   Store
 	Runners Runners
@@ -90,12 +134,21 @@ type Config struct {
 	// LocalLinked reports whether the managed local runner's link is up: node "local" is then
 	// reached over it (nil: node "local" is always the manager directly).
 	LocalLinked func() bool
-	// Grants decides placement on runners; nil refuses every runner.
-	Grants Grants
-	// Busy says why an agent cannot move to another node now ("" when it can); nil: never.
-	Busy func(ctx context.Context, accountID, agentID string) string
-	// Moved is told that an agent moved to another node (the binder forgets its desktop).
-	Moved func(agentID string)
+	// Control is the desktops' control leases.
+	Control    *control.Manager
+	HostAccess HostAccess
+	HostScreen HostScreen
+	// OnPlan is told a turn's computer plan (before: the agent's previous one, had: whether
+	// there was one); OnNodeSettings a node's saved settings (host screen control). Optional.
+	OnPlan         func(a store.Agent, before, after computer.Plan, had bool)
+	OnNodeSettings func(store.NodeSettings)
+	// The host sandbox of host tools on a runner whose user's home is home: its policy on
+	// node (HostPolicy), the paths the host file guard protects (HostProtected) and the
+	// credential folders an administrator opened on node (HostReadable). Required for host
+	// tools on runners.
+	HostPolicy    func(node, home string) sandbox.Policy
+	HostProtected func(home string) []string
+	HostReadable  func(node string) []string
 	// StatsInterval is how often the desktops' CPU and memory are sampled while
 	// StatsWatching; 0 = 5 s. StatsPublish receives one events.Stats per node that answered.
 	StatsInterval time.Duration
@@ -104,13 +157,21 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// Fleet routes agents' and desktops' calls to their nodes and samples the nodes' desktops.
+// Fleet routes agents' and desktops' calls to their nodes (placement), fixes each turn's
+// computer (Computers), adapts the nodes' desktops to the binding and the live view
+// (Desktops, Controls) and samples the nodes' desktops (stats).
 type Fleet struct {
 	cfg   Config
 	log   *slog.Logger
 	ctx   context.Context // the lifetime context, cancelled by Close
 	stop  context.CancelFunc
 	stats *statsSampler
+	comp  *Computers
+	wg    sync.WaitGroup // the stops that control changes start (controls.go)
+
+	// binder and turns are attached once, before Start (Attach).
+	binder Binder
+	turns  Turns
 
 	mu     sync.Mutex
 	remote map[string]string // desktop id → runner node id; guarded by mu
@@ -121,8 +182,8 @@ type Fleet struct {
 
 // New builds a Fleet; nothing runs in the background until Start.
 func New(cfg Config) (*Fleet, error) {
-	if cfg.Store == nil || cfg.Runners == nil {
-		return nil, errors.New("fleet: Config.Store and Config.Runners are required")
+	if cfg.Store == nil || cfg.Runners == nil || cfg.Control == nil || cfg.HostAccess == nil || cfg.HostScreen == nil {
+		return nil, errors.New("fleet: Config.Store, Runners, Control, HostAccess and HostScreen are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -136,8 +197,22 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	f.stats = &statsSampler{interval: interval, timeout: 3 * interval, watching: watching, publish: publish,
 		log: cfg.Logger, nodes: f.StatsNodes}
+	f.comp = newComputers(f)
 	return f, nil
 }
+
+// Attach hands the fleet the chat's binder and runtime, which are built over it. It is called
+// once, after New and before Start.
+func (f *Fleet) Attach(b Binder, t Turns) { f.binder, f.turns = b, t }
+
+// Computers is each turn's computer (tools.Environments, api.Computers, the runtime's turn hooks).
+func (f *Fleet) Computers() *Computers { return f.comp }
+
+// Desktops adapts the nodes' desktops to the binding and the live view.
+func (f *Fleet) Desktops() Desktops { return Desktops{f: f} }
+
+// Controls is the control service as the live view and the binder use it (see Controls).
+func (f *Fleet) Controls() Controls { return Controls{Manager: f.cfg.Control, f: f} }
 
 // Start starts the stats sampler. It is called once.
 func (f *Fleet) Start() { f.stats.start(f.ctx) }
@@ -147,6 +222,7 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.stop()
 		f.stats.close()
+		f.wg.Wait()
 	})
 	return nil
 }

@@ -101,11 +101,9 @@ func (f *Fleet) Place(ctx context.Context, accountID, agentID, node string) (str
 	if node != nodes.LocalID {
 		// Like host access: a runner is someone's machine, and an administrator says whose
 		// agents may run there (Settings → Users → the account → placement on the runner).
-		ok := false
-		if f.cfg.Grants != nil {
-			if ok, err = f.cfg.Grants.Placement(accountID, node); err != nil {
-				return "", err
-			}
+		ok, err := f.cfg.HostAccess.Placement(accountID, node)
+		if err != nil {
+			return "", err
 		}
 		if !ok {
 			return "", fault.Forbidden("placing agents on runner %s needs an administrator's grant for your account: ask an administrator to allow it (Settings → Users)", node)
@@ -114,10 +112,8 @@ func (f *Fleet) Place(ctx context.Context, accountID, agentID, node string) (str
 	if NodeOf(a) == node {
 		return node, nil
 	}
-	if f.cfg.Busy != nil {
-		if why := f.cfg.Busy(ctx, accountID, agentID); why != "" {
-			return "", fault.Conflict("agent %s cannot move to another node now: %s; wait for it to finish or hand back control", a.Name, why)
-		}
+	if why := f.comp.Busy(ctx, accountID, agentID); why != "" {
+		return "", fault.Conflict("agent %s cannot move to another node now: %s; wait for it to finish or hand back control", a.Name, why)
 	}
 	cur, err := f.AgentNode(agentID)
 	if err == nil {
@@ -137,8 +133,8 @@ func (f *Fleet) Place(ctx context.Context, accountID, agentID, node string) (str
 	}); err != nil {
 		return "", err
 	}
-	if f.cfg.Moved != nil {
-		f.cfg.Moved(agentID)
+	if f.binder != nil {
+		f.binder.Forget(agentID)
 	}
 	f.log.Info("agent placed", "agent", agentID, "node", node)
 	return node, nil

@@ -1,4 +1,4 @@
-package backend
+package fleet
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 
 // cloudInput fills the gate's cloud fields for agent a: which cloud node serves it, or why
 // none does.
-func (c *computers) cloudInput(in *computer.Input, a store.Agent) {
-	node, err := c.b.fleet.CloudNode(a)
+func (c *Computers) cloudInput(in *computer.Input, a store.Agent) {
+	node, err := c.f.CloudNode(a)
 	switch {
 	case err != nil:
 		in.CloudProblem = err.Error()
-	case !c.b.Nodes.Connected(node):
-		in.CloudProblem = fmt.Sprintf("its cloud node %s is not connected: its desktop is unreachable until the runner reconnects", c.b.fleet.Label(node))
+	case !c.f.cfg.Runners.Connected(node):
+		in.CloudProblem = fmt.Sprintf("its cloud node %s is not connected: its desktop is unreachable until the runner reconnects", c.f.Label(node))
 	default:
 		in.Node.Cloud, in.CloudNode = true, node
 	}
@@ -31,9 +31,9 @@ func (c *computers) cloudInput(in *computer.Input, a store.Agent) {
 // runnerNode describes runner node for the gate: its host runs host tools when it is
 // connected and advertised them. A runner's host desktop tools are not offered (they would
 // act on this server's screen).
-func (c *computers) runnerNode(node string) computer.Node {
-	n := computer.Node{ID: node, Name: c.b.fleet.Label(node)}
-	hello, ok := c.b.Nodes.Hello(node)
+func (c *Computers) runnerNode(node string) computer.Node {
+	n := computer.Node{ID: node, Name: c.f.Label(node)}
+	hello, ok := c.f.cfg.Runners.Hello(node)
 	if !ok {
 		n.Problem = n.Name + " is not connected: host tools of agents placed on it run only on that machine, never on this server; start the runner again"
 		return n
@@ -60,25 +60,16 @@ type remoteHost struct {
 }
 
 // hostOf is where a plan's host tools run: nil for this machine, else the runner's host.
-func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
+func (f *Fleet) hostOf(p computer.Plan) (tools.Host, error) {
 	if !p.Host || p.HostNode == "" || p.HostNode == nodes.LocalID {
 		return nil, nil
 	}
-	r, err := b.Nodes.Node(p.HostNode)
+	r, err := f.cfg.Runners.Node(p.HostNode)
 	if err != nil {
 		return nil, err
 	}
-	return remoteHost{r: r, node: p.HostNode, protected: b.hostProtected, policy: b.sandboxPolicy,
-		readable: func(node string) []string { return b.Security.HostSandbox(node).Read }}, nil
-}
-
-// hostProtected is what the host file guard in force protects on a host whose runner user's
-// home is home, as absolute paths.
-func (b *Backend) hostProtected(home string) []string {
-	if f := b.Security.Safety().HostFiles; f != nil {
-		return f.ForHome(home).Protected()
-	}
-	return nil
+	return remoteHost{r: r, node: p.HostNode, protected: f.cfg.HostProtected, policy: f.cfg.HostPolicy,
+		readable: f.cfg.HostReadable}, nil
 }
 
 func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (tools.ShellResult, error) {
