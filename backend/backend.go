@@ -5,7 +5,6 @@
 package backend
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"cubicle/backend/doctor"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/groupchat"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/hostdesk"
@@ -175,12 +175,11 @@ type Backend struct {
 	// linkMode how desktops' drivers are to be reached (CUBICLE_GUEST_LINK).
 	engineInUse store.EngineSettings
 	linkMode    link.Mode
-	computers   *computers     // each turn's computer (the gate's plan)
-	place       *placement     // which node an agent's (and a desktop's) calls go to
-	local       *localRunner   // the managed local runner; nil when node "local" is direct
-	bg          sync.WaitGroup // background stops started by control changes, the backup loop
+	computers   *fleet.Computers // each turn's computer (the gate's plan): b.fleet.Computers()
+	fleet       *fleet.Fleet     // which node an agent's (and a desktop's) calls go to; the nodes' stats
+	local       *localRunner     // the managed local runner; nil when node "local" is direct
+	bg          sync.WaitGroup   // the backup loop, the first start's preparation
 	stopBG      context.CancelFunc
-	stats       *statsSampler // desktops' CPU and memory for administrators (stats.go)
 	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
 	// control loop to show what does not wait for it.
 	controlGate atomic.Pointer[func(control.Change)]
@@ -221,7 +220,6 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, Store: st, Events: events.New(events.Config{Logger: cfg.Logger.With("svc", "events")}),
 		FirstStart: errors.Is(statErr, fs.ErrNotExist)}
-	b.stats = b.newStatsSampler(cmp.Or(cfg.StatsInterval, 5*time.Second))
 	if err := b.build(); err != nil {
 		b.Close()
 		return nil, err
@@ -279,7 +277,6 @@ func (b *Backend) build() error {
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
-	b.place = newPlacement(b)
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
 		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.runnerEgressBlocked}); err != nil {
@@ -292,9 +289,21 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
+	b.HostAccess = hostaccess.New(b.Store)
 	b.HostDesk = hostdesk.New(b.log.With("svc", "hostdesk"))
-	dk := desktops{b: b, vms: b.VMs}
-	if err := b.buildChat(dk, releasingControls{b.Control, b}); err != nil {
+	if b.fleet, err = fleet.New(fleet.Config{Store: b.Store, Runners: b.Nodes, Local: b.VMs, LocalLinked: b.localLinked,
+		Control: b.Control, HostAccess: b.HostAccess, HostScreen: b.HostDesk,
+		OnPlan: b.planChanged, OnNodeSettings: b.nodeChanged,
+		// Security is built with the chat (buildChat); these run only at a turn's time.
+		HostPolicy: b.sandboxPolicy, HostProtected: b.hostProtected,
+		HostReadable:  func(node string) []string { return b.Security.HostSandbox(node).Read },
+		StatsInterval: b.cfg.StatsInterval, Logger: b.log.With("svc", "fleet"),
+		StatsWatching: func() bool { return b.Events.WatchingFor(events.DesktopStats, events.AdminsOnly) },
+		StatsPublish:  func(s events.Stats) { b.Events.Publish(events.DesktopStats, events.AdminsOnly, s) }}); err != nil {
+		return err
+	}
+	b.computers = b.fleet.Computers()
+	if err := b.buildChat(b.fleet.Desktops(), b.fleet.Controls()); err != nil {
 		return err
 	}
 	b.Profiles.WithHostAccess(b.HostAccess, hostaccess.LocalNode)
@@ -302,7 +311,7 @@ func (b *Backend) build() error {
 	if err := b.buildRecordings(); err != nil {
 		return err
 	}
-	b.LiveView, err = liveview.New(liveview.Config{Desktops: dk, Control: releasingControls{b.Control, b}, Screens: b.Screens,
+	b.LiveView, err = liveview.New(liveview.Config{Desktops: b.fleet.Desktops(), Control: b.fleet.Controls(), Screens: b.Screens,
 		Events: b.Events, Logger: b.log.With("svc", "computer")})
 	if err != nil {
 		return err
@@ -330,7 +339,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.place, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -377,7 +386,7 @@ func (b *Backend) Start(ctx context.Context) error {
 	} else {
 		b.engineSettled()
 	}
-	b.stats.start()
+	b.fleet.Start()
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBG = cancel
 	b.bg.Add(1)
@@ -481,7 +490,9 @@ func (b *Backend) Close() error {
 			b.stopBG()
 		}
 		b.bg.Wait()
-		b.stats.close()
+		if b.fleet != nil {
+			b.fleet.Close()
+		}
 		if b.VMs != nil {
 			errs = append(errs, b.VMs.Close())
 		}
@@ -503,3 +514,29 @@ func (b *Backend) Close() error {
 	})
 	return b.closeErr
 }
+
+// localLinked reports whether node "local" is reached over the managed local runner's link.
+func (b *Backend) localLinked() bool { return b.local != nil && b.local.Connected() }
+
+// nodeDisconnected ends the control leases of a runner's desktops when its link ends (fail
+// closed: no person keeps control of a desktop nobody can reach, no task goes on).
+func (b *Backend) nodeDisconnected(node string, desktops []string) {
+	for _, id := range desktops {
+		b.Control.Revoke(id)
+	}
+}
+
+// hostProtected is what the host file guard in force protects on a host whose runner user's
+// home is home, as absolute paths.
+func (b *Backend) hostProtected(home string) []string {
+	if f := b.Security.Safety().HostFiles; f != nil {
+		return f.ForHome(home).Protected()
+	}
+	return nil
+}
+
+// The fleet serves the API's placement and computers.
+var (
+	_ api.Placement = (*fleet.Fleet)(nil)
+	_ api.Computers = (*fleet.Computers)(nil)
+)

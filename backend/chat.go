@@ -7,7 +7,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"cubicle/backend/agent"
@@ -15,17 +14,14 @@ import (
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/auth"
 	"cubicle/backend/binding"
-	"cubicle/backend/computer"
 	"cubicle/backend/control"
 	"cubicle/backend/history"
-	"cubicle/backend/hostaccess"
 	"cubicle/backend/knowledge"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/sandbox"
 	"cubicle/backend/security"
-	"cubicle/backend/vm"
 	"cubicle/images/guest/wire"
 )
 
@@ -58,27 +54,11 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if b.sandbox.Kind() == sandbox.None {
 		b.log.Warn("host tools on this server have no OS sandbox: they run only where an administrator allowed that (Settings → Security → host sandbox)", "why", b.sandbox.Problem())
 	}
-	b.HostAccess = hostaccess.New(b.Store)
-	b.computers = newComputers(b)
-	// Host access is granted by an administrator per account and node (SPEC §3): the gate
-	// asks the grants for every turn.
-	b.computers.grant = func(accountID, nodeID string) computer.Grant {
-		a, err := b.HostAccess.Check(accountID, nodeID)
-		if err != nil {
-			return computer.Grant{Denied: true, DesktopDenied: true, Reason: "host access could not be checked: " + err.Error()}
-		}
-		g := computer.Grant{Denied: !a.HostTools, DesktopDenied: !a.HostDesktop}
-		if g.Denied {
-			g.Reason = "host access is not granted to this account on " + b.nodeLabel(nodeID) +
-				": an administrator grants it in Settings → Users (host tools on that node)"
-		}
-		return g
-	}
 	b.Security, err = security.New(security.Config{
 		Store: b.Store, DataDir: b.cfg.DataDir, VMRunDir: wire.RunDir, HostHome: home, VMHome: "/home/cua", DefaultLevel: level,
 		LookupHome:    lookupHome,
 		LocalTools:    func() []string { return append(tools.Names(), agent.HelperTool, knowledge.Tool) },
-		Place:         b.callPlace(home),
+		Place:         b.computers.CallPlace(home),
 		SandboxStatus: func() (string, string) { return string(b.sandbox.Kind()), b.sandbox.Problem() },
 		Logger:        b.log.With("svc", "security"),
 	})
@@ -94,7 +74,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		}
 		return agentID
 	}
-	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.fence,
+	b.Binder, err = binding.New(binding.Config{VMs: vms, Tasks: tasks, Names: names, Fence: b.computers.Fence,
 		Logger: b.log.With("svc", "binding")})
 	if err != nil {
 		return err
@@ -135,7 +115,11 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		// Temporary task helpers: computer tools only, on a task desktop removed when the task ends.
 		Helpers: &agent.HelperConfig{Ended: b.Binder.TaskEnded},
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	b.fleet.Attach(b.Binder, b.Chat)
+	return nil
 }
 
 // turnGuard is the runtime's Guard: the computer gate first (a tool this turn's computer does
@@ -208,54 +192,6 @@ func (t toolboxes) Call(ctx context.Context, ti agent.TurnInfo, c agent.ToolCall
 		return t.mcp.Call(ctx, ti, c, out)
 	}
 	return t.box.Call(ctx, ti, c, out)
-}
-
-// callPlace is where a call acts, for the file guard: the agent's desktop working directory, or
-// for host tools the host they run on — this machine (home is its user's home), or a runner's
-// host, whose own home (asked over its link once per connection) and working directory count
-// there. A runner that cannot say its home fails closed: paths under "~" are refused, never
-// checked against this machine's home.
-func (b *Backend) callPlace(home string) func(t agent.TurnInfo, tool string) guard.Place {
-	return func(t agent.TurnInfo, tool string) guard.Place {
-		env, err := b.computers.Environment(context.Background(), t)
-		if !strings.HasPrefix(tool, "host_") {
-			dir := tools.Workspace
-			if err == nil {
-				if d := vm.ResolveWorkDir(env.WorkDir); d != "" {
-					dir = d
-				}
-			}
-			return guard.Place{WorkDir: dir}
-		}
-		switch {
-		case err != nil:
-			return guard.Place{NoHome: "the host this call would run on is not known (" + err.Error() + ")"}
-		case env.Host == nil:
-			return guard.Place{WorkDir: tools.HostWorkDir(home, env.WorkDir)}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		where := b.nodeLabel(env.Plan.HostNode)
-		var own []string // what the runner protects of its own (its data directory)
-		if p, ok := env.Host.(ownProtected); ok {
-			own, _ = p.Protected(ctx) // when this fails, Home fails too and says why
-		}
-		h, err := env.Host.Home(ctx)
-		switch {
-		case err != nil:
-			return guard.Place{Remote: true, Protected: own, NoHome: fmt.Sprintf("the home directory on %s is not known (%v), so paths in it (~/…, $HOME, relative paths) cannot be checked: "+
-				"run the runner as a user with a home directory (HOME set)", where, err)}
-		case !filepath.IsAbs(h):
-			return guard.Place{Remote: true, Protected: own, NoHome: fmt.Sprintf("the home directory on %s (%q) is not a path this server can check, so paths in it (~/…, $HOME, relative paths) are refused", where, h)}
-		}
-		return guard.Place{Remote: true, Home: h, Protected: own, WorkDir: tools.HostWorkDir(h, env.WorkDir)}
-	}
-}
-
-// ownProtected is a host that names paths it protects of its own (a runner's data directory,
-// remoteHost), for the guard's Place.
-type ownProtected interface {
-	Protected(ctx context.Context) ([]string, error)
 }
 
 // lookupHome is the home directory of account name on this machine, "" when there is none.

@@ -671,7 +671,7 @@ func TestOpeningAnAgentStartsItsDesktop(t *testing.T) {
 
 // TestStopRightAfterATurn: a Stop pressed as soon as an agent's turn on the desktop has ended
 // is not refused as "in use" by that turn: the end of the turn's task clears the node's busy
-// mark itself (releasingControls). The control loop, which also tells the node, is held for
+// mark itself (fleet.Controls). The control loop, which also tells the node, is held for
 // the task's end here, as a busy machine or a runner's link delays it.
 func TestStopRightAfterATurn(t *testing.T) {
 	e := newRealEnv(t)

@@ -129,7 +129,7 @@ func TestDesktopEgressOnARunner(t *testing.T) {
 		ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second, EgressLookup: lookup,
 		Logger: log.With("side", "runner")})
 	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
-	vms, err := b.place.node(node)
+	vms, err := b.fleet.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestDesktopEgressOnARunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.place.Place(ctx, adminAcc.ID, ada.ID, node); err != nil || got != node {
+	if got, err := b.fleet.Place(ctx, adminAcc.ID, ada.ID, node); err != nil || got != node {
 		t.Fatalf("place the agent on the runner: %q, %v", got, err)
 	}
 	v, err := eg.SetNodeEgress(ctx, adminAcc.ID, node, policy)

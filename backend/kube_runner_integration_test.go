@@ -92,7 +92,7 @@ func TestKubernetesRunner(t *testing.T) {
 	}
 	t.Logf("runner connected with engine %s after %v", v.Engine, time.Since(began).Round(time.Millisecond))
 
-	vms, err := b.place.node(node)
+	vms, err := b.fleet.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,14 @@ func TestKubernetesRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.place.Place(ctx, admin.ID, ag.ID, node); err != nil || got != node {
+	if got, err := b.fleet.Place(ctx, admin.ID, ag.ID, node); err != nil || got != node {
 		t.Fatalf("place the agent on the runner: %q, %v", got, err)
 	}
 	act := func(t *testing.T, action string) vm.InstanceView {
 		t.Helper()
 		actx, acancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer acancel()
-		m, err := b.place.agent(ag.ID)
+		m, err := b.fleet.AgentNode(ag.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

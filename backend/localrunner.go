@@ -54,7 +54,7 @@ func localNodeMode(cfg string) (string, error) {
 //
 // The runner connects in the background (issue 31: its connection took seconds on the
 // server's critical path): until its link is first up, node "local" is served by the VM
-// manager directly (placement.local) — the same manager and store the runner wraps, so
+// manager directly (fleet.Fleet.Local) — the same manager and store the runner wraps, so
 // nothing a person has is lost or doubled — and the runner shows as connecting.
 type localRunner struct {
 	cfg runner.ManagedConfig // the runner's; its engine is named when it starts

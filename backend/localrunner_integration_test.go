@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/fleet"
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
@@ -118,9 +119,9 @@ func TestLocalNodeUpgradeBothWays(t *testing.T) {
 }
 
 // mustLocal is node "local" as the backend routes it.
-func mustLocal(t *testing.T, b *Backend) nodeVMs {
+func mustLocal(t *testing.T, b *Backend) fleet.Node {
 	t.Helper()
-	n, err := b.place.node(nodes.LocalID)
+	n, err := b.fleet.Node(nodes.LocalID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func mustLocal(t *testing.T, b *Backend) nodeVMs {
 }
 
 // shell runs cmd in desktop id's workspace over node n's driver link and returns its stdout.
-func shell(t *testing.T, ctx context.Context, n nodeVMs, id, cmd string) string {
+func shell(t *testing.T, ctx context.Context, n fleet.Node, id, cmd string) string {
 	t.Helper()
 	c, err := n.Link(ctx, id)
 	if err != nil {
@@ -179,7 +180,7 @@ func BenchmarkLocalNode(bb *testing.B) {
 	if err != nil {
 		bb.Fatal(err)
 	}
-	remote, err := b.place.node(nodes.LocalID)
+	remote, err := b.fleet.Node(nodes.LocalID)
 	if err != nil {
 		bb.Fatal(err)
 	}

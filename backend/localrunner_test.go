@@ -15,6 +15,7 @@ import (
 
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
@@ -64,7 +65,7 @@ func waitLocalLinked(t *testing.T, b *Backend) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		n, err := b.place.node(nodes.LocalID)
+		n, err := b.fleet.Node(nodes.LocalID)
 		if _, linked := n.(*nodes.Remote); err == nil && linked {
 			return
 		}
@@ -275,7 +276,7 @@ func TestStartDoesNotWaitForLocalRunner(t *testing.T) {
 	if code, body := get("/api/app/admin/local-vm"); code != 200 || !strings.Contains(body, "turned off") {
 		t.Fatalf("node local's status while the runner connects: %d %s", code, body)
 	}
-	if v, _ := b.place.local(); !isManager(v) {
+	if v, _ := b.fleet.Local(); !isManager(v) {
 		t.Fatal("node local is not served by the VM manager while the runner connects")
 	}
 	close(b.local.gate)
@@ -284,7 +285,7 @@ func TestStartDoesNotWaitForLocalRunner(t *testing.T) {
 	for !b.local.Connected() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if v, _ := b.place.local(); isManager(v) {
+	if v, _ := b.fleet.Local(); isManager(v) {
 		t.Fatal("node local is not reached over the runner's link once it is up")
 	}
 	if code, body := get("/api/app/admin/local-vm"); code != 200 || !strings.Contains(body, "turned off") {
@@ -306,4 +307,4 @@ func TestStartDoesNotWaitForLocalRunner(t *testing.T) {
 	}
 }
 
-func isManager(v nodeVMs) bool { _, ok := v.(*vm.Manager); return ok }
+func isManager(v fleet.Node) bool { _, ok := v.(*vm.Manager); return ok }

@@ -92,7 +92,7 @@ func (m *mcpComputers) List(ctx context.Context, c apitoken.Caller) ([]mcpserver
 			continue
 		}
 		pc := mcpserver.Computer{AgentID: a.ID, Name: a.Name, Computer: cmp.Or(a.Computer, "none")}
-		if vms, err := m.b.place.ForAgent(a.ID); err == nil {
+		if vms, err := m.b.fleet.ForAgent(a.ID); err == nil {
 			if v, err := vms.Agent(ctx, c.AccountID, a.ID); err == nil {
 				pc.State, pc.Node = v.Desktop.State, v.Desktop.NodeID
 				if v.Desktop.ID != "" {
@@ -138,7 +138,7 @@ func (m *mcpComputers) toolName(ctx context.Context, a store.Agent, tool string,
 		delete(args, "button")
 		delete(args, "clicks")
 	}
-	plan := m.b.computers.decide(ctx, a, false)
+	plan := m.b.computers.Decide(ctx, a, false)
 	if !plan.Offers(tool) && plan.Offers(computer.PrefixCloud+strings.TrimPrefix(tool, computer.PrefixVM)) {
 		return computer.PrefixCloud + strings.TrimPrefix(tool, computer.PrefixVM)
 	}
@@ -195,7 +195,7 @@ func (m *mcpComputers) Power(ctx context.Context, c apitoken.Caller, ref string,
 	if err != nil {
 		return "", err
 	}
-	vms, err := m.b.place.ForAgent(a.ID)
+	vms, err := m.b.fleet.ForAgent(a.ID)
 	if err != nil {
 		return "", err
 	}

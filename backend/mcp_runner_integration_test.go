@@ -71,7 +71,7 @@ func TestMCPBothWaysOnARunner(t *testing.T) {
 	runnertest.Start(t, runner.Config{Server: srv.URL, Token: created.Token, DataDir: filepath.Join(dir, "runner"), Engine: "podman",
 		ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second, Logger: log.With("side", "runner")})
 	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
-	vms, err := b.place.node(node)
+	vms, err := b.fleet.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestMCPBothWaysOnARunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.place.Place(ctx, admin.AccountID, ada.ID, node); err != nil || got != node {
+	if got, err := b.fleet.Place(ctx, admin.AccountID, ada.ID, node); err != nil || got != node {
 		t.Fatalf("place the agent on the runner: %q, %v", got, err)
 	}
 
@@ -138,7 +138,7 @@ func TestMCPBothWaysOnARunner(t *testing.T) {
 	t.Logf("client direction done: %v", time.Since(began).Round(time.Millisecond))
 
 	// The desktop is the runner's: its view and its container say so.
-	m, err := b.place.agent(ada.ID)
+	m, err := b.fleet.AgentNode(ada.ID)
 	if err != nil || m.NodeID() != node {
 		t.Fatalf("the agent's calls go to %v (%v), want the runner %s", m, err, node)
 	}

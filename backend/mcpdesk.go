@@ -71,7 +71,7 @@ func (h mcpServerHost) Key(t agent.TurnInfo) (string, error) {
 		return "", err
 	}
 	if !ok {
-		return "", fault.Forbidden("this MCP server runs on the Cubicle server, with host access: an administrator grants host tools on %s in Settings → Users", h.b.nodeLabel(hostaccess.LocalNode))
+		return "", fault.Forbidden("this MCP server runs on the Cubicle server, with host access: an administrator grants host tools on %s in Settings → Users", h.b.fleet.Label(hostaccess.LocalNode))
 	}
 	return "agent-" + t.AgentID, nil
 }

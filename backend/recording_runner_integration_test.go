@@ -109,7 +109,7 @@ func TestRecordingOnARunner(t *testing.T) {
 	if h, _ := b.Nodes.Hello(node); !strings.Contains(strings.Join(h.Capabilities, " "), "recording-v1") {
 		t.Fatalf("the runner's hello lacks recording-v1: %v", h.Capabilities)
 	}
-	vms, err := b.place.node(node)
+	vms, err := b.fleet.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestRecordingOnARunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.place.Place(ctx, admin.AccountID, ada.ID, node); err != nil {
+	if _, err := b.fleet.Place(ctx, admin.AccountID, ada.ID, node); err != nil {
 		t.Fatalf("place the agent on the runner: %v", err)
 	}
 	model := &scriptedModel{}
@@ -393,7 +393,7 @@ func TestRecordingOnAnOlderRunner(t *testing.T) {
 		ConnectEngine: ConnectRunnerEngine, NoHostTools: true, MaxBackoff: time.Second, Logger: log.With("side", "runner"),
 		DropCapabilities: []string{wire.CapRecording}})
 	waitFor(t, "the runner to connect", time.Minute, func() bool { return b.Nodes.Connected(node) })
-	vms, err := b.place.node(node)
+	vms, err := b.fleet.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestRecordingOnAnOlderRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.place.Place(ctx, adminAcc.ID, ada.ID, node); err != nil {
+	if _, err := b.fleet.Place(ctx, adminAcc.ID, ada.ID, node); err != nil {
 		t.Fatal(err)
 	}
 	model := &scriptedModel{}

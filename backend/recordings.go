@@ -24,7 +24,7 @@ func (b *Backend) buildRecordings() error {
 		Dir: filepath.Join(b.cfg.DataDir, "recordings"), Screens: b.Screens, Events: b.Events,
 		Logger: b.log.With("svc", "recording"),
 		Link: func(ctx context.Context, id string) (screen.RegionSource, error) {
-			c, err := b.place.desktop(id).Link(ctx, id)
+			c, err := b.fleet.Desktop(id).Link(ctx, id)
 			if err != nil {
 				return nil, err
 			}

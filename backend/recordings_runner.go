@@ -68,7 +68,7 @@ var _ api.Recordings = (*runnerRecordings)(nil)
 // desktops (connected or not: offline, its recordings cannot be read); nil for the server's
 // node, a runner the server records (an older one), or an unknown agent.
 func (rr *runnerRecordings) runnerOf(agentID string) *nodes.Remote {
-	vms, err := rr.b.place.agent(agentID)
+	vms, err := rr.b.fleet.AgentNode(agentID)
 	if err != nil {
 		return nil
 	}

@@ -94,7 +94,7 @@ func (s sandboxRefusals) SandboxReview(ctx context.Context) (api.SandboxReview, 
 	}
 	for _, r := range rs {
 		set := s.b.Security.HostSandbox(r.Node)
-		v := api.SandboxRefusal{SandboxRefusal: r, NodeName: s.b.nodeLabel(r.Node),
+		v := api.SandboxRefusal{SandboxRefusal: r, NodeName: s.b.fleet.Label(r.Node),
 			AccountName: name("a", r.AccountID, func() (string, error) { a, err := s.b.Store.Account(r.AccountID); return a.Username, err }),
 			AgentName:   name("g", r.AgentID, func() (string, error) { a, err := s.b.Store.Agent(r.AgentID); return a.Name, err })}
 		if r.Write {

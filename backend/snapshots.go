@@ -14,6 +14,7 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/api"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/nodes"
 	"cubicle/backend/snapshot"
 	"cubicle/backend/store"
@@ -60,9 +61,9 @@ func (s *snapshots) agent(accountID, agentID string) (store.Agent, error) {
 	if err != nil || a.AccountID != accountID {
 		return store.Agent{}, fault.NotFound("agent %q not found", agentID)
 	}
-	if nodeOf(a) != nodes.LocalID {
+	if fleet.NodeOf(a) != nodes.LocalID {
 		return store.Agent{}, fault.Unavailable("workspace snapshots are kept on the machine that holds the desktop, and this "+
-			"agent's desktop is on runner %s: snapshots of runner desktops are not supported yet", s.b.nodeLabel(a.NodeID))
+			"agent's desktop is on runner %s: snapshots of runner desktops are not supported yet", s.b.fleet.Label(a.NodeID))
 	}
 	if s.b.VMs == nil {
 		return store.Agent{}, fault.Unavailable("Local VM is not available on this server, so there is no workspace to snapshot")
@@ -231,11 +232,11 @@ func (s *snapshots) usesWorkspace(ctx context.Context, t agent.TurnInfo) (store.
 		return store.Agent{}, false
 	}
 	a, err := s.b.Store.Agent(t.AgentID)
-	if err != nil || nodeOf(a) != nodes.LocalID || s.b.VMs == nil {
+	if err != nil || fleet.NodeOf(a) != nodes.LocalID || s.b.VMs == nil {
 		return store.Agent{}, false
 	}
-	tp, err := s.b.computers.plan(ctx, t)
-	if err != nil || !tp.plan.VM {
+	p, err := s.b.computers.TurnPlan(ctx, t)
+	if err != nil || !p.VM {
 		return store.Agent{}, false
 	}
 	return a, true

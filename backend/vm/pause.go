@@ -15,7 +15,7 @@ import (
 // its processes get no CPU) and recorded "paused". It still takes a capacity slot — its
 // memory is held, and resuming it must never fail for want of one (see takesSlot). Whatever
 // makes a desktop ready for use resumes it first: bringUp, which Start, an agent's turn
-// (binding → Ensure → Act start) and the live view (backend/desktops.go) go through. A
+// (binding → Ensure → Act start) and the live view (backend/fleet/desktops.go) go through. A
 // desktop found paused by the engine at start-up is adopted as paused (reconcile).
 
 // Actions of POST /api/app/agents/:id/local-vm/:action that are not Act's: Pause and

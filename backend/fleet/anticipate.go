@@ -1,11 +1,10 @@
-package backend
+package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"cubicle/backend/api"
 	"cubicle/backend/computer"
 	"cubicle/backend/fault"
 	"cubicle/backend/vm"
@@ -21,47 +20,47 @@ import (
 
 // Anticipate implements api.Computers: it starts agentID's desktop when its next turn would
 // use one and one can start now, and says what it did.
-func (c *computers) Anticipate(ctx context.Context, accountID, agentID string) (api.Anticipation, error) {
-	a, err := c.b.Store.Agent(agentID)
+func (c *Computers) Anticipate(ctx context.Context, accountID, agentID string) (Anticipation, error) {
+	a, err := c.f.cfg.Store.Agent(agentID)
 	if err != nil || a.AccountID != accountID {
-		return api.Anticipation{}, fault.NotFound("agent %q not found", agentID)
+		return Anticipation{}, fault.NotFound("agent %q not found", agentID)
 	}
-	p := c.decide(ctx, a, false)
+	p := c.Decide(ctx, a, false)
 	if p.Kind != computer.VM {
 		why := fmt.Sprintf("the agent's next turn uses %s, not a Local VM", p.Kind.Label())
 		if p.Reason != "" {
 			why += " (" + p.Reason + ")"
 		}
-		return api.Anticipation{Why: why}, nil
+		return Anticipation{Why: why}, nil
 	}
-	vms, err := c.b.place.agent(a.ID)
+	vms, err := c.f.AgentNode(a.ID)
 	if err != nil {
-		return api.Anticipation{}, err
+		return Anticipation{}, err
 	}
 	v, err := vms.Agent(ctx, accountID, agentID)
 	if err != nil {
-		return api.Anticipation{}, err
+		return Anticipation{}, err
 	}
 	switch st := v.Desktop.State; st {
 	case vm.StateStopped:
 	case vm.StateAbsent, "":
 		// Never made (or removed): creating one makes its volumes, which a person does
 		// (Create) or the agent's first turn that uses it; opening the chat does not.
-		return api.Anticipation{State: vm.StateAbsent, Why: "the agent has no desktop yet: it is created by Create or by the first turn that uses it"}, nil
+		return Anticipation{State: vm.StateAbsent, Why: "the agent has no desktop yet: it is created by Create or by the first turn that uses it"}, nil
 	default:
-		return api.Anticipation{State: st, Why: "the desktop is " + st}, nil
+		return Anticipation{State: st, Why: "the desktop is " + st}, nil
 	}
 	if ok, why := vms.VMReady(ctx, accountID, agentID); !ok {
-		return api.Anticipation{State: v.Desktop.State, Why: why}, nil
+		return Anticipation{State: v.Desktop.State, Why: why}, nil
 	}
-	c.b.log.Info("starting the desktop of an agent a person opened", "agent", agentID)
+	c.f.log.Info("starting the desktop of an agent a person opened", "agent", agentID)
 	v, err = vms.Act(ctx, accountID, agentID, vm.ActionStart)
 	if errors.Is(err, fault.ErrConflict) {
 		// Taken meanwhile (the last slot, a person's action): not started, and no error.
-		return api.Anticipation{Why: err.Error()}, nil
+		return Anticipation{Why: err.Error()}, nil
 	}
 	if err != nil {
-		return api.Anticipation{}, err
+		return Anticipation{}, err
 	}
-	return api.Anticipation{Started: true, State: v.Desktop.State}, nil
+	return Anticipation{Started: true, State: v.Desktop.State}, nil
 }

@@ -1,4 +1,4 @@
-package backend
+package fleet
 
 import (
 	"context"
@@ -11,20 +11,19 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/nodes"
 	"cubicle/backend/vm"
-	"cubicle/runner/wire"
 )
 
-// statsNode is one execution node whose running desktops' CPU and memory the sampler reads:
+// StatsNode is one execution node whose running desktops' CPU and memory the sampler reads:
 // the local vm.Manager, or a runner's nodes.Remote (op stats over its link). Stats honours
 // ctx: it returns soon after ctx ends.
-type statsNode interface {
+type StatsNode interface {
 	NodeID() string
 	Stats(ctx context.Context) ([]vm.InstanceStats, error)
 }
 
 var (
-	_ statsNode = (*vm.Manager)(nil)
-	_ statsNode = (*nodes.Remote)(nil)
+	_ StatsNode = (*vm.Manager)(nil)
+	_ StatsNode = (*nodes.Remote)(nil)
 )
 
 // statsSampler publishes the running desktops' CPU and memory (events.DesktopStats) every
@@ -42,7 +41,7 @@ type statsSampler struct {
 	interval time.Duration      // between ticks
 	timeout  time.Duration      // each node's deadline per sample
 	watching func() bool        // whether someone takes the events now
-	nodes    func() []statsNode // the nodes to sample now
+	nodes    func() []StatsNode // the nodes to sample now
 	publish  func(events.Stats)
 	log      *slog.Logger
 
@@ -53,45 +52,9 @@ type statsSampler struct {
 	active map[string]bool // node ids whose sample is running; guarded by mu
 }
 
-// newStatsSampler is the backend's sampler: the local node (whichever way it is reached, so
-// its stats come once per tick) and every connected runner that advertises wire.CapStats;
-// a runner without it is skipped without a word.
-func (b *Backend) newStatsSampler(interval time.Duration) *statsSampler {
-	return &statsSampler{
-		interval: interval,
-		timeout:  3 * interval,
-		watching: func() bool { return b.Events.WatchingFor(events.DesktopStats, events.AdminsOnly) },
-		nodes:    b.statsNodes,
-		publish:  func(s events.Stats) { b.Events.Publish(events.DesktopStats, events.AdminsOnly, s) },
-		log:      b.log,
-	}
-}
-
-// statsNodes lists the nodes to sample now: node "local" once (its vm.Manager, or its managed
-// runner's link), then the other connected runners that serve wire.OpStats.
-func (b *Backend) statsNodes() []statsNode {
-	var out []statsNode
-	if b.place != nil {
-		if l, err := b.place.local(); err == nil {
-			out = append(out, l)
-		}
-	}
-	if b.Nodes == nil {
-		return out
-	}
-	for _, id := range b.Nodes.ConnectedWith(wire.CapStats) {
-		if id == nodes.LocalID {
-			continue // sampled above, whichever way node "local" runs
-		}
-		if r, err := b.Nodes.Node(id); err == nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func (s *statsSampler) start() {
-	ctx, cancel := context.WithCancel(context.Background())
+// start runs the loop until parent ends or close.
+func (s *statsSampler) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
 	s.cancel = cancel
 	s.active = map[string]bool{}
 	s.wg.Add(1)
@@ -116,7 +79,7 @@ func (s *statsSampler) start() {
 }
 
 // sample starts sampling node n unless its previous sample still runs.
-func (s *statsSampler) sample(ctx context.Context, n statsNode) {
+func (s *statsSampler) sample(ctx context.Context, n StatsNode) {
 	id := n.NodeID()
 	s.mu.Lock()
 	if s.active[id] {

@@ -1,10 +1,8 @@
-package backend
+package fleet
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"cubicle/backend/agent/tools"
@@ -13,110 +11,18 @@ import (
 	"cubicle/backend/nodes"
 	"cubicle/backend/sandbox"
 	"cubicle/backend/store"
-	"cubicle/backend/vm"
 	"cubicle/runner/wire"
 )
 
-// Cloud computers (SPEC §1.6, §7): an agent whose computer type is "cloud" gets its desktop on
-// a cloud node — a runner an administrator marked "cloud" — and the cloud_computer_* tools act
-// on it. The cloud node is chosen so that an agent keeps its desktop where it is:
-//
-//  1. the node the agent is placed on, when that is a cloud runner (connected or not: a
-//     disconnected one fails closed, the desktop is never recreated elsewhere);
-//  2. else the cloud node this server chose for the agent before, while it stays connected
-//     and marked cloud;
-//  3. else the connected cloud runner where the agent's desktop already runs (after a server
-//     restart);
-//  4. else the first connected cloud runner (by name, then id) with a free desktop slot;
-//  5. else the first connected cloud runner (its own capacity refusal says what to do).
-//
-// No connected cloud runner: the plan is "unavailable" with the error that says so. The host
-// tools of a cloud round ("Allow host environment") are those of the agent's base node (the
-// node it is placed on), never the cloud node's.
-
-// forAgent returns the node agent a's desktop calls go to: its cloud node for a cloud
-// computer, else the node it is placed on.
-func (p *placement) forAgent(a store.Agent) (nodeVMs, error) {
-	if k, _ := computer.Parse(a.Computer); k == computer.Cloud {
-		node, err := p.cloudNode(a)
-		if err != nil {
-			return nil, err
-		}
-		return p.node(node)
-	}
-	return p.node(nodeOf(a))
-}
-
-// cloudNode chooses agent a's cloud node (see the rules above).
-func (p *placement) cloudNode(a store.Agent) (string, error) {
-	if base := nodeOf(a); base != nodes.LocalID {
-		if r, err := p.b.Nodes.Known(base); err == nil && r.Cloud {
-			return base, nil
-		}
-	}
-	clouds, err := p.b.Nodes.CloudNodes()
-	if err != nil {
-		return "", err
-	}
-	if len(clouds) == 0 {
-		return "", fault.Unavailable("no cloud execution node is connected to this server: an administrator marks a connected runner " +
-			"as a cloud node in Settings → Runners; or choose Local VM (or another computer) in the computer panel")
-	}
-	p.mu.Lock()
-	prev := p.cloud[a.ID]
-	p.mu.Unlock()
-	for _, r := range clouds {
-		if r.ID == prev {
-			return prev, nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	running, free := "", ""
-	for _, r := range clouds {
-		rem, err := p.b.Nodes.Node(r.ID)
-		if err != nil {
-			continue
-		}
-		// The node's status, not an agent call: the agent's record goes only to the node chosen.
-		st, err := rem.Status(ctx)
-		if err != nil {
-			continue
-		}
-		if slices.ContainsFunc(st.Instances, func(in vm.InstanceView) bool {
-			return in.AgentID == a.ID && in.Scope == "agent" && in.State == vm.StateRunning
-		}) {
-			running = r.ID
-			break
-		}
-		if free == "" && st.Running < st.Policy.MaxInstances {
-			free = r.ID
-		}
-	}
-	choice := cmp.Or(running, free, clouds[0].ID)
-	p.mu.Lock()
-	p.cloud[a.ID] = choice
-	p.mu.Unlock()
-	p.b.log.Info("cloud node chosen", "agent", a.ID, "node", choice)
-	return choice, nil
-}
-
-// forgetCloud forgets the cloud node chosen for agentID.
-func (p *placement) forgetCloud(agentID string) {
-	p.mu.Lock()
-	delete(p.cloud, agentID)
-	p.mu.Unlock()
-}
-
 // cloudInput fills the gate's cloud fields for agent a: which cloud node serves it, or why
 // none does.
-func (c *computers) cloudInput(in *computer.Input, a store.Agent) {
-	node, err := c.b.place.cloudNode(a)
+func (c *Computers) cloudInput(in *computer.Input, a store.Agent) {
+	node, err := c.f.CloudNode(a)
 	switch {
 	case err != nil:
 		in.CloudProblem = err.Error()
-	case !c.b.Nodes.Connected(node):
-		in.CloudProblem = fmt.Sprintf("its cloud node %s is not connected: its desktop is unreachable until the runner reconnects", c.b.nodeLabel(node))
+	case !c.f.cfg.Runners.Connected(node):
+		in.CloudProblem = fmt.Sprintf("its cloud node %s is not connected: its desktop is unreachable until the runner reconnects", c.f.Label(node))
 	default:
 		in.Node.Cloud, in.CloudNode = true, node
 	}
@@ -125,9 +31,9 @@ func (c *computers) cloudInput(in *computer.Input, a store.Agent) {
 // runnerNode describes runner node for the gate: its host runs host tools when it is
 // connected and advertised them. A runner's host desktop tools are not offered (they would
 // act on this server's screen).
-func (c *computers) runnerNode(node string) computer.Node {
-	n := computer.Node{ID: node, Name: c.b.nodeLabel(node)}
-	hello, ok := c.b.Nodes.Hello(node)
+func (c *Computers) runnerNode(node string) computer.Node {
+	n := computer.Node{ID: node, Name: c.f.Label(node)}
+	hello, ok := c.f.cfg.Runners.Hello(node)
 	if !ok {
 		n.Problem = n.Name + " is not connected: host tools of agents placed on it run only on that machine, never on this server; start the runner again"
 		return n
@@ -138,17 +44,6 @@ func (c *computers) runnerNode(node string) computer.Node {
 		}
 	}
 	return n
-}
-
-// nodeLabel names node for people: `runner "mac-mini" (r-…)`, or this server's own machine.
-func (b *Backend) nodeLabel(node string) string {
-	if node == "" || node == nodes.LocalID {
-		return "this server's machine (node local)"
-	}
-	if r, err := b.Nodes.Node(node); err == nil {
-		return r.Label()
-	}
-	return "runner " + node
 }
 
 // remoteHost runs host tools on a runner's host over its link (tools.Host). With each file
@@ -165,25 +60,16 @@ type remoteHost struct {
 }
 
 // hostOf is where a plan's host tools run: nil for this machine, else the runner's host.
-func (b *Backend) hostOf(p computer.Plan) (tools.Host, error) {
+func (f *Fleet) hostOf(p computer.Plan) (tools.Host, error) {
 	if !p.Host || p.HostNode == "" || p.HostNode == nodes.LocalID {
 		return nil, nil
 	}
-	r, err := b.Nodes.Node(p.HostNode)
+	r, err := f.cfg.Runners.Node(p.HostNode)
 	if err != nil {
 		return nil, err
 	}
-	return remoteHost{r: r, node: p.HostNode, protected: b.hostProtected, policy: b.sandboxPolicy,
-		readable: func(node string) []string { return b.Security.HostSandbox(node).Read }}, nil
-}
-
-// hostProtected is what the host file guard in force protects on a host whose runner user's
-// home is home, as absolute paths.
-func (b *Backend) hostProtected(home string) []string {
-	if f := b.Security.Safety().HostFiles; f != nil {
-		return f.ForHome(home).Protected()
-	}
-	return nil
+	return remoteHost{r: r, node: p.HostNode, protected: f.cfg.HostProtected, policy: f.cfg.HostPolicy,
+		readable: f.cfg.HostReadable}, nil
 }
 
 func (h remoteHost) Shell(ctx context.Context, cmd, dir string, timeout time.Duration, maxOut int) (tools.ShellResult, error) {
