@@ -572,6 +572,7 @@ type writer struct {
 	last    time.Duration
 	metaAt  time.Time
 	notes   []string
+	track   keyTracker // what paints the screen now, for reference keyframes
 }
 
 func (w *writer) note(n string) {
@@ -598,6 +599,7 @@ func (w *writer) watch(ctx context.Context) error {
 	// JPEG level the live view starts at.
 	v.SetRefresh(false)
 	w.lastKey = time.Time{} // a new viewer starts from a keyframe
+	w.track.forget()
 	flush := time.NewTicker(s.cfg.FlushEvery)
 	defer flush.Stop()
 	for {
@@ -615,8 +617,8 @@ func (w *writer) watch(ctx context.Context) error {
 			}
 		case <-flush.C:
 			w.flush()
-			if w.changed && !w.lastKey.IsZero() && time.Since(w.lastKey) >= s.cfg.KeyEvery {
-				v.Refresh()
+			if w.changed && !w.lastKey.IsZero() && time.Since(w.lastKey) >= s.cfg.KeyEvery && !w.refKey() {
+				v.Refresh() // a full keyframe from the driver (it starts a new segment when due)
 			}
 		}
 	}
@@ -656,7 +658,7 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 	}
 	if key {
 		w.lossy = false
-		if w.seg == nil || at-w.seg.start >= w.ss.s.cfg.SegmentEvery || w.seg.bytes > 32<<20 {
+		if w.seg == nil || at-w.seg.start >= w.ss.s.cfg.SegmentEvery || w.seg.bytes > maxSegmentBytes {
 			if err := w.rotate(at); err != nil {
 				w.ss.s.log.Warn("recording: new segment", "recording", w.ss.id, "err", err)
 				return
@@ -668,18 +670,14 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 	if key {
 		flags = FlagKey
 	}
+	off := w.seg.bytes
 	if err := w.write(Record{Kind: KindUpdate, Flags: flags, At: at, Data: msg}); err != nil {
+		w.track.forget()
 		return
 	}
+	w.track.add(off, msg)
 	if key {
-		w.lastKey, w.changed = now, false
-		// A seek starts at a keyframe: the pointer as it is goes right after it.
-		if w.cursor != nil {
-			w.text(at, w.cursor)
-		}
-		if w.pointer != nil {
-			w.text(at, w.pointer)
-		}
+		w.keyWritten(now, at)
 	} else {
 		w.changed = true
 	}
@@ -689,6 +687,37 @@ func (w *writer) batch(v *screen.RegionViewer, b screen.Batch) {
 		}
 		w.w, w.h = ww, hh
 	}
+}
+
+// keyWritten notes a keyframe written at at: the next one is due KeyEvery after now, and the
+// pointer as it is goes right after it (a seek starts at a keyframe).
+func (w *writer) keyWritten(now time.Time, at time.Duration) {
+	w.lastKey, w.changed = now, false
+	if w.cursor != nil {
+		w.text(at, w.cursor)
+	}
+	if w.pointer != nil {
+		w.text(at, w.pointer)
+	}
+}
+
+// refKey writes a reference keyframe (keyref.go) of the screen as the last update left it,
+// when the tracker can name it and the segment is not due to end; false: the caller asks
+// the driver for a full keyframe instead.
+func (w *writer) refKey() bool {
+	if w.seg == nil || w.last-w.seg.start >= w.ss.s.cfg.SegmentEvery || w.seg.bytes > maxSegmentBytes {
+		return false
+	}
+	payload, ok := w.track.keyframe()
+	if !ok {
+		return false
+	}
+	if err := w.write(Record{Kind: KindKeyRef, Flags: FlagKey, At: w.last, Data: payload}); err != nil {
+		w.track.forget()
+		return false
+	}
+	w.keyWritten(time.Now(), w.last)
+	return true
 }
 
 func (w *writer) text(at time.Duration, msg []byte) {
