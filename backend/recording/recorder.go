@@ -4,12 +4,14 @@
 // A Service keeps one recording per running desktop. The recorder is one more viewer of the
 // desktop's shared region stream (screen.Hubs.WatchRegions): it adds no capture and no encode
 // of its own — it writes the computer channel's version 2 messages (region updates, cursor
-// and pointer) into segment files under the data directory, asks the hub for a keyframe at
-// least every KeyEvery while the screen changes (and on a resize), and flushes every
-// FlushEvery so that a kill -9 loses at most that much. Markers — tool calls with the
-// screenshot the agent received, turns, takeovers and hand-backs, desktop start and stop —
-// go to the recording of the desktop they concern. What a person types is never recorded as
-// keystrokes: the pixels are what the screen showed.
+// and pointer) into segment files under the data directory, writes a keyframe at least every
+// KeyEvery while the screen changes — a reference keyframe naming the recorded regions that
+// paint the screen (keyref.go), or, at a segment's start, after a copy and on a resize, a
+// whole-screen keyframe it asks the hub for — and flushes every FlushEvery so that a kill -9
+// loses at most that much. Markers — tool calls with the screenshot the agent received,
+// turns, takeovers and hand-backs, desktop start and stop — go to the recording of the
+// desktop they concern. What a person types is never recorded as keystrokes: the pixels are
+// what the screen showed.
 //
 // A desktop of a node that records its own (a runner with recording-v1: Config.Here) is not
 // recorded here; the markers made here for it go to that node (Config.Forward), and so do its
@@ -69,9 +71,9 @@ type Config struct {
 		Subscribe(o events.SubscribeOptions) *events.Subscription
 	}
 	Logger *slog.Logger
-	// KeyEvery is the longest stretch of changes between keyframes (default 10 s);
+	// KeyEvery is the longest stretch of changes between keyframes (DefaultKeyEvery);
 	// FlushEvery how often written records reach the file (default 1 s); SegmentEvery how
-	// long a segment covers before the next keyframe starts a new one (default 60 s).
+	// long a segment covers before the next keyframe starts a new one (DefaultSegmentEvery).
 	KeyEvery, FlushEvery, SegmentEvery time.Duration
 	// SweepEvery is how often retention runs (default 10 min).
 	SweepEvery time.Duration
@@ -92,6 +94,18 @@ type Config struct {
 	// stopped"; a runner says so of itself).
 	StopLabel string
 }
+
+// Keyframe and segment defaults (docs/recording.md).
+const (
+	// DefaultKeyEvery: a seek never has more than this much of changes to play after its
+	// keyframe. Between a segment's first keyframe and its end they are reference
+	// keyframes (keyref.go), a few hundred bytes each.
+	DefaultKeyEvery = 10 * time.Second
+	// DefaultSegmentEvery: each segment starts with a full keyframe from the driver (a
+	// whole screen: ~300 KB for an XFCE desktop), so a recording of an hour holds 12 of
+	// them; a damaged segment loses at most the rest of its 5 minutes.
+	DefaultSegmentEvery = 5 * time.Minute
+)
 
 // Service records desktops. Create it with New, Start it, Close it.
 type Service struct {
@@ -138,13 +152,13 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.KeyEvery <= 0 {
-		cfg.KeyEvery = 10 * time.Second
+		cfg.KeyEvery = DefaultKeyEvery
 	}
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = time.Second
 	}
 	if cfg.SegmentEvery <= 0 {
-		cfg.SegmentEvery = time.Minute
+		cfg.SegmentEvery = DefaultSegmentEvery
 	}
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = 10 * time.Minute
