@@ -521,3 +521,69 @@ func TestKeyTracker(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedReferenceFallsBack damages an update a reference keyframe names: a seek after it
+// notes the damage and starts at the segment's full keyframe instead of drawing garbage.
+func TestDamagedReferenceFallsBack(t *testing.T) {
+	const w, h = 128, 128
+	msgs := [][]byte{fillUpdate(true, w, h, [5]int{0, 0, w, h, 0x102030}),
+		fillUpdate(false, w, h, [5]int{0, 0, 64, 64, 0xff0000}),
+		fillUpdate(false, w, h, [5]int{64, 64, 64, 64, 0x00ff00})}
+	// The segment as the recorder writes it: offsets follow from the records' sizes.
+	var k keyTracker
+	var recs []Record
+	off := int64(segHeaderLen)
+	for i, m := range msgs {
+		r := Record{Kind: KindUpdate, At: time.Duration(i) * time.Second, Data: m}
+		if i == 0 {
+			r.Flags = FlagKey
+		}
+		k.add(off, m)
+		off += int64(recHeaderLen + len(m) + recTrailerLen)
+		recs = append(recs, r)
+	}
+	payload, ok := k.keyframe()
+	if !ok {
+		t.Fatal("the tracker cannot name the screen")
+	}
+	recs = append(recs, Record{Kind: KindKeyRef, Flags: FlagKey, At: 3 * time.Second, Data: payload})
+	dir := t.TempDir()
+	now := time.Now()
+	fakeRecording(t, dir, "r1", Info{StartedAt: now, EndedAt: now, AccountID: "acc", AgentIDs: []string{"a"}}, [][]Record{recs})
+	s := newService(t, dir)
+	seek := func() ([]Record, []string) {
+		r, err := s.Open("r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		out, err := r.Seek(3 * time.Second)
+		if err != nil {
+			t.Fatalf("seek: %v", err)
+		}
+		return out, r.Notes()
+	}
+	out, notes := seek()
+	if len(out) != 1 || out[0].At != 3*time.Second || out[0].Kind != KindUpdate || len(notes) > 0 {
+		t.Fatalf("intact: %+v, notes %q; want the resolved reference alone", out, notes)
+	}
+	if !samePixels(drawn(t, out...), drawn(t, recs[:3]...)) {
+		t.Fatal("the reference draws something else than the updates")
+	}
+	// Damage the last update's colour (the reference names it).
+	path := filepath.Join(dir, "r1", segName(1))
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndex(raw, msgs[2])
+	raw[i+len(msgs[2])-2] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, notes = seek()
+	t.Logf("damaged: %d records, notes %q", len(out), notes)
+	if len(out) == 0 || out[0].At != 0 || !out[0].Key() || len(notes) == 0 {
+		t.Fatalf("damaged: %d records, notes %q; want the seek to start at the full keyframe, with a note", len(out), notes)
+	}
+}
