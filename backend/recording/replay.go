@@ -63,7 +63,9 @@ func (r *Reader) live() bool {
 
 // Seek positions the reader at the last keyframe at or before at and returns the records from
 // it up to at (draw them at once: the screen as it was at at), then Next continues after at.
-// Before the first keyframe it starts at the first one.
+// Before the first keyframe it starts at the first one. A reference keyframe (KindKeyRef) is
+// returned resolved, as the keyframe message it names; if it cannot be resolved (a damaged
+// record it names) the seek starts at the segment's full keyframe before it, with a note.
 func (r *Reader) Seek(at time.Duration) ([]Record, error) {
 	r.Close()
 	r.held = nil
@@ -75,11 +77,12 @@ func (r *Reader) Seek(at time.Duration) ([]Record, error) {
 	// The segment to start in: the last whose start is at or before at and that has a
 	// keyframe at or before at (each segment starts with one).
 	type pos struct {
-		seg int
-		off int64
+		seg  int
+		off  int64
+		ref  bool  // a reference keyframe
+		full int64 // the segment's last full keyframe before it (-1: none)
 	}
 	var found *pos
-	first := -1
 	for i, p := range segs {
 		s, err := openSegment(p)
 		if err != nil {
@@ -90,20 +93,21 @@ func (r *Reader) Seek(at time.Duration) ([]Record, error) {
 			s.close()
 			break
 		}
+		full := int64(-1)
 		for {
 			rec, off, err := s.next(true)
 			if err != nil {
 				break
 			}
 			if rec.Key() {
-				if first < 0 {
-					first = i
-				}
 				if rec.At <= at || found == nil {
-					found = &pos{i, off}
+					found = &pos{i, off, rec.Kind == KindKeyRef, full}
 					if rec.At > at {
 						break
 					}
+				}
+				if rec.Kind == KindUpdate {
+					full = off
 				}
 			}
 			if rec.At > at && found != nil {
@@ -120,12 +124,29 @@ func (r *Reader) Seek(at time.Duration) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.seek(found.off); err != nil {
-		s.close()
-		return nil, err
-	}
 	r.seg, r.cur = found.seg, s
 	var out []Record
+	if found.ref {
+		key, err := r.resolveAt(found.off)
+		switch {
+		case err == nil:
+			out = append(out, key)
+		case found.full >= 0:
+			r.note(fmt.Sprintf("%s@%d", segs[found.seg], found.off), fmt.Sprintf("%s: a keyframe could not be read (%v); the seek starts at the one before it", filepath.Base(segs[found.seg]), err))
+			if err := s.seek(found.full); err != nil {
+				return nil, err
+			}
+		default:
+			// No full keyframe before it in its segment: the segment is damaged; play on
+			// with the next one (it starts with a keyframe).
+			r.note(segs[found.seg], fmt.Sprintf("%s: the rest was skipped: a keyframe could not be read (%v)", filepath.Base(segs[found.seg]), err))
+			r.cur.close()
+			r.cur = nil
+			r.seg++
+		}
+	} else if err := s.seek(found.off); err != nil {
+		return nil, err
+	}
 	for {
 		rec, err := r.next()
 		if err != nil {
@@ -140,6 +161,19 @@ func (r *Reader) Seek(at time.Duration) ([]Record, error) {
 		}
 		out = append(out, rec)
 	}
+}
+
+// resolveAt reads the reference keyframe at off of the current segment and resolves it; the
+// reader is left after it.
+func (r *Reader) resolveAt(off int64) (Record, error) {
+	if err := r.cur.seek(off); err != nil {
+		return Record{}, err
+	}
+	ref, _, err := r.cur.next(false)
+	if err != nil {
+		return Record{}, err
+	}
+	return r.cur.resolve(ref, off)
 }
 
 // ErrLater is Next's answer at the end of a recording still being written: more may come.
@@ -187,6 +221,9 @@ func (r *Reader) next() (Record, error) {
 		}
 		rec, off, err := r.cur.next(false)
 		if err == nil {
+			if rec.Kind == KindKeyRef {
+				continue // a reader playing on has the screen already
+			}
 			return rec, nil
 		}
 		last := r.seg == len(r.segs)-1

@@ -16,19 +16,24 @@ import (
 // so a torn write (the process killed mid-record) or a damaged byte is found when reading,
 // and the reader stops at it instead of drawing garbage.
 //
-//	header:  "CBRS" | version 1 | 3 reserved | recording start (unix ms, int64) | segment start (ms since recording start, uint64)
+//	header:  "CBRS" | version 2 | 3 reserved | recording start (unix ms, int64) | segment start (ms since recording start, uint64)
 //	record:  payload length (uint32) | kind (uint8) | flags (uint8) | 2 reserved | at (ms since recording start, uint64)
 //	         | payload | CRC-32 (IEEE) of the 16 header bytes and the payload (uint32)
 //
-// All integers are big-endian.
+// All integers are big-endian. Version 2 added reference keyframes (KindKeyRef); a version 1
+// segment is read as it always was (it has none).
 const (
 	segMagic      = "CBRS"
-	segVersion    = 1
+	segVersion    = 2
+	segOldest     = 1 // the oldest version still read
 	segHeaderLen  = 24
 	recHeaderLen  = 16
 	recTrailerLen = 4
 	// maxRecord bounds one record's payload: a keyframe of a large screen is a few MB.
 	maxRecord = 64 << 20
+	// maxSegmentBytes: past this size the next keyframe starts a new segment (whatever
+	// Config.SegmentEvery says), so that a seek reads at most this much.
+	maxSegmentBytes = 32 << 20
 )
 
 // Record kinds.
@@ -37,6 +42,11 @@ const (
 	KindUpdate byte = 1
 	// KindText is a JSON text message of the computer channel (cursor, pointer).
 	KindText byte = 2
+	// KindKeyRef is a reference keyframe (version 2): it names the regions of earlier update
+	// records of the same segment that together draw the whole screen, instead of carrying
+	// them (keyref.go). A Reader resolves it into a KindUpdate keyframe at a seek and skips
+	// it while playing on; nobody outside this package sees one.
+	KindKeyRef byte = 3
 )
 
 // Record flags.
@@ -55,8 +65,10 @@ type Record struct {
 	Data []byte
 }
 
-// Key reports whether r is a keyframe.
-func (r Record) Key() bool { return r.Kind == KindUpdate && r.Flags&FlagKey != 0 }
+// Key reports whether r is a keyframe (a place a seek can start from).
+func (r Record) Key() bool {
+	return (r.Kind == KindUpdate || r.Kind == KindKeyRef) && r.Flags&FlagKey != 0
+}
 
 // segmentWriter appends records to one segment file. It is not safe for concurrent use (the
 // recording's goroutine owns it).
@@ -158,9 +170,9 @@ func openSegment(path string) (*segmentReader, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s: no header (%v)", ErrDamaged, path, err)
 	}
-	if string(h[:4]) != segMagic || h[4] != segVersion {
+	if string(h[:4]) != segMagic || h[4] < segOldest || h[4] > segVersion {
 		f.Close()
-		return nil, fmt.Errorf("%w: %s: not a segment of version %d", ErrDamaged, path, segVersion)
+		return nil, fmt.Errorf("%w: %s: not a segment of version %d to %d", ErrDamaged, path, segOldest, segVersion)
 	}
 	s.began = time.UnixMilli(int64(binary.BigEndian.Uint64(h[8:])))
 	s.start = time.Duration(binary.BigEndian.Uint64(h[16:])) * time.Millisecond
@@ -185,7 +197,7 @@ func (s *segmentReader) next(skip bool) (Record, int64, error) {
 	if size > maxRecord {
 		return Record{}, off, fmt.Errorf("%w: record at %d claims %d bytes", ErrDamaged, off, size)
 	}
-	rec := Record{Kind: h[4], Flags: h[5], At: time.Duration(binary.BigEndian.Uint64(h[8:])) * time.Millisecond}
+	rec := Record{Kind: h[4], Flags: h[5], At: recAt(h)}
 	if skip {
 		if _, err := s.r.Discard(int(size) + recTrailerLen); err != nil {
 			return Record{}, off, fmt.Errorf("%w: record at %d cut short", ErrDamaged, off)
@@ -205,6 +217,11 @@ func (s *segmentReader) next(skip bool) (Record, int64, error) {
 	}
 	s.off += int64(recHeaderLen) + int64(size) + recTrailerLen
 	return rec, off, nil
+}
+
+// recAt is the time of a record header.
+func recAt(h [recHeaderLen]byte) time.Duration {
+	return time.Duration(binary.BigEndian.Uint64(h[8:])) * time.Millisecond
 }
 
 // seek moves to the record at off (an offset next returned).
