@@ -64,7 +64,10 @@ ensure_podman_service() {
   # from /: every conmon inherits the service's working directory, and a removed one (this
   # checkout, once a CI clone is deleted) makes every later container start fail with
   # "write child: broken pipe"
-  (cd / && exec nohup podman system service --time=0 "unix://$sock" >/tmp/cubicle-podman-service.log 2>&1) &
+  # In a session of its own (setsid): the service outlives the script that started it, and a
+  # kill of that script's process group (a finished CI job, a tool runner's cleanup) does not
+  # take every other run's engine down with it.
+  (cd / && exec setsid nohup podman system service --time=0 "unix://$sock" >/tmp/cubicle-podman-service.log 2>&1) &
   for _ in $(seq 50); do
     curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
     sleep 0.2
@@ -96,7 +99,7 @@ ensure_docker_engine() {
   say "starting the Docker Engine on $sock"
   rm -f "$sock" "$pidfile"
   mkdir -p /var/lib/cubicle-docker /run/cubicle-docker
-  (cd / && exec nohup dockerd --host "unix://$sock" --data-root /var/lib/cubicle-docker \
+  (cd / && exec setsid nohup dockerd --host "unix://$sock" --data-root /var/lib/cubicle-docker \
     --exec-root /run/cubicle-docker --pidfile "$pidfile" >"$log" 2>&1) &
   for _ in $(seq 150); do
     curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
