@@ -20,37 +20,25 @@ func (f *Fleet) ControlChanged(c control.Change) (remote bool) {
 		return false
 	}
 	vms := f.Desktop(c.DesktopID)
-	if vms.NodeID() != "local" {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			f.nodeControlChanged(vms, c)
-		}()
-		return true
+	remote = vms.NodeID() != "local"
+	if !remote && c.Kind != control.ChangeExpired {
+		f.applyControlChange(vms, c) // the local node's marks do not wait
+		return false
 	}
-	switch c.Kind {
-	case control.ChangeTaken, control.ChangeTaskStarted:
-		vms.MarkBusy(c.DesktopID, c.Holder.Activity())
-	case control.ChangeHandedBack, control.ChangeTaskEnded, control.ChangeRevoked:
-		vms.MarkIdle(c.DesktopID)
-	case control.ChangeExpired:
-		vms.MarkIdle(c.DesktopID)
-		f.wg.Add(1)
-		go func() { // not on the control loop: a stop takes a second or more
-			defer f.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := vms.StopInstance(ctx, c.DesktopID, "control lease expired"); err != nil {
-				f.log.Warn("stop desktop after lease expiry", "desktop", c.DesktopID, "err", err)
-			}
-		}()
+	if !remote {
+		vms.MarkIdle(c.DesktopID) // at once; the stop below follows
 	}
-	return false
+	f.wg.Add(1)
+	go func() { // not on the control loop: a runner's link, or a stop, takes a while
+		defer f.wg.Done()
+		f.applyControlChange(vms, c)
+	}()
+	return remote
 }
 
-// nodeControlChanged tells a runner's idle timers what a control change means (see
-// ControlChanged).
-func (f *Fleet) nodeControlChanged(vms Node, c control.Change) {
+// applyControlChange tells vms, the desktop's node, what control change c means for its idle
+// timer (see ControlChanged); an expired lease also stops the desktop, which waits.
+func (f *Fleet) applyControlChange(vms Node, c control.Change) {
 	switch c.Kind {
 	case control.ChangeTaken, control.ChangeTaskStarted:
 		vms.MarkBusy(c.DesktopID, c.Holder.Activity())
