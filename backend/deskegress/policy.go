@@ -18,11 +18,13 @@
 // and a refused name both reach the caller as a Blocked record (the desktop.egress_blocked
 // event). The container has no capabilities, so nothing in it can change the table.
 //
-// On Kubernetes the same policy becomes a NetworkPolicy for the desktop's Pod (NetworkPolicy);
+// On Kubernetes the same policy becomes a NetworkPolicy for the desktop's Pod (written by the
+// kubernetes engine, engine/kubernetes/netpol.go, so that only it links the Kubernetes types);
 // a NetworkPolicy cannot name hosts, so there names are resolved when it is generated.
 package deskegress
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -164,6 +166,12 @@ func Compile(p store.EgressPolicy) (Rules, error) {
 	}
 	return r, nil
 }
+
+// Names are the allowed host names, sorted.
+func (r Rules) Names() []string { return slices.Sorted(maps.Keys(r.names)) }
+
+// Wildcards are the allowed name suffixes (".example.com" for *.example.com), sorted.
+func (r Rules) Wildcards() []string { return slices.Sorted(slices.Values(r.suffixes)) }
 
 // AllowsName reports whether the desktop may resolve (and so reach) host name.
 func (r Rules) AllowsName(name string) bool {

@@ -14,7 +14,7 @@ import (
 )
 
 // SetEgress enforces egress policy p on container id's desktop as a NetworkPolicy
-// (deskegress.NetworkPolicy, docs/egress.md) with the container's name, selecting its Pod by
+// (networkPolicy in netpol.go, docs/egress.md) with the container's name, selecting its Pod by
 // the container label and owned by the container's record, so that it is removed with the
 // container; it is created, or replaced when it exists. Open deletes it. lookup resolves the
 // allow-list's names (their addresses now). Whether the cluster enforces it is its network
@@ -25,7 +25,7 @@ func (c *Client) SetEgress(ctx context.Context, id string, p store.EgressPolicy,
 	if err != nil {
 		return err
 	}
-	np, err := deskegress.NetworkPolicy(ctx, id, c.ns, map[string]string{labelContainer: id}, p, lookup)
+	np, err := networkPolicy(ctx, id, c.ns, map[string]string{labelContainer: id}, p, lookup)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package deskegress
+package kubernetes
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"cubicle/backend/deskegress"
 	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
 
-// NetworkPolicy is policy p for the Pods in namespace that carry the labels in selector (a
+// networkPolicy is policy p for the Pods in namespace that carry the labels in selector (a
 // desktop's Pod on the kubernetes engine), as a Kubernetes NetworkPolicy restricting egress.
 // Open gives nil: no policy (delete one that exists). Closed denies all egress. An allow-list
 // allows its CIDRs and the addresses its names resolve to now, through lookup — a
@@ -24,12 +25,12 @@ import (
 // it has names, DNS to the cluster's resolver (kube-system, k8s-app=kube-dns). Unlike the
 // nftables enforcement, the cluster's resolver then answers every name; only the addresses
 // are limited. Refused connections are not reported on a cluster (that needs the CNI's logs).
-func NetworkPolicy(ctx context.Context, name, namespace string, selector map[string]string, p store.EgressPolicy, lookup LookupFunc) (*networkingv1.NetworkPolicy, error) {
-	r, err := Compile(p)
+func networkPolicy(ctx context.Context, name, namespace string, selector map[string]string, p store.EgressPolicy, lookup deskegress.LookupFunc) (*networkingv1.NetworkPolicy, error) {
+	r, err := deskegress.Compile(p)
 	if err != nil {
 		return nil, err
 	}
-	if r.Mode == Open {
+	if r.Mode == deskegress.Open {
 		return nil, nil
 	}
 	np := &networkingv1.NetworkPolicy{
@@ -41,21 +42,17 @@ func NetworkPolicy(ctx context.Context, name, namespace string, selector map[str
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},
 	}
-	if r.Mode == Closed {
+	if r.Mode == deskegress.Closed {
 		return np, nil
 	}
-	if len(r.suffixes) > 0 {
-		return nil, fault.Invalid("egress policy: wildcard names (*%s) cannot become a NetworkPolicy: list the names", strings.Join(slices.Sorted(slices.Values(r.suffixes)), ", *"))
+	if w := r.Wildcards(); len(w) > 0 {
+		return nil, fault.Invalid("egress policy: wildcard names (*%s) cannot become a NetworkPolicy: list the names", strings.Join(w, ", *"))
 	}
 	cidrs := map[string]bool{}
 	for _, pr := range r.Prefixes {
 		cidrs[pr.String()] = true
 	}
-	names := make([]string, 0, len(r.names)+len(r.suffixes))
-	for n := range r.names {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := r.Names()
 	for _, n := range names {
 		for _, network := range []string{"ip4", "ip6"} {
 			addrs, err := lookup(ctx, network, n)
