@@ -47,9 +47,6 @@ for p in wine wine64 chromium etcd-server containerd docker.io x11vnc nsis xterm
 done
 echo "run installs: $run_needs"
 
-phase "go vet"
-go vet ./...
-
 # The concurrent core: tested once, under the race detector (below), not in the plain pass.
 RACE_PKGS=(./backend/control/... ./backend/fleet/... ./backend/agent ./backend/agent/openai ./backend/agent/tools ./backend/binding/...
   ./backend/store/... ./backend/auth/... ./backend/api/... ./backend/liveview/... ./backend/screen/... ./backend/nodes/... ./runner/wire/...)
@@ -71,6 +68,18 @@ VM_TEST=$(awk '$1 == "cubicle/backend/vm" {print $2}' "$TB/plain.list")
 # engines, the race pass (the concurrent core, few real desktops) mostly computes (measured on
 # 2 cores: 9.5 min together, 15.5 one after the other). The race pass's output is printed when
 # it ends (its log per package is in test-artifacts/go-race/).
+# go vet reads what the link just compiled, so it is mostly analysis: it runs beside the Go
+# tests at the lowest CPU and I/O priority (they mostly wait on desktops) and is waited for
+# at the end; a finding fails the run there.
+rm -f test-artifacts/vet.rc
+(
+  rc=0
+  nice -n 19 ionice -c 3 go vet ./... >test-artifacts/vet.log 2>&1 || rc=$?
+  echo "$rc" >test-artifacts/vet.rc
+) &
+vet_pid=$!
+on_exit "kill $vet_pid 2>/dev/null || true"
+
 phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
 # (the Kubernetes tests run below, with the cluster up only for them)
 testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
@@ -88,12 +97,14 @@ if [ "$plain_rc" != 0 ] || [ "$race_rc" != 0 ]; then
   exit 1
 fi
 
-# The store's two page checks (serve's pre-open check and doctor's full check) against damaged
+# Fuzzing: the store's two page checks (serve's pre-open check and doctor's full check) against damaged
 # page headers of every kind: the seed corpus runs in the plain pass; here 3000 new inputs
 # (about 20 s here). A count, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure when a worker is mid-call (golang/go#75804, fixed in 1.27).
-phase "fuzzing the store's page checks (3000 inputs)"
-go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=3000x ./backend/store 2>&1 | tee test-artifacts/go-fuzz-store.log
+# It runs beside the reruns below (they mostly wait on desktops); its result is checked after them.
+nice -n 19 go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=3000x ./backend/store >test-artifacts/go-fuzz-store.log 2>&1 &
+fuzz_pid=$!
+on_exit "kill $fuzz_pid 2>/dev/null || true"
 
 run_tests() { # run_tests BINARY PACKAGE_DIR ARGS… — a test binary run where go test would run it
   local bin=$1 dir=$2
@@ -118,7 +129,7 @@ check_tests "$BACKEND_TEST" "$NODE_TESTS"
 # The three reruns are three binaries' runs, side by side (each mostly waits on its desktops):
 # the backend's link tests in front, the desktop lifecycle's link tests and then the direct
 # path behind them; each log is printed when its run ends.
-phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec), and with the direct path (CUBICLE_LOCAL_NODE=direct)"
+phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec), and with the direct path (CUBICLE_LOCAL_NODE=direct); beside them, fuzzing the store's page checks (3000 inputs)"
 (
   CUBICLE_GUEST_LINK=exec run_tests "$VM_TEST" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" >test-artifacts/go-test-exec-link-vm.log 2>&1
   CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run "$NODE_TESTS" >test-artifacts/go-test-local-direct.log 2>&1
@@ -134,6 +145,11 @@ if [ "$front_rc" != 0 ] || [ "$behind_rc" != 0 ]; then
   echo "the exec-link and direct reruns failed: backend exit $front_rc, backend/vm and direct exit $behind_rc"
   exit 1
 fi
+fuzz_rc=0
+wait "$fuzz_pid" || fuzz_rc=$?
+echo "--- fuzzing the store's page checks (3000 inputs; test-artifacts/go-fuzz-store.log):"
+cat test-artifacts/go-fuzz-store.log
+if [ "$fuzz_rc" != 0 ]; then echo "fuzzing the store's page checks failed (exit $fuzz_rc)"; exit 1; fi
 
 # The Kubernetes part (scripts/k8s): its binaries are built once per version into
 # /var/cache/cubicle-k8s (about 5.5 min cold on 2 cores) and reused; the desktop image is the
@@ -222,6 +238,13 @@ phase "the real-desktop browser flows again over the exec link (the desktop, the
 
 # Last: on a fresh machine the ports' builds (the whole tree compiled for windows and darwin at
 # the lowest priority) can still be running here; the browser tests above did not wait for them.
+phase "go vet (started beside the Go tests)"
+vet_rc=0
+wait "$vet_pid" || vet_rc=$?
+cat test-artifacts/vet.log
+[ -f test-artifacts/vet.rc ] && vet_rc=$(cat test-artifacts/vet.rc)
+if [ "$vet_rc" != 0 ]; then echo "go vet failed (exit $vet_rc): see test-artifacts/vet.log"; exit 1; fi
+
 phase "ports: waiting for the Windows and macOS builds (started early) and the Wine part (started beside the Kubernetes part)"
 ports_rc=0
 wait "$ports_pid" || ports_rc=$?
