@@ -80,6 +80,10 @@ rm -f test-artifacts/vet.rc
 vet_pid=$!
 on_exit "kill $vet_pid 2>/dev/null || true"
 
+# The plain pass runs three binaries at a time: its binaries mostly wait on desktops, engines
+# and displays, and its longest one (./backend, ~1100 s on a fresh machine) is a third of the
+# pass's 3200 binary-seconds, so with two lanes the rest had to queue behind it (the race
+# pass, ~400 s of CPU, ends early).
 phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
 # (the Kubernetes tests run below, with the cluster up only for them)
 testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
@@ -87,7 +91,7 @@ race_pid=$!
 on_exit "kill $race_pid 2>/dev/null || true"
 plain_rc=0
 CUBICLE_BENCH_JSON="$ROOT/test-artifacts/bench-quick.json" \
-  testbin run -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log || plain_rc=$?
+  testbin run -p 3 -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log || plain_rc=$?
 race_rc=0
 wait "$race_pid" || race_rc=$?
 echo "--- the race pass (test-artifacts/go-race.log):"
