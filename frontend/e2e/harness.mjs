@@ -185,7 +185,8 @@ export async function screenshot(page, name) {
 /**
  * Collects uncaught page errors and console errors so a test can assert there were none.
  * Chromium's own "Failed to load resource: … 401/403" lines are left out: a 401 is how the
- * app learns it is signed out, and the tests check those answers directly.
+ * app learns it is signed out, and the tests check those answers directly; so is a GET's
+ * net::ERR_NETWORK_CHANGED (the host's interfaces changed; the client tries a GET once more).
  *
  * A failed resource names the request it came from: its line ends with "(METHOD path?query)",
  * and every answer of 500 or more is also written to stderr with its body, so a failure in a
@@ -211,6 +212,11 @@ export function watchPage(page) {
     if (msg.type() !== 'error') return;
     const text = msg.text();
     if (/^Failed to load resource: the server responded with a status of 40[13]\b/.test(text)) return;
+    // Chromium fails the requests in flight when the host's network interfaces change (each
+    // desktop's container network coming up does that); the client sends a GET once more
+    // (api.ts Client.send), so only a GET's first try is left out — any other method counts.
+    const url = msg.location()?.url;
+    if (/^Failed to load resource: net::ERR_NETWORK_CHANGED\b/.test(text) && url && methods.get(url) === 'GET') return;
     problems.push(`console: ${text}${requestOf(text, msg.location()?.url, methods)}`);
   });
   return problems;

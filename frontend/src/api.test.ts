@@ -574,7 +574,7 @@ describe('Client routes', () => {
 
   for (const tc of cases) {
     it(tc.name, async () => {
-      const f = fakeFetch(tc.response);
+      const f = fakeFetch(tc.response, ...(tc.response instanceof TypeError ? [tc.response] : []));
       const client = new Client({ fetch: f.fetch });
       await expect(tc.call(client)).resolves.toEqual(tc.result);
       expect(f.calls).toHaveLength(1);
@@ -644,7 +644,7 @@ describe('Client errors', () => {
       message: '502 Bad Gateway',
     },
     {
-      name: 'network failure',
+      name: 'network failure (twice: a GET is tried once more)',
       response: new TypeError('Failed to fetch'),
       status: 0,
       code: 'network',
@@ -660,7 +660,7 @@ describe('Client errors', () => {
   ];
   for (const tc of cases) {
     it(tc.name, async () => {
-      const f = fakeFetch(tc.response);
+      const f = fakeFetch(tc.response, ...(tc.response instanceof TypeError ? [tc.response] : []));
       const onUnauthenticated = vi.fn();
       const client = new Client({ fetch: f.fetch, onUnauthenticated });
       const err = await client.getAgent('x').catch((e: unknown) => e);
@@ -669,6 +669,25 @@ describe('Client errors', () => {
       expect(onUnauthenticated).not.toHaveBeenCalled();
     });
   }
+
+  it('a GET that failed on the network is sent once more; other methods never are', async () => {
+    // Chromium fails requests in flight with net::ERR_NETWORK_CHANGED when the host's
+    // interfaces change (a desktop's network coming up): the GET's second try answers.
+    const get = fakeFetch(new TypeError('Failed to fetch'), json(200, agent));
+    await expect(new Client({ fetch: get.fetch }).getAgent('a 1/x')).resolves.toMatchObject({ name: 'Researcher' });
+    expect(get.calls.map((c) => c.init.method)).toEqual(['GET', 'GET']);
+
+    const post = fakeFetch(new TypeError('Failed to fetch'), json(200, agent));
+    const err = await new Client({ fetch: post.fetch }).createAgent('Researcher').catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 0, code: 'network' });
+    expect(post.calls).toHaveLength(1);
+
+    const aborted = new AbortController();
+    aborted.abort();
+    const gone = fakeFetch(new TypeError('Failed to fetch'), json(200, agent));
+    await expect(new Client({ fetch: gone.fetch }).desktopFilesChanged('a', 'workspace', 5, aborted.signal)).rejects.toMatchObject({ code: 'network' });
+    expect(gone.calls).toHaveLength(1);
+  });
 
   it('a successful response that is not JSON is an error', async () => {
     const f = fakeFetch(new Response('hello', { status: 200 }));

@@ -901,6 +901,9 @@ export interface RunnerChannels {
   versions?: string[];
 }
 
+/** How long a GET that failed on the network waits before its one more try (Client.send). */
+const RETRY_GET_AFTER_MS = 150;
+
 const agentPath = (id: string) => `/api/app/agents/${encodeURIComponent(id)}`;
 
 /** Client for Cubicle's API; one method per route. */
@@ -1686,6 +1689,23 @@ export class Client {
     return { baseUrl: this.baseUrl, token: this.token ?? '' };
   }
 
+  /**
+   * send is fetch, tried once more for a GET that failed on the network: Chromium fails the
+   * requests in flight with net::ERR_NETWORK_CHANGED whenever the host's network interfaces
+   * change — as they do each time a desktop's container network comes up on this machine —
+   * and a GET changes nothing, so sending it again is safe. Other methods are never re-sent.
+   */
+  private async send(url: string, init: RequestInit): Promise<Response> {
+    try {
+      return await this.fetchImpl(url, init);
+    } catch (err) {
+      if (init.method !== 'GET' || init.signal?.aborted) throw err;
+      await new Promise((resolve) => setTimeout(resolve, RETRY_GET_AFTER_MS));
+      if (init.signal?.aborted) throw err;
+      return await this.fetchImpl(url, init);
+    }
+  }
+
   private async request<T>(
     method: Method,
     path: string,
@@ -1712,7 +1732,7 @@ export class Client {
 
     let res: Response;
     try {
-      res = await this.fetchImpl(this.baseUrl + path, init);
+      res = await this.send(this.baseUrl + path, init);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       throw new ApiError(0, 'network', `Cannot reach the Cubicle server (${why}).`);
