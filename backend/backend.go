@@ -127,12 +127,9 @@ type Backend struct {
 	Models   *models.Service
 	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
 	Security *security.Service
-	// DeskEgress enforces the desktops' egress policies (package deskegress).
-	DeskEgress *deskegress.Manager
-	// runnerEgress keeps, per runner, the refusals its desktops reported (for Recent only:
-	// nothing is enforced through them); guarded by egressMu.
-	egressMu     sync.Mutex
-	runnerEgress map[string]*deskegress.Manager
+	// Egress is the desktops' egress policies on every node and their enforcement on this
+	// one's (backend/fleet, egress.go).
+	Egress *fleet.Egress
 
 	HostAccess *hostaccess.Checker
 	Chat       *agent.Runtime
@@ -272,16 +269,20 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.Profiles = profile.New(agentStore{b.Store, b.Events, b.snaps.forget}, b.log.With("svc", "profile"))
-	b.DeskEgress = deskegress.New(deskegress.Config{Logger: b.log.With("svc", "egress"), Lookup: b.cfg.EgressLookup, OnBlocked: b.egressBlocked})
+	if b.Egress, err = fleet.NewEgress(fleet.EgressConfig{Store: b.Store, Agents: b.Profiles, Engine: b.egressEngine,
+		Lookup: b.cfg.EgressLookup, Events: b.Events, Logger: b.log.With("svc", "egress")}); err != nil {
+		return err
+	}
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
 		return err
 	}
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.runnerEgressBlocked}); err != nil {
+		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.Egress.RunnerBlocked}); err != nil {
 		return err
 	}
+	b.Egress.Attach(b.VMs, fleet.EgressHub{Hub: b.Nodes})
 	if mode, err := localNodeMode(b.cfg.LocalNode); err != nil {
 		return err
 	} else if mode == LocalNodeRunner {
@@ -336,7 +337,7 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: b.Egress, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
@@ -499,8 +500,8 @@ func (b *Backend) Close() error {
 		if b.snaps != nil {
 			errs = append(errs, b.snaps.close()) // after the VM manager: no workspace operation runs
 		}
-		if b.DeskEgress != nil {
-			errs = append(errs, b.DeskEgress.Close()) // after the VM manager: no desktop is started any more
+		if b.Egress != nil {
+			errs = append(errs, b.Egress.Close()) // after the VM manager: no desktop is started any more
 		}
 		if eng := b.connectedEngine(); eng != nil {
 			errs = append(errs, eng.Close())
@@ -535,8 +536,9 @@ func (b *Backend) hostProtected(home string) []string {
 	return nil
 }
 
-// The fleet serves the API's placement and computers.
+// The fleet serves the API's placement, computers and egress policies.
 var (
 	_ api.Placement = (*fleet.Fleet)(nil)
 	_ api.Computers = (*fleet.Computers)(nil)
+	_ api.Egress    = (*fleet.Egress)(nil)
 )

@@ -24,8 +24,8 @@ func (b *Backend) desktopChanged(c vm.InstanceChange) {
 	if c.State != "running" && c.Previous == "running" && b.Control != nil {
 		b.Control.Revoke(c.InstanceID)
 	}
-	if c.State != vm.StateRunning && c.State != vm.StatePaused && b.DeskEgress != nil {
-		b.DeskEgress.Release(c.InstanceID) // its network namespace is going (or gone)
+	if c.State != vm.StateRunning && c.State != vm.StatePaused && b.Egress != nil {
+		b.Egress.Release(c.InstanceID) // its network namespace is going (or gone)
 	}
 	b.Events.Publish(events.DesktopState, events.ForAccount(c.AccountID, true), events.Desktop{
 		InstanceID: c.InstanceID, NodeID: b.nodeID(), Scope: c.Scope, AccountID: c.AccountID, AgentID: c.AgentID,

@@ -161,7 +161,7 @@ func TestDesktopEgressPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg := egressAPI{b}
+	eg := b.Egress
 	node := b.VMs.NodeID()
 	if _, err := eg.SetNodeEgress(ctx, admin.ID, node, store.EgressPolicy{Mode: deskegress.AllowList,
 		Allow: []string{"svc.egress.test", byCIDR.Addr + "/32"}}); err != nil {

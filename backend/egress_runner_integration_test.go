@@ -98,7 +98,7 @@ func TestDesktopEgressOnARunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg := egressAPI{b}
+	eg := b.Egress
 	policy := store.EgressPolicy{Mode: deskegress.AllowList, Allow: []string{"svc.egress.test"}}
 
 	// An older runner (without the capability): 409, saying to update it; nothing saved.

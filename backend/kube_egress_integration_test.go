@@ -20,7 +20,7 @@ import (
 func TestKubernetesDesktopEgress(t *testing.T) {
 	e := newKubeEnv(t)
 	b, ctx := e.b, e.ctx
-	eg := egressAPI{b}
+	eg := b.Egress
 	node := b.VMs.NodeID()
 	if _, err := eg.SetNodeEgress(ctx, e.admin, node, store.EgressPolicy{Mode: deskegress.Closed}); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"cubicle/backend/engine/kubernetes"
 	"cubicle/backend/engine/podman"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/hostwall"
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/link"
@@ -29,6 +30,8 @@ var (
 	_ EngineClient = (*podman.Client)(nil)
 	_ EngineClient = (*docker.Client)(nil)
 	_ vm.Engine    = (*kubernetes.Client)(nil)
+	// and the egress policies' NetworkPolicy writer on a cluster
+	_ fleet.KubeEgress = (*kubernetes.Client)(nil)
 )
 
 // buildVMs builds the Local VM manager with the engine the settings choose (see
@@ -66,9 +69,9 @@ func (b *Backend) buildVMs(act vm.Activity) (*vm.Manager, error) {
 			// the desktops run on this machine: walled off from its services, their egress
 			// enforced here (on a cluster that is a NetworkPolicy, docs/kubernetes.md)
 			cfg.HostWall = b.hostWall
-			cfg.Egress = b.enforceEgress
+			cfg.Egress = b.Egress.Enforce
 		} else {
-			cfg.Egress = b.enforceKubeEgress
+			cfg.Egress = b.Egress.EnforceKube
 		}
 	}
 	return vm.New(cfg)
@@ -166,6 +169,22 @@ func (b *Backend) connectedEngine() *ConnectedEngine {
 	b.engMu.Lock()
 	defer b.engMu.Unlock()
 	return b.engine
+}
+
+// egressEngine is this node's engine as the egress policies see it (fleet.EgressConfig.Engine).
+func (b *Backend) egressEngine() fleet.EgressEngine {
+	e := fleet.EgressEngine{Kind: engine.Kind(b.engineInUse.Kind)}
+	b.engMu.Lock()
+	defer b.engMu.Unlock()
+	if b.engine == nil {
+		e.Problem = b.engineProblem
+		return e
+	}
+	e.Connected = true
+	if b.engine.Kube != nil {
+		e.Kube = b.engine.Kube
+	}
+	return e
 }
 
 // housekeeper returns the leftovers' housekeeper, or why there is none. While the engine

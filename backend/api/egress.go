@@ -6,6 +6,7 @@ import (
 
 	"cubicle/backend/deskegress"
 	"cubicle/backend/fault"
+	"cubicle/backend/fleet"
 	"cubicle/backend/store"
 )
 
@@ -23,26 +24,12 @@ type Egress interface {
 	AllowEgress(ctx context.Context, by, node, agentID, destination string) (EgressView, error)
 }
 
-// EgressView is what Settings shows of the egress policies of the node.
-type EgressView struct {
-	NodeID string             `json:"nodeId"`
-	Node   store.EgressPolicy `json:"node"`
-	Agents []AgentEgress      `json:"agents"`
-	// Blocked are the destinations refused since the server started, the latest first.
-	Blocked []deskegress.Summary `json:"blocked"`
-	// Enforcement is "" when policies are enforced on this node's desktops, else why not.
-	Enforcement string `json:"enforcement,omitempty"`
-	// Problem says what went wrong re-applying a changed policy to running desktops (they
-	// were stopped).
-	Problem string `json:"problem,omitempty"`
-}
-
-// AgentEgress is one agent's own policy.
-type AgentEgress struct {
-	AgentID   string             `json:"agentId"`
-	AgentName string             `json:"agentName,omitempty"`
-	Policy    store.EgressPolicy `json:"policy"`
-}
+// EgressView is what Settings shows of the egress policies of the node; AgentEgress one
+// agent's own policy (the shapes are the egress service's, backend/fleet).
+type (
+	EgressView  = fleet.EgressView
+	AgentEgress = fleet.AgentEgress
+)
 
 func (s *Server) egressRoutes(mux *router) {
 	mux.Handle("GET /api/app/admin/egress", s.admin(s.needEgress(s.getEgress)))
