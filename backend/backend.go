@@ -45,6 +45,7 @@ import (
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
 	"cubicle/backend/setup"
+	"cubicle/backend/snapshot/workspace"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -183,7 +184,7 @@ type Backend struct {
 	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
 	// control loop to show what does not wait for it.
 	controlGate atomic.Pointer[func(control.Change)]
-	snaps       *snapshots // agents' workspace snapshots (snapshots.go)
+	snaps       *workspace.Snapshots // agents' workspace snapshots (built after the fleet)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -243,6 +244,9 @@ func checkFirstAdmin(a auth.Bootstrap) error {
 	return nil
 }
 
+// The API's snapshots are their package's own type, mounted as it is.
+var _ api.Snapshots = (*workspace.Snapshots)(nil)
+
 func (b *Backend) build() error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "session.key"))
 	if err != nil {
@@ -268,10 +272,13 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
-	if b.snaps, err = newSnapshots(b); err != nil {
-		return err
+	// A deleted agent's snapshots go; no agent is deleted before the build ends.
+	forget := func(id string) {
+		if b.snaps != nil {
+			b.snaps.Forget(id)
+		}
 	}
-	b.Profiles = profile.New(agentStore{b.Store, b.Events, b.snaps.forget}, b.log.With("svc", "profile"))
+	b.Profiles = profile.New(agentStore{b.Store, b.Events, forget}, b.log.With("svc", "profile"))
 	b.DeskEgress = deskegress.New(deskegress.Config{Logger: b.log.With("svc", "egress"), Lookup: b.cfg.EgressLookup, OnBlocked: b.egressBlocked})
 	b.Control = control.New(control.Config{Logger: b.log.With("svc", "control"), OnChange: b.controlChanged})
 	if b.VMs, err = b.buildVMs(activity{b}); err != nil {
@@ -303,6 +310,10 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.computers = b.fleet.Computers()
+	if b.snaps, err = workspace.New(workspace.Config{Dir: filepath.Join(b.cfg.DataDir, "snapshots"), Store: b.Store, Volumes: b.VMs,
+		Plans: b.computers, Labels: b.fleet, Logger: b.log.With("svc", "snapshot")}); err != nil {
+		return err
+	}
 	if err := b.buildChat(b.fleet.Desktops(), b.fleet.Controls()); err != nil {
 		return err
 	}
@@ -497,7 +508,7 @@ func (b *Backend) Close() error {
 			errs = append(errs, b.VMs.Close())
 		}
 		if b.snaps != nil {
-			errs = append(errs, b.snaps.close()) // after the VM manager: no workspace operation runs
+			errs = append(errs, b.snaps.Close()) // after the VM manager: no workspace operation runs
 		}
 		if b.DeskEgress != nil {
 			errs = append(errs, b.DeskEgress.Close()) // after the VM manager: no desktop is started any more
