@@ -185,6 +185,7 @@ type Backend struct {
 	// control loop to show what does not wait for it.
 	controlGate atomic.Pointer[func(control.Change)]
 	snaps       *workspace.Snapshots // agents' workspace snapshots (built after the fleet)
+	recs        *fleet.Recordings    // the API's recordings: the server's own and the runners' (recordings.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -244,8 +245,11 @@ func checkFirstAdmin(a auth.Bootstrap) error {
 	return nil
 }
 
-// The API's snapshots are their package's own type, mounted as it is.
-var _ api.Snapshots = (*workspace.Snapshots)(nil)
+// The API's snapshots and recordings are their packages' own types, mounted as they are.
+var (
+	_ api.Snapshots  = (*workspace.Snapshots)(nil)
+	_ api.Recordings = (*fleet.Recordings)(nil)
+)
 
 func (b *Backend) build() error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "session.key"))
@@ -350,7 +354,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: egressAPI{b}, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.recs, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
