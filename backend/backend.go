@@ -45,6 +45,7 @@ import (
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
 	"cubicle/backend/setup"
+	"cubicle/backend/snapshot/workspace"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/frontend"
@@ -180,7 +181,8 @@ type Backend struct {
 	// controlGate, when set (tests only), runs first in controlChanged: it can hold the
 	// control loop to show what does not wait for it.
 	controlGate atomic.Pointer[func(control.Change)]
-	snaps       *snapshots // agents' workspace snapshots (snapshots.go)
+	snaps       *workspace.Snapshots // agents' workspace snapshots (built after the fleet)
+	recs        *fleet.Recordings    // the API's recordings: the server's own and the runners' (recordings.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -240,6 +242,12 @@ func checkFirstAdmin(a auth.Bootstrap) error {
 	return nil
 }
 
+// The API's snapshots and recordings are their packages' own types, mounted as they are.
+var (
+	_ api.Snapshots  = (*workspace.Snapshots)(nil)
+	_ api.Recordings = (*fleet.Recordings)(nil)
+)
+
 func (b *Backend) build() error {
 	key, err := auth.LoadOrCreateKey(filepath.Join(b.cfg.DataDir, "secrets", "session.key"))
 	if err != nil {
@@ -265,10 +273,13 @@ func (b *Backend) build() error {
 			return err
 		}
 	}
-	if b.snaps, err = newSnapshots(b); err != nil {
-		return err
+	// A deleted agent's snapshots go; no agent is deleted before the build ends.
+	forget := func(id string) {
+		if b.snaps != nil {
+			b.snaps.Forget(id)
+		}
 	}
-	b.Profiles = profile.New(agentStore{b.Store, b.Events, b.snaps.forget}, b.log.With("svc", "profile"))
+	b.Profiles = profile.New(agentStore{b.Store, b.Events, forget}, b.log.With("svc", "profile"))
 	if b.Egress, err = fleet.NewEgress(fleet.EgressConfig{Store: b.Store, Agents: b.Profiles, Engine: b.egressEngine,
 		Lookup: b.cfg.EgressLookup, Events: b.Events, Logger: b.log.With("svc", "egress")}); err != nil {
 		return err
@@ -304,6 +315,10 @@ func (b *Backend) build() error {
 		return err
 	}
 	b.computers = b.fleet.Computers()
+	if b.snaps, err = workspace.New(workspace.Config{Dir: filepath.Join(b.cfg.DataDir, "snapshots"), Store: b.Store, Volumes: b.VMs,
+		Plans: b.computers, Labels: b.fleet, Logger: b.log.With("svc", "snapshot")}); err != nil {
+		return err
+	}
 	if err := b.buildChat(b.fleet.Desktops(), b.fleet.Controls()); err != nil {
 		return err
 	}
@@ -340,7 +355,7 @@ func (b *Backend) build() error {
 		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: b.Egress, Sandbox: sandboxRefusals{b},
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
-		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}}, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
+		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.recs, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,
 		Version: b.cfg.Version, AllowedHosts: b.cfg.AllowedHosts, TrustedOrigins: b.cfg.TrustedOrigins,
 		TrustedProxies: b.cfg.TrustedProxies, SecureCookies: b.cfg.SecureCookies,
 		Assets: assets, AssetsBuilt: built,
@@ -498,7 +513,7 @@ func (b *Backend) Close() error {
 			errs = append(errs, b.VMs.Close())
 		}
 		if b.snaps != nil {
-			errs = append(errs, b.snaps.close()) // after the VM manager: no workspace operation runs
+			errs = append(errs, b.snaps.Close()) // after the VM manager: no workspace operation runs
 		}
 		if b.Egress != nil {
 			errs = append(errs, b.Egress.Close()) // after the VM manager: no desktop is started any more

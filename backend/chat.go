@@ -233,13 +233,13 @@ func (h hostFiles) CheckPath(path string, write bool, home string) error {
 var _ binding.Tasks = (*control.Manager)(nil)
 
 // turnStarted is agent.Config.TurnStarted: the computer's eager binding, then the workspace's
-// snapshot as the turn finds it (snapshots.go; never fails the turn).
+// snapshot as the turn finds it (snapshot/workspace; never fails the turn).
 func (b *Backend) turnStarted(ctx context.Context, t agent.TurnInfo) error {
 	if err := b.computers.TurnStarted(ctx, t); err != nil {
 		return err
 	}
 	if b.snaps != nil {
-		b.snaps.turnStarted(ctx, t)
+		b.snaps.TurnStarted(ctx, t)
 	}
 	return nil
 }
@@ -252,7 +252,5 @@ func (b *Backend) turnEnded(t agent.TurnInfo) {
 		b.computers.TurnEnded(t)
 		return
 	}
-	a, ok := b.snaps.usesWorkspace(context.Background(), t) // asked before the turn's plan is forgotten
-	b.computers.TurnEnded(t)
-	b.snaps.turnEnded(t, a, ok)
+	b.snaps.TurnEnded(t, b.computers.TurnEnded) // the plan is asked before the release forgets it
 }

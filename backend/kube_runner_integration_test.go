@@ -20,7 +20,6 @@ import (
 	"cubicle/backend/engine/kubernetes/kubetest"
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
-	"cubicle/backend/recording"
 	"cubicle/backend/store"
 	"cubicle/backend/vm"
 	"cubicle/internal/runnertest"
@@ -206,7 +205,7 @@ func TestKubernetesRunner(t *testing.T) {
 	// (docs/recording.md "Runners and Kubernetes"), not the server.
 	t.Run("the runner records the pod desktop", func(t *testing.T) {
 		var id string
-		recs := &runnerRecordings{b: b, local: recording.Local{Service: b.Recordings}} // the API's
+		recs := b.recs // the API's
 		waitFor(t, "the runner's recording of the pod desktop", 2*time.Minute, func() bool {
 			l, err := recs.List(ctx, admin.ID, ag.ID)
 			if err != nil {

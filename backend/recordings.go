@@ -32,13 +32,18 @@ func (b *Backend) buildRecordings() error {
 		},
 		Running: b.runningDesktops,
 		// A runner with wire.CapRecording records its own desktops: the server only sends
-		// it the markers it makes and its settings (recordings_runner.go).
-		Here:    b.recordsHere,
-		Forward: b.forwardMark,
+		// it the markers it makes and its settings (fleet/recordings.go).
+		Here:    b.fleet.RecordsHere,
+		Forward: b.fleet.ForwardMark,
 		Remotes: func() []string { return b.Nodes.ConnectedWith(wire.CapRecording) },
-		Push:    b.pushRecordingSettings,
+		Push:    b.fleet.PushRecordingSettings,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The API's recordings: the server's own, and a runner's read over its link.
+	b.recs = b.fleet.Recordings(recording.Local{Service: b.Recordings})
+	return nil
 }
 
 // runningDesktops lists the local node's running desktops (recorded from the start).

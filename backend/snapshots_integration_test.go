@@ -170,7 +170,7 @@ func TestWorkspaceSnapshotsOnRealDesktop(t *testing.T) {
 	}
 
 	// A damaged chunk: reported, nothing restored.
-	m, err := e.b.snaps.st.Manifest(ada, wrecked.ID)
+	m, err := e.b.snaps.Store().Manifest(ada, wrecked.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestWorkspaceSnapshotsOnRealDesktop(t *testing.T) {
 			t.Errorf("stranger %s %s: %d %s", c.method, c.path, code, body)
 		}
 	}
-	if _, err := e.b.snaps.st.Get(ada, built.ID); err != nil {
+	if _, err := e.b.snaps.Store().Get(ada, built.ID); err != nil {
 		t.Fatalf("the stranger's delete removed the snapshot: %v", err)
 	}
 	// Delete works for the owner; the snapshot is gone.

@@ -27,13 +27,9 @@ type Snapshots interface {
 	Fork(ctx context.Context, accountID, agentID, sid, newAgentID string) error
 }
 
-// RestoreResult answers a restore.
-type RestoreResult struct {
-	Restored snapshot.Snapshot `json:"restored"`
-	// Previous is the snapshot taken of the workspace just before the restore ("" when an
-	// existing snapshot already had that content: Previous names it then).
-	Previous string `json:"previous,omitempty"`
-}
+// RestoreResult answers a restore. It is the snapshot package's, so that the service behind
+// this interface (backend/snapshot/workspace) need not import the HTTP adapter.
+type RestoreResult = snapshot.RestoreResult
 
 func (s *Server) snapshotRoutes(mux *router) {
 	mux.Handle("GET /api/app/agents/{id}/snapshots", s.authed(s.needSnapshots(s.listSnapshots)))

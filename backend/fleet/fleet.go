@@ -3,7 +3,9 @@
 // gate's plan, fixed per turn; host tools on a runner's host), the nodes' desktops as the
 // binding and the live view use them (starting, linking, fencing, control changes told to
 // the desktop's node), the desktops' CPU and memory sampled on every node for
-// administrators (stats) and the desktops' egress policies on every node (Egress, egress.go).
+// administrators (stats), the desktops' egress policies on every node (Egress, egress.go),
+// and which node records a desktop, with the recordings a runner keeps of its own read over
+// its link for the API (recordings.go).
 //
 // The root package (backend) only wires a Fleet: it hands it the local node's desktop manager
 // (vm.Manager), the runners' hub (nodes.Hub) and the few callbacks that reach services built

@@ -15,6 +15,14 @@ import (
 	"cubicle/backend/fault"
 )
 
+// RestoreResult answers a restore of a workspace (the API's restore route).
+type RestoreResult struct {
+	Restored Snapshot `json:"restored"`
+	// Previous is the snapshot taken of the workspace just before the restore ("" when an
+	// existing snapshot already had that content: Previous names it then).
+	Previous string `json:"previous,omitempty"`
+}
+
 // stagingMark is in the names of the staging directories restores make beside their target.
 const stagingMark = ".cubicle-restore-"
 

@@ -1,4 +1,4 @@
-package backend
+package fleet
 
 import (
 	"cmp"
@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"cubicle/backend/api"
 	"cubicle/backend/fault"
 	"cubicle/backend/nodeapi"
 	"cubicle/backend/nodes"
@@ -25,50 +24,55 @@ import (
 // turns, takeovers) and reads its recordings on demand for the API. An older runner's
 // desktops are recorded by the server through the link, as before.
 
-// recordsHere reports whether the server records node's desktops: its own, and those of a
-// runner that does not record its own.
-func (b *Backend) recordsHere(node string) bool {
-	if node == "" || node == nodes.LocalID || node == b.nodeID() || b.Nodes == nil {
+// RecordsHere reports whether the server records node's desktops (recording.Config.Here):
+// its own, and those of a runner that does not record its own.
+func (f *Fleet) RecordsHere(node string) bool {
+	if node == "" || node == nodes.LocalID || (f.cfg.Local != nil && node == f.cfg.Local.NodeID()) {
 		return true
 	}
-	r, err := b.Nodes.Node(node)
+	r, err := f.cfg.Runners.Node(node)
 	return err != nil || !r.Records()
 }
 
-// forwardMark sends a marker made here to the runner that records the desktop.
-func (b *Backend) forwardMark(ctx context.Context, node string, m nodeapi.RecordingMark) error {
-	r, err := b.Nodes.Node(node)
+// ForwardMark sends a marker made here to the runner that records the desktop
+// (recording.Config.Forward).
+func (f *Fleet) ForwardMark(ctx context.Context, node string, m nodeapi.RecordingMark) error {
+	r, err := f.cfg.Runners.Node(node)
 	if err != nil {
 		return err
 	}
 	return r.RecordMark(ctx, m)
 }
 
-// pushRecordingSettings sends the administrator's recording settings for node to it.
-func (b *Backend) pushRecordingSettings(ctx context.Context, node string, st nodeapi.RecordingSettings) error {
-	r, err := b.Nodes.Node(node)
+// PushRecordingSettings sends the administrator's recording settings for node to it
+// (recording.Config.Push).
+func (f *Fleet) PushRecordingSettings(ctx context.Context, node string, st nodeapi.RecordingSettings) error {
+	r, err := f.cfg.Runners.Node(node)
 	if err != nil {
 		return err
 	}
 	return r.SetRecording(ctx, st)
 }
 
-// runnerRecordings is the API's recordings (api.Recordings): the server's own, and those of
-// the runner the agent is placed on, read over its link when asked. The server keeps no
-// catalog of a runner's recordings: while the runner is offline they are not listed (the
-// list answers 503 saying so).
-type runnerRecordings struct {
-	b     *Backend
+// Recordings is the API's recordings (api.Recordings): the server's own, and those of the
+// runner the agent is placed on, read over its link when asked. The server keeps no catalog
+// of a runner's recordings: while the runner is offline they are not listed (the list
+// answers 503 saying so). Methods are safe for concurrent use.
+type Recordings struct {
+	f     *Fleet
 	local recording.Local
 }
 
-var _ api.Recordings = (*runnerRecordings)(nil)
+// Recordings returns the recordings of every node over local, the server's own.
+func (f *Fleet) Recordings(local recording.Local) *Recordings {
+	return &Recordings{f: f, local: local}
+}
 
 // runnerOf returns the runner agentID is placed on when it keeps recordings of its own
 // desktops (connected or not: offline, its recordings cannot be read); nil for the server's
 // node, a runner the server records (an older one), or an unknown agent.
-func (rr *runnerRecordings) runnerOf(agentID string) *nodes.Remote {
-	vms, err := rr.b.fleet.AgentNode(agentID)
+func (rr *Recordings) runnerOf(agentID string) *nodes.Remote {
+	vms, err := rr.f.AgentNode(agentID)
 	if err != nil {
 		return nil
 	}
@@ -80,11 +84,13 @@ func (rr *runnerRecordings) runnerOf(agentID string) *nodes.Remote {
 }
 
 // runner returns the runner that keeps recording i.
-func (rr *runnerRecordings) runner(i recording.Info) (*nodes.Remote, error) {
-	return rr.b.Nodes.Node(i.Runner)
+func (rr *Recordings) runner(i recording.Info) (*nodes.Remote, error) {
+	return rr.f.cfg.Runners.Node(i.Runner)
 }
 
-func (rr *runnerRecordings) List(ctx context.Context, accountID, agentID string) ([]recording.Info, error) {
+// List is accountID's recordings listed under agentID, newest first: the server's and, when
+// the agent is on a runner that records its own desktops, the runner's.
+func (rr *Recordings) List(ctx context.Context, accountID, agentID string) ([]recording.Info, error) {
 	list, _ := rr.local.List(ctx, accountID, agentID)
 	r := rr.runnerOf(agentID)
 	if r == nil {
@@ -107,7 +113,8 @@ func recordingsUnavailable(err error) error {
 	return err
 }
 
-func (rr *runnerRecordings) Get(ctx context.Context, accountID, agentID, id string) (recording.Info, error) {
+// Get returns recording id of accountID listed under agentID, the server's or its runner's.
+func (rr *Recordings) Get(ctx context.Context, accountID, agentID, id string) (recording.Info, error) {
 	i, err := rr.local.Get(ctx, accountID, agentID, id)
 	if err == nil || !errors.Is(err, fault.ErrNotFound) {
 		return i, err
@@ -120,7 +127,8 @@ func (rr *runnerRecordings) Get(ctx context.Context, accountID, agentID, id stri
 	return i, recordingsUnavailable(err)
 }
 
-func (rr *runnerRecordings) Lookup(ctx context.Context, agentID, id string) (recording.Info, error) {
+// Lookup finds recording id listed under agentID whatever its account.
+func (rr *Recordings) Lookup(ctx context.Context, agentID, id string) (recording.Info, error) {
 	i, err := rr.local.Lookup(ctx, agentID, id)
 	if err == nil || !errors.Is(err, fault.ErrNotFound) {
 		return i, err
@@ -142,7 +150,8 @@ func remoteArgs(i recording.Info) wire.RecordingArgs {
 	return a
 }
 
-func (rr *runnerRecordings) Delete(ctx context.Context, i recording.Info) error {
+// Delete removes recording i where it is kept.
+func (rr *Recordings) Delete(ctx context.Context, i recording.Info) error {
 	if i.Runner == "" {
 		return rr.local.Delete(ctx, i)
 	}
@@ -153,7 +162,8 @@ func (rr *runnerRecordings) Delete(ctx context.Context, i recording.Info) error 
 	return recordingsUnavailable(r.DeleteRecording(ctx, remoteArgs(i)))
 }
 
-func (rr *runnerRecordings) Screenshot(ctx context.Context, i recording.Info, n int) ([]byte, string, error) {
+// Screenshot returns the screenshot kept with marker n of recording i.
+func (rr *Recordings) Screenshot(ctx context.Context, i recording.Info, n int) ([]byte, string, error) {
 	if i.Runner == "" {
 		return rr.local.Screenshot(ctx, i, n)
 	}
@@ -172,7 +182,7 @@ func (rr *runnerRecordings) Screenshot(ctx context.Context, i recording.Info, n 
 
 // Play relays a replay from the runner that keeps recording i: its messages to out as the
 // player sends them, the viewer's controls to the runner.
-func (rr *runnerRecordings) Play(ctx context.Context, i recording.Info, from time.Duration, speed float64, ctrl <-chan recording.Control, out recording.Sink) error {
+func (rr *Recordings) Play(ctx context.Context, i recording.Info, from time.Duration, speed float64, ctrl <-chan recording.Control, out recording.Sink) error {
 	if i.Runner == "" {
 		return rr.local.Play(ctx, i, from, speed, ctrl, out)
 	}
@@ -229,12 +239,14 @@ func (rr *runnerRecordings) Play(ctx context.Context, i recording.Info, from tim
 	}
 }
 
-func (rr *runnerRecordings) Settings() recording.Settings { return rr.local.Settings() }
+// Settings are the administrator's recording settings.
+func (rr *Recordings) Settings() recording.Settings { return rr.local.Settings() }
 
-func (rr *runnerRecordings) SetSettings(st recording.Settings) (recording.Settings, error) {
+// SetSettings saves the administrator's recording settings (recording.Service.SetSettings).
+func (rr *Recordings) SetSettings(st recording.Settings) (recording.Settings, error) {
 	return rr.local.SetSettings(st)
 }
 
 // Usage counts the server's own recordings (each runner keeps its own within the same
 // limits).
-func (rr *runnerRecordings) Usage() (int, int64) { return rr.local.Usage() }
+func (rr *Recordings) Usage() (int, int64) { return rr.local.Usage() }
