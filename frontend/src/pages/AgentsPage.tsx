@@ -1,6 +1,6 @@
 // The agent list: create, rename, delete.
 
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Agent, AgentDeletion, Client, User } from '../api';
 import { AgentRow } from '../components/AgentRow';
 import { ConfirmDialog } from '../components/ConfirmDialog';
@@ -26,12 +26,17 @@ export function AgentsPage({ client, user }: AgentsPageProps) {
   const [deleting, setDeleting] = useState(false);
   const [deleteError, setDeleteError] = useState('');
 
+  // Loads overlap (an agent.changed event while one is on its way): only the latest one's
+  // answer is shown, so an older list never replaces a newer one.
+  const loads = useRef(0);
   const load = async () => {
+    const n = ++loads.current;
     setLoadError('');
     try {
-      setAgents(await client.listAgents());
+      const list = await client.listAgents();
+      if (n === loads.current) setAgents(list);
     } catch (err) {
-      setLoadError(messageFor(err));
+      if (n === loads.current) setLoadError(messageFor(err));
     }
   };
 
@@ -50,7 +55,8 @@ export function AgentsPage({ client, user }: AgentsPageProps) {
     setCreateError('');
     try {
       const agent = await client.createAgent(name.trim());
-      setAgents((list) => [...(list ?? []), agent]);
+      // The agent.changed event's reload may have listed it already: never twice.
+      setAgents((list) => [...(list ?? []).filter((a) => a.id !== agent.id), agent]);
       setName('');
     } catch (err) {
       setCreateError(messageFor(err));
