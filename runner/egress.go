@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"maps"
 
 	"cubicle/backend/deskegress"
@@ -26,12 +25,7 @@ func (r *Runner) enforceEgress(ctx context.Context, in store.VMInstance, pid int
 	if err != nil {
 		return err
 	}
-	p := deskegress.Effective(ns, in.AgentID)
-	err = r.egress.Apply(ctx, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid}, p)
-	if err != nil && errors.Is(err, fault.ErrUnavailable) && (p.Mode == "" || p.Mode == deskegress.Open) {
-		return nil
-	}
-	return err
+	return r.egress.Enforce(ctx, ns, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid})
 }
 
 // egressBlocked hands a refusal to the server's event streams (deskegress.Config.OnBlocked).

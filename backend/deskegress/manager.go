@@ -3,12 +3,14 @@ package deskegress
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"slices"
 	"sync"
 	"time"
 
+	"cubicle/backend/fault"
 	"cubicle/backend/store"
 )
 
@@ -161,6 +163,18 @@ func (m *Manager) blocked(b Blocked) {
 
 // lookupTimeout bounds one name resolution of the DNS filter.
 const lookupTimeout = 5 * time.Second
+
+// Enforce enforces on started desktop d the policy it has under node settings ns: its agent's
+// own, else the node's (Effective). Open where nothing can be enforced is no error; any other
+// policy that cannot be enforced fails the start (vm.Config.Egress, on the server and runners).
+func (m *Manager) Enforce(ctx context.Context, ns store.NodeSettings, d Desktop) error {
+	p := Effective(ns, d.AgentID)
+	err := m.Apply(ctx, d, p)
+	if err != nil && errors.Is(err, fault.ErrUnavailable) && (p.Mode == "" || p.Mode == Open) {
+		return nil
+	}
+	return err
+}
 
 // Apply enforces policy p on desktop d, replacing what was enforced on it before. Open removes
 // the enforcement. Errors: fault.ErrInvalid for a bad policy; fault.ErrUnavailable when the

@@ -219,12 +219,7 @@ func (e *Egress) Enforce(ctx context.Context, in store.VMInstance, pid int) erro
 	if err != nil {
 		return err
 	}
-	p := deskegress.Effective(ns, in.AgentID)
-	err = e.desks.Apply(ctx, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid}, p)
-	if err != nil && errors.Is(err, fault.ErrUnavailable) && (p.Mode == "" || p.Mode == deskegress.Open) {
-		return nil
-	}
-	return err
+	return e.desks.Enforce(ctx, ns, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid})
 }
 
 // EnforceKube enforces the egress policy of desktop in on the cluster it runs on
