@@ -677,6 +677,11 @@ describe('Client errors', () => {
     await expect(new Client({ fetch: get.fetch }).getAgent('a 1/x')).resolves.toMatchObject({ name: 'Researcher' });
     expect(get.calls.map((c) => c.init.method)).toEqual(['GET', 'GET']);
 
+    // A request that names no method is a GET too (a recording's screenshot).
+    const shot = fakeFetch(new TypeError('Failed to fetch'), new Response('png', { status: 200 }));
+    await expect(new Client({ fetch: shot.fetch }).recordingScreenshot('a', 'r', 1)).resolves.toBeInstanceOf(Blob);
+    expect(shot.calls).toHaveLength(2);
+
     const post = fakeFetch(new TypeError('Failed to fetch'), json(200, agent));
     const err = await new Client({ fetch: post.fetch }).createAgent('Researcher').catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 0, code: 'network' });

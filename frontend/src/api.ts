@@ -1460,7 +1460,7 @@ export class Client {
     if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
     let res: Response;
     try {
-      res = await this.fetchImpl(`${this.baseUrl}/api/app/chat/sessions/${encodeURIComponent(id)}/history.jsonl`, {
+      res = await this.send(`${this.baseUrl}/api/app/chat/sessions/${encodeURIComponent(id)}/history.jsonl`, {
         headers,
         credentials: this.usesToken ? 'omit' : 'same-origin',
       });
@@ -1500,7 +1500,7 @@ export class Client {
   async recordingScreenshot(agentId: string, rid: string, n: number): Promise<Blob> {
     const headers: Record<string, string> = {};
     if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
-    const res = await this.fetchImpl(
+    const res = await this.send(
       `${this.baseUrl}/api/app/agents/${encodeURIComponent(agentId)}/recordings/${encodeURIComponent(rid)}/markers/${n}/screenshot`,
       { headers, credentials: this.usesToken ? 'omit' : 'same-origin' },
     );
@@ -1533,7 +1533,7 @@ export class Client {
   async desktopFileBlob(agentId: string, dir: DesktopFolder, path: string): Promise<Blob> {
     const headers: Record<string, string> = {};
     if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
-    const res = await this.fetchImpl(this.desktopFileUrl(agentId, dir, path), { headers, credentials: this.usesToken ? 'omit' : 'same-origin' });
+    const res = await this.send(this.desktopFileUrl(agentId, dir, path), { headers, credentials: this.usesToken ? 'omit' : 'same-origin' });
     if (!res.ok) throw await errorFrom(res);
     return res.blob();
   }
@@ -1667,7 +1667,7 @@ export class Client {
     if (this.usesToken) headers['Authorization'] = `Bearer ${this.token}`;
     let res: Response;
     try {
-      res = await this.fetchImpl(this.baseUrl + path, {
+      res = await this.send(this.baseUrl + path, {
         ...init,
         headers,
         credentials: this.usesToken ? 'omit' : 'same-origin',
@@ -1694,12 +1694,13 @@ export class Client {
    * requests in flight with net::ERR_NETWORK_CHANGED whenever the host's network interfaces
    * change — as they do each time a desktop's container network comes up on this machine —
    * and a GET changes nothing, so sending it again is safe. Other methods are never re-sent.
+   * Every request of the client goes through it but the uploads' PUTs.
    */
   private async send(url: string, init: RequestInit): Promise<Response> {
     try {
       return await this.fetchImpl(url, init);
     } catch (err) {
-      if (init.method !== 'GET' || init.signal?.aborted) throw err;
+      if ((init.method ?? 'GET') !== 'GET' || init.signal?.aborted) throw err;
       await new Promise((resolve) => setTimeout(resolve, RETRY_GET_AFTER_MS));
       if (init.signal?.aborted) throw err;
       return await this.fetchImpl(url, init);
