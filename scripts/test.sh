@@ -83,7 +83,7 @@ on_exit "kill $vet_pid 2>/dev/null || true"
 # The plain pass runs three binaries at a time: its binaries mostly wait on desktops, engines
 # and displays, and its longest one (./backend, ~1100 s on a fresh machine) is a third of the
 # pass's 3200 binary-seconds, so with two lanes the rest had to queue behind it (the race
-# pass, ~400 s of CPU, ends early).
+# pass, ~400 binary-seconds, ends early).
 phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
 # (the Kubernetes tests run below, with the cluster up only for them)
 testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &

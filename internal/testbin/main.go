@@ -489,8 +489,8 @@ func parseEvents(pkg string, js []byte) result {
 
 // seedDurations are each package's seconds in a whole run of scripts/test.sh on a machine of
 // the CI kind ({"plain": {…}, "race": {…}}), for a machine with no times of its own: without
-// them a fresh machine started its longest binaries last (backend/vm, 7 min, after the
-// 16-min ./backend instead of beside it). Refresh them from test-artifacts' durations when
+// them a fresh machine started its longest binaries last (backend/vm, 6 min, after the
+// 18-min ./backend instead of beside it). Refresh them from test-artifacts' durations when
 // the suite's shape changes; a package missing from them counts as short.
 //
 //go:embed seed-durations.json
