@@ -131,9 +131,21 @@ func (d *Driver) start(t *testing.T) {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := d.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), readyWait)
+	defer cancel()
+	c, err := guest.WaitReady(ctx, d.Socket)
+	if err != nil {
+		// What the next run needs to tell a slow machine from a hung X server.
+		t.Fatalf("driver not ready after %s: %v\n%s", readyWait, err, processReport(d.cmd.Process.Pid))
+	}
 	c.Close()
 }
+
+// readyWait bounds a driver's start until its socket answers. It exceeds the driver's own
+// bound on an X server's start (30 s, then the server is killed and started again), so a
+// start that hangs once on a machine loaded by the whole suite (CI saw one Xvfb not answer
+// for 30 s) still comes up.
+const readyWait = 75 * time.Second
 
 // Kill kills the driver with SIGKILL, as a crash would (no clean-up: its socket file stays),
 // and the X server it started.
@@ -189,4 +201,27 @@ func (d *Driver) stop() {
 		d.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// processReport describes the driver, its children and every X server and keymap compiler
+// on the machine, for a failure message: each one's state, kernel wait channel and age, and
+// the machine's load.
+func processReport(pid int) string {
+	var b strings.Builder
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "load: %s", la)
+	}
+	out, err := exec.Command("ps", "-eo", "pid,ppid,pgid,stat,wchan:24,etime,args").Output()
+	if err != nil {
+		fmt.Fprintf(&b, "ps: %v\n", err)
+	}
+	me := strconv.Itoa(pid)
+	for i, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) > 1 && (f[0] == me || f[1] == me) ||
+			strings.Contains(line, "Xvfb") || strings.Contains(line, "xkbcomp") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
