@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"cubicle/backend/fault"
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/mcpclient"
+	"cubicle/backend/nodes"
+	"cubicle/backend/sandbox"
 )
 
 // mcpDesktops runs stdio MCP servers inside agents' own desktops (mcpclient.Desktops): the
@@ -82,10 +85,7 @@ func (h mcpServerHost) Spawn(ctx context.Context, t agent.TurnInfo, p mcpclient.
 	if _, err := h.Key(t); err != nil { // checked again: the grant may have been taken back
 		return nil, err
 	}
-	dir := h.home
-	if env, err := h.b.computers.Environment(ctx, t); err == nil {
-		dir = tools.HostWorkDir(h.home, env.WorkDir)
-	}
+	dir := h.workDir(ctx, t)
 	var env []string
 	for k, v := range p.Env {
 		env = append(env, k+"="+v)
@@ -96,4 +96,44 @@ func (h mcpServerHost) Spawn(ctx context.Context, t agent.TurnInfo, p mcpclient.
 		return nil, err // not proc: a nil *HostProc would be a non-nil io.ReadWriteCloser
 	}
 	return proc, nil
+}
+
+// workDir is the agent's host working directory on this machine.
+func (h mcpServerHost) workDir(ctx context.Context, t agent.TurnInfo) string {
+	if env, err := h.b.computers.Environment(ctx, t); err == nil {
+		return tools.HostWorkDir(h.home, env.WorkDir)
+	}
+	return h.home
+}
+
+// SandboxRefused implements mcpclient.SandboxWatcher: what the OS sandbox refused a server
+// running here, read from its tool's result as host_shell's are read from its error output,
+// is recorded for an administrator's review (Settings → Security → host sandbox, where it can
+// become a widening) and said to the agent.
+func (h mcpServerHost) SandboxRefused(t agent.TurnInfo, output string) []string {
+	if !sandbox.MayReport(output) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := h.local.Policy(ctx)
+	if err != nil {
+		return nil
+	}
+	if p.WorkDir == "" { // as Spawn ran it: the agent's working directory read-write
+		p.WorkDir = h.workDir(ctx, t)
+	}
+	rs := sandbox.Refusals(p, []byte(output))
+	if len(rs) == 0 {
+		return nil
+	}
+	h.b.log.Warn("the host sandbox refused an MCP server on this machine an access", "agent", t.AgentID, "refused", len(rs))
+	sandboxRefusals{h.b}.SandboxRefused(t, nodes.LocalID, h.home, rs)
+	var notes []string
+	for _, r := range rs {
+		if n := r.Note(p); !slices.Contains(notes, n) {
+			notes = append(notes, n)
+		}
+	}
+	return notes
 }

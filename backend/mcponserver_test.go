@@ -19,6 +19,7 @@ import (
 	"cubicle/backend/hostaccess"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/models"
+	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
 	"cubicle/backend/sandbox"
 	"cubicle/backend/store"
@@ -134,6 +135,19 @@ func TestMCPClientStdioOnServer(t *testing.T) {
 			if res["k"][0] != agent.StateSuccess || !strings.Contains(res["k"][1], "refused") ||
 				strings.Contains(res["k"][1], hex.EncodeToString(raw[:min(len(raw), 8)])) {
 				t.Fatalf("the session key must not be readable by the server's MCP server: %+v", res["k"])
+			}
+			// The refusal is the sandbox's, said so to the agent and recorded for an
+			// administrator's review like host_shell's; the decoy's read recorded nothing.
+			if !strings.Contains(res["k"][1], "sandbox: the sandbox refused access to "+key) {
+				t.Fatalf("the agent is not told the sandbox refused the key: %q", res["k"][1])
+			}
+			refusals, err := b.Store.SandboxRefusals()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(refusals) != 1 || refusals[0].Path != key || refusals[0].AgentID != ada || refusals[0].AccountID != root.ID ||
+				refusals[0].Node != nodes.LocalID || refusals[0].Write || refusals[0].Hidden == "" {
+				t.Fatalf("recorded refusals %+v, want the key's read by Ada on node local", refusals)
 			}
 
 			// A member without host access: the tools are not offered, a call is refused.

@@ -44,6 +44,14 @@ type Desktops interface {
 	Spawn(ctx context.Context, t agent.TurnInfo, p Process) (io.ReadWriteCloser, error)
 }
 
+// SandboxWatcher is what a Desktops that runs servers in an OS sandbox (the Cubicle server's
+// own, Config.OnServer) may also do: read each result of its servers' tools for what the
+// sandbox refused them, record that for an administrator's review, and return the sentences
+// the agent gets with the result ("the sandbox refused access to …").
+type SandboxWatcher interface {
+	SandboxRefused(t agent.TurnInfo, output string) []string
+}
+
 // Owns reports whether tool is an MCP tool (mcp_<server>_<tool>).
 func Owns(tool string) bool { return strings.HasPrefix(tool, Prefix) }
 
@@ -220,10 +228,27 @@ func (s *Service) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, 
 		return agent.StateError
 	}
 	write(out, res)
+	if w, ok := m.conn.svc.cfg.OnServer.(SandboxWatcher); ok && m.srv.OnServer {
+		if notes := w.SandboxRefused(t, resultText(res)); len(notes) > 0 {
+			out.Text("\nsandbox: " + strings.Join(notes, "\nsandbox: "))
+		}
+	}
 	if res.IsError {
 		return agent.StateError
 	}
 	return agent.StateSuccess
+}
+
+// resultText is the text of res's text blocks, one per line.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if v, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(v.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // maxText bounds the text of one result the model gets.

@@ -234,7 +234,7 @@ func (r Refusal) Note(p Policy) string {
 
 // Refusals reads what the sandbox refused from a command's error output: each line that
 // reports a refused access ("Permission denied", "Operation not permitted", "Read-only file
-// system"), with the path it names: inside a hidden path it was a hidden path touched; a
+// system", in any case), with the path it names: inside a hidden path it was a hidden path touched; a
 // "Read-only file system", or a denial of a write (create, touch, mkdir, …) outside the
 // writable paths, was a write (under Landlock a refused write reads "Permission denied").
 // At most five, no duplicates.
@@ -245,10 +245,10 @@ func Refusals(p Policy, out []byte) []Refusal {
 		if len(rs) == 5 {
 			break
 		}
-		ro := strings.Contains(line, "Read-only file system")
-		if !ro && !strings.Contains(line, "Permission denied") && !strings.Contains(line, "Operation not permitted") {
+		if !MayReport(line) {
 			continue
 		}
+		ro := strings.Contains(strings.ToLower(line), "read-only file system")
 		r := Refusal{Line: strings.TrimSpace(line)}
 		ms := pathInLine.FindAllString(line, -1)
 		slices.Reverse(ms) // the path nearest the error is the one it was about ("/bin/sh: 1: cannot create /x: …")
@@ -274,6 +274,14 @@ func Refusals(p Policy, out []byte) []Refusal {
 		}
 	}
 	return rs
+}
+
+// MayReport reports whether out has a line that says an access was refused, in any case
+// (Node says "EACCES: permission denied, open '/x'"): a quick test before Refusals.
+func MayReport(out string) bool {
+	low := strings.ToLower(out)
+	return strings.Contains(low, "permission denied") || strings.Contains(low, "operation not permitted") ||
+		strings.Contains(low, "read-only file system")
 }
 
 // Explain returns what the sandbox refused, as sentences for the chat, from a command's

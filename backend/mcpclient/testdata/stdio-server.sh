@@ -1,7 +1,7 @@
 #!/bin/sh
 # A tiny MCP server over stdio in POSIX sh, for tests: tools "whoami" (who and where it runs,
 # and its pid), "die" (the process exits without answering) and "peek" (the first bytes of
-# the file $MCP_TEST_FILE in hex, or "refused" when it cannot be read).
+# the file $MCP_TEST_FILE in hex, or "refused: " and the error when it cannot be read).
 while IFS= read -r line; do
 	id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
 	case "$line" in
@@ -13,7 +13,7 @@ while IFS= read -r line; do
 		exit 3 ;;
 	*'"method":"tools/call"'*'"name":"peek"'*)
 		v=$(head -c 16 "${MCP_TEST_FILE:-/nonexistent}" 2>/dev/null | od -An -tx1 | tr -d ' \n')
-		if [ -n "$v" ]; then v="read=$v"; else v=refused; fi
+		if [ -n "$v" ]; then v="read=$v"; else v="refused: $(head -c 1 "${MCP_TEST_FILE:-/nonexistent}" 2>&1 >/dev/null | head -n 1 | tr -d '"\\\\')"; fi
 		printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$v" ;;
 	*'"method":"tools/call"'*'"name":"whoami"'*)
 		printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"user=%s pid=%s secret=%s"}]}}\n' "$id" "$(id -un)" "$$" "${MCP_TEST_SECRET:-none}" ;;
