@@ -18,23 +18,36 @@ import (
 // ended).
 const StartConfirm = 100 * time.Millisecond
 
+// MaxStartConfirm bounds the window a slow start call widens StartConfirm to (ConfirmWindow).
+const MaxStartConfirm = time.Second
+
+// ConfirmWindow is how long after the start call returned a container's failure still counts
+// as "at once": StartConfirm, or half the time the start call took when that is longer (at
+// most MaxStartConfirm). A machine so loaded that the engine took long to start the container
+// also gives its process little CPU, and CI saw `sh -c 'exit 7'` still running 100 ms after
+// the start returned; on a quiet machine (a 120 ms start call) the window stays 100 ms.
+func ConfirmWindow(startTook time.Duration) time.Duration {
+	return min(max(StartConfirm, startTook/2), MaxStartConfirm)
+}
+
 // LogTail is how many lines of a container's last output a failed start quotes.
 const LogTail = 20
 
 // ConfirmStart checks that the container an adapter just started still runs: it inspects it
-// at once and again StartConfirm after the start call returned, and returns ExitedAtOnce when
+// at once and again ConfirmWindow(startTook) after the start call returned (startTook is how
+// long that call took), and returns ExitedAtOnce when
 // it has failed by then (ended with a code other than 0; a container whose command ran to
 // completion at once, e.g. a one-off job, started fine). logs reads the container's last
 // output (best effort; it may return ""). It is the shared tail of the adapters'
 // StartContainer. The window is wall time: on a machine so loaded that a container's process
-// gets no CPU for StartConfirm, its end is caught later — a desktop's start waits for its
+// gets no CPU for the whole window, its end is caught later — a desktop's start waits for its
 // driver's handshake, which a dead container never gives.
 //
 // An inspect that fails for a passing cause is asked again (inspectTries): Podman 4 reads the
 // cgroup of the container's process to inspect it, and a process that has just exited makes
 // that read fail ("read /proc/N/cgroup: no such process") — the very case this check is for.
-func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
-	began := time.Now()
+func ConfirmStart(ctx context.Context, op string, startTook time.Duration, inspect func(context.Context) (ContainerState, error), logs func(context.Context) string) error {
+	began, window := time.Now(), ConfirmWindow(startTook)
 	for {
 		st, err := inspectRetrying(ctx, inspect)
 		if err != nil {
@@ -43,7 +56,7 @@ func ConfirmStart(ctx context.Context, op string, inspect func(context.Context) 
 		if exited(st) && st.ExitCode != 0 {
 			return ExitedAtOnce(op, st.ExitCode, st.Status, logs(ctx))
 		}
-		wait := StartConfirm - time.Since(began)
+		wait := window - time.Since(began)
 		if wait <= 0 || !st.Running {
 			return nil
 		}

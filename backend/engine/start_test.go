@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"cubicle/backend/fault"
 )
@@ -24,7 +25,7 @@ func TestConfirmStartAsksAgain(t *testing.T) {
 		}
 		return ContainerState{Status: "exited", ExitCode: 7}, nil
 	}
-	err := ConfirmStart(context.Background(), "start container", flaky, func(context.Context) string { return "the last words" })
+	err := ConfirmStart(context.Background(), "start container", 0, flaky, func(context.Context) string { return "the last words" })
 	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "exit code 7") || !strings.Contains(err.Error(), "the last words") {
 		t.Fatalf("after two failed inspects: %v; want the exit code and the output", err)
 	}
@@ -34,7 +35,7 @@ func TestConfirmStartAsksAgain(t *testing.T) {
 
 	calls = 0
 	missing := &Error{Op: "inspect container", Class: fault.ErrNotFound, Err: errors.New("no such container")}
-	err = ConfirmStart(context.Background(), "start container", func(context.Context) (ContainerState, error) {
+	err = ConfirmStart(context.Background(), "start container", 0, func(context.Context) (ContainerState, error) {
 		calls++
 		return ContainerState{}, missing
 	}, func(context.Context) string { return "" })
@@ -43,11 +44,39 @@ func TestConfirmStartAsksAgain(t *testing.T) {
 	}
 
 	calls = 0
-	err = ConfirmStart(context.Background(), "start container", func(context.Context) (ContainerState, error) {
+	err = ConfirmStart(context.Background(), "start container", 0, func(context.Context) (ContainerState, error) {
 		calls++
 		return ContainerState{}, gone
 	}, func(context.Context) string { return "" })
 	if !errors.Is(err, gone) || calls != inspectTries {
 		t.Fatalf("an inspect that keeps failing: %v after %d inspects; want its error after %d", err, calls, inspectTries)
+	}
+}
+
+// TestConfirmWindowFollowsTheStartCall: a container that fails 300 ms after a start call
+// that took a second (a loaded machine) is a failed start; after a quick start call (100 ms
+// window) the same container counts as started; the window never exceeds MaxStartConfirm.
+func TestConfirmWindowFollowsTheStartCall(t *testing.T) {
+	if w := ConfirmWindow(120 * time.Millisecond); w != StartConfirm {
+		t.Fatalf("window after a quick start call: %v, want %v", w, StartConfirm)
+	}
+	if w := ConfirmWindow(time.Minute); w != MaxStartConfirm {
+		t.Fatalf("window after a minute's start call: %v, want %v", w, MaxStartConfirm)
+	}
+	for _, c := range []struct {
+		took   time.Duration
+		failed bool
+	}{{time.Second, true}, {0, false}} {
+		began := time.Now()
+		inspect := func(context.Context) (ContainerState, error) {
+			if time.Since(began) < 300*time.Millisecond {
+				return ContainerState{Running: true, Status: "running"}, nil
+			}
+			return ContainerState{Status: "exited", ExitCode: 7}, nil
+		}
+		err := ConfirmStart(context.Background(), "start container", c.took, inspect, func(context.Context) string { return "" })
+		if failed := errors.Is(err, fault.ErrUnavailable); failed != c.failed {
+			t.Errorf("start call of %v, exit at 300 ms: %v; want failed=%v", c.took, err, c.failed)
+		}
 	}
 }

@@ -131,14 +131,14 @@ func (c *Client) configFor(cs engine.ContainerSpec) (*container.Config, *contain
 // StartContainer starts id; starting a running container is a no-op. A container that exits
 // at once (engine.StartConfirm) is a failed start naming its exit code and last output.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
-	op := fmt.Sprintf("start container %q", id)
+	op, began := fmt.Sprintf("start container %q", id), time.Now()
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		if statusOf(err) == 304 {
 			return nil
 		}
 		return fail(op, err)
 	}
-	return engine.ConfirmStart(ctx, op,
+	return engine.ConfirmStart(ctx, op, time.Since(began),
 		func(ctx context.Context) (engine.ContainerState, error) { return c.InspectContainer(ctx, id) },
 		func(ctx context.Context) string { return c.LastOutput(ctx, id) })
 }

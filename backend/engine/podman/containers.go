@@ -161,11 +161,11 @@ func (c *Client) specFor(cs engine.ContainerSpec) (*specgen.SpecGenerator, error
 // StartContainer starts id; starting a running container is a no-op. A container that exits
 // at once (engine.StartConfirm) is a failed start naming its exit code and last output.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
-	op := fmt.Sprintf("start container %q", id)
+	op, began := fmt.Sprintf("start container %q", id), time.Now()
 	if err := containers.Start(c.ctx(ctx), id, nil); err != nil {
 		return fail(op, err)
 	}
-	return engine.ConfirmStart(ctx, op,
+	return engine.ConfirmStart(ctx, op, time.Since(began),
 		func(ctx context.Context) (engine.ContainerState, error) { return c.InspectContainer(ctx, id) },
 		func(ctx context.Context) string { return c.LastOutput(ctx, id) })
 }

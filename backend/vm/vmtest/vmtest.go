@@ -426,7 +426,7 @@ func (f *Engine) StartContainer(ctx context.Context, id string) error {
 	if !command {
 		return nil // the fake driver runs until it is stopped
 	}
-	return engine.ConfirmStart(ctx, "start container "+id,
+	return engine.ConfirmStart(ctx, "start container "+id, 0,
 		func(ctx context.Context) (engine.ContainerState, error) { return f.InspectContainer(ctx, c.State.ID) },
 		func(context.Context) string { return c.logs.last(engine.LogTail) })
 }
