@@ -42,6 +42,7 @@ import (
 	"cubicle/backend/profile"
 	"cubicle/backend/recording"
 	"cubicle/backend/sandbox"
+	"cubicle/backend/sandboxreview"
 	"cubicle/backend/screen"
 	"cubicle/backend/security"
 	"cubicle/backend/setup"
@@ -116,16 +117,18 @@ type Config struct {
 
 // Backend is the running set of services.
 type Backend struct {
-	cfg      Config
-	log      *slog.Logger
-	sandbox  *sandbox.Sandbox // runs this machine's host tools (issue 26)
-	Store    *store.Store
-	Events   *events.Bus // every change the UI shows (backend/events; wired in bus.go)
-	Auth     *auth.Service
-	Profiles *profile.Service
-	VMs      *vm.Manager
-	Control  *control.Manager
-	Models   *models.Service
+	cfg     Config
+	log     *slog.Logger
+	sandbox *sandbox.Sandbox // runs this machine's host tools (issue 26)
+	// sandboxReview keeps what the host sandbox refused, and its widenings.
+	sandboxReview *sandboxreview.Review
+	Store         *store.Store
+	Events        *events.Bus // every change the UI shows (backend/events; wired in bus.go)
+	Auth          *auth.Service
+	Profiles      *profile.Service
+	VMs           *vm.Manager
+	Control       *control.Manager
+	Models        *models.Service
 	// Security is Settings → Security and the runtime's guard; HostAccess the host grants.
 	Security *security.Service
 	// Egress is the desktops' egress policies on every node and their enforcement on this
@@ -352,7 +355,7 @@ func (b *Backend) build() error {
 	}
 	assets, built := frontend.Assets()
 	b.API, err = api.New(api.Config{
-		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: b.Egress, Sandbox: sandboxRefusals{b},
+		Auth: b.Auth, Accounts: b.Store, HostAccess: b.HostAccess, Security: b.Security, Egress: b.Egress, Sandbox: b.sandboxReview,
 		Profiles: b.Profiles, Doctor: b.cfg.Doctor, Logger: b.log.With("svc", "api"), VMs: b.VMs,
 		Chat: b.Chat, Chats: b.Store, Groups: b.Groups, Models: b.Models, LiveView: b.LiveView, Computers: b.computers, Engines: b,
 		Events: b.Events, Setup: b.Setup, Housekeeping: hk, Recordings: b.recs, Tokens: b.Tokens, MCP: b.MCP.Handler(), MCPServers: b.MCPClient, Snapshots: b.snaps, Placement: b.fleet, Runners: b.Nodes, Dist: dist,

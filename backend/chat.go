@@ -21,6 +21,7 @@ import (
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/sandbox"
+	"cubicle/backend/sandboxreview"
 	"cubicle/backend/security"
 	"cubicle/images/guest/wire"
 )
@@ -65,6 +66,19 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 	if err != nil {
 		return err
 	}
+	b.sandboxReview, err = sandboxreview.New(sandboxreview.Config{Store: b.Store, Settings: b.Security, DataDir: b.cfg.DataDir,
+		Label: func(node string) string { return b.fleet.Label(node) },
+		Runner: func(node string) (sandboxreview.Runner, error) {
+			r, err := b.Nodes.Node(node)
+			if err != nil {
+				return nil, err // not r: a nil *nodes.Remote would be a non-nil Runner
+			}
+			return r, nil
+		},
+		Protected: b.hostProtected, Logger: b.log.With("svc", "sandboxreview")})
+	if err != nil {
+		return err
+	}
 	if b.Models, err = models.New(models.Config{Store: b.Store, Key: key, Getenv: os.Getenv, Endpoints: b.Security}); err != nil {
 		return err
 	}
@@ -83,7 +97,7 @@ func (b *Backend) buildChat(vms binding.VMs, tasks binding.Tasks) error {
 		return b.sandboxPolicy(nodes.LocalID, home), nil
 	}}
 	box, err := tools.New(tools.Config{Desktops: b.Binder, Environments: b.computers, Files: hostFiles{b.Security},
-		Host: local, HostDesktop: b.HostDesk, Browsers: b.Binder, Refusals: sandboxRefusals{b}, Logger: b.log.With("svc", "tools")})
+		Host: local, HostDesktop: b.HostDesk, Browsers: b.Binder, Refusals: b.sandboxReview, Logger: b.log.With("svc", "tools")})
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func (h mcpServerHost) SandboxRefused(t agent.TurnInfo, output string) []string 
 		return nil
 	}
 	h.b.log.Warn("the host sandbox refused an MCP server on this machine an access", "agent", t.AgentID, "refused", len(rs))
-	sandboxRefusals{h.b}.SandboxRefused(t, nodes.LocalID, h.home, rs)
+	h.b.sandboxReview.SandboxRefused(t, nodes.LocalID, h.home, rs)
 	var notes []string
 	for _, r := range rs {
 		if n := r.Note(p); !slices.Contains(notes, n) {

@@ -19,6 +19,9 @@ func (s *Service) HostSandbox(node string) store.HostSandbox {
 	return h
 }
 
+// HostSandboxes returns every node's host sandbox settings that differ from the defaults.
+func (s *Service) HostSandboxes() map[string]store.HostSandbox { return s.View().HostSandbox }
+
 // WidenHostSandbox adds path to node's read-write paths (write) or to the credential folders
 // opened for reading (not write) — an approved widening — or with revoke takes it away again,
 // under Update's checks. The caller decides whether path may be widened at all (never Cubicle's
