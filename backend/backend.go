@@ -37,6 +37,7 @@ import (
 	"cubicle/backend/liveview"
 	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver"
+	"cubicle/backend/mcpserver/calls"
 	"cubicle/backend/models"
 	"cubicle/backend/nodes"
 	"cubicle/backend/profile"
@@ -337,7 +338,8 @@ func (b *Backend) build() error {
 	}
 	hk := engineHousekeeping{b}
 	b.Tokens = apitoken.New(b.Store, b.Profiles)
-	mc, err := newMCPComputers(b)
+	mc, err := calls.New(calls.Config{Agents: b.Profiles, Nodes: b.fleet, Control: b.Control, Plans: b.computers,
+		Events: b.Events, Runtime: b.Chat, Getenv: os.Getenv})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
+	"cubicle/backend/mcpserver/calls"
 	"cubicle/backend/store"
 )
 
@@ -191,7 +192,7 @@ func TestMCPServerOnRealDesktop(t *testing.T) {
 	}
 
 	// History: every call is in the agent's timeline as "MCP: laptop".
-	runs, err := b.Store.ToolRuns(admin.ID, mcpSession(tokID, ada.ID))
+	runs, err := b.Store.ToolRuns(admin.ID, calls.Session(tokID, ada.ID))
 	if err != nil || len(runs) < 6 {
 		t.Fatalf("history: %d runs, %v", len(runs), err)
 	}
