@@ -20,6 +20,7 @@ import (
 	"cubicle/backend/auth"
 	"cubicle/backend/control"
 	"cubicle/backend/events"
+	"cubicle/backend/mcpclient"
 	"cubicle/backend/mcpserver/calls"
 	"cubicle/backend/store"
 )
@@ -77,16 +78,7 @@ func mcpConnect(t *testing.T, ctx context.Context, srv *httptest.Server, secret 
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{secret}}}, nil)
 }
 
-func callText(r *mcp.CallToolResult) string {
-	var sb strings.Builder
-	for _, c := range r.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			sb.WriteString(t.Text)
-			sb.WriteString("\n")
-		}
-	}
-	return sb.String()
-}
+func callText(r *mcp.CallToolResult) string { return mcpclient.ResultText(r) }
 
 func callImage(r *mcp.CallToolResult) []byte {
 	for _, c := range r.Content {

@@ -229,7 +229,7 @@ func (s *Service) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, 
 	}
 	write(out, res)
 	if w, ok := m.conn.svc.cfg.OnServer.(SandboxWatcher); ok && m.srv.OnServer {
-		if notes := w.SandboxRefused(t, resultText(res)); len(notes) > 0 {
+		if notes := w.SandboxRefused(t, ResultText(res)); len(notes) > 0 {
 			out.Text("\nsandbox: " + strings.Join(notes, "\nsandbox: "))
 		}
 	}
@@ -239,8 +239,8 @@ func (s *Service) Call(ctx context.Context, t agent.TurnInfo, c agent.ToolCall, 
 	return agent.StateSuccess
 }
 
-// resultText is the text of res's text blocks, one per line.
-func resultText(res *mcp.CallToolResult) string {
+// ResultText is the text of res's text blocks, one per line.
+func ResultText(res *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
 		if v, ok := c.(*mcp.TextContent); ok {
