@@ -13,7 +13,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { desktopViewport, launchBrowser, logIn, missingPrerequisite, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
+import { desktopViewport, launchBrowser, logIn, linkSuffix, missingPrerequisite, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -43,7 +43,7 @@ const canvasHash = (page, sel) =>
     return h;
   });
 
-describe('real desktop flow', { skip: skip || false, timeout: 30 * 60_000 }, () => {
+describe('real desktop flow' + linkSuffix, { skip: skip || false, timeout: 30 * 60_000 }, () => {
   let server;
   let browser;
   let context;

@@ -174,10 +174,19 @@ export function launchBrowser() {
   });
 }
 
-/** Saves a full-page screenshot into test-artifacts/NAME.png and returns its path. */
+/**
+ * What this file's runs are called after: "" normally, " (exec link)" when the desktops are
+ * reached over the exec link (CUBICLE_GUEST_LINK=exec: the *-exec.test.mjs files run a flow once
+ * more that way, beside the others). Suite titles and artifact names carry it, so the two runs
+ * of a flow neither look alike in the report nor overwrite each other's files.
+ */
+export const linkSuffix = process.env.CUBICLE_GUEST_LINK === 'exec' ? ' (exec link)' : '';
+const fileSuffix = process.env.CUBICLE_GUEST_LINK === 'exec' ? '-exec' : '';
+
+/** Saves a full-page screenshot into test-artifacts/NAME.png (NAME-exec.png over the exec link) and returns its path. */
 export async function screenshot(page, name) {
   mkdirSync(artifactsDir, { recursive: true });
-  const path = join(artifactsDir, `${name}.png`);
+  const path = join(artifactsDir, `${name}${fileSuffix}.png`);
   await page.screenshot({ path, fullPage: false });
   return path;
 }
@@ -253,7 +262,7 @@ export function serverTrouble(server, max = 40) {
 export function saveServerLog(server, name) {
   if (!server) return;
   mkdirSync(artifactsDir, { recursive: true });
-  writeFileSync(join(artifactsDir, `${name}-server.log`), server.log());
+  writeFileSync(join(artifactsDir, `${name}${fileSuffix}-server.log`), server.log());
 }
 
 /** Logs in through the form and waits for the agent list. */

@@ -16,7 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { driverCall, driverTarget } from './guest.mjs';
-import { artifactsDir, desktopViewport, launchBrowser, logIn, missingPrerequisite, phoneViewport, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
+import { artifactsDir, desktopViewport, launchBrowser, logIn, linkSuffix, missingPrerequisite, phoneViewport, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -67,7 +67,7 @@ const pointerPixels = (page, sel) =>
     return n;
   });
 
-describe('live screen v2 on a real desktop', { skip: skip || false, timeout: 30 * 60_000 }, () => {
+describe('live screen v2 on a real desktop' + linkSuffix, { skip: skip || false, timeout: 30 * 60_000 }, () => {
   let server;
   let browser;
   let context;
