@@ -80,7 +80,43 @@ rm -f test-artifacts/vet.rc
 vet_pid=$!
 on_exit "kill $vet_pid 2>/dev/null || true"
 
-# The tests that exercise a desktop's guest link end to end run once more over the exec link
+# The plain pass runs three binaries at a time: its binaries mostly wait on desktops, engines
+# and displays, and its longest one (./backend, ~1100 s on a fresh machine) is a third of the
+# pass's 3200 binary-seconds, so with two lanes the rest had to queue behind it (the race
+# pass, ~400 binary-seconds, ends early).
+phase "Go tests (many depend on the engine, images and displays; the concurrent core beside them, under -race)"
+# (the Kubernetes tests run below, with the cluster up only for them)
+testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
+race_pid=$!
+on_exit "kill $race_pid 2>/dev/null || true"
+plain_rc=0
+CUBICLE_BENCH_JSON="$ROOT/test-artifacts/bench-quick.json" \
+  testbin run -p 3 -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go $plain 2>&1 | tee test-artifacts/go-test.log || plain_rc=$?
+race_rc=0
+wait "$race_pid" || race_rc=$?
+echo "--- the race pass (test-artifacts/go-race.log):"
+cat test-artifacts/go-race.log
+if [ "$plain_rc" != 0 ] || [ "$race_rc" != 0 ]; then
+  echo "Go tests failed: plain pass exit $plain_rc, race pass exit $race_rc"
+  exit 1
+fi
+
+# Fuzzing: the store's two page checks (serve's pre-open check and doctor's full check) against damaged
+# page headers of every kind: the seed corpus runs in the plain pass; here 3000 new inputs
+# (about 20 s here). A count, not a duration: Go 1.26's coordinator can report its own
+# -fuzztime deadline as a failure when a worker is mid-call (golang/go#75804, fixed in 1.27).
+# It runs beside the reruns below (they mostly wait on desktops); its result is checked after them.
+nice -n 19 go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=3000x ./backend/store >test-artifacts/go-fuzz-store.log 2>&1 &
+fuzz_pid=$!
+on_exit "kill $fuzz_pid 2>/dev/null || true"
+
+run_tests() { # run_tests BINARY PACKAGE_DIR ARGS… — a test binary run where go test would run it
+  local bin=$1 dir=$2
+  shift 2
+  (cd "$ROOT/$dir" && "$bin" -test.count=1 "$@")
+}
+
+# The tests that exercise a desktop's guest link end to end, run once more over the exec link
 # (issue 10: both guest transports): the desktop lifecycle, preparation's probe, crash
 # recovery and repair (backend/vm); chat tools, helpers, computer types with browser tunnels,
 # the live screen and the broken-link tests on a real desktop (backend). The engines' exec
@@ -94,39 +130,30 @@ check_tests "$BACKEND_TEST" "$LINK_TESTS_BACKEND"
 check_tests "$VM_TEST" "$LINK_TESTS_VM"
 check_tests "$BACKEND_TEST" "$NODE_TESTS"
 
-# The plain pass runs three binaries at a time: its binaries mostly wait on desktops, engines
-# and displays, and its longest one (./backend, ~1100 s on a fresh machine) is a third of the
-# pass's 3200 binary-seconds, so with two lanes the rest had to queue behind it (the race
-# pass, ~400 binary-seconds, ends early). The three runs again above (-again: the same
-# binaries, another mode, their tests only) are runs of the same pool, not a phase after it:
-# as a phase of their own they left 80 of their 330 core-seconds idle, and the pass's tail
-# as many.
-phase "Go tests (many depend on the engine, images and displays; the guest-link and node-mode tests again in their other modes; the concurrent core beside them, under -race)"
-# (the Kubernetes tests run below, with the cluster up only for them)
-testbin run -race -timeout 35m -logs test-artifacts/go-race "${RACE_PKGS[@]}" >test-artifacts/go-race.log 2>&1 &
-race_pid=$!
-on_exit "kill $race_pid 2>/dev/null || true"
-plain_rc=0
-CUBICLE_BENCH_JSON="$ROOT/test-artifacts/bench-quick.json" \
-  testbin run -p 3 -timeout 40m -skip '^TestKubernetes' -logs test-artifacts/go \
-  -again "cubicle/backend:CUBICLE_GUEST_LINK=exec:$LINK_TESTS_BACKEND" \
-  -again "cubicle/backend/vm:CUBICLE_GUEST_LINK=exec:$LINK_TESTS_VM" \
-  -again "cubicle/backend:CUBICLE_LOCAL_NODE=direct:$NODE_TESTS" \
-  $plain 2>&1 | tee test-artifacts/go-test.log || plain_rc=$?
-race_rc=0
-wait "$race_pid" || race_rc=$?
-echo "--- the race pass (test-artifacts/go-race.log):"
-cat test-artifacts/go-race.log
-if [ "$plain_rc" != 0 ] || [ "$race_rc" != 0 ]; then
-  echo "Go tests failed: plain pass exit $plain_rc, race pass exit $race_rc"
+# The three reruns are three binaries' runs, side by side (each mostly waits on its desktops):
+# the backend's link tests in front, the desktop lifecycle's link tests and then the direct
+# path behind them; each log is printed when its run ends.
+phase "real-desktop Go tests again over the exec link (CUBICLE_GUEST_LINK=exec), and with the direct path (CUBICLE_LOCAL_NODE=direct); beside them, fuzzing the store's page checks (3000 inputs)"
+(
+  CUBICLE_GUEST_LINK=exec run_tests "$VM_TEST" backend/vm -test.timeout 30m -test.run "$LINK_TESTS_VM" >test-artifacts/go-test-exec-link-vm.log 2>&1
+  CUBICLE_LOCAL_NODE=direct run_tests "$BACKEND_TEST" backend -test.timeout 20m -test.run "$NODE_TESTS" >test-artifacts/go-test-local-direct.log 2>&1
+) &
+behind_pid=$!
+on_exit "kill $behind_pid 2>/dev/null || true"
+front_rc=0
+CUBICLE_GUEST_LINK=exec run_tests "$BACKEND_TEST" backend -test.timeout 30m -test.run "$LINK_TESTS_BACKEND" >test-artifacts/go-test-exec-link.log 2>&1 || front_rc=$?
+behind_rc=0
+wait "$behind_pid" || behind_rc=$?
+for f in go-test-exec-link go-test-exec-link-vm go-test-local-direct; do echo "--- test-artifacts/$f.log:"; cat "test-artifacts/$f.log"; done
+if [ "$front_rc" != 0 ] || [ "$behind_rc" != 0 ]; then
+  echo "the exec-link and direct reruns failed: backend exit $front_rc, backend/vm and direct exit $behind_rc"
   exit 1
 fi
-
-run_tests() { # run_tests BINARY PACKAGE_DIR ARGS… — a test binary run where go test would run it
-  local bin=$1 dir=$2
-  shift 2
-  (cd "$ROOT/$dir" && "$bin" -test.count=1 "$@")
-}
+fuzz_rc=0
+wait "$fuzz_pid" || fuzz_rc=$?
+echo "--- fuzzing the store's page checks (3000 inputs; test-artifacts/go-fuzz-store.log):"
+cat test-artifacts/go-fuzz-store.log
+if [ "$fuzz_rc" != 0 ]; then echo "fuzzing the store's page checks failed (exit $fuzz_rc)"; exit 1; fi
 
 # The Kubernetes part (scripts/k8s): its binaries are built once per version into
 # /var/cache/cubicle-k8s (about 5.5 min cold on 2 cores) and reused; the desktop image is the
@@ -136,16 +163,7 @@ run_tests() { # run_tests BINARY PACKAGE_DIR ARGS… — a test binary run where
 # The ports (Windows and macOS builds, the Windows tests, app and installer under Wine) run
 # beside the Kubernetes part, which mostly waits on its cluster; their output is printed after.
 # The web UI's checks (generated types, ESLint, vitest; about a minute of CPU) run beside it too.
-phase "Kubernetes test cluster: build check and bring-up (beside it: the ports' Wine part, the web UI's checks, fuzzing the store's page checks)"
-# Fuzzing: the store's two page checks (serve's pre-open check and doctor's full check) against damaged
-# page headers of every kind: the seed corpus runs in the plain pass; here 3000 new inputs
-# (about 20 s here). A count, not a duration: Go 1.26's coordinator can report its own
-# -fuzztime deadline as a failure when a worker is mid-call (golang/go#75804, fixed in 1.27).
-# It runs beside the Kubernetes part (which mostly waits on its cluster) at the lowest
-# priority; its result is checked after it.
-nice -n 19 go test -count=1 -run '^$' -fuzz '^FuzzPageHeaders$' -fuzztime=3000x ./backend/store >test-artifacts/go-fuzz-store.log 2>&1 &
-fuzz_pid=$!
-on_exit "kill $fuzz_pid 2>/dev/null || true"
+phase "Kubernetes test cluster: build check and bring-up (beside it: the ports' Wine part, the web UI's checks)"
 (
   # frontend/src/gen is what tygo writes from the Go shapes (tygo.yaml); the lint is ESLint with
   # typescript-eslint (frontend/eslint.config.js)
@@ -207,11 +225,6 @@ for (const id of ["k8s_cold_start", "k8s_exec"]) {
 phase "Kubernetes test cluster: down"
 bash scripts/k8s/cluster.sh down
 flock -u 8
-fuzz_rc=0
-wait "$fuzz_pid" || fuzz_rc=$?
-echo "--- fuzzing the store's page checks (3000 inputs; test-artifacts/go-fuzz-store.log):"
-cat test-artifacts/go-fuzz-store.log
-if [ "$fuzz_rc" != 0 ]; then echo "fuzzing the store's page checks failed (exit $fuzz_rc)"; exit 1; fi
 
 phase "web UI: generated types, lint, unit tests (started beside the Kubernetes part)"
 webui_rc=0

@@ -6,7 +6,7 @@
 // a binary is linked again only when something it contains changed.
 //
 //	testbin link [-race] PACKAGE…          prints "IMPORT-PATH BINARY" per package with tests
-//	testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] [-slowest N] [-again PKG:ENV=VALUE:RE]… PACKAGE…
+//	testbin run [-race] [-p N] [-timeout D] [-run RE] [-skip RE] [-logs DIR] [-slowest N] PACKAGE…
 //
 // run prints "ok  PKG  TIME" for a package that passed, and for one that failed the output of
 // its failed tests (and of the package itself) and "FAIL  PKG  TIME"; each package's whole
@@ -16,10 +16,7 @@
 // the times in seed-durations.json, measured here on a run of the whole suite), and exits 1
 // when any failed. A
 // package's binary runs in the package's directory with -test.count=1: results never come
-// from a cache. Each -again runs one of the packages' binaries once more, in the same pool of
-// lanes, with one more variable in its environment and only the tests RE matches (the tests
-// that depend on the guest link or on how node "local" is reached, in their other modes): a
-// run of its own, reported, timed and ordered as "PKG (ENV=VALUE)".
+// from a cache.
 //
 // The key is sound because a build ID is the hash of a compile's inputs and output, and the
 // link of a test binary reads nothing else but those packages' archives and the link flags.
@@ -100,45 +97,7 @@ type testPkg struct {
 	Dir  string
 	Key  string
 	Bin  string
-
-	// A run again of a package's binary (-again): one more variable in its environment and
-	// its own -test.run; "" and "" for the package's own run.
-	Env, Run string
 }
-
-// Name is how a run is reported, timed and ordered: the import path, and the variable of a
-// run again ("cubicle/backend (CUBICLE_GUEST_LINK=exec)").
-func (p testPkg) Name() string {
-	if p.Env == "" {
-		return p.Path
-	}
-	return p.Path + " (" + p.Env + ")"
-}
-
-// again parses -again's PKG:ENV=VALUE:RE into a run of the package's binary among ps.
-func again(ps []testPkg, spec string) (testPkg, error) {
-	pkg, rest, ok1 := strings.Cut(spec, ":")
-	env, re, ok2 := strings.Cut(rest, ":")
-	if !ok1 || !ok2 || !strings.Contains(env, "=") || re == "" {
-		return testPkg{}, fmt.Errorf("-again %q: want IMPORT-PATH:NAME=VALUE:REGEXP", spec)
-	}
-	if _, err := regexp.Compile(re); err != nil {
-		return testPkg{}, fmt.Errorf("-again %q: %w", spec, err)
-	}
-	for _, p := range ps {
-		if p.Path == pkg && p.Env == "" {
-			p.Env, p.Run = env, re
-			return p, nil
-		}
-	}
-	return testPkg{}, fmt.Errorf("-again %q: %s is not among the packages run", spec, pkg)
-}
-
-// repeated is a flag given any number of times.
-type repeated []string
-
-func (r *repeated) String() string     { return strings.Join(*r, " ") }
-func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // listed is one line of go list's answer.
 type listed struct {
@@ -349,8 +308,6 @@ func runCmd(ctx context.Context, args []string) error {
 	skip := fs.String("skip", "", "-test.skip")
 	logs := fs.String("logs", "", "folder for each package's whole output (and tests.tsv: each test's time)")
 	slowest := fs.Int("slowest", 10, "print the N slowest tests at the end (0: none)")
-	var agains repeated
-	fs.Var(&agains, "again", "PKG:ENV=VALUE:RE: run PKG's binary once more with ENV=VALUE and -test.run=RE (repeatable)")
 	fs.Parse(args)
 	ps, err := plan(ctx, *race, fs.Args())
 	if err != nil {
@@ -361,13 +318,6 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if err := link(ctx, *race, ps); err != nil {
 		return err
-	}
-	for _, spec := range agains {
-		p, err := again(ps, spec)
-		if err != nil {
-			return err
-		}
-		ps = append(ps, p)
 	}
 	if *logs != "" {
 		if err := os.MkdirAll(*logs, 0o755); err != nil {
@@ -390,21 +340,21 @@ func runCmd(ctx context.Context, args []string) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r := runOne(ctx, p, *timeout, cmp.Or(p.Run, *run), *skip)
+			r := runOne(ctx, p, *timeout, *run, *skip)
 			mu.Lock()
 			defer mu.Unlock()
-			took[p.Name()] = r.took.Seconds()
+			took[p.Path] = r.took.Seconds()
 			tests = append(tests, r.tests...)
 			if *logs != "" {
-				os.WriteFile(filepath.Join(*logs, logName(p)), r.log, 0o644)
+				os.WriteFile(filepath.Join(*logs, strings.ReplaceAll(p.Path, "/", "_")+".log"), r.log, 0o644)
 			}
 			if r.err != nil {
 				os.Stdout.Write(r.failLog)
-				fmt.Printf("FAIL\t%s\t%.1fs (%v)\n", p.Name(), r.took.Seconds(), r.err)
-				failed = append(failed, p.Name())
+				fmt.Printf("FAIL\t%s\t%.1fs (%v)\n", p.Path, r.took.Seconds(), r.err)
+				failed = append(failed, p.Path)
 				return
 			}
-			fmt.Printf("ok  \t%s\t%.1fs\n", p.Name(), r.took.Seconds())
+			fmt.Printf("ok  \t%s\t%.1fs\n", p.Path, r.took.Seconds())
 		}()
 	}
 	wg.Wait()
@@ -431,16 +381,6 @@ func runCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d package(s) failed: %s", len(failed), strings.Join(failed, " "))
 	}
 	return nil
-}
-
-// logName is the file of a run's whole output in -logs: cubicle_backend.log, and
-// cubicle_backend.CUBICLE_GUEST_LINK=exec.log for a run again.
-func logName(p testPkg) string {
-	n := strings.ReplaceAll(p.Path, "/", "_")
-	if p.Env != "" {
-		n += "." + p.Env
-	}
-	return n + ".log"
 }
 
 // testTime is how long one top-level test took.
@@ -486,9 +426,6 @@ func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip str
 	pr.Close()
 	cmd := exec.CommandContext(ctx, p.Bin, args...)
 	cmd.Dir = p.Dir
-	if p.Env != "" {
-		cmd.Env = append(os.Environ(), p.Env)
-	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) } // goroutine dump, as go test's timeout
 	cmd.WaitDelay = 10 * time.Second
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -499,7 +436,7 @@ func runOne(ctx context.Context, p testPkg, timeout time.Duration, run, skip str
 	if cerr := conv.Wait(); cerr != nil && err == nil {
 		err = fmt.Errorf("go tool test2json: %w", cerr)
 	}
-	r := parseEvents(p.Name(), js.Bytes())
+	r := parseEvents(p.Path, js.Bytes())
 	r.took, r.err = d, err
 	return r
 }
@@ -573,10 +510,10 @@ func seedFor(race bool) map[string]float64 {
 // takes its seed time.
 func longestFirst(ps []testPkg, last, seed map[string]float64) {
 	took := func(p testPkg) float64 {
-		if t, ok := last[p.Name()]; ok {
+		if t, ok := last[p.Path]; ok {
 			return t
 		}
-		return seed[p.Name()]
+		return seed[p.Path]
 	}
 	slices.SortStableFunc(ps, func(a, b testPkg) int { return cmp.Compare(took(b), took(a)) })
 }

@@ -19,12 +19,6 @@ func TestLongestFirst(t *testing.T) {
 	if want := []string{"long-seeded", "seeded", "measured", "short", "unknown"}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
-	// A run again is ordered by its own time, not its package's.
-	ps = []testPkg{{Path: "b"}, {Path: "b", Env: "X=1"}, {Path: "c"}}
-	longestFirst(ps, map[string]float64{"b": 700, "b (X=1)": 170, "c": 300}, nil)
-	if ps[0].Env != "" || ps[1].Path != "c" || ps[2].Env != "X=1" {
-		t.Fatalf("order %+v, want b, c, b (X=1)", ps)
-	}
 }
 
 // The committed seed parses, has both passes, and knows the suite's long binaries.
