@@ -90,6 +90,13 @@ func TestDesktopApp(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("app still running 30 s after starting without an X server")
 		}
+		// Its last lines may still be in the pipe when the process has exited (CI read the
+		// output before the error naming DISPLAY arrived): read to the pipe's end.
+		select {
+		case <-app.drained:
+		case <-time.After(10 * time.Second):
+			t.Log("the app's output pipe was still open 10 s after it exited (a helper holds it?)")
+		}
 		out := app.output()
 		if app.cmd.ProcessState.Success() || strings.Contains(out, "panic:") || !strings.Contains(out, "DISPLAY") {
 			t.Errorf("without an X server: %v, want a failure naming DISPLAY and no panic; output:\n%s", app.cmd.ProcessState, out)
@@ -168,8 +175,9 @@ func dialX(t *testing.T, display string) *xgb.Conn {
 
 // runningApp is the desktop binary running under test, its output collected line by line.
 type runningApp struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has exited
+	drained chan struct{} // closed when its output pipe reached its end (every holder exited)
 
 	mu    sync.Mutex
 	lines []string // output so far; guarded by mu
@@ -192,12 +200,13 @@ func startApp(t *testing.T, bin, display string, args ...string) *runningApp {
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	pw.Close()
-	a := &runningApp{cmd: cmd, exited: make(chan struct{}), added: make(chan struct{}, 1)}
+	a := &runningApp{cmd: cmd, exited: make(chan struct{}), drained: make(chan struct{}), added: make(chan struct{}, 1)}
 
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		defer close(a.drained)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {

@@ -88,19 +88,19 @@ func run(ctx context.Context, d cli.Desktop) error {
 // runWails runs the Wails app. Wails panics instead of failing when GTK cannot open the
 // display; that becomes an error that says what to check.
 func runWails(opts *options.App) (err error) {
+	hint := ""
+	if runtime.GOOS == "linux" {
+		hint = fmt.Sprintf("; check that DISPLAY=%q names a running X server", os.Getenv("DISPLAY"))
+	}
 	defer func() {
 		p := recover()
 		if p == nil {
 			return
 		}
-		hint := ""
-		if runtime.GOOS == "linux" {
-			hint = fmt.Sprintf("; check that DISPLAY=%q names a running X server", os.Getenv("DISPLAY"))
-		}
 		err = fault.Unavailable("desktop app: cannot open the window: %v%s, or run `cubicle serve` and use a browser", p, hint)
 	}()
 	if err := wails.Run(opts); err != nil {
-		return fmt.Errorf("desktop app: %w: %w", fault.ErrUnavailable, err)
+		return fmt.Errorf("desktop app: %w: %w%s, or run `cubicle serve` and use a browser", fault.ErrUnavailable, err, hint)
 	}
 	return nil
 }
