@@ -180,8 +180,10 @@ export function launchBrowser() {
  * more that way, beside the others). Suite titles and artifact names carry it, so the two runs
  * of a flow neither look alike in the report nor overwrite each other's files.
  */
-export const linkSuffix = process.env.CUBICLE_GUEST_LINK === 'exec' ? ' (exec link)' : '';
-const fileSuffix = process.env.CUBICLE_GUEST_LINK === 'exec' ? '-exec' : '';
+const overExec = process.env.CUBICLE_GUEST_LINK === 'exec';
+export const linkSuffix = overExec ? ' (exec link)' : '';
+/** What this file's artifacts' names end in: "" normally, "-exec" over the exec link. */
+export const fileSuffix = overExec ? '-exec' : '';
 
 /** Saves a full-page screenshot into test-artifacts/NAME.png (NAME-exec.png over the exec link) and returns its path. */
 export async function screenshot(page, name) {

@@ -16,7 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { driverCall, driverTarget } from './guest.mjs';
-import { artifactsDir, desktopViewport, launchBrowser, logIn, linkSuffix, missingPrerequisite, phoneViewport, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
+import { artifactsDir, desktopViewport, fileSuffix, launchBrowser, logIn, linkSuffix, missingPrerequisite, phoneViewport, removeDesktop, screenshot, startServer, watchPage } from './harness.mjs';
 
 let skip = missingPrerequisite();
 if (!skip && process.env.CUBICLE_E2E_DESKTOP !== '1') {
@@ -237,7 +237,7 @@ describe('live screen v2 on a real desktop' + linkSuffix, { skip: skip || false,
     }
     t.diagnostic(`ready_on_open: ${ours.join(', ')} ms; Start pressed on opening: ${peer.join(', ')} ms`);
     mkdirSync(artifactsDir, { recursive: true });
-    writeFileSync(join(artifactsDir, process.env.CUBICLE_GUEST_LINK === 'exec' ? 'bench-browser-exec.json' : 'bench-browser.json'), JSON.stringify({
+    writeFileSync(join(artifactsDir, `bench-browser${fileSuffix}.json`), JSON.stringify({
       rows: [{
         id: 'ready_on_open', title: 'opening the chat of an agent whose desktop is stopped → first frame in the computer panel',
         unit: 'ms', better: 'lower', ours: { method: 'anticipatory start (POST …/opened when the chat opens)', samples: ours },

@@ -105,11 +105,12 @@ describe('the live viewer on a real desktop: clipboard, input method, files, fit
     terminal(`while IFS= read -r line; do [ -n "$line" ] && { printf %s "$line" > ${file}.tmp && mv ${file}.tmp ${file}; exit; }; done`, `> ${file}`);
   /** Presses Enter in p until the reader's terminal wrote file (up to 4 times, 5 s apart); returns its content. */
   const submit = async (p, file) => {
-    for (let i = 0; i < 4; i++) {
+    const written = async () => (await sh(`test -e ${file} && echo yes || echo no`)).trim() === 'yes';
+    let done = false;
+    for (let i = 0; i < 4 && !done; i++) {
       await p.keyboard.press('Enter');
       const deadline = Date.now() + 5000;
-      while (Date.now() < deadline && (await sh(`test -e ${file} && echo yes || echo no`)).trim() !== 'yes') await sleep(250);
-      if (Date.now() < deadline) break;
+      while (!(done = await written()) && Date.now() < deadline) await sleep(250);
     }
     return waitFile(file);
   };
