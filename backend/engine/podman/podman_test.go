@@ -3,6 +3,7 @@ package podman_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -63,4 +64,47 @@ func TestConnectUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestListVolumesWhileVolumesComeAndGo lists volumes while others are created and removed:
+// Podman fails a listing with "no such volume" when a volume it listed was removed before it
+// inspected it (housekeeping failed so in CI while a test removed its desktop).
+func TestListVolumesWhileVolumesComeAndGo(t *testing.T) {
+	c := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	labels := map[string]string{"cubicle.test": "churn-" + t.Name()}
+	done := make(chan struct{})
+	churned := 0
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil && i < 200; i++ {
+			name := fmt.Sprintf("cubicle-test-churn-%d-%d", os.Getpid(), i%4)
+			if err := c.EnsureVolume(ctx, name, labels); err != nil {
+				t.Errorf("EnsureVolume: %v", err)
+				return
+			}
+			if err := c.RemoveVolume(ctx, name); err != nil {
+				t.Errorf("RemoveVolume: %v", err)
+				return
+			}
+			churned++
+		}
+	}()
+	lists := 0
+	for running := true; running; lists++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if _, err := c.ListVolumes(ctx, labels); err != nil {
+			t.Fatalf("ListVolumes after %d listings: %v", lists, err)
+		}
+		if _, err := c.Volumes(ctx, labels); err != nil {
+			t.Fatalf("Volumes after %d listings: %v", lists, err)
+		}
+	}
+	<-done
+	t.Logf("%d listings while %d volumes came and went", lists, churned)
 }

@@ -63,9 +63,9 @@ func (c *Client) Volumes(ctx context.Context, labels map[string]string) ([]engin
 	if len(labels) > 0 {
 		opts.WithFilters(map[string][]string{"label": engine.LabelFilters(labels)})
 	}
-	list, err := volumes.List(c.ctx(ctx), opts)
+	list, err := c.listVolumes(ctx, opts)
 	if err != nil {
-		return nil, fail("list volumes", err)
+		return nil, err
 	}
 	out := make([]engine.Volume, 0, len(list))
 	for _, v := range list {

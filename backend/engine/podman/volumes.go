@@ -3,6 +3,8 @@ package podman
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings/volumes"
 	"github.com/containers/podman/v5/pkg/domain/entities/types"
@@ -47,9 +49,9 @@ func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]s
 	if len(labels) > 0 {
 		opts.WithFilters(map[string][]string{"label": engine.LabelFilters(labels)})
 	}
-	list, err := volumes.List(c.ctx(ctx), opts)
+	list, err := c.listVolumes(ctx, opts)
 	if err != nil {
-		return nil, fail("list volumes", err)
+		return nil, err
 	}
 	out := make([]string, 0, len(list))
 	for _, v := range list {
@@ -69,4 +71,24 @@ func (c *Client) VolumePath(ctx context.Context, name string) (string, error) {
 		return "", fail(fmt.Sprintf("inspect volume %q", name), err)
 	}
 	return v.Mountpoint, nil
+}
+
+// listVolumes lists volumes, trying again when the listing raced a removal: Podman inspects
+// each volume it lists and fails the whole list with a 500 "no such volume" when one was
+// removed in between (seen in CI: housekeeping listed while a test removed its desktop).
+func (c *Client) listVolumes(ctx context.Context, opts *volumes.ListOptions) ([]*types.VolumeListReport, error) {
+	for attempt := 0; ; attempt++ {
+		list, err := volumes.List(c.ctx(ctx), opts)
+		if err == nil {
+			return list, nil
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "no such volume") {
+			return nil, fail("list volumes", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fail("list volumes", ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
 }
