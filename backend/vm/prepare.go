@@ -248,6 +248,31 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 	return img, nil
 }
 
+// removeHalfMadeProbe removes the probe container named name when its create failed after
+// the engine made it (a preparation cancelled while the engine was still creating): without
+// its id the deferred removal cannot, and it would stay "Created" until this data directory's
+// next start. A container of that name that is not this store's probe is left alone.
+func (m *Manager) removeHalfMadeProbe(ctx context.Context, eng Engine, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(500 * time.Millisecond) // the engine may finish the create after our call ended
+		}
+		c, err := eng.InspectContainer(ctx, name)
+		if err != nil {
+			continue
+		}
+		if c.Labels[LabelStore] != m.storeID || c.Labels[LabelRole] != RoleProbe {
+			return
+		}
+		if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, fault.ErrNotFound) {
+			m.log.Error("remove the probe desktop whose create failed", "container", name, "err", err)
+		}
+		return
+	}
+}
+
 // probe runs ref in a throw-away desktop, checks the driver's handshake and takes a real
 // screenshot that is not blank, then removes the desktop.
 func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hello, error) {
@@ -267,6 +292,7 @@ func (m *Manager) probe(ctx context.Context, j *prepJob, ref string) (guest.Hell
 	// the record and the capacity slot: every desktop is stopped while an image is prepared.
 	ctr, err := eng.CreateContainer(ctx, m.containerSpec(id, "cubicle-"+id, ref, dir, kind{role: RoleProbe}, store.VMInstance{}, nil))
 	if err != nil {
+		m.removeHalfMadeProbe(ctx, eng, "cubicle-"+id)
 		return guest.Hello{}, fmt.Errorf("create probe desktop: %w", err)
 	}
 	defer func() {

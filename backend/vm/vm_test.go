@@ -172,6 +172,15 @@ func TestPrepare(t *testing.T) {
 			t.Errorf("%d probe containers left", n)
 		}
 	})
+	t.Run("a probe the engine made although its create failed is removed", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.eng.FailAfterNext("create", fault.Unavailable("create container: context canceled"))
+		_, err := f.m.Prepare(context.Background(), "standard")
+		wantClass(t, "prepare whose probe create failed", err, fault.ErrUnavailable, "create probe desktop")
+		if n := f.eng.Count(); n != 0 {
+			t.Errorf("%d probe containers left (calls %v)", n, f.eng.Calls())
+		}
+	})
 	t.Run("builder error passes through", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.b.SetErr(fault.Unavailable("cannot pull public.ecr.aws/x@sha256:1: configure a mirror"))

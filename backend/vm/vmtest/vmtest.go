@@ -351,6 +351,10 @@ func (f *Engine) CreateContainer(ctx context.Context, spec engine.ContainerSpec)
 	st := engine.ContainerState{ID: id, Name: spec.Name, Image: spec.Image, Labels: engine.ManagedLabels(spec.Labels), Status: "created"}
 	f.ctrs[id] = &Container{Spec: spec, State: st, execs: map[*proc]bool{}, logs: &logTail{}}
 	f.emit(f.ctrs[id], engine.ActionCreate)
+	if err, ok := f.failAfter["create"]; ok {
+		delete(f.failAfter, "create")
+		return engine.ContainerState{}, err
+	}
 	return st, nil
 }
 
@@ -747,9 +751,10 @@ func (f *Engine) FailNext(op string, err error) {
 	f.failOn[op] = err
 }
 
-// FailAfterNext makes the next call of op (only "stop") do what it was asked and then return
-// err: Podman answers a stop with a 500 when the killed processes are reaped later than it
-// waits for, although the container stops.
+// FailAfterNext makes the next call of op ("stop" or "create") do what it was asked and then
+// return err: Podman answers a stop with a 500 when the killed processes are reaped later than
+// it waits for, although the container stops; a create whose caller gave up (its context
+// ended) can still be completed by the engine.
 func (f *Engine) FailAfterNext(op string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
