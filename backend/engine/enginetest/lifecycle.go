@@ -148,12 +148,10 @@ func (s *suite) testLifecycle(t *testing.T) {
 	}
 
 	// PID 1 ignores SIGTERM: the stop takes the 1 s timeout, then SIGKILL, far below 10 s.
-	start = time.Now()
-	if err := s.e.StopContainer(ctx, created.ID, time.Second); err != nil {
-		t.Fatalf("StopContainer: %v", err)
-	}
-	took := time.Since(start)
-	t.Logf("stop with 1 s timeout took %v", took.Round(time.Millisecond))
+	// Where the container's init is a process of this machine, the test watches it and times
+	// its end: the engine's teardown after the kill (unmounts, cgroups) can take many seconds
+	// on a loaded machine (CI saw a 16 s stop whose timeout was honoured), and it says nothing
+	// about the timeout being passed on.
 	limit := 6 * time.Second
 	if s.cluster != nil {
 		// A Pod's deletion adds the kubelet's teardown (sandbox, network) to the grace, which
@@ -161,8 +159,32 @@ func (s *suite) testLifecycle(t *testing.T) {
 		// of 30 s.
 		limit = 15 * time.Second
 	}
-	if took < 900*time.Millisecond || took > limit {
-		t.Errorf("stop took %v, want about the 1 s timeout (at most %v)", took, limit)
+	ended, watched := watchEnd(st.PID, "sleep")
+	start = time.Now()
+	if err := s.e.StopContainer(ctx, created.ID, time.Second); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	took := time.Since(start)
+	if watched {
+		var at time.Time
+		select {
+		case at = <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the container's init (pid %d) still runs 10 s after StopContainer returned", st.PID)
+		}
+		killed := at.Sub(start)
+		t.Logf("stop with 1 s timeout took %v; its init ended %v after the stop began", took.Round(time.Millisecond), killed.Round(time.Millisecond))
+		if killed < 900*time.Millisecond || killed > limit {
+			t.Errorf("the container's init ended %v after the stop began, want about the 1 s timeout (at most %v)", killed, limit)
+		}
+		if took > time.Minute {
+			t.Errorf("stop took %v", took)
+		}
+	} else {
+		t.Logf("stop with 1 s timeout took %v (its init is not a process of this machine: the whole stop is timed)", took.Round(time.Millisecond))
+		if took < 900*time.Millisecond || took > limit {
+			t.Errorf("stop took %v, want about the 1 s timeout (at most %v)", took, limit)
+		}
 	}
 	st, err = s.e.InspectContainer(ctx, created.ID)
 	if err != nil || st.Running || st.PID != 0 {
@@ -445,4 +467,29 @@ func (s *suite) testExitsAtOnce(t *testing.T) {
 			t.Errorf("RemoveContainer: %v", err)
 		}
 	}
+}
+
+// watchEnd watches process pid of this machine, whose command line contains cmd, and sends
+// the time it ended (gone, or a zombie) on the returned channel; ok is false, and nothing is
+// watched, when no such process is visible here (an engine on another machine, a cluster).
+func watchEnd(pid int, cmd string) (<-chan time.Time, bool) {
+	if pid <= 0 {
+		return nil, false
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.Contains(string(b), cmd) {
+		return nil, false
+	}
+	ended := make(chan time.Time, 1)
+	go func() { // ends with the process; the test waits for it at most 10 s after the stop
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			// the state is the field after the command's closing parenthesis
+			if i := strings.LastIndexByte(string(b), ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X' {
+				ended <- time.Now()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return ended, true
 }
