@@ -58,7 +58,7 @@ race_list=$(go list "${RACE_PKGS[@]}")
 phase "link the test binaries (only those whose content changed since they were last linked)"
 go build -o "$TB/testbin" ./internal/testbin
 testbin() { "$TB/testbin" "$@"; }
-plain=$(go list ./... | grep -v '/backend/engine/kubernetes$' | grep -vxF -f <(printf '%s\n' $race_list))
+plain=$(go list ./... | grep -v '/node_modules/' | grep -v '/backend/engine/kubernetes$' | grep -vxF -f <(printf '%s\n' $race_list))
 testbin link $plain ./backend/engine/kubernetes/... >"$TB/plain.list"
 testbin link -race "${RACE_PKGS[@]}" >"$TB/race.list"
 BACKEND_TEST=$(awk '$1 == "cubicle/backend" {print $2}' "$TB/plain.list")
