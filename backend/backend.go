@@ -25,6 +25,7 @@ import (
 	"cubicle/backend/control"
 	"cubicle/backend/deskegress"
 	"cubicle/backend/doctor"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/events"
 	"cubicle/backend/fault"
 	"cubicle/backend/fleet"
@@ -110,9 +111,9 @@ type Config struct {
 	// it; tests that only need a server leave it off.
 	PrepareOnFirstStart bool
 
-	// Tests: engineConnect replaces ConnectEngineWith (to hold the connection back),
+	// Tests: engineConnect replaces engineconn.ConnectEngineWith (to hold the connection back),
 	// engineWait vm.Config.ConnectWait.
-	engineConnect func(context.Context, store.EngineSettings, *slog.Logger) (*ConnectedEngine, error)
+	engineConnect func(context.Context, store.EngineSettings, *slog.Logger) (*engineconn.ConnectedEngine, error)
 	engineWait    time.Duration
 }
 
@@ -168,7 +169,7 @@ type Backend struct {
 	// connects: vm.ErrConnecting); both guarded by engMu, as is Housekeeping. engineDone is
 	// closed when the connection settled (nil: no engine to connect).
 	engMu         sync.Mutex
-	engine        *ConnectedEngine
+	engine        *engineconn.ConnectedEngine
 	engineProblem string
 	engineDone    chan struct{}
 	stopConnect   context.CancelFunc
@@ -430,7 +431,7 @@ func (b *Backend) Start(ctx context.Context) error {
 // engineCheck is the doctor's engine check, for the first-run path's engine step while no
 // engine is connected (setup.Config.EngineCheck).
 func (b *Backend) engineCheck(ctx context.Context) doctor.Check {
-	cs := doctor.Engine(os.Getenv("CUBICLE_ENGINE"), os.Getenv, DiscoverEngines)(ctx)
+	cs := doctor.Engine(os.Getenv("CUBICLE_ENGINE"), os.Getenv, engineconn.DiscoverEngines)(ctx)
 	if len(cs) == 0 {
 		return doctor.Check{}
 	}

@@ -21,6 +21,7 @@ import (
 	"cubicle/backend/agent"
 	"cubicle/backend/agent/tools"
 	"cubicle/backend/engine/podman"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/models"
 	"cubicle/backend/store"
@@ -114,7 +115,7 @@ func TestAgentOnRealDesktop(t *testing.T) {
 		}
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		eng, err := ConnectEngine(cctx, "podman", b.log)
+		eng, err := engineconn.ConnectEngine(cctx, "podman", b.log)
 		if err != nil {
 			return
 		}

@@ -17,6 +17,7 @@ import (
 
 	"cubicle/backend/agent"
 	"cubicle/backend/engine"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/screen/screentest"
 	"cubicle/backend/vm"
@@ -79,7 +80,7 @@ func TestDesktopOnDockerEngine(t *testing.T) {
 		}
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		eng, err := ConnectEngine(cctx, "docker", log)
+		eng, err := engineconn.ConnectEngine(cctx, "docker", log)
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"cubicle/backend/api"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/store"
 )
 
@@ -22,8 +23,8 @@ import (
 // refused with 400 (or 503 for a cluster that does not answer) saying what to fix and saving
 // nothing, then a valid choice saved; the process's own flag still decides what runs.
 func TestEngineRoutes(t *testing.T) {
-	for _, v := range []string{"CUBICLE_ENGINE", EnvKubeconfig, EnvKubeContext, EnvKubeNamespace, EnvKubeStorageClass,
-		EnvKubeVolumeSize, EnvKubeRegistry, EnvKubeInsecure} {
+	for _, v := range []string{"CUBICLE_ENGINE", engineconn.EnvKubeconfig, engineconn.EnvKubeContext, engineconn.EnvKubeNamespace, engineconn.EnvKubeStorageClass,
+		engineconn.EnvKubeVolumeSize, engineconn.EnvKubeRegistry, engineconn.EnvKubeInsecure} {
 		t.Setenv(v, "")
 	}
 	dir := t.TempDir()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"cubicle/backend/engineconn"
 	"cubicle/backend/events"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"
@@ -33,13 +34,13 @@ func TestServerAnswersWhileEngineConnects(t *testing.T) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate) }) }
 	var real atomic.Bool // the real connection succeeded
-	held := func(ctx context.Context, s store.EngineSettings, log *slog.Logger) (*ConnectedEngine, error) {
+	held := func(ctx context.Context, s store.EngineSettings, log *slog.Logger) (*engineconn.ConnectedEngine, error) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		eng, err := ConnectEngineWith(ctx, s, log)
+		eng, err := engineconn.ConnectEngineWith(ctx, s, log)
 		real.Store(err == nil)
 		return eng, err
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"cubicle/backend/engineconn"
 	"cubicle/backend/housekeeping"
 	"cubicle/images"
 )
@@ -13,7 +14,7 @@ import (
 // a connected engine: records is the data directory's store (nil when it cannot be read). The
 // images the current recipes build are never listed as unused. `cubicle doctor` and the
 // backend (Settings → Local VM → Leftovers) share it.
-func NewHousekeeper(eng EngineClient, dataDir string, records housekeeping.Records, log *slog.Logger) (*housekeeping.Housekeeper, error) {
+func NewHousekeeper(eng engineconn.EngineClient, dataDir string, records housekeeping.Records, log *slog.Logger) (*housekeeping.Housekeeper, error) {
 	keep := func(ctx context.Context) []string { return nil }
 	if b, err := images.New(images.Config{Engine: eng, Logger: log, WorkDir: filepath.Join(dataDir, "images")}); err == nil {
 		keep = func(ctx context.Context) []string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/guest"
 	"cubicle/backend/link"
 	"cubicle/backend/store"
@@ -68,7 +69,7 @@ func (d *linkDesktop) remove(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eng, err := ConnectEngine(ctx, "podman", slog.New(slog.DiscardHandler))
+	eng, err := engineconn.ConnectEngine(ctx, "podman", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Logf("cleanup: %v", err)
 		return

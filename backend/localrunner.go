@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cubicle/backend/auth"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
 	"cubicle/backend/nodes"
@@ -255,23 +256,23 @@ func (l *memListener) drop() {
 func (l *memListener) Addr() net.Addr { return memAddr{} }
 
 // ConnectRunnerEngine connects the desktops' engine settings s choose with the server's
-// discovery (ConnectEngineWith) for `cubicle runner` (runner.Config.ConnectEngine). On
+// discovery (engineconn.ConnectEngineWith) for `cubicle runner` (runner.Config.ConnectEngine). On
 // Kubernetes the desktops are the cluster's Pods, reached over the exec link, and their
 // images are built by the local engine (when one answers) and pushed to s.Registry.
 func ConnectRunnerEngine(ctx context.Context, s store.EngineSettings, mode link.Mode, log *slog.Logger) (runner.Engine, error) {
-	eng, err := ConnectEngineWith(ctx, s, log)
+	eng, err := engineconn.ConnectEngineWith(ctx, s, log)
 	if err != nil {
 		return runner.Engine{}, err
 	}
 	re := runner.Engine{Kind: string(eng.Endpoint.Kind), MapsUsers: eng.MapsUsers(), ImagesProblem: eng.ImagesProblem, Close: eng.Close}
-	if eng.Client != nil { // a nil EngineClient must stay a nil interface
+	if eng.Client != nil { // a nil engineconn.EngineClient must stay a nil interface
 		re.Client = eng.Client
 	}
 	if eng.Kube != nil {
-		re.Desktops, re.Link = eng.Kube, kubeLinkChoice(mode, eng.Kube.Host())
+		re.Desktops, re.Link = eng.Kube, engineconn.KubeLinkChoice(mode, eng.Kube.Host())
 		re.Registry, re.RegistryInsecure = eng.Settings.Registry, eng.Settings.RegistryInsecure
 	} else {
-		re.Link = GuestLinkChoice(ctx, mode, eng)
+		re.Link = engineconn.GuestLinkChoice(ctx, mode, eng)
 	}
 	return re, nil
 }

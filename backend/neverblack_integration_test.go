@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cubicle/backend/agent"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/models"
 	"cubicle/backend/store"
 )
@@ -100,7 +101,7 @@ func TestNeverBlackAfterIdleStop(t *testing.T) {
 func removeDesktop(t *testing.T, b *Backend, inst store.VMInstance) {
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eng, err := ConnectEngine(cctx, "podman", b.log)
+	eng, err := engineconn.ConnectEngine(cctx, "podman", b.log)
 	if err != nil {
 		t.Logf("clean-up: %v", err)
 		return

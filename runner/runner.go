@@ -80,7 +80,7 @@ type Config struct {
 	Engine, GuestLink string
 	// Kubernetes holds the cluster's settings when Engine is "kubernetes" (kubeconfig,
 	// namespace, registry…; its Kind is ignored), as backend.Config.Kubernetes does for the
-	// server. The caller overlays the environment (backend.KubeEnv) on its flags.
+	// server. The caller overlays the environment (engineconn.KubeEnv) on its flags.
 	Kubernetes store.EngineSettings
 	Version    string
 	Logger     *slog.Logger

@@ -100,7 +100,7 @@ type Config struct {
 	// ReadyTimeout bounds the wait for a desktop's driver and first drawn screen (0 = 90 s).
 	ReadyTimeout time.Duration
 	// GuestLink is how the run's desktops' drivers are reached, as the app would reach them
-	// (backend.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
+	// (engineconn.GuestLinkChoice); the zero value is auto on a local Linux engine. The exec-link
 	// rows open an exec link next to it.
 	GuestLink link.Choice
 	// Kube is the cluster of the Kubernetes rows (kube.go); nil: those rows say why they

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"cubicle/backend"
 	"cubicle/backend/bench"
 	"cubicle/backend/engine/docker"
 	"cubicle/backend/engine/podman"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
 	"cubicle/images"
@@ -49,12 +49,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	ks := backend.OverlayEngine(backend.KubeEnv(e.getenv), kf.settings())
+	ks := engineconn.OverlayEngine(engineconn.KubeEnv(e.getenv), kf.settings())
 	eng := ks.Kind
 	if eng == "kubernetes" {
 		eng = "" // the local engine runs the main rows
 	}
-	ce, err := backend.ConnectEngine(cctx, eng, log)
+	ce, err := engineconn.ConnectEngine(cctx, eng, log)
 	cancel()
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	cfg := bench.Config{
 		Engine: be, Images: b, EngineKind: ce.Endpoint.Kind, Logger: log, Progress: e.stderr,
 		Quick: *quick, WorkDir: *workDir, Version: Version, Command: cmd, Only: onlyRows,
-		GuestLink: backend.GuestLinkChoice(ctx, mode, ce),
+		GuestLink: engineconn.GuestLinkChoice(ctx, mode, ce),
 	}
 	// The relay rows start this program as `cubicle runner` in a network namespace.
 	if exe, err := os.Executable(); err == nil {
@@ -94,7 +94,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	default:
 		ks.Kind = "kubernetes"
 		kctx, kcancel := context.WithTimeout(ctx, 30*time.Second)
-		kc, err := backend.ConnectEngineWith(kctx, ks, log)
+		kc, err := engineconn.ConnectEngineWith(kctx, ks, log)
 		kcancel()
 		if err != nil {
 			return err

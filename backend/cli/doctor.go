@@ -7,16 +7,16 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"cubicle/backend"
 	"cubicle/backend/doctor"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
 )
 
 func checkers(dataDir string, getenv func(string) string) []doctor.Checker {
 	return []doctor.Checker{
-		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv, backend.DiscoverEngines),
-		doctor.GuestLink(getenv(link.EnvVar), getenv, backend.DiscoverEngines),
+		doctor.Engine(getenv("CUBICLE_ENGINE"), getenv, engineconn.DiscoverEngines),
+		doctor.GuestLink(getenv(link.EnvVar), getenv, engineconn.DiscoverEngines),
 		doctor.Display(getenv),
 		doctor.DataDir(dataDir),
 		doctor.Version(Version),

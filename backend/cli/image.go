@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cubicle/backend"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/images"
 )
@@ -61,7 +61,7 @@ pulled, or built offline with debootstrap on a Linux host without a registry (au
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	ce, err := backend.ConnectEngine(cctx, *eng, log)
+	ce, err := engineconn.ConnectEngine(cctx, *eng, log)
 	cancel()
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cubicle/backend"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/housekeeping"
 	"cubicle/backend/store"
 )
@@ -29,7 +30,7 @@ func (n *names) Set(v string) error { *n = append(*n, v); return nil }
 func leftovers(ctx context.Context, e *env, dataDir, engineKind string, clean bool, volumes []string) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	ce, err := backend.ConnectEngine(cctx, engineKind, log)
+	ce, err := engineconn.ConnectEngine(cctx, engineKind, log)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(e.stdout, "\nLeftovers: not checked (%v)\n", err)

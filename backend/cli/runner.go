@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"cubicle/backend"
+	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/runner"
 )
@@ -33,8 +34,8 @@ func runRunner(ctx context.Context, e *env, args []string) error {
 		return fault.Invalid("cubicle runner needs --server URL and --token TOKEN: copy the command shown when the runner was added (Settings → Runners)")
 	}
 	// as serve: the flags over the environment (CUBICLE_ENGINE, CUBICLE_KUBECONFIG, CUBICLE_KUBE_*)
-	es := backend.OverlayEngine(backend.KubeEnv(e.getenv), ef.settings())
-	if err := backend.CheckEngineSettings(es); err != nil {
+	es := engineconn.OverlayEngine(engineconn.KubeEnv(e.getenv), ef.settings())
+	if err := engineconn.CheckEngineSettings(es); err != nil {
 		return err
 	}
 	log, err := newLogger(e.stderr, *logLevel)

@@ -14,7 +14,7 @@ import (
 	"cubicle/backend/link"
 )
 
-// Discover lists the engines of this machine (backend.DiscoverEngines, which also probes
+// Discover lists the engines of this machine (engineconn.DiscoverEngines, which also probes
 // ssh:// endpoints; engine.Discover otherwise).
 type Discover func(ctx context.Context, opts engine.DiscoverOptions) ([]engine.Endpoint, error)
 

@@ -39,7 +39,7 @@ type DiscoverOptions struct {
 	Timeout time.Duration
 	// ProbeSSH checks an ssh:// endpoint through the engine clients' own ssh support
 	// (docker's connection helper, the Podman bindings' ssh connection), which this package
-	// does not link; backend.DiscoverEngines provides it. Nil leaves ssh endpoints unprobed
+	// does not link; engineconn.DiscoverEngines provides it. Nil leaves ssh endpoints unprobed
 	// (not reachable, with Err saying so).
 	ProbeSSH func(ctx context.Context, ep Endpoint, timeout time.Duration) (kind Kind, version, apiVersion string, err error)
 
