@@ -97,6 +97,11 @@ func TestStandardDesktopViewer(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// appeared reports whether file exists within 3 s (the reader wrote its line).
+	appeared := func(file string) bool {
+		r, err := c.Exec(ctx, guest.ExecRequest{Shell: "for i in $(seq 30); do [ -e " + file + " ] && exit 0; sleep 0.1; done; exit 1"})
+		return err == nil && r.ExitCode == 0
+	}
 	mixed := "héllo 你好 日本語 한국어 😀 Ωß ñ"
 
 	t.Run("typing any script arrives exactly", func(t *testing.T) {
@@ -115,7 +120,7 @@ func TestStandardDesktopViewer(t *testing.T) {
 			if err := c.Input(ctx, guest.Input{Action: "type", Text: mixed + "\n"}); err != nil {
 				t.Fatal(err)
 			}
-			if r, err := c.Exec(ctx, guest.ExecRequest{Shell: "for i in $(seq 50); do [ -e " + file + " ] && exit 0; sleep 0.1; done; exit 1"}); err == nil && r.ExitCode == 0 {
+			if appeared(file) {
 				break
 			}
 		}
@@ -140,10 +145,6 @@ func TestStandardDesktopViewer(t *testing.T) {
 		// still come after the Return (the reader skips the empty line, and Return goes again),
 		// or the terminal's window takes the focus after the keys went elsewhere: then the line
 		// is cleared (ctrl+u, the tty's line kill) and the paste is made again.
-		pasted := func() bool {
-			r, err := c.Exec(ctx, guest.ExecRequest{Shell: "for i in $(seq 30); do [ -e " + file + " ] && exit 0; sleep 0.1; done; exit 1"})
-			return err == nil && r.ExitCode == 0
-		}
 	paste:
 		for try := 0; try < 4; try++ {
 			keys := "ctrl+shift+v"
@@ -161,7 +162,7 @@ func TestStandardDesktopViewer(t *testing.T) {
 				if err := c.Input(ctx, guest.Input{Action: "key", Keys: "Return"}); err != nil {
 					t.Fatal(err)
 				}
-				if pasted() {
+				if appeared(file) {
 					break paste
 				}
 			}

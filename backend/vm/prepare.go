@@ -253,11 +253,16 @@ func (m *Manager) prepare(ctx context.Context, j *prepJob, key images.Key) (stor
 // its id the deferred removal cannot, and it would stay "Created" until this data directory's
 // next start. A container of that name that is not this store's probe is left alone.
 func (m *Manager) removeHalfMadeProbe(ctx context.Context, eng Engine, name string) {
+	// Only a create whose caller left may still be finished by the engine: look again then.
+	tries := 1
+	if ctx.Err() != nil {
+		tries = 3
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	for attempt := range 3 {
+	for attempt := range tries {
 		if attempt > 0 {
-			time.Sleep(500 * time.Millisecond) // the engine may finish the create after our call ended
+			time.Sleep(500 * time.Millisecond)
 		}
 		c, err := eng.InspectContainer(ctx, name)
 		if err != nil {
