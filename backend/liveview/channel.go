@@ -535,8 +535,9 @@ func (k *conn) writeLoop() {
 		watching  Desktop // the desktop watched
 		lastSent  string  // key of the last status sent
 		noRegions Driver  // the driver found too old for regions (frames instead)
-		// A stream that failed while its desktop runs is retried after a backoff (1 s doubling
-		// to 30 s, reset by what it sends): the desktop's state has not changed, so no event comes.
+		// A running desktop not watched — its stream failed, or its driver did not answer when
+		// it was looked up (a link still connecting) — is looked up again after a backoff (1 s
+		// doubling to 30 s, reset by what it sends): its state has not changed, so no event comes.
 		retry   <-chan time.Time
 		backoff = time.Second
 	)
@@ -576,6 +577,10 @@ func (k *conn) writeLoop() {
 		return
 	}
 	for {
+		if d := k.current(); st == nil && retry == nil && d.ID != "" && d.State == "running" {
+			retry = time.After(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+		}
 		var (
 			ready, ended <-chan struct{}
 			held         <-chan time.Time
@@ -606,10 +611,6 @@ func (k *conn) writeLoop() {
 			k.mu.Unlock()
 			stopWatching()
 			err = update(verr == nil)
-			if d := k.current(); verr != nil && d.State == "running" && d.Client != nil {
-				retry = time.After(backoff)
-				backoff = min(2*backoff, 30*time.Second)
-			}
 		case <-retry:
 			retry = nil
 			k.resolve(k.ctx)

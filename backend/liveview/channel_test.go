@@ -441,6 +441,30 @@ func TestComputerStoppedDesktopKeepsTheSocketOpen(t *testing.T) {
 	waitUntil(t, "the stream to stop", func() bool { return !e.hubs.Streaming("desk-s") })
 }
 
+// A desktop whose driver did not answer when the channel looked it up (its link still
+// connecting: the desktop runs, no event comes when the link is up) is looked up again.
+func TestComputerDriverThatAnswersLater(t *testing.T) {
+	d := screentest.Start(t, 84, 320, 200)
+	f := newComputerServer(t)
+	e := newComputerEnv(t, f, Config{})
+	agent := e.agent(t, e.adminID, "late")
+	e.desktops.set(agent, Desktop{ID: "desk-l", State: "running", Message: "connecting to the driver timed out"})
+	c := e.connect(t, f.admin, agent)
+	st := c.Expect("status", "", 5*time.Second)
+	if st["state"] != "running" || st["streaming"] != false {
+		t.Fatalf("status %v", st)
+	}
+	calls := e.desktops.calls.Load()
+	e.desktops.set(agent, Desktop{ID: "desk-l", State: "running", Client: d.Client}) // no event
+	c.Status(10*time.Second, func(st map[string]any) bool { return st["streaming"] == true })
+	if _, ok := c.FrameAfter(0, 5*time.Second); !ok {
+		t.Fatal("no frame once the driver answers")
+	}
+	if got := e.desktops.calls.Load() - calls; got < 1 || got > 3 {
+		t.Errorf("looked the desktop up %d times before its driver answered, want 1–3", got)
+	}
+}
+
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
