@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -156,6 +157,9 @@ type Channel struct {
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu
 	closed bool               // guarded by mu
+	// closing is set by Close before it ends the connections: a writer that ends then says
+	// "going away" (Close's own close message may not get through a writer busy with a frame).
+	closing atomic.Bool
 }
 
 // New checks cfg and returns a channel.
@@ -265,6 +269,7 @@ func (c *Channel) Refresh() {
 func (c *Channel) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	c.closing.Store(true)
 	for k := range c.conns {
 		k.ws.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
@@ -591,8 +596,11 @@ func (k *conn) writeLoop() {
 		var err error
 		select {
 		case <-k.ctx.Done():
-			k.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
-				time.Now().Add(time.Second))
+			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+			if k.ch.closing.Load() {
+				msg = websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
+			}
+			k.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
 			return
 		case m := <-k.replies:
 			err = k.writeJSON(m)
