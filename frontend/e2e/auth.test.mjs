@@ -103,10 +103,12 @@ describe('authentication', { skip: skip || false }, () => {
     for (const c of cookies) assert.equal(c.httpOnly, true, `cookie ${c.name} is HttpOnly`);
     assert.equal(await page.evaluate(() => document.cookie), '', 'the page cannot read the session');
 
-    // Losing the session (cookie gone) sends the next API call back to login.
+    // Losing the session (cookie gone) sends the next API call back to login: "Check again"
+    // once the engine checks the page started have ended (they can take half a minute on a
+    // loaded machine), or the page's own polling if that comes first (the button is gone then).
     await context.clearCookies();
-    await page.click('#doctor-refresh');
-    await page.waitForURL(/#\/login$/);
+    page.click('#doctor-refresh', { timeout: 120_000 }).catch(() => {});
+    await page.waitForURL(/#\/login$/, { timeout: 120_000 });
     await page.locator('#login-username').waitFor();
     assert.deepEqual(problems, []);
     await context.close();
