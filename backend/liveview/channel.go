@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -156,10 +155,7 @@ type Channel struct {
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu
-	closed bool               // guarded by mu
-	// closing is set by Close before it ends the connections: a writer that ends then says
-	// "going away" (Close's own close message may not get through a writer busy with a frame).
-	closing atomic.Bool
+	closed bool               // guarded by mu; a writer ended by Close says "going away"
 }
 
 // New checks cfg and returns a channel.
@@ -269,11 +265,8 @@ func (c *Channel) Refresh() {
 func (c *Channel) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	c.closing.Store(true)
 	for k := range c.conns {
-		k.ws.WriteControl(websocket.CloseMessage,
-			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
-		k.cancel()
+		k.cancel() // its writer sends "going away"
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
@@ -282,6 +275,12 @@ func (c *Channel) Close() error {
 	}
 	<-c.follows
 	return nil
+}
+
+func (c *Channel) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // Caller is who opens a connection, for which agent, as the HTTP front authenticated them.
@@ -597,7 +596,7 @@ func (k *conn) writeLoop() {
 		select {
 		case <-k.ctx.Done():
 			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-			if k.ch.closing.Load() {
+			if k.ch.isClosed() {
 				msg = websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
 			}
 			k.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))

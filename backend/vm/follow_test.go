@@ -26,10 +26,11 @@ func (f *fixture) recState(account, agent string) store.VMInstance {
 	return in
 }
 
-// waitState polls (real time, up to 2 s: the promise) until agent's record is in state.
+// waitState polls (real time, up to 10 s: generous for a loaded machine) until agent's record
+// is in state.
 func (f *fixture) waitState(account, agent, state string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine, not the product, is slow here
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		in := f.recState(account, agent)
 		if in.State == state {
