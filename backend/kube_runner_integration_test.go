@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image/png"
 	"log/slog"
 	"net/http/httptest"
@@ -16,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"cubicle/backend/deskegress"
 	"cubicle/backend/engine/kubernetes"
+	"cubicle/backend/fault"
 	"cubicle/backend/engine/kubernetes/kubetest"
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
@@ -144,6 +147,12 @@ func TestKubernetesRunner(t *testing.T) {
 	}
 	pods := cl.Clientset(t).CoreV1().Pods(cl.Namespace)
 
+	// The runner's desktops take the node's egress policy as their Pods' NetworkPolicies: a
+	// closed policy set now must be in place when the Pod is made (checked below).
+	if _, err := b.Egress.SetNodeEgress(ctx, admin.ID, node, store.EgressPolicy{Mode: deskegress.Closed}); err != nil {
+		t.Fatalf("a closed egress policy on the cluster runner: %v", err)
+	}
+
 	var desk vm.InstanceView
 	t.Run("the desktop is a pod of the cluster", func(t *testing.T) {
 		start := time.Now()
@@ -198,6 +207,49 @@ func TestKubernetesRunner(t *testing.T) {
 		r, err := g.Exec(lctx, guest.ExecRequest{Shell: "id -u"})
 		if err != nil || r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout)) != "1000" {
 			t.Errorf("exec in the pod through the runner: %+v, %v", r, err)
+		}
+	})
+
+	// issue 26: a runner whose desktops are Pods enforces egress policies as the server's own
+	// cluster does — a NetworkPolicy per desktop, written by the runner (the server never
+	// touches the runner's cluster), in place before the Pod started, replaced on the running
+	// desktop, removed for open; a wildcard is refused by the runner and nothing is saved.
+	t.Run("the egress policy is the pod's NetworkPolicy", func(t *testing.T) {
+		nps := cl.Clientset(t).NetworkingV1().NetworkPolicies(cl.Namespace)
+		np, err := nps.Get(ctx, desk.Container, metav1.GetOptions{})
+		if err != nil || len(np.Spec.Egress) != 0 || np.Spec.PodSelector.MatchLabels["cubicle.io/container"] != desk.Container {
+			t.Fatalf("closed: the desktop's NetworkPolicy %+v, %v", np, err)
+		}
+		p, err := pods.Get(ctx, desk.Container, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !np.CreationTimestamp.Before(&p.CreationTimestamp) && !np.CreationTimestamp.Equal(&p.CreationTimestamp) {
+			t.Errorf("the NetworkPolicy (%v) came after the Pod (%v)", np.CreationTimestamp, p.CreationTimestamp)
+		}
+		v, err := b.Egress.SetNodeEgress(ctx, admin.ID, node, store.EgressPolicy{Mode: deskegress.AllowList, Allow: []string{"10.1.2.0/24"}})
+		if err != nil || !strings.Contains(v.Enforcement, "NetworkPolicy") {
+			t.Fatalf("an allow-list on the cluster runner: %+v, %v", v, err)
+		}
+		np, err = nps.Get(ctx, desk.Container, metav1.GetOptions{})
+		if err != nil || len(np.Spec.Egress) != 1 || np.Spec.Egress[0].To[0].IPBlock.CIDR != "10.1.2.0/24" {
+			t.Fatalf("allow-list on the running desktop: %+v, %v", np, err)
+		}
+		_, err = b.Egress.SetNodeEgress(ctx, admin.ID, node, store.EgressPolicy{Mode: deskegress.AllowList, Allow: []string{"*.example.com"}})
+		if !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), "list the names") {
+			t.Fatalf("a wildcard on the cluster runner: %v, want invalid saying to list the names", err)
+		}
+		if ns, _ := b.Store.NodeSettings(node); len(ns.Egress.Allow) != 1 || ns.Egress.Allow[0] != "10.1.2.0/24" {
+			t.Fatalf("the refused policy changed the saved one: %+v", ns.Egress)
+		}
+		if _, err := b.Egress.SetNodeEgress(ctx, admin.ID, node, store.EgressPolicy{Mode: deskegress.Open}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nps.Get(ctx, desk.Container, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("open left the NetworkPolicy: %v", err)
+		}
+		if st, err := pods.Get(ctx, desk.Container, metav1.GetOptions{}); err != nil || st.Status.Phase != corev1.PodRunning {
+			t.Errorf("the desktop's pod after the policy changes: %v", err)
 		}
 	})
 

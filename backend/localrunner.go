@@ -257,8 +257,9 @@ func (l *memListener) Addr() net.Addr { return memAddr{} }
 
 // ConnectRunnerEngine connects the desktops' engine settings s choose with the server's
 // discovery (engineconn.ConnectEngineWith) for `cubicle runner` (runner.Config.ConnectEngine). On
-// Kubernetes the desktops are the cluster's Pods, reached over the exec link, and their
-// images are built by the local engine (when one answers) and pushed to s.Registry.
+// Kubernetes the desktops are the cluster's Pods, reached over the exec link, their egress
+// policies NetworkPolicies, and their images are built by the local engine (when one answers)
+// and pushed to s.Registry.
 func ConnectRunnerEngine(ctx context.Context, s store.EngineSettings, mode link.Mode, log *slog.Logger) (runner.Engine, error) {
 	eng, err := engineconn.ConnectEngineWith(ctx, s, log)
 	if err != nil {
@@ -269,7 +270,7 @@ func ConnectRunnerEngine(ctx context.Context, s store.EngineSettings, mode link.
 		re.Client = eng.Client
 	}
 	if eng.Kube != nil {
-		re.Desktops, re.Link = eng.Kube, engineconn.KubeLinkChoice(mode, eng.Kube.Host())
+		re.Desktops, re.Policies, re.Link = eng.Kube, eng.Kube, engineconn.KubeLinkChoice(mode, eng.Kube.Host())
 		re.Registry, re.RegistryInsecure = eng.Settings.Registry, eng.Settings.RegistryInsecure
 	} else {
 		re.Link = engineconn.GuestLinkChoice(ctx, mode, eng)

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"maps"
+	"net"
+	"strings"
 
 	"cubicle/backend/deskegress"
 	"cubicle/backend/fault"
@@ -16,6 +18,8 @@ import (
 // (wire.OpSetEgress), the runner keeps them in its own store (so they hold across restarts and
 // while the link is down) and enforces them with the same package as the server, in each
 // desktop's network namespace on this machine; refusals go to the server on the event stream.
+// Where its desktops are a cluster's Pods, a policy is the cluster's object instead (a
+// NetworkPolicy per desktop, as on the server's own cluster; refusals are not reported there).
 
 // enforceEgress enforces the egress policy of started desktop in (vm.Config.Egress): its
 // agent's own, else the node's. Open where nothing can be enforced is no error; any other
@@ -26,6 +30,21 @@ func (r *Runner) enforceEgress(ctx context.Context, in store.VMInstance, pid int
 		return err
 	}
 	return r.egress.Enforce(ctx, ns, deskegress.Desktop{InstanceID: in.ID, AgentID: in.AgentID, AccountID: in.AccountID, PID: pid})
+}
+
+// enforceClusterEgress enforces the egress policy of desktop in on the cluster it runs on
+// (vm.Config.Egress where desktops are a cluster's Pods): the cluster's object, written before
+// the Pod starts and again when a policy changes; open removes it.
+func (r *Runner) enforceClusterEgress(ctx context.Context, in store.VMInstance, _ int) error {
+	ns, err := r.st.NodeSettings(r.nodeID)
+	if err != nil {
+		return err
+	}
+	lookup := r.cfg.EgressLookup
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupNetIP
+	}
+	return r.policies.SetEgress(ctx, in.ContainerID, deskegress.Effective(ns, in.AgentID), lookup)
 }
 
 // egressBlocked hands a refusal to the server's event streams (deskegress.Config.OnBlocked).
@@ -39,12 +58,21 @@ func (r *Runner) egressBlocked(b deskegress.Blocked) {
 // server hears it stop on the event stream): the policy was taken either way. A bad policy
 // is fault.ErrInvalid and changes nothing.
 func (r *Runner) SetEgress(ctx context.Context, a wire.EgressArgs) (nodeapi.NodeSettings, error) {
-	if r.egress == nil {
-		return nodeapi.NodeSettings{}, fault.Conflict("this runner's desktops are not on its machine (or it has no engine): egress policies are not enforced here")
+	if r.egress == nil && r.policies == nil {
+		return nodeapi.NodeSettings{}, fault.Conflict("this runner has no engine, or its desktops' cluster cannot take policies: egress policies are not enforced here")
 	}
 	node, err := normalize(a.Node)
 	if err != nil {
 		return nodeapi.NodeSettings{}, err
+	}
+	if r.policies != nil && node.Mode == deskegress.AllowList {
+		// A cluster's policy lists addresses: a wildcard cannot become one. An agent's own
+		// wildcard is kept (it holds on other nodes); its desktops here fail to start with why.
+		for _, e := range node.Allow {
+			if strings.HasPrefix(e, "*.") {
+				return nodeapi.NodeSettings{}, fault.Invalid("%s: this runner's desktops run on Kubernetes, where a policy is a NetworkPolicy of addresses: list the names instead of a wildcard", e)
+			}
+		}
 	}
 	agents := map[string]store.EgressPolicy{}
 	for id, p := range a.Agents {

@@ -124,6 +124,9 @@ type Engine struct {
 	// Desktops, when set, is where desktops run instead of Client (a Kubernetes cluster):
 	// they are not on this machine, so no host wall applies to them.
 	Desktops vm.Engine
+	// Policies, with Desktops, writes a desktop's egress policy as the cluster's own object
+	// (a NetworkPolicy of its Pod: *kubernetes.Client); nil: policies are not enforced there.
+	Policies ClusterEgress
 	// Registry, when set, is where prepared images are pushed (images.Publisher, over plain
 	// HTTP with RegistryInsecure): Desktops pulls them from there by digest.
 	Registry         string
@@ -132,6 +135,12 @@ type Engine struct {
 	MapsUsers        bool        // desktops get their own user namespace
 	Link             link.Choice // how desktops' drivers are reached
 	Close            func() error
+}
+
+// ClusterEgress writes the egress policy of desktop id (a container of Engine.Desktops) as
+// the cluster's object, p's names resolved with lookup; open removes it.
+type ClusterEgress interface {
+	SetEgress(ctx context.Context, id string, p store.EgressPolicy, lookup deskegress.LookupFunc) error
 }
 
 // EngineClient runs desktops and builds their images (and pushes them to a registry).
@@ -156,6 +165,9 @@ type Runner struct {
 	// egress enforces the desktops' egress policies (nil for the managed runner, whose
 	// desktops are the server's, and where desktops are not on this machine).
 	egress *deskegress.Manager
+	// policies writes them as the cluster's objects where desktops run on a cluster
+	// (Engine.Policies; nil otherwise). At most one of egress and policies is set.
+	policies ClusterEgress
 	// rec records the runner's desktops (recording.go; nil for the managed runner, whose
 	// node the server records, and for a runner without an engine).
 	rec *recorder
@@ -283,13 +295,20 @@ func (r *Runner) buildVMs() error {
 		cfg.MapUsers = r.engine.MapsUsers
 		r.hello.Engine = r.engine.Kind
 		cfg.Engine = r.engine.Client
-		if r.engine.Desktops != nil {
-			// not on this machine: no host wall (on a cluster the egress is a NetworkPolicy)
+		switch {
+		case r.engine.Desktops != nil:
+			// not on this machine: no host wall; the egress policy is the cluster's object
+			// (a NetworkPolicy of the desktop's Pod), as on the server's own cluster
 			cfg.Engine, cfg.HostWall = r.engine.Desktops, nil
-		} else {
+			if r.engine.Policies != nil {
+				r.policies, cfg.Egress = r.engine.Policies, r.enforceClusterEgress
+			}
+		default:
 			// the same enforcement as the server's own desktops (docs/egress.md)
 			r.egress = deskegress.New(deskegress.Config{Logger: r.log.With("svc", "egress"), Lookup: r.cfg.EgressLookup, OnBlocked: r.egressBlocked})
 			cfg.Egress = r.enforceEgress
+		}
+		if cfg.Egress != nil {
 			r.hello.Capabilities = append(r.hello.Capabilities, wire.CapEgress)
 			r.hello.Capabilities = slices.DeleteFunc(r.hello.Capabilities, func(c string) bool { return slices.Contains(r.cfg.DropCapabilities, c) })
 		}

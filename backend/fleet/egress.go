@@ -305,8 +305,7 @@ func (e *Egress) EgressView(ctx context.Context, node string) (EgressView, error
 	case !eng.Connected:
 		v.Enforcement = "no container engine on this node"
 	case eng.Kube != nil:
-		v.Enforcement = "desktops run on Kubernetes: a policy is applied as a NetworkPolicy per desktop, which only a network plugin with NetworkPolicy support enforces; " +
-			"names are resolved when it is applied, wildcards cannot be used and refusals are not reported (docs/egress.md)"
+		v.Enforcement = kubeEnforcement
 	}
 	return v, nil
 }
@@ -323,10 +322,18 @@ func (e *Egress) runnerEnforcement(node string) string {
 		return r.Label() + " is not connected: a policy can be changed once it is (it keeps enforcing the last one it got)"
 	case !slices.Contains(hello.Capabilities, wire.CapEgress):
 		return r.Label() + " does not enforce desktop egress policies (capability " + wire.CapEgress +
-			"): update it, or its desktops run on Kubernetes where policies are not enforced yet"
+			"): update it to this server's version"
+	case hello.Engine == string(engine.Kubernetes):
+		return kubeEnforcement
 	}
 	return ""
 }
+
+// kubeEnforcement is how a policy holds where desktops run on Kubernetes (this server's own
+// cluster or a runner's).
+const kubeEnforcement = "desktops run on Kubernetes: a policy is applied as a NetworkPolicy per desktop, which only a network plugin with NetworkPolicy support enforces; " +
+	"names are resolved when it is applied, wildcards cannot be used and refusals are not reported (docs/egress.md)"
+
 
 // runner returns the link of runner node when it can take a policy: connected, with
 // wire.CapEgress (fault.ErrConflict saying to update it otherwise).

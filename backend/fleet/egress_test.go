@@ -64,11 +64,12 @@ func (a egressAgents) Agent(id string) (store.Agent, error) {
 
 // egressRunner is a runner's link that records what it was sent and answers err.
 type egressRunner struct {
-	id   string
-	caps []string
-	err  error
-	got  []nodeapi.EgressPolicy // the node policies it was sent
-	mu   sync.Mutex
+	id     string
+	caps   []string
+	engine string // the desktops' engine its hello names
+	err    error
+	got    []nodeapi.EgressPolicy // the node policies it was sent
+	mu     sync.Mutex
 }
 
 func (r *egressRunner) Label() string          { return "runner " + r.id }
@@ -102,7 +103,7 @@ func (h *egressRunners) Hello(id string) (wire.Hello, bool) {
 	if !ok || !h.up[id] {
 		return wire.Hello{}, false
 	}
-	return wire.Hello{Capabilities: r.caps}, true
+	return wire.Hello{Capabilities: r.caps, Engine: r.engine}, true
 }
 func (h *egressRunners) ConnectedWith(c string) []string {
 	var out []string
@@ -153,18 +154,19 @@ type egressFixture struct {
 }
 
 // newEgressFixture builds an Egress over fakes: node "local" and runners "r1" (connected,
-// enforces egress), "old" (connected, an older version without it) and "down" (not
-// connected); agents "ada" and "bob"; an engine that is connected.
+// enforces egress), "old" (connected, an older version without it), "down" (not
+// connected) and "kube" (connected, its desktops on a cluster); agents "ada" and "bob"; an engine that is connected.
 func newEgressFixture(t *testing.T) *egressFixture {
 	t.Helper()
 	f := &egressFixture{
 		st: &egressStore{nodes: map[string]store.NodeSettings{"local": {NodeID: "local"}, "r1": {NodeID: "r1"},
-			"old": {NodeID: "old"}, "down": {NodeID: "down"}}},
+			"old": {NodeID: "old"}, "down": {NodeID: "down"}, "kube": {NodeID: "kube"}}},
 		runners: &egressRunners{runners: map[string]*egressRunner{
 			"r1":   {id: "r1", caps: []string{wire.CapEgress}},
 			"old":  {id: "old"},
 			"down": {id: "down", caps: []string{wire.CapEgress}},
-		}, up: map[string]bool{"r1": true, "old": true}},
+			"kube": {id: "kube", caps: []string{wire.CapEgress}, engine: "kubernetes"},
+		}, up: map[string]bool{"r1": true, "old": true, "kube": true}},
 		local: &egressLocal{},
 		bus:   &egressBus{},
 		eng:   EgressEngine{Kind: engine.Podman, Connected: true},
@@ -412,6 +414,7 @@ func TestEgressViewEnforcement(t *testing.T) {
 		{"runner enforces", "r1", EgressEngine{}, ""},
 		{"runner too old", "old", EgressEngine{}, "runner old does not enforce desktop egress policies (capability " + wire.CapEgress + ")"},
 		{"runner down", "down", EgressEngine{}, "runner down is not connected: a policy can be changed once it is"},
+		{"runner on a cluster", "kube", EgressEngine{}, "desktops run on Kubernetes: a policy is applied as a NetworkPolicy"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newEgressFixture(t)
