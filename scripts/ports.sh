@@ -33,11 +33,12 @@ fi
 [ "$part" != build ] || exit 0
 
 # The tests below are the ones written for Windows' code paths (host shell and job objects,
-# process figures, engine discovery with named pipes, the refused owned service). Others
+# process figures, engine discovery with named pipes, the refused owned service, the host
+# sandbox's choice: Wine has no AppContainers). Others
 # need a Linux engine, Xvfb or unix sockets, which Wine does not offer.
 say "Windows tests under Wine"
-WINE_TESTS='^(TestLocalHost.*|TestHelperSleeper|TestWindowsShellChoice|TestPowerShellArgs|TestCmdLine|TestProcessUsage|TestCandidates|TestParseKind|TestFixFor|TestDiscoverNamedPipes|TestDiscoverTLS|TestDiscoverRealNamedPipe|TestStartPodmanServiceRefused|TestClampRlimits)$'
-WINE_PKGS=(./backend/agent/tools ./backend/history ./backend/engine)
+WINE_TESTS='^(TestLocalHost.*|TestHelperSleeper|TestWindowsShellChoice|TestPowerShellArgs|TestCmdLine|TestProcessUsage|TestCandidates|TestParseKind|TestFixFor|TestDiscoverNamedPipes|TestDiscoverTLS|TestDiscoverRealNamedPipe|TestStartPodmanServiceRefused|TestClampRlimits|TestAppContainerOrNone|TestModeKinds|TestChildEnv|TestEnvBlock|TestAppContainerName)$'
+WINE_PKGS=(./backend/agent/tools ./backend/history ./backend/engine ./backend/sandbox)
 # One test binary at a time (-p 1), each followed by the end of every program it left in the
 # prefix (CUBICLE_WINE_END_ALL, see scripts/wine/exec.sh).
 CUBICLE_WINE_END_ALL=1 GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go test -p 1 -count=1 -timeout 15m -exec "$wine" \

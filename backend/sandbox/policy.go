@@ -158,18 +158,19 @@ func SBPL(p Policy) string {
 // sbplString quotes s as an SBPL string literal.
 func sbplString(s string) string { return strconv.Quote(s) }
 
-// WindowsRule is one access-control entry the Windows policy needs: the restricted token's
-// restricting SID is denied (Deny) or allowed (not Deny) Write or all access beneath Path.
+// WindowsRule is one access-control entry for the AppContainer's SID on Path (and, for a
+// directory, what it holds): denied everything (Deny), else granted read, write, execute and
+// delete (Write), else read and execute.
 type WindowsRule struct {
-	Path  string
-	Deny  bool
-	Write bool // false: all access (read included)
+	Path  string `json:"path"`
+	Deny  bool   `json:"deny,omitempty"`
+	Write bool   `json:"write,omitempty"`
 }
 
-// WindowsPolicy compiles p into the access rules a restricted token with its own restricting
-// SID would need on Windows: full denial of the hidden paths, write access to the
-// read-write paths only (the token cannot write elsewhere because its restricting SID has no
-// write grant there). Paths are compared without case, as Windows does.
+// WindowsPolicy compiles p into the access entries of the command's AppContainer: write
+// access to the read-write paths (the container is granted nothing else to write) and full
+// denial of the hidden paths (which wins over a grant it inherits from a read-write parent).
+// Paths are compared without case, as Windows does.
 func WindowsPolicy(p Policy) []WindowsRule {
 	var out []WindowsRule
 	seen := map[string]bool{}

@@ -16,8 +16,11 @@
 //     when the node has no network;
 //   - macOS: sandbox-exec with a generated SBPL profile (deny reads of the hidden paths, writes
 //     outside the allowed ones, and the network when it is off);
-//   - Windows: none yet. The policy is compiled (WindowsPolicy) and tested, but no enforcement
-//     is wired, so Windows nodes report no sandbox.
+//   - Windows: an AppContainer of its own per set of read-write paths (appcontainer.go): the
+//     container's SID is granted the read-write paths and denied the hidden ones, everything
+//     else of the user's is closed to it by default, no network unless the node allows it
+//     (and never this machine's loopback), ended with the helper by a job object. Compiled
+//     and its plan unit-tested; never run here (no Windows machine; Wine has no AppContainers).
 //
 // Without a sandbox, host commands are refused with a message that says what to install,
 // unless an administrator allowed "no sandbox" for the node (Policy.AllowNone), in which case
@@ -49,7 +52,8 @@ const (
 	Auto Kind = "auto"
 )
 
-// EnvMode forces the kind (bwrap, landlock, none or auto); CI uses it to exercise each path.
+// EnvMode forces the kind (bwrap, landlock, sandbox-exec, appcontainer, none or auto); CI uses
+// it to exercise each path.
 const EnvMode = "CUBICLE_HOST_SANDBOX"
 
 // Policy is what a sandboxed command may touch.
@@ -142,10 +146,10 @@ func Mode(getenv func(string) string) (Kind, error) {
 	switch m := Kind(strings.ToLower(strings.TrimSpace(getenv(EnvMode)))); m {
 	case "", Auto:
 		return Auto, nil
-	case Bwrap, Landlock, None, Seatbelt:
+	case Bwrap, Landlock, None, Seatbelt, AppContainer:
 		return m, nil
 	default:
-		return "", fault.Invalid("%s=%q: use bwrap, landlock, none or auto", EnvMode, m)
+		return "", fault.Invalid("%s=%q: use bwrap, landlock, sandbox-exec, appcontainer, none or auto", EnvMode, m)
 	}
 }
 

@@ -23,8 +23,8 @@ func detect(mode Kind, _ string) (Kind, string, error) {
 	switch mode {
 	case None:
 		return None, "the host sandbox is turned off (" + EnvMode + "=none)", nil
-	case Bwrap, Landlock:
-		return "", "", fault.Invalid("%s=%s is Linux's; on macOS use sandbox-exec or auto", EnvMode, mode)
+	case Bwrap, Landlock, AppContainer:
+		return "", "", fault.Invalid("%s=%s is not macOS's; on macOS use sandbox-exec or auto", EnvMode, mode)
 	}
 	if _, err := exec.LookPath("/usr/bin/sandbox-exec"); err != nil {
 		return None, "sandbox-exec (/usr/bin/sandbox-exec, part of macOS) is missing", nil

@@ -141,8 +141,8 @@ func detect(mode Kind, exe string) (Kind, string, error) {
 	switch mode {
 	case None:
 		return None, "the host sandbox is turned off (" + EnvMode + "=none)", nil
-	case Seatbelt:
-		return "", "", fault.Invalid("%s=%s: sandbox-exec is macOS's; on Linux use bwrap or landlock", EnvMode, mode)
+	case Seatbelt, AppContainer:
+		return "", "", fault.Invalid("%s=%s is not Linux's; on Linux use bwrap or landlock", EnvMode, mode)
 	}
 	var problems []string
 	if mode == Auto || mode == Bwrap {

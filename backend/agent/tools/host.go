@@ -114,6 +114,7 @@ func (h LocalHost) sandboxed(ctx context.Context, c *exec.Cmd, p sandbox.Policy)
 		return w, fault.Unavailable("sandbox: %v", err)
 	}
 	c.Path, c.Args = path, w.Argv
+	c.Env = append(c.Env, rawCmdLine(c)...)
 	return w, nil
 }
 

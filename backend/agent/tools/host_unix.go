@@ -35,3 +35,6 @@ func endTree(c *exec.Cmd, kill bool) {
 	}
 	_ = syscall.Kill(-c.Process.Pid, sig)
 }
+
+// rawCmdLine hands the sandbox's helper a raw command line; Unix has none (argv is exact).
+func rawCmdLine(*exec.Cmd) []string { return nil }

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"cubicle/backend/sandbox"
 )
 
 // hostShellLead starts the host_shell tool's description: it names the command language.
@@ -119,4 +121,16 @@ func endTree(c *exec.Cmd, kill bool) {
 	if kill {
 		_ = c.Process.Kill()
 	}
+}
+
+// rawCmdLine moves c's raw command line (cmd.exe's, see cmdLine) into the environment for the
+// sandbox's helper, which starts the command with it (sandbox.EnvCmdLine): c itself now
+// starts the helper, whose own command line Go composes from c.Args.
+func rawCmdLine(c *exec.Cmd) []string {
+	if c.SysProcAttr == nil || c.SysProcAttr.CmdLine == "" {
+		return nil
+	}
+	line := c.SysProcAttr.CmdLine
+	c.SysProcAttr.CmdLine = ""
+	return []string{sandbox.EnvCmdLine + "=" + line}
 }
