@@ -78,8 +78,8 @@ func appContainerMain(raw string) int {
 	defer windows.FreeSid(sid)
 	for _, r := range plan.Rules {
 		if err := grant(sid, r); err != nil {
-			if r.Deny && errors.Is(err, fs.ErrNotExist) {
-				continue // a hidden path that is not there: nothing to hide
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // not there: nothing to hide, nothing to grant (as on Linux)
 			}
 			return fail("access for the AppContainer on %s: %v", r.Path, err)
 		}
