@@ -19,8 +19,8 @@ import (
 
 	"cubicle/backend/deskegress"
 	"cubicle/backend/engine/kubernetes"
-	"cubicle/backend/fault"
 	"cubicle/backend/engine/kubernetes/kubetest"
+	"cubicle/backend/fault"
 	"cubicle/backend/guest"
 	"cubicle/backend/nodes"
 	"cubicle/backend/store"

@@ -334,7 +334,6 @@ func (e *Egress) runnerEnforcement(node string) string {
 const kubeEnforcement = "desktops run on Kubernetes: a policy is applied as a NetworkPolicy per desktop, which only a network plugin with NetworkPolicy support enforces; " +
 	"names are resolved when it is applied, wildcards cannot be used and refusals are not reported (docs/egress.md)"
 
-
 // runner returns the link of runner node when it can take a policy: connected, with
 // wire.CapEgress (fault.ErrConflict saying to update it otherwise).
 func (e *Egress) runner(node string) (EgressRunner, error) {
