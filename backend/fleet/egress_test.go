@@ -373,7 +373,8 @@ func TestSetNodeEgressOnRunners(t *testing.T) {
 
 // TestEgressOnKubernetes: where the desktops run on Kubernetes a wildcard cannot be enforced
 // (a NetworkPolicy lists addresses), on this node's policy and an agent's own; a runner's is
-// not refused for it.
+// not refused here (a runner whose desktops are on a cluster refuses it itself:
+// TestKubernetesRunner).
 func TestEgressOnKubernetes(t *testing.T) {
 	f := newEgressFixture(t)
 	f.eng = EgressEngine{Kind: engine.Kubernetes, Connected: true, Kube: kubeStub{}}
