@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"net"
-	"strings"
 
 	"cubicle/backend/deskegress"
 	"cubicle/backend/fault"
@@ -65,13 +64,15 @@ func (r *Runner) SetEgress(ctx context.Context, a wire.EgressArgs) (nodeapi.Node
 	if err != nil {
 		return nodeapi.NodeSettings{}, err
 	}
-	if r.policies != nil && node.Mode == deskegress.AllowList {
+	if r.policies != nil {
 		// A cluster's policy lists addresses: a wildcard cannot become one. An agent's own
 		// wildcard is kept (it holds on other nodes); its desktops here fail to start with why.
-		for _, e := range node.Allow {
-			if strings.HasPrefix(e, "*.") {
-				return nodeapi.NodeSettings{}, fault.Invalid("%s: this runner's desktops run on Kubernetes, where a policy is a NetworkPolicy of addresses: list the names instead of a wildcard", e)
-			}
+		rules, err := deskegress.Compile(node)
+		if err != nil {
+			return nodeapi.NodeSettings{}, err
+		}
+		if w := rules.Wildcards(); rules.Mode == deskegress.AllowList && len(w) > 0 {
+			return nodeapi.NodeSettings{}, fault.Invalid("*%s: this runner's desktops run on Kubernetes, where a policy is a NetworkPolicy of addresses: list the names instead of a wildcard", w[0])
 		}
 	}
 	agents := map[string]store.EgressPolicy{}
