@@ -295,7 +295,7 @@ func (b *Backend) build() error {
 	}
 	dist := newDist(b.cfg)
 	if b.Nodes, err = nodes.New(nodes.Config{Store: b.Store, Logger: b.log.With("svc", "nodes"), Version: b.cfg.Version,
-		OnDisconnect: b.nodeDisconnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.Egress.RunnerBlocked}); err != nil {
+		OnDisconnect: b.nodeDisconnected, OnConnect: b.nodeConnected, Events: b.Events, Dist: dist, OnEgressBlocked: b.Egress.RunnerBlocked}); err != nil {
 		return err
 	}
 	b.Egress.Attach(b.VMs, fleet.EgressHub{Hub: b.Nodes})
@@ -539,6 +539,14 @@ func (b *Backend) Close() error {
 
 // localLinked reports whether node "local" is reached over the managed local runner's link.
 func (b *Backend) localLinked() bool { return b.local != nil && b.local.Connected() }
+
+// nodeConnected hears a runner's link come up: the managed local runner's first link moves
+// node "local" onto it.
+func (b *Backend) nodeConnected(node string) {
+	if node == nodes.LocalID && b.local != nil {
+		b.local.linked()
+	}
+}
 
 // nodeDisconnected ends the control leases of a runner's desktops when its link ends (fail
 // closed: no person keeps control of a desktop nobody can reach, no task goes on).

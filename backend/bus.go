@@ -202,7 +202,7 @@ func (b *Backend) engineSettled() {
 		return
 	}
 	kind, problem := b.engineNamed()
-	if err := b.local.start(b.Nodes, b.runnerUp, kind, problem); err != nil {
+	if err := b.local.start(b.runnerUp, kind, problem); err != nil {
 		b.log.Error("the managed local runner cannot start; node local is served directly", "err", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"cubicle/backend/engineconn"
 	"cubicle/backend/fault"
 	"cubicle/backend/link"
-	"cubicle/backend/nodes"
 	"cubicle/backend/store"
 	"cubicle/runner"
 	"cubicle/runner/wire"
@@ -63,8 +62,10 @@ type localRunner struct {
 	ln  *memListener
 	srv *http.Server
 
-	up   chan struct{} // closed once the runner's link was first up
-	gate chan struct{} // tests: when set, the accept path serves only once it is closed
+	up     chan struct{} // closed once the runner's link was first up (linked)
+	upOnce sync.Once
+	onUp   func()        // set by start
+	gate   chan struct{} // tests: when set, the accept path serves only once it is closed
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -95,9 +96,8 @@ func (b *Backend) buildLocalRunner() (*localRunner, error) {
 
 // start serves the accept path and runs the runner, whose hello names engine (the
 // engine's kind, "" when there is none, then engineErr says why), and returns at once:
-// onUp runs (from a goroutine lr owns) when the runner's link is first up. Until then
-// Connected is false.
-func (lr *localRunner) start(hub *nodes.Hub, onUp func(), engine, engineErr string) error {
+// onUp runs when the runner's link is first up (linked). Until then Connected is false.
+func (lr *localRunner) start(onUp func(), engine, engineErr string) error {
 	cfg := lr.cfg
 	cfg.Engine, cfg.EngineError = engine, engineErr
 	r, err := runner.NewManaged(cfg)
@@ -107,7 +107,8 @@ func (lr *localRunner) start(hub *nodes.Hub, onUp func(), engine, engineErr stri
 	lr.r = r
 	rctx, cancel := context.WithCancel(context.Background())
 	lr.cancel = cancel
-	lr.wg.Add(3)
+	lr.onUp = onUp
+	lr.wg.Add(2)
 	go func() {
 		defer lr.wg.Done()
 		if lr.gate != nil {
@@ -123,21 +124,19 @@ func (lr *localRunner) start(hub *nodes.Hub, onUp func(), engine, engineErr stri
 		defer lr.wg.Done()
 		lr.r.Run(rctx)
 	}()
-	go func() {
-		defer lr.wg.Done()
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for !hub.Connected(nodes.LocalID) {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-		close(lr.up)
-		onUp()
-	}()
 	return nil
+}
+
+// linked hears from the hub (nodes.Config.OnConnect) that the runner's link is up: the
+// first time, node "local" moves onto it and onUp runs. (A poll of the hub's state missed a
+// link that came and went between two looks, and left node local served directly.)
+func (lr *localRunner) linked() {
+	lr.upOnce.Do(func() {
+		close(lr.up)
+		if lr.onUp != nil {
+			lr.onUp()
+		}
+	})
 }
 
 // Connected reports whether the runner's link was up at least once (from then on node

@@ -101,6 +101,7 @@ func TestManagedLocalRunner(t *testing.T) {
 	}
 	b, call := startLocalNode(t, dir, LocalNodeRunner)
 	waitLocal(t, b, true) // it connects in the background (TestStartDoesNotWaitForLocalRunner)
+	waitLocalLinked(t, b) // and node local moves onto its link (the hub's OnConnect)
 	hello, _ := b.Nodes.Hello(nodes.LocalID)
 	if hello.Name != "this computer" || hello.EngineError == "" {
 		t.Fatalf("hello of the managed runner: %+v", hello)

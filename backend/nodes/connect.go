@@ -137,6 +137,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if follow {
 		go h.follow(c)
 	}
+	if h.cfg.OnConnect != nil {
+		h.cfg.OnConnect(id)
+	}
 }
 
 // alive reports whether c's link still answers a ping (within 3 s): a runner that comes back

@@ -62,6 +62,9 @@ type Config struct {
 	// desktops the server used on it; the backend ends their control leases. It must not block
 	// for long.
 	OnDisconnect func(node string, desktops []string)
+	// OnConnect hears that node's link is up: from now on Node(node) reaches it. It must not
+	// block for long.
+	OnConnect func(node string)
 	// Dist is what the server offers its runners to download (nil: nothing, and no runner is
 	// told of an update).
 	Dist *release.Dist

@@ -34,6 +34,7 @@ type hub struct {
 
 	mu    sync.Mutex
 	drops map[string][]string // node → desktops of its last disconnect
+	ups   map[string]bool     // node → whether Connected held when OnConnect heard it
 }
 
 func newHub(t *testing.T) *hub {
@@ -43,10 +44,15 @@ func newHub(t *testing.T) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &hub{st: st, path: path, drops: map[string][]string{}}
+	x := &hub{st: st, path: path, drops: map[string][]string{}, ups: map[string]bool{}}
 	x.h, err = nodes.New(nodes.Config{Store: st, Version: "9.9.9", OnDisconnect: func(node string, desktops []string) {
 		x.mu.Lock()
 		x.drops[node] = desktops
+		x.mu.Unlock()
+	}, OnConnect: func(node string) {
+		up := x.h.Connected(node) // the link is reachable by the time it is announced
+		x.mu.Lock()
+		x.ups[node] = up
 		x.mu.Unlock()
 	}})
 	if err != nil {
@@ -179,6 +185,18 @@ func TestConnectCallRevoke(t *testing.T) {
 	waitFor(t, "the runner to connect", func() bool { return x.h.Connected(c.ID) })
 	if !r.Connected() {
 		t.Fatal("the runner does not know it is connected")
+	}
+	waitFor(t, "OnConnect to hear the link", func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		_, heard := x.ups[c.ID]
+		return heard
+	})
+	x.mu.Lock()
+	up := x.ups[c.ID]
+	x.mu.Unlock()
+	if !up {
+		t.Fatal("OnConnect heard the link before the hub could reach it")
 	}
 	st, err := remote.Status(context.Background())
 	if err != nil || st.NodeID != c.ID || st.Engine.Found {
