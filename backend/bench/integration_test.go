@@ -250,6 +250,11 @@ func TestQuickRun(t *testing.T) {
 	if row := got.Row("cold_start"); row != nil && row.Ours.Summary.N != bench.QuickCounts.ColdStarts {
 		t.Errorf("cold starts: %d samples, want %d", row.Ours.Summary.N, bench.QuickCounts.ColdStarts)
 	}
+	for _, w := range got.Warnings {
+		if strings.Contains(w, "fonts") { // the bench's desktops must start as the product's do
+			t.Errorf("warning: %s", w)
+		}
+	}
 	if len(got.Desktop) == 0 || !strings.Contains(got.Row("memory_desktop_pss").Ours.Method, "Xvfb") {
 		t.Errorf("the desktop's processes were not found (want Xvfb among them): %+v", got.Desktop)
 	}

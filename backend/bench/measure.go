@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"cubicle/backend/agent"
@@ -33,6 +34,23 @@ var agentShot = guest.ScreenshotOptions{Format: "jpeg", Quality: 75, MaxWidth: 1
 // clickPoints are spots of the bare XFCE desktop background, away from the panel and the
 // desktop icons: clicking there changes nothing on screen.
 var clickPoints = [][2]int{{900, 300}, {960, 330}}
+
+// checkFontCaches warns when d's desktop wrote font caches of its own on its first start:
+// then the image's system caches were stale and every GTK program rescanned the fonts, so
+// the cold starts measured a slower desktop than the product's image gives (see
+// peersContainerfile).
+func (r *runner) checkFontCaches(ctx context.Context, d *desktop) {
+	res, err := d.client.Exec(ctx, guest.ExecRequest{Shell: `ls "$HOME/.cache/fontconfig" 2>/dev/null | grep -c 'cache-' || true`,
+		Timeout: 30 * time.Second})
+	if err != nil {
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("desktop %s: font caches not checked: %v", d.name, err))
+		return
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout))); n > 0 {
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("desktop %s rescanned its fonts at start (%d caches written under ~/.cache/fontconfig): "+
+			"the image's font caches are stale, so its starts are slower than the product's image", d.name, n))
+	}
+}
 
 // interleave runs ours n times and peer m times, alternating, so that a change in the
 // machine's load hits both sides alike.
@@ -84,6 +102,9 @@ func (r *runner) lifecycle(ctx context.Context) (*desktop, error) {
 			}
 			return r.firstRealScreenshot(ctx, d)
 		})
+		if err == nil && i == 0 {
+			r.checkFontCaches(ctx, d)
+		}
 		if err == nil {
 			err = timed(&stop, func() error { return r.stop(ctx, d) })
 		}
