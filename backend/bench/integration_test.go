@@ -168,13 +168,15 @@ func TestQuickRun(t *testing.T) {
 		// The product's resume of a paused desktop next to the engine's unpause; an upload
 		// through the app's route next to the engine's cp of the same file.
 		bench.RowResume: "podman unpause", bench.RowUploadThroughput: "podman cp",
+		// The product's restart of a stopped desktop next to the engine's start of it.
+		"restart": "podman start",
 		// The clipboard through the live view next to xclip in the same desktop.
 		bench.RowClipboardRoundtrip: "xclip",
 	}
 	others := map[string]string{ // rows with a further peer in the same run
 		"live_bytes_terminal": "v1 frames", "live_bytes_scroll": "v1 frames",
 	}
-	solo := []string{"cold_start", "restart", "stop", "live_pointer", "live_fps", "live_frame_size", "live_idle",
+	solo := []string{"cold_start", "stop", "live_pointer", "live_fps", "live_frame_size", "live_idle",
 		"memory_desktop_pss", "memory_desktop_rss", "memory_cubicle_pss", "memory_cubicle_rss",
 		bench.RowRecordBytesTerminal, bench.RowRecordBytesScroll, bench.RowReplaySeek, bench.RowSnapshotStore}
 	// Without a cluster the Kubernetes rows are listed without samples, saying why.

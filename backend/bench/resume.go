@@ -145,17 +145,13 @@ func (r *runner) resume(ctx context.Context, d *desktop) error {
 	if err != nil {
 		return err
 	}
-	verdict := "met"
-	if Summarize(o).P50 > ms(ResumeTarget) {
-		verdict = "missed"
-	}
 	r.add(Row{ID: RowResume, Title: "resume of a paused desktop → first drawn screenshot", Unit: UnitMS, Better: "lower",
 		Ours: Side{Method: "the product's pause (vm.Manager.Pause: the engine's cgroup freezer, memory kept), untimed; then the product's resume " +
 			"(vm.Manager.Resume: engine unpause, recorded running, driver link checked), the manager's driver link, and PNG screenshots until one has ≥16 colours", Samples: o},
 		PeerName: cli + " unpause", Peer: &Side{Method: cli + " pause CONTAINER forked on the host, untimed; then " + cli +
 			" unpause CONTAINER forked on the host and the same screenshots over a driver connection (same transport) held open through the pause", Samples: p},
 		Note:   resumeNote,
-		Target: fmt.Sprintf("target ≤ %.0f ms p50: %s", ms(ResumeTarget), verdict)})
+		Target: targetLine(o, ResumeTarget)})
 	return nil
 }
 
