@@ -62,9 +62,11 @@ func (s *screen) drawn(ctx context.Context) error {
 			return unavailable(err)
 		}
 		s.mu.Lock()
-		anyway := s.epoch == ep && time.Since(s.setAt) > drawnAnyway
+		since := s.setAt
+		anyway := s.epoch == ep && time.Since(since) > drawnAnyway
 		s.mu.Unlock()
 		if ok || anyway {
+			colourfulAt := time.Since(since)
 			if ok {
 				// The first colourful frame may be half painted (the panel before the
 				// wallpaper): wait until drawing pauses, briefly.
@@ -80,7 +82,10 @@ func (s *screen) drawn(ctx context.Context) error {
 				s.drawnEpoch = ep
 			}
 			s.mu.Unlock()
-			s.log.Info("desktop drawn", "colourful", ok)
+			// When the screen was seen colourful and when drawing paused, since the X server
+			// was ready, say where a start went (docs/bench.md).
+			s.log.Info("desktop drawn", "colourful", ok, "colourfulAfter", colourfulAt.Round(time.Millisecond),
+				"drawnAfter", time.Since(since).Round(time.Millisecond))
 			return nil
 		}
 		poll := time.NewTimer(500 * time.Millisecond) // also catches drawnAnyway
