@@ -241,7 +241,7 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	// The rows with a target say how they stand against it; the upload is in MB/s.
-	for id, target := range map[string]string{bench.RowResume: "100", bench.RowLiveFirstFrame: "300"} {
+	for id, target := range map[string]string{bench.RowResume: "100", bench.RowLiveFirstFrame: "300", "cold_start": "1200", "restart": "800"} {
 		if row := got.Row(id); row != nil && !regexp.MustCompile(`^target ≤ `+target+` ms p50: (met|missed)$`).MatchString(row.Target) {
 			t.Errorf("row %s: target %q", id, row.Target)
 		}

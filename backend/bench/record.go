@@ -214,13 +214,13 @@ func (r *runner) recordingRows(ctx context.Context, d *desktop) error {
 			window.String() + ", as a share of one core; recorded and unrecorded windows take turns", Samples: with},
 		PeerName: "unrecorded", Peer: &Side{Method: "the same desktop and workload with nobody watching, measured the same way", Samples: without}}
 	extra := median(with) - median(without)
-	cpuRow.Target = fmt.Sprintf("record_cpu: %.1f%% of a core extra (target ≤ 5%%)", extra)
+	cpuRow.Target = fmt.Sprintf("%.1f%% of a core extra (target ≤ 5%%)", extra)
 	r.add(cpuRow)
 	r.add(Row{ID: RowRecordBytesTerminal, Title: "recording: megabytes per hour, a terminal printing the time 10×/s", Unit: UnitMBh, Better: "lower",
 		Ours: Side{Method: "the bytes of a recording (segments, keyframes at least every 10 s while the screen changes) of xfce4-terminal running `watch -n 0.1 date +%T.%N`, " +
 			window.String() + " each, per hour of recording: " + perHourMethod(), Samples: mbh},
 		Note:   rawNote(window, mbhRaw),
-		Target: fmt.Sprintf("record_bytes_terminal: %.1f MB/h (target ≤ 60 MB/h)", median(mbh))})
+		Target: fmt.Sprintf("%.1f MB/h (target ≤ 60 MB/h)", median(mbh))})
 
 	// The scrolling workload.
 	r.progress("  a browser scrolling a long page, recorded")
@@ -284,7 +284,7 @@ func (r *runner) recordingRows(ctx context.Context, d *desktop) error {
 	r.add(Row{ID: RowReplaySeek, Title: "replay: a random moment → its first full picture decoded", Unit: UnitMS, Better: "lower",
 		Ours: Side{Method: "open the recording of the scrolling page, seek to a random moment (the keyframe before it and the updates up to it, read from the segment files) " +
 			"and decode every JPEG and PNG region of them, as the player draws them", Samples: seeks},
-		Target: fmt.Sprintf("replay_seek: p50 %.0f ms (target ≤ 300 ms)", median(seeks))})
+		Target: fmt.Sprintf("p50 %.0f ms (target ≤ 300 ms)", median(seeks))})
 	return nil
 }
 
