@@ -256,6 +256,29 @@ func TestStandardImage(t *testing.T) {
 		}
 	})
 
+	// The panel is dark through its theme, not its own dark-mode setting (which costs 0.3 s of
+	// CPU per start), and GTK animations are off (docs/bench.md "Where a desktop's start goes").
+	t.Run("the panel is dark and GTK does not animate", func(t *testing.T) {
+		var sum, n int
+		for y := 4; y < 22; y += 2 {
+			for x := 300; x < 1100; x += 8 {
+				r, g, b, _ := desktop.At(x, y).RGBA()
+				sum += int(r>>8+g>>8+b>>8) / 3
+				n++
+			}
+		}
+		if mean := sum / n; mean > 80 {
+			t.Errorf("the top panel's mean brightness is %d of 255: want XFCE's dark panel (≤ 80)", mean)
+		}
+		r, err := c.Exec(ctx, guest.ExecRequest{Shell: `grep -x 'gtk-enable-animations=false' /etc/gtk-3.0/settings.ini && for p in $(pgrep -x xfce4-panel); do tr '\0' '\n' < /proc/$p/environ | grep '^GTK_THEME='; done`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := string(r.Stdout); r.ExitCode != 0 || !strings.Contains(out, "GTK_THEME=Adwaita:dark") {
+			t.Fatalf("want GTK animations off in /etc/gtk-3.0/settings.ini and the panel running with GTK_THEME=Adwaita:dark; got (exit %d):\n%s%s", r.ExitCode, out, r.Stderr)
+		}
+	})
+
 	t.Run("ctrl+alt+t opens a terminal and typing changes pixels", func(t *testing.T) {
 		if err := c.Input(ctx, guest.Input{Action: "key", Keys: "ctrl+alt+t"}); err != nil {
 			t.Fatal(err)

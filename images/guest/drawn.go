@@ -14,12 +14,22 @@ import (
 // Until the desktop session has drawn, the screen is black (Xvfb's empty root window): a
 // screenshot then shows nothing and a model that pays for it learns nothing. Screenshots and
 // streams therefore wait until the screen looks drawn — at least drawnColours distinct
-// colours and less than half of it still black (XFCE draws its panel well before the
-// wallpaper), then quiet for drawnQuiet so a half-painted desktop is not taken — once per X
-// server. Without a session configured the screen counts as drawn at once.
+// colours and less than half of it still black (XFCE's wallpaper makes it so; the panels may
+// come just before or just after) — then until drawing pauses (drawnQuiet) so a half-painted
+// desktop is not taken — once per X server. Without a session configured the screen counts as
+// drawn at once.
 const (
 	drawnColours = 16
-	drawnQuiet   = 250 * time.Millisecond
+	// The pause that ends the wait grows with how long the session took to colour the screen:
+	// the pieces that follow the wallpaper (the panels' plugins) come after it by gaps that
+	// grow with a slow machine. Measured on 2 cores, restarts of the standard image
+	// (docs/bench.md): the screen colourful 0.36–0.61 s after the X server, the last piece
+	// ≤ 75 ms later, gaps ≤ 30 ms between pieces; with three busy processes beside it,
+	// colourful after 0.13–0.66 s, the last piece ≤ 128 ms later, gaps ≤ 94 ms (at most 0.29
+	// of the time to colour).
+	drawnQuietShare = 0.4
+	drawnQuietMin   = 150 * time.Millisecond
+	drawnQuietMax   = 500 * time.Millisecond
 	// drawnWait bounds one wait by default: the caller gets an "is still starting" error
 	// after it.
 	drawnWait = 20 * time.Second
@@ -68,9 +78,9 @@ func (s *screen) drawn(ctx context.Context) error {
 		if ok || anyway {
 			colourfulAt := time.Since(since)
 			if ok {
-				// The first colourful frame may be half painted (the panel before the
-				// wallpaper): wait until drawing pauses, briefly.
-				if _, _, err := d.WaitQuiet(ctx, drawnQuiet, 3*time.Second); err != nil {
+				// The first colourful frame may be half painted (the wallpaper before the
+				// panels): wait until drawing pauses, briefly.
+				if _, _, err := d.WaitQuiet(ctx, drawnQuiet(colourfulAt), 3*time.Second); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -84,7 +94,7 @@ func (s *screen) drawn(ctx context.Context) error {
 			s.mu.Unlock()
 			// When the screen was seen colourful and when drawing paused, since the X server
 			// was ready, say where a start went (docs/bench.md).
-			s.log.Info("desktop drawn", "colourful", ok, "colourfulAfter", colourfulAt.Round(time.Millisecond),
+			s.log.Info("desktop drawn", "colourful", ok, "colourfulAfter", colourfulAt.Round(time.Millisecond), "quiet", drawnQuiet(colourfulAt).Round(time.Millisecond),
 				"drawnAfter", time.Since(since).Round(time.Millisecond))
 			return nil
 		}
@@ -102,6 +112,12 @@ func (s *screen) drawn(ctx context.Context) error {
 		}
 		poll.Stop()
 	}
+}
+
+// drawnQuiet is how long drawing must pause once the screen looks drawn, for a session that
+// took colourfulAfter from the X server's start to colour it.
+func drawnQuiet(colourfulAfter time.Duration) time.Duration {
+	return min(max(time.Duration(float64(colourfulAfter)*drawnQuietShare), drawnQuietMin), drawnQuietMax)
 }
 
 // colourful reports whether a sample of the screen's pixels shows at least drawnColours

@@ -91,3 +91,52 @@ func TestNeverBlack(t *testing.T) {
 		t.Fatalf("health after drawing: %+v %v, want drawn", hl, err)
 	}
 }
+
+// TestDrawnWaitsForTheLastPiece: a session that colours the screen (the wallpaper) and draws
+// another piece (a panel) shortly after: the first screenshot shows both — the wait for drawing
+// to pause is longer than the session's gap between them.
+func TestDrawnWaitsForTheLastPiece(t *testing.T) {
+	h := startDriverWith(t, 156, 320, 240, func(c *Config) { c.Session = "sleep 600" })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	win := xvfbtest.NewWindow(t, h.display, 0, 0, 320, 240, 0x000000)
+	type result struct {
+		f   guest.Frame
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		f, err := h.client.Screenshot(ctx, guest.ScreenshotOptions{Format: "png"})
+		got <- result{f, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the screenshot is waiting
+	win.Put(t, 0, 0, photo(320, 240, 11))
+	time.Sleep(drawnQuietMin / 4)        // a quarter of the shortest wait: room for a busy machine
+	win.Fill(t, 0, 0, 320, 20, 0x3366cc) // the panel
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	img := decodeFrame(t, r.f)
+	for _, x := range []int{5, 160, 315} {
+		if cr, cg, cb, _ := img.At(x, 10).RGBA(); cr>>8 != 0x33 || cg>>8 != 0x66 || cb>>8 != 0xcc {
+			t.Fatalf("pixel (%d,10) is %02x%02x%02x, want the panel's 3366cc: the screenshot was taken before the last piece was drawn", x, cr>>8, cg>>8, cb>>8)
+		}
+	}
+}
+
+// TestDrawnQuiet: the pause that ends the wait for a drawn screen is a share of the time the
+// session took to colour it, within bounds.
+func TestDrawnQuiet(t *testing.T) {
+	for _, c := range []struct{ after, want time.Duration }{
+		{0, drawnQuietMin},
+		{200 * time.Millisecond, drawnQuietMin},
+		{400 * time.Millisecond, 160 * time.Millisecond},
+		{time.Second, 400 * time.Millisecond},
+		{10 * time.Second, drawnQuietMax},
+	} {
+		if got := drawnQuiet(c.after); got != c.want {
+			t.Errorf("drawnQuiet(%s) = %s, want %s", c.after, got, c.want)
+		}
+	}
+}
