@@ -212,6 +212,9 @@ func (s *Service) Close() error {
 	if s.sub != nil {
 		s.sub.Close()
 	}
+	for _, ss := range sessions {
+		ss.ending(s.cfg.StopLabel) // before the cancel below ends their writers
+	}
 	s.cancel()
 	for _, ss := range sessions {
 		ss.stop(s.cfg.StopLabel)

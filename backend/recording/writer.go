@@ -27,12 +27,29 @@ type session struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	once sync.Once
-	why  string // guarded by once: the last marker's label
+	mu     sync.Mutex
+	why    string // guarded by mu: the last marker's label, the first one given
+	whySet bool   // guarded by mu
+}
+
+// ending gives the label of the recording's last marker (the first label given wins).
+func (ss *session) ending(why string) {
+	ss.mu.Lock()
+	if !ss.whySet {
+		ss.why, ss.whySet = why, true
+	}
+	ss.mu.Unlock()
+}
+
+// endLabel is the label ending gave ("" when none).
+func (ss *session) endLabel() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.why
 }
 
 func (ss *session) stop(why string) {
-	ss.once.Do(func() { ss.why = why })
+	ss.ending(why)
 	ss.cancel()
 	<-ss.done
 }
@@ -327,8 +344,8 @@ func (w *writer) saveMeta(ended bool) {
 
 // finish closes the recording: its last marker, its segment, its metadata.
 func (w *writer) finish() {
-	if w.ss.why != "" {
-		w.ss.s.markSession(w.ss, Marker{Kind: MarkDesktop, Label: w.ss.why})
+	if why := w.ss.endLabel(); why != "" {
+		w.ss.s.markSession(w.ss, Marker{Kind: MarkDesktop, Label: why})
 	}
 	if w.seg != nil {
 		w.bytes += w.seg.bytes

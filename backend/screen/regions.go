@@ -152,12 +152,24 @@ func (h *RegionHub) ended() bool {
 	return h.stopped
 }
 
-// add registers a viewer; it gets the stream's first update, or asks for a keyframe.
+// add registers a viewer; it gets the stream's first update, or asks for a keyframe. On a hub
+// that has ended the viewer ends at once with the hub's error: a new hub's stream can end
+// (a driver without region streams answers its first ask at once) before its first viewer is
+// added, and that viewer must hear why rather than wait for ever.
 func (h *RegionHub) add() *RegionViewer {
 	v := &RegionViewer{hub: h, ready: make(chan struct{}, 1), done: make(chan struct{})}
 	// Once v is in h.viewers the hub's goroutines write its fields (under v.mu): what add
 	// needs of them afterwards is read here, while h.mu keeps them out.
 	h.mu.Lock()
+	if h.stopped {
+		err := h.err
+		h.mu.Unlock()
+		if err == nil {
+			err = h.stopErr()
+		}
+		v.finish(err)
+		return v
+	}
 	h.viewers[v] = struct{}{}
 	v.mu.Lock() // h.mu, then v.mu: the order pointers and run take them in
 	v.cursor, v.pointer = h.cursor, h.pointer

@@ -246,10 +246,22 @@ func (h *Hub) ended() bool {
 	return h.stopped
 }
 
-// add registers a new viewer and hands it the newest frame.
+// add registers a new viewer and hands it the newest frame; on a hub that has ended the viewer
+// ends at once with the hub's error.
 func (h *Hub) add() *Viewer {
 	v := &Viewer{hub: h, ready: make(chan struct{}, 1), done: make(chan struct{})}
 	h.mu.Lock()
+	if h.stopped {
+		// The hub ended between Watch's look and this add (its source failed at once):
+		// the viewer hears why instead of waiting for ever.
+		err := h.err
+		h.mu.Unlock()
+		if err == nil {
+			err = fault.Unavailable("screen %s: the stream ended", h.id)
+		}
+		v.finish(err)
+		return v
+	}
 	h.viewers[v] = struct{}{}
 	last := h.last
 	h.mu.Unlock()
