@@ -159,26 +159,11 @@ func (s *suite) testLifecycle(t *testing.T) {
 		// of 30 s.
 		limit = 15 * time.Second
 	}
-	ended, watched := watchEnd(st.PID, "sleep")
-	start = time.Now()
-	if err := s.e.StopContainer(ctx, created.ID, time.Second); err != nil {
-		t.Fatalf("StopContainer: %v", err)
-	}
-	took := time.Since(start)
+	took, killed, watched := timedStop(t, "StopContainer", st.PID, func() error { return s.e.StopContainer(ctx, created.ID, time.Second) })
 	if watched {
-		var at time.Time
-		select {
-		case at = <-ended:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the container's init (pid %d) still runs 10 s after StopContainer returned", st.PID)
-		}
-		killed := at.Sub(start)
 		t.Logf("stop with 1 s timeout took %v; its init ended %v after the stop began", took.Round(time.Millisecond), killed.Round(time.Millisecond))
 		if killed < 900*time.Millisecond || killed > limit {
 			t.Errorf("the container's init ended %v after the stop began, want about the 1 s timeout (at most %v)", killed, limit)
-		}
-		if took > time.Minute {
-			t.Errorf("stop took %v", took)
 		}
 	} else {
 		t.Logf("stop with 1 s timeout took %v (its init is not a process of this machine: the whole stop is timed)", took.Round(time.Millisecond))
@@ -208,26 +193,11 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if err != nil || !st.Running {
 		t.Fatalf("restarted state: %+v, %v", st, err)
 	}
-	ended, watched = watchEnd(st.PID, "sleep")
-	start = time.Now()
-	if err := s.e.StopContainer(ctx, created.ID, 0); err != nil {
-		t.Fatalf("StopContainer(0): %v", err)
-	}
-	took = time.Since(start)
+	took, killed, watched = timedStop(t, "StopContainer(0)", st.PID, func() error { return s.e.StopContainer(ctx, created.ID, 0) })
 	if watched {
-		var at time.Time
-		select {
-		case at = <-ended:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the container's init (pid %d) still runs 10 s after StopContainer(0) returned", st.PID)
-		}
-		killed := at.Sub(start)
 		t.Logf("stop with the spec's 1 s StopTimeout took %v; its init ended %v after the stop began", took.Round(time.Millisecond), killed.Round(time.Millisecond))
 		if killed > limit {
 			t.Errorf("with the spec's 1 s StopTimeout the container's init ended %v after the stop began (at most %v)", killed, limit)
-		}
-		if took > time.Minute {
-			t.Errorf("stop took %v", took)
 		}
 	} else if took > limit {
 		t.Errorf("stop with the spec's 1 s StopTimeout took %v (at most %v)", took, limit)
@@ -490,6 +460,32 @@ func (s *suite) testExitsAtOnce(t *testing.T) {
 			t.Errorf("RemoveContainer: %v", err)
 		}
 	}
+}
+
+// timedStop runs stop and times it; where the container's init (pid, running sleep) is a
+// process of this machine it also times the init's end (killed): that says whether the stop's
+// timeout was honoured, whatever the engine's teardown after the kill costs.
+func timedStop(t *testing.T, what string, pid int, stop func() error) (took, killed time.Duration, watched bool) {
+	t.Helper()
+	ended, watched := watchEnd(pid, "sleep")
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	took = time.Since(start)
+	if !watched {
+		return took, 0, false
+	}
+	select {
+	case at := <-ended:
+		killed = at.Sub(start)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the container's init (pid %d) still runs 10 s after %s returned", pid, what)
+	}
+	if took > time.Minute {
+		t.Errorf("%s took %v", what, took)
+	}
+	return took, killed, true
 }
 
 // watchEnd watches process pid of this machine, whose command line contains cmd, and sends
