@@ -76,11 +76,12 @@ func (s *screen) drawn(ctx context.Context) error {
 		anyway := s.epoch == ep && time.Since(since) > drawnAnyway
 		s.mu.Unlock()
 		if ok || anyway {
-			colourfulAt := time.Since(since)
-			if ok {
+			_, last, _ := d.Generation()
+			colourfulAt, quiet, left := drawnPause(since, last, time.Now())
+			if ok && left > 0 {
 				// The first colourful frame may be half painted (the wallpaper before the
 				// panels): wait until drawing pauses, briefly.
-				if _, _, err := d.WaitQuiet(ctx, drawnQuiet(colourfulAt), 3*time.Second); err != nil {
+				if _, _, err := d.WaitQuiet(ctx, quiet, 3*time.Second); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -94,7 +95,7 @@ func (s *screen) drawn(ctx context.Context) error {
 			s.mu.Unlock()
 			// When the screen was seen colourful and when drawing paused, since the X server
 			// was ready, say where a start went (docs/bench.md).
-			s.log.Info("desktop drawn", "colourful", ok, "colourfulAfter", colourfulAt.Round(time.Millisecond), "quiet", drawnQuiet(colourfulAt).Round(time.Millisecond),
+			s.log.Info("desktop drawn", "colourful", ok, "colourfulAfter", colourfulAt.Round(time.Millisecond), "quiet", quiet.Round(time.Millisecond),
 				"drawnAfter", time.Since(since).Round(time.Millisecond))
 			return nil
 		}
@@ -112,6 +113,21 @@ func (s *screen) drawn(ctx context.Context) error {
 		}
 		poll.Stop()
 	}
+}
+
+// drawnPause says, for a screen seen colourful at now whose X server was ready at since and
+// whose last change was at last: how long the session took to colour it (colourfulAfter), how
+// long drawing must pause (quiet) and how much of that pause is still to come (left, 0: the
+// screen is drawn). A screen first looked at long after its session drew it (nobody asked for
+// a screenshot before) has been quiet since its last change: the session coloured it by then,
+// and it is drawn at once.
+func drawnPause(since, last, now time.Time) (colourfulAfter, quiet, left time.Duration) {
+	colourfulAfter = now.Sub(since)
+	if last.After(since) && last.Before(now) {
+		colourfulAfter = last.Sub(since)
+	}
+	quiet = drawnQuiet(colourfulAfter)
+	return colourfulAfter, quiet, max(quiet-now.Sub(last), 0)
 }
 
 // drawnQuiet is how long drawing must pause once the screen looks drawn, for a session that

@@ -140,3 +140,27 @@ func TestDrawnQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestDrawnPause: a screen looked at while the session draws waits a share of the session's
+// time so far; one first looked at long after its last change is drawn at once, its time to
+// colour taken from that change.
+func TestDrawnPause(t *testing.T) {
+	x := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC) // the X server ready
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, c := range []struct {
+		name                   string
+		last, now              time.Duration // after x
+		colourful, quiet, left time.Duration
+	}{
+		{"the wallpaper just drawn", ms(400), ms(405), ms(400), ms(160), ms(155)},
+		{"asked during a pause", ms(400), ms(500), ms(400), ms(160), ms(60)},
+		{"asked a minute later", ms(450), ms(60000), ms(450), ms(180), 0},
+		{"nothing drawn since the server came", -ms(1), ms(30000), ms(30000), drawnQuietMax, 0},
+		{"a slow session, asked at once", ms(2000), ms(2000), ms(2000), drawnQuietMax, drawnQuietMax},
+	} {
+		colourful, quiet, left := drawnPause(x, x.Add(c.last), x.Add(c.now))
+		if colourful != c.colourful || quiet != c.quiet || left != c.left {
+			t.Errorf("%s: drawnPause = %s, %s, %s; want %s, %s, %s", c.name, colourful, quiet, left, c.colourful, c.quiet, c.left)
+		}
+	}
+}
