@@ -27,16 +27,15 @@ type session struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu     sync.Mutex
-	why    string // guarded by mu: the last marker's label, the first one given
-	whySet bool   // guarded by mu
+	mu  sync.Mutex
+	why string // guarded by mu: the last marker's label, the first one given
 }
 
 // ending gives the label of the recording's last marker (the first label given wins).
 func (ss *session) ending(why string) {
 	ss.mu.Lock()
-	if !ss.whySet {
-		ss.why, ss.whySet = why, true
+	if ss.why == "" {
+		ss.why = why
 	}
 	ss.mu.Unlock()
 }

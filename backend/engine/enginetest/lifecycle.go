@@ -185,7 +185,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 
 	// Default stop timeout from the spec (1 s) when the caller gives none: timed like the stop
 	// above, by the init's end where it is a process of this machine (CI saw a 21 s stop here
-	// through Podman's Docker-compatible API while image builds held its storage).
+	// through Podman's Docker-compatible API, image builds running beside it).
 	if err := s.e.StartContainer(ctx, created.ID); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
